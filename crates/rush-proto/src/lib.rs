@@ -1,0 +1,163 @@
+//! Sans-IO HTTP/1.1 for rush: bytes in, decisions out.
+//!
+//! This crate owns every rule of RFC 9112 about *framing*: where a request
+//! head ends, which body follows it, whether the connection stays open, and
+//! which requests must be refused (and with which status). It never touches a
+//! socket, a clock or Python; the server loop in the `rush` crate feeds it the
+//! bytes it read and acts on what comes back.
+//!
+//! The shape follows httparse (which parses the head for us): results borrow
+//! nothing and instead carry [`Span`]s, offsets into the caller's buffer, so
+//! the caller can keep its buffer and the parse result side by side without
+//! lifetimes or copies.
+//!
+//! * [`parse_request_head`]: one request head, validated, with its framing.
+//! * [`ChunkedDecoder`]: a resumable `Transfer-Encoding: chunked` decoder.
+//! * [`response`]: status lines, header validation, canned error responses.
+//! * [`DateCache`]: the `Date` header, formatted once a second.
+//!
+//! Incomplete input is always [`HeadStatus::Partial`] / "need more", never an
+//! error, so the same input split at any offset gives the same result.
+
+mod chunked;
+mod date;
+mod error;
+mod head;
+pub mod response;
+
+pub use chunked::{ChunkedDecoder, ChunkedProgress};
+pub use date::DateCache;
+pub use error::ProtoError;
+pub use head::{parse_request_head, HeadStatus, RequestHead};
+
+/// Every size bound the parser enforces. Each has a default; the server makes
+/// them configurable.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Longest request line (method, target, version) in bytes; over it: 414.
+    pub max_request_line: usize,
+    /// Largest whole head (request line + all header lines) in bytes; over it: 431.
+    pub max_head_size: usize,
+    /// Most header fields in one head; over it: 431.
+    pub max_headers: usize,
+    /// Largest request body in bytes, declared or decoded; over it: 413.
+    pub max_body_size: u64,
+    /// Longest chunk-size line (size plus extensions) in a chunked body; over it: 400.
+    pub max_chunk_line: usize,
+    /// Largest trailer section of a chunked body in bytes; over it: 431.
+    pub max_trailer_size: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_request_line: 8 * 1024,
+            max_head_size: 16 * 1024,
+            max_headers: 100,
+            max_body_size: 16 * 1024 * 1024,
+            max_chunk_line: 1024,
+            max_trailer_size: 8 * 1024,
+        }
+    }
+}
+
+/// A byte range inside the buffer that was parsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Span {
+    pub start: u32,
+    pub end: u32,
+}
+
+impl Span {
+    pub fn new(start: usize, end: usize) -> Span {
+        Span {
+            start: start as u32,
+            end: end as u32,
+        }
+    }
+
+    /// The bytes this span covers in `buffer` (the buffer that was parsed).
+    #[inline]
+    pub fn of<'a>(&self, buffer: &'a [u8]) -> &'a [u8] {
+        &buffer[self.start as usize..self.end as usize]
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        (self.end - self.start) as usize
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+}
+
+/// One header field of a parsed head, as offsets into the parsed buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HeaderSpan {
+    pub name: Span,
+    pub value: Span,
+}
+
+/// The request methods the server treats specially; anything else is `Other`
+/// (the exact token is still available through [`RequestHead::method_span`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Head,
+    Post,
+    Put,
+    Delete,
+    Patch,
+    Options,
+    Connect,
+    Trace,
+    Other,
+}
+
+impl Method {
+    /// Maps a method token (case-sensitive, as RFC 9110 says) to a [`Method`].
+    pub fn from_token(token: &[u8]) -> Method {
+        match token {
+            b"GET" => Method::Get,
+            b"HEAD" => Method::Head,
+            b"POST" => Method::Post,
+            b"PUT" => Method::Put,
+            b"DELETE" => Method::Delete,
+            b"PATCH" => Method::Patch,
+            b"OPTIONS" => Method::Options,
+            b"CONNECT" => Method::Connect,
+            b"TRACE" => Method::Trace,
+            _ => Method::Other,
+        }
+    }
+}
+
+/// The HTTP versions a request may carry; anything else is refused with 505.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    Http10,
+    Http11,
+}
+
+impl Version {
+    /// As ASGI spells it: `"1.0"` or `"1.1"`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Version::Http10 => "1.0",
+            Version::Http11 => "1.1",
+        }
+    }
+}
+
+/// How the body after a head is delimited (RFC 9112 section 6.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyFraming {
+    /// No body: no Content-Length and no Transfer-Encoding (or Content-Length: 0).
+    Empty,
+    /// Exactly this many bytes follow the head (already checked against the limit).
+    ContentLength(u64),
+    /// A chunked body follows; decode it with [`ChunkedDecoder`].
+    Chunked,
+}
