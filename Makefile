@@ -1,0 +1,47 @@
+# rush: `make run` serves the demo app, `make test` runs every check.
+# Both set everything up on a fresh machine (Python 3.11 + Rust toolchain).
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export VIRTUAL_ENV := $(abspath $(VENV))
+
+.PHONY: run test build lint format cargo-test pytest bench clean
+
+$(BIN)/.installed: requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -r requirements-dev.txt
+	touch $@
+
+# The release build (fat LTO) is what users run and what benches measure.
+build: $(BIN)/.installed
+	$(BIN)/maturin develop --release -q
+
+run: build
+	$(BIN)/rush examples.hello:app --host 127.0.0.1 --port 8000
+
+lint: $(BIN)/.installed
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(BIN)/.installed
+	cargo fmt --all
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+cargo-test:
+	cargo test -p rush-proto
+
+pytest: build
+	$(BIN)/python -m pytest -q
+
+test: lint cargo-test pytest
+
+bench: build
+	$(BIN)/python -m benches
+
+clean:
+	rm -rf $(VENV) target

@@ -1,0 +1,121 @@
+"""`rush.App`: routes, redirects and error handlers, registered with decorators.
+
+The App only records what the user registered. When a worker starts, it
+builds the native router from these records (:meth:`App.build_router`); from
+then on routing, redirects and plain 404/405 answers happen in Rust, and
+Python runs only the handlers themselves.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from rush._rush import Router
+
+Handler = TypeVar("Handler", bound=Callable[..., Any])
+
+_DEFAULT_METHODS = ("GET",)
+
+
+@dataclass(frozen=True)
+class Route:
+    pattern: str
+    methods: tuple[str, ...]
+    handler: Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class RedirectRule:
+    pattern: str
+    location: str
+    status: int
+
+
+def _is_async(handler: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+        getattr(handler, "__call__", None)
+    )
+
+
+def _check_pattern(pattern: str) -> None:
+    if not pattern.startswith("/"):
+        raise ValueError(f"route {pattern!r} must start with '/'")
+
+
+class App:
+    """A rush application: handlers take a `Request` and return str, bytes,
+    dict/list (JSON) or a `Response`. Path parameters such as
+    ``/users/{user_id}`` are passed as keyword arguments; ``{*rest}`` matches
+    the rest of the path."""
+
+    def __init__(self) -> None:
+        self.routes: list[Route] = []
+        self.redirects: list[RedirectRule] = []
+        self.error_handlers: dict[int, Callable[..., Any]] = {}
+
+    def route(
+        self, pattern: str, methods: Iterable[str] = _DEFAULT_METHODS
+    ) -> Callable[[Handler], Handler]:
+        """Registers the decorated function for ``methods`` on ``pattern``.
+        GET routes answer HEAD too, without the body."""
+        _check_pattern(pattern)
+        method_list = tuple(method.upper() for method in methods)
+        if not method_list:
+            raise ValueError("a route needs at least one method")
+
+        def register(handler: Handler) -> Handler:
+            self.routes.append(Route(pattern, method_list, handler))
+            return handler
+
+        return register
+
+    def get(self, pattern: str) -> Callable[[Handler], Handler]:
+        return self.route(pattern, ["GET"])
+
+    def post(self, pattern: str) -> Callable[[Handler], Handler]:
+        return self.route(pattern, ["POST"])
+
+    def put(self, pattern: str) -> Callable[[Handler], Handler]:
+        return self.route(pattern, ["PUT"])
+
+    def patch(self, pattern: str) -> Callable[[Handler], Handler]:
+        return self.route(pattern, ["PATCH"])
+
+    def delete(self, pattern: str) -> Callable[[Handler], Handler]:
+        return self.route(pattern, ["DELETE"])
+
+    def redirect(self, pattern: str, location: str, status: int = 302) -> None:
+        """Answers any request for ``pattern`` with a redirect to ``location``,
+        natively (no Python runs per request)."""
+        _check_pattern(pattern)
+        if not 300 <= status < 400:
+            raise ValueError("redirect status must be 3xx")
+        self.redirects.append(RedirectRule(pattern, location, status))
+
+    def errorhandler(self, status: int) -> Callable[[Handler], Handler]:
+        """Registers a handler for 404 (no route) or 405 (wrong method). It
+        takes the request and returns a response like any handler; a
+        str/bytes/dict result keeps ``status``. (A handler that raises is
+        answered with a native 500 and its traceback is logged.)"""
+        if status not in (404, 405):
+            raise ValueError("error handlers exist for 404 and 405")
+
+        def register(handler: Handler) -> Handler:
+            self.error_handlers[status] = handler
+            return handler
+
+        return register
+
+    def build_router(self) -> Router:
+        """The native router for this app (built in each worker)."""
+        router = Router()
+        for rule in self.redirects:
+            router.add_redirect(rule.pattern, rule.location, rule.status)
+        for route in self.routes:
+            router.add_route(route.pattern, list(route.methods), route.handler, _is_async(route.handler))
+        for status, handler in self.error_handlers.items():
+            router.add_error_handler(status, handler, _is_async(handler))
+        return router

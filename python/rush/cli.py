@@ -1,0 +1,79 @@
+"""The ``rush`` command: ``rush MODULE:ATTRIBUTE [options]``.
+
+Flags are generated from `rush.Config`, so the CLI, the environment
+variables (``RUSH_<FLAG>``) and `rush.run` keywords always agree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from rush.config import ENVIRONMENT_PREFIX, Config
+from rush.main import serve
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rush",
+        description="rush: a fast HTTP server for Python apps, with a native (Rust) core.",
+        epilog=(
+            "Every option can also be set through an environment variable named "
+            f"{ENVIRONMENT_PREFIX}<OPTION> (e.g. {ENVIRONMENT_PREFIX}WORKERS=4); flags win. "
+            "Signals: TERM/INT drain and stop, QUIT stops at once, HUP replaces workers "
+            "one by one, TTIN/TTOU add or remove a worker."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("app", nargs="?", help="the application, as MODULE:ATTRIBUTE (env RUSH_APP)")
+    for option in Config.option_fields():
+        flag = "--" + option.name.replace("_", "-")
+        environment = ENVIRONMENT_PREFIX + option.name.upper()
+        help_text = f"{option.metadata['help']} (env {environment})"
+        if option.metadata.get("kind") == "bool":
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+            continue
+        parser.add_argument(
+            flag,
+            default=None,
+            metavar=option.metadata.get("metavar") or option.name.upper(),
+            help=f"{help_text} [default: {option.default}]",
+        )
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    arguments = vars(parser.parse_args(argv))
+    if arguments.pop("version"):
+        from rush._rush import __version__
+
+        print(f"rush {__version__}")
+        return 0
+    explicit = {}
+    known = {option.name: option for option in Config.option_fields()}
+    for name, value in arguments.items():
+        if value is None or name == "app":
+            continue
+        try:
+            explicit[name] = Config.convert(known[name], value) if isinstance(value, str) else value
+        except ValueError as error:
+            parser.error(f"--{name.replace('_', '-')}: {error}")
+    explicit["app"] = arguments["app"]
+    try:
+        config = Config.from_sources(explicit)
+    except (TypeError, ValueError) as error:
+        parser.error(str(error))
+    if config.app is None:
+        parser.error("no application given (rush MODULE:ATTRIBUTE)")
+    try:
+        return serve(config)
+    except OSError as error:
+        print(f"rush: cannot listen: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

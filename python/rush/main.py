@@ -1,0 +1,26 @@
+"""`rush.run`: start a server from Python code, with the same options as the CLI."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rush import logs
+from rush.config import Config
+from rush.supervisor import Supervisor, create_listener
+
+
+def serve(config: Config) -> int:
+    """Binds, forks the workers and supervises them until shutdown; returns the exit code."""
+    logs.configure(config.log_level)
+    listener = create_listener(config)
+    return Supervisor(config, listener).run()
+
+
+def run(app: Any, **options: Any) -> int:
+    """Serves ``app`` (a `rush.App` or ``"module:attribute"``) until SIGTERM/SIGINT.
+
+    Options are those of `rush.Config` (``host``, ``port``, ``workers``,
+    ``max_body_size``...); unset ones come from ``RUSH_*`` environment
+    variables, then defaults.
+    """
+    return serve(Config.from_sources({"app": app, **options}))

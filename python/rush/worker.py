@@ -1,0 +1,208 @@
+"""One worker process: load the app, build the native loop, serve until told to stop.
+
+A worker is forked by the supervisor with the listening socket inherited.
+It serves in one of two modes:
+
+* **native** (no ``async def`` handler): the Rust loop runs by itself in
+  ``Server.serve``, releasing the GIL only while it waits in epoll. Signals
+  wake it through a wake-up fd registered in its epoll set; the Python
+  signal handler only sets a flag that the loop checks.
+* **asyncio** (some handler is ``async def``): an asyncio loop (uvloop when
+  installed) owns the thread, and the native loop's epoll fd is registered
+  with it as a reader. Both loops share one thread, so a coroutine that
+  suspends resumes on the same thread that owns its connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import resource
+import signal
+import socket
+import sys
+import traceback
+from collections.abc import Generator
+from typing import Any
+
+from rush import logs
+from rush._rush import Server, StopHandle
+from rush.app import App
+from rush.config import Config
+
+# The supervisor stops instead of respawning when a worker exits with this:
+# the app could not be loaded, so a new worker would fail the same way.
+EXIT_BOOT_FAILURE = 3
+
+
+def raise_open_file_limit() -> None:
+    """Lets a worker hold as many connections as the hard limit allows."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def build_server(config: Config, listener: socket.socket, app: App, wakeup_fd: int | None) -> Server:
+    return Server(
+        listener.fileno(),
+        app.build_router(),
+        logs.log_handler_error,
+        unix=listener.family == socket.AF_UNIX,
+        access_logger=logs.log_access if config.access_log else None,
+        wakeup_fd=wakeup_fd,
+        max_request_line=config.max_request_line,
+        max_head_size=config.max_head_size,
+        max_headers=config.max_headers,
+        max_body_size=config.max_body_size,
+        max_connections=config.max_connections,
+        keep_alive_timeout=config.keep_alive_timeout,
+        header_timeout=config.header_timeout,
+        body_timeout=config.body_timeout,
+        send_timeout=config.send_timeout,
+    )
+
+
+def run_worker(config: Config, listener: socket.socket, ready_fd: int | None) -> int:
+    """Runs one worker to completion; returns its exit code."""
+    logs.configure(config.log_level)
+    try:
+        app = config.load_app()
+        if not isinstance(app, App):
+            raise TypeError(f"{config.app!r} is a {type(app).__name__}, not a rush.App")
+        router_needs_asyncio = app.build_router().needs_asyncio
+    except Exception:
+        logs.error_logger.error("could not load the application:\n%s", traceback.format_exc())
+        return EXIT_BOOT_FAILURE
+    raise_open_file_limit()
+    if router_needs_asyncio:
+        serve_with_asyncio(config, listener, app, ready_fd)
+    else:
+        serve_native(config, listener, app, ready_fd)
+    return 0
+
+
+def notify_ready(ready_fd: int | None) -> None:
+    if ready_fd is not None:
+        os.write(ready_fd, b"R")
+        os.close(ready_fd)
+
+
+def serve_native(config: Config, listener: socket.socket, app: App, ready_fd: int | None) -> None:
+    stop = StopHandle()
+    wakeup_reader, wakeup_writer = socket.socketpair()
+    wakeup_reader.setblocking(False)
+    wakeup_writer.setblocking(False)
+    signal.set_wakeup_fd(wakeup_writer.fileno(), warn_on_full_buffer=False)
+
+    def request_stop(signum: int, frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGQUIT, lambda signum, frame: os._exit(0))
+    server = build_server(config, listener, app, wakeup_reader.fileno())
+    notify_ready(ready_fd)
+    server.serve(stop, config.graceful_timeout)
+    signal.set_wakeup_fd(-1)
+
+
+class _Resume:
+    """Continues a coroutine that the native loop already started.
+
+    The loop runs each async handler with ``coroutine.send(None)`` first, so
+    one that never suspends costs no asyncio machinery. One that does
+    suspend has already yielded its first future; asyncio cannot adopt a
+    started coroutine, so this awaitable hands that future up to the task
+    and relays everything after it, as ``yield from`` would for a fresh one.
+    """
+
+    __slots__ = ("coroutine", "yielded")
+
+    def __init__(self, coroutine: Any, yielded: Any) -> None:
+        self.coroutine = coroutine
+        self.yielded = yielded
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coroutine, to_yield = self.coroutine, self.yielded
+        while True:
+            try:
+                sent = yield to_yield
+            except GeneratorExit:
+                coroutine.close()
+                raise
+            except BaseException as error:  # noqa: BLE001 - relayed into the coroutine
+                try:
+                    to_yield = coroutine.throw(error)
+                except StopIteration as finished:
+                    return finished.value
+            else:
+                try:
+                    to_yield = coroutine.send(sent)
+                except StopIteration as finished:
+                    return finished.value
+
+
+async def _continue(coroutine: Any, yielded: Any) -> Any:
+    return await _Resume(coroutine, yielded)
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+def serve_with_asyncio(config: Config, listener: socket.socket, app: App, ready_fd: int | None) -> None:
+    loop = new_event_loop()
+    asyncio.set_event_loop(loop)
+    server = build_server(config, listener, app, None)
+
+    def schedule(coroutine: Any, yielded: Any, key: int, serial: int) -> None:
+        task = loop.create_task(_continue(coroutine, yielded))
+        task.add_done_callback(lambda finished: server.complete(key, serial, finished))
+
+    server.set_async_scheduler(schedule)
+
+    async def main() -> None:
+        stopping = asyncio.Event()
+
+        def request_stop() -> None:
+            server.begin_shutdown(config.graceful_timeout)
+            stopping.set()
+
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, request_stop)
+        loop.add_signal_handler(signal.SIGQUIT, lambda: os._exit(0))
+        loop.add_reader(server.fileno(), server.poll)
+        notify_ready(ready_fd)
+        # tick() checks deadlines once a second, and returns True once a
+        # requested shutdown has drained.
+        while not server.tick():
+            if stopping.is_set():
+                await asyncio.sleep(0.05)
+                continue
+            try:
+                await asyncio.wait_for(stopping.wait(), 1.0)
+            except asyncio.TimeoutError:
+                pass
+        loop.remove_reader(server.fileno())
+
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+
+
+def worker_main(config: Config, listener: socket.socket, ready_fd: int | None) -> None:
+    """Entry point in the forked child; never returns."""
+    code = 1
+    try:
+        code = run_worker(config, listener, ready_fd)
+    except BaseException:  # noqa: BLE001 - the child must exit, whatever happened
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)

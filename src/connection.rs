@@ -1,0 +1,192 @@
+//! One client connection: its socket, its buffers, and where it stands.
+//!
+//! The state is an explicit enum ([`Phase`]) so every place that acts on a
+//! connection says which states it handles, and each state names the
+//! deadline that applies to it. Buffers are per connection but stay small:
+//! `input` holds only bytes not yet consumed (usually a partial request or
+//! nothing), `output` only bytes the kernel has not taken yet.
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr};
+use std::time::Instant;
+
+use mio::event::Source;
+use mio::net::{TcpStream, UnixStream};
+use mio::{Interest, Registry, Token};
+use rush_proto::{ChunkedDecoder, RequestHead};
+
+/// A TCP or Unix stream socket.
+pub enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    pub fn shutdown_write(&self) {
+        // Failing here only means the peer is already gone.
+        let _ = match self {
+            Stream::Tcp(stream) => stream.shutdown(Shutdown::Write),
+            Stream::Unix(stream) => stream.shutdown(Shutdown::Write),
+        };
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(stream) => stream.read(buffer),
+            Stream::Unix(stream) => stream.read(buffer),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buffer: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(stream) => stream.write(buffer),
+            Stream::Unix(stream) => stream.write(buffer),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Source for Stream {
+    fn register(&mut self, registry: &Registry, token: Token, interests: Interest) -> io::Result<()> {
+        match self {
+            Stream::Tcp(stream) => stream.register(registry, token, interests),
+            Stream::Unix(stream) => stream.register(registry, token, interests),
+        }
+    }
+
+    fn reregister(
+        &mut self,
+        registry: &Registry,
+        token: Token,
+        interests: Interest,
+    ) -> io::Result<()> {
+        match self {
+            Stream::Tcp(stream) => stream.reregister(registry, token, interests),
+            Stream::Unix(stream) => stream.reregister(registry, token, interests),
+        }
+    }
+
+    fn deregister(&mut self, registry: &Registry) -> io::Result<()> {
+        match self {
+            Stream::Tcp(stream) => stream.deregister(registry),
+            Stream::Unix(stream) => stream.deregister(registry),
+        }
+    }
+}
+
+/// A request whose head is complete but whose body is still arriving.
+pub struct PendingBody {
+    /// A copy of the head; the spans in `head` are offsets into it.
+    pub head_bytes: Vec<u8>,
+    pub head: RequestHead,
+    pub body: Vec<u8>,
+    pub framing: BodyProgress,
+}
+
+pub enum BodyProgress {
+    /// Content-Length: this many bytes are still to come.
+    Remaining(u64),
+    Chunked(ChunkedDecoder),
+}
+
+/// What the loop needs to finish a request whose async handler is running.
+pub struct AwaitingResponse {
+    pub head_only: bool,
+    pub keep_alive: bool,
+    pub http10: bool,
+    pub default_status: u16,
+    /// `METHOD target HTTP/x.y`, for the access log and error messages.
+    pub request_line: String,
+}
+
+/// Where a connection stands. Each phase has its own deadline.
+pub enum Phase {
+    /// Between requests, nothing buffered. Deadline: keep-alive timeout.
+    Idle,
+    /// Some bytes of a head have arrived. Deadline: header timeout, counted
+    /// from the first byte, so a slow drip cannot hold the connection.
+    ReadingHead,
+    /// The head is complete, the body is arriving. Deadline: body timeout,
+    /// renewed whenever body bytes arrive.
+    ReadingBody(Box<PendingBody>),
+    /// An async handler is running. Input stays buffered until it finishes,
+    /// so responses leave in request order. No deadline.
+    AwaitingHandler(Box<AwaitingResponse>),
+    /// The last response is queued; close once it is written. With `linger`,
+    /// (after refusing a request) shut the write side and discard input
+    /// until the peer closes, so the client reads our answer instead of a reset.
+    Closing { linger: bool },
+    /// Write side shut, discarding input. Deadline: linger timeout.
+    Lingering,
+}
+
+pub struct Connection {
+    pub stream: Stream,
+    pub client: Option<SocketAddr>,
+    /// Received bytes not consumed yet.
+    pub input: Vec<u8>,
+    /// Response bytes not written yet.
+    pub output: Vec<u8>,
+    pub phase: Phase,
+    pub deadline: Instant,
+    /// Distinguishes this connection from a later one in the same slab slot,
+    /// for async handlers that finish after their connection closed.
+    pub serial: u64,
+    /// The peer closed its side (read returned 0).
+    pub peer_closed: bool,
+}
+
+impl Connection {
+    pub fn new(stream: Stream, client: Option<SocketAddr>, serial: u64, deadline: Instant) -> Self {
+        Connection {
+            stream,
+            client,
+            input: Vec::new(),
+            output: Vec::new(),
+            phase: Phase::Idle,
+            deadline,
+            serial,
+            peer_closed: false,
+        }
+    }
+
+    /// Whether buffered input may be turned into requests now.
+    pub fn can_process(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::Idle | Phase::ReadingHead | Phase::ReadingBody(_)
+        )
+    }
+
+    /// Writes as much output as the kernel takes. `Ok` with output left means
+    /// the socket is full: wait for writability.
+    pub fn write_output(&mut self) -> io::Result<()> {
+        let mut written = 0;
+        while written < self.output.len() {
+            match self.stream.write(&self.output[written..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(count) => written += count,
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => break,
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+                Err(error) => return Err(error),
+            }
+        }
+        if written == self.output.len() {
+            self.output.clear();
+            // A large response must not pin its buffer for the connection's lifetime.
+            if self.output.capacity() > 256 * 1024 {
+                self.output = Vec::new();
+            }
+        } else {
+            self.output.drain(..written);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,272 @@
+//! `rush.Response` and the encoding of whatever a handler returns.
+//!
+//! A handler may return `str` (text/plain), `bytes` (application/octet-stream),
+//! a `dict` or `list` (JSON) or a `Response`. [`render_result`] turns any of
+//! them into response bytes appended to the connection's output buffer, with
+//! the framing headers the server owns (`Content-Length`, `Date`,
+//! `Connection`). Header names and values from the app are validated when the
+//! `Response` is built, so nothing an app returns can split a response.
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use rush_proto::response::{
+    is_valid_header_name, is_valid_header_value, write_content_length, write_status_line,
+};
+
+const TEXT_PLAIN: &[u8] = b"text/plain; charset=utf-8";
+const OCTET_STREAM: &[u8] = b"application/octet-stream";
+const APPLICATION_JSON: &[u8] = b"application/json";
+
+static JSON_DUMPS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// How the response to one request must be framed.
+pub struct ResponseContext<'a> {
+    /// A whole `Date: ...\r\n` line.
+    pub date_line: &'a [u8],
+    /// HEAD: send the headers (with the body's length) but not the body.
+    pub head_only: bool,
+    /// Whether the connection stays open after this response.
+    pub keep_alive: bool,
+    /// HTTP/1.0 clients need an explicit `Connection: keep-alive`.
+    pub http10: bool,
+}
+
+/// What [`render_result`] did, for the access log and the connection.
+pub struct Rendered {
+    pub status: u16,
+    pub body_length: usize,
+    /// The app asked for `Connection: close`.
+    pub close: bool,
+}
+
+#[pyclass(module = "rush", name = "Response", subclass)]
+pub struct Response {
+    #[pyo3(get, set)]
+    status: u16,
+    body: Py<PyBytes>,
+    /// Validated header fields, in order, without framing headers.
+    headers: Vec<(String, String)>,
+    content_type: Option<String>,
+    close: bool,
+}
+
+#[pymethods]
+impl Response {
+    #[new]
+    #[pyo3(signature = (body=None, status=200, headers=None, content_type=None))]
+    fn new(
+        py: Python<'_>,
+        body: Option<&Bound<'_, PyAny>>,
+        status: u16,
+        headers: Option<&Bound<'_, PyAny>>,
+        content_type: Option<String>,
+    ) -> PyResult<Self> {
+        if !(100..=999).contains(&status) {
+            return Err(PyValueError::new_err(format!("invalid status {status}")));
+        }
+        let mut content_type = content_type;
+        let body = match body {
+            None => PyBytes::new(py, b"").unbind(),
+            Some(value) => {
+                if let Ok(text) = value.cast::<PyString>() {
+                    content_type.get_or_insert_with(|| "text/plain; charset=utf-8".into());
+                    PyBytes::new(py, text.to_str()?.as_bytes()).unbind()
+                } else if let Ok(bytes) = value.cast::<PyBytes>() {
+                    bytes.clone().unbind()
+                } else if let Ok(bytes) = value.extract::<Vec<u8>>() {
+                    PyBytes::new(py, &bytes).unbind()
+                } else {
+                    return Err(PyTypeError::new_err("Response body must be str or bytes"));
+                }
+            }
+        };
+        let mut fields = Vec::new();
+        let mut close = false;
+        if let Some(headers) = headers {
+            let pairs: Vec<(String, String)> = if let Ok(mapping) = headers.cast::<PyDict>() {
+                mapping.extract::<Vec<(String, String)>>().or_else(|_| {
+                    mapping
+                        .items()
+                        .iter()
+                        .map(|item| item.extract::<(String, String)>())
+                        .collect()
+                })?
+            } else {
+                headers.extract()?
+            };
+            for (name, value) in pairs {
+                if !is_valid_header_name(name.as_bytes()) || !is_valid_header_value(value.as_bytes())
+                {
+                    return Err(PyValueError::new_err(format!(
+                        "invalid header field {name:?}: {value:?}"
+                    )));
+                }
+                if name.eq_ignore_ascii_case("content-type") {
+                    content_type = Some(value);
+                } else if name.eq_ignore_ascii_case("content-length")
+                    || name.eq_ignore_ascii_case("transfer-encoding")
+                {
+                    // The server frames every response itself.
+                    continue;
+                } else if name.eq_ignore_ascii_case("connection") {
+                    close |= value.to_ascii_lowercase().contains("close");
+                } else {
+                    fields.push((name, value));
+                }
+            }
+        }
+        if let Some(kind) = &content_type {
+            if !is_valid_header_value(kind.as_bytes()) {
+                return Err(PyValueError::new_err("invalid content_type"));
+            }
+        }
+        Ok(Response {
+            status,
+            body,
+            headers: fields,
+            content_type,
+            close,
+        })
+    }
+
+    #[getter]
+    fn body(&self, py: Python<'_>) -> Py<PyBytes> {
+        self.body.clone_ref(py)
+    }
+
+    #[getter]
+    fn headers(&self) -> Vec<(String, String)> {
+        self.headers.clone()
+    }
+
+    #[getter]
+    fn content_type(&self) -> Option<String> {
+        self.content_type.clone()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<Response {}>", self.status)
+    }
+}
+
+/// Appends a complete response to `out`.
+#[allow(clippy::too_many_arguments)]
+pub fn write_response<'h>(
+    out: &mut Vec<u8>,
+    status: u16,
+    content_type: &[u8],
+    extra_headers: impl Iterator<Item = (&'h [u8], &'h [u8])>,
+    body: &[u8],
+    context: &ResponseContext<'_>,
+    close: bool,
+) {
+    write_status_line(out, status);
+    if !content_type.is_empty() {
+        out.extend_from_slice(b"Content-Type: ");
+        out.extend_from_slice(content_type);
+        out.extend_from_slice(b"\r\n");
+    }
+    for (name, value) in extra_headers {
+        out.extend_from_slice(name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    }
+    // 1xx, 204 and 304 responses carry no body (RFC 9110 8.6, 15.3.5, 15.4.5).
+    let bodyless = status < 200 || status == 204 || status == 304;
+    if !bodyless {
+        write_content_length(out, body.len() as u64);
+    }
+    finish_head(out, context, close);
+    if !context.head_only && !bodyless {
+        out.extend_from_slice(body);
+    }
+}
+
+/// Appends `Date`, the `Connection` header when one is needed, and the blank line.
+pub fn finish_head(out: &mut Vec<u8>, context: &ResponseContext<'_>, close: bool) {
+    out.extend_from_slice(context.date_line);
+    if close || !context.keep_alive {
+        out.extend_from_slice(b"Connection: close\r\n\r\n");
+    } else if context.http10 {
+        out.extend_from_slice(b"Connection: keep-alive\r\n\r\n");
+    } else {
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// Appends the response for a handler's return value `result`. On a value
+/// the server cannot send, nothing is appended and the error says why.
+pub fn render_result(
+    py: Python<'_>,
+    result: &Bound<'_, PyAny>,
+    default_status: u16,
+    context: &ResponseContext<'_>,
+    out: &mut Vec<u8>,
+) -> PyResult<Rendered> {
+    let status = default_status;
+    let no_headers = std::iter::empty();
+    if let Ok(text) = result.cast::<PyString>() {
+        let body = text.to_str()?.as_bytes();
+        write_response(out, status, TEXT_PLAIN, no_headers, body, context, false);
+        return Ok(rendered(status, body.len(), false));
+    }
+    if let Ok(bytes) = result.cast::<PyBytes>() {
+        let body = bytes.as_bytes();
+        write_response(out, status, OCTET_STREAM, no_headers, body, context, false);
+        return Ok(rendered(status, body.len(), false));
+    }
+    if let Ok(response) = result.cast::<Response>() {
+        let response = response.borrow();
+        let body = response.body.bind(py).as_bytes();
+        let content_type = response
+            .content_type
+            .as_deref()
+            .map(str::as_bytes)
+            .unwrap_or(OCTET_STREAM);
+        let headers = response
+            .headers
+            .iter()
+            .map(|(name, value)| (name.as_bytes(), value.as_bytes()));
+        write_response(
+            out,
+            response.status,
+            content_type,
+            headers,
+            body,
+            context,
+            response.close,
+        );
+        return Ok(rendered(response.status, body.len(), response.close));
+    }
+    if result.is_instance_of::<PyDict>() || result.is_instance_of::<PyList>() {
+        let dumps = JSON_DUMPS
+            .get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+                Ok(py.import("rush._json")?.getattr("dumps")?.unbind())
+            })?
+            .bind(py);
+        let encoded = dumps.call1((result,))?;
+        let body = encoded.cast::<PyBytes>()?.as_bytes();
+        write_response(out, status, APPLICATION_JSON, no_headers, body, context, false);
+        return Ok(rendered(status, body.len(), false));
+    }
+    if result.is_instance_of::<PyTuple>() {
+        return Err(PyTypeError::new_err(
+            "handlers return str, bytes, dict, list or rush.Response; for a status, return Response(body, status=...)",
+        ));
+    }
+    Err(PyTypeError::new_err(format!(
+        "handler returned {}, expected str, bytes, dict, list or rush.Response",
+        result.get_type().name()?
+    )))
+}
+
+fn rendered(status: u16, body_length: usize, close: bool) -> Rendered {
+    Rendered {
+        status,
+        body_length,
+        close,
+    }
+}

@@ -1,0 +1,227 @@
+//! The native router: request path and method in, a decision out.
+//!
+//! Routes live in a radix tree (matchit), so matching costs the same whether
+//! an app has five routes or five hundred. The router makes decisions only;
+//! the loop acts on them. Everything that needs no Python is decided and
+//! answered here: redirects are precomputed response heads, and unknown
+//! paths (404) or known paths with a wrong method (405 + `Allow`) never call
+//! into Python unless the app registered an error handler for that status.
+
+use std::collections::HashMap;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+/// A Python callable registered for a route or an error status.
+pub struct Handler {
+    pub callable: Py<PyAny>,
+    /// `async def` handlers return a coroutine that the loop drives.
+    pub is_async: bool,
+}
+
+/// A redirect answered entirely in Rust.
+pub struct Redirect {
+    /// `HTTP/1.1 301 Moved Permanently\r\nLocation: ...\r\nContent-Length: 0\r\n`;
+    /// the loop appends `Date`, `Connection` when needed, and the blank line.
+    pub head_prefix: Vec<u8>,
+    pub status: u16,
+}
+
+/// What one path leads to.
+enum Endpoint {
+    Methods {
+        /// (method token, index into `Router::handlers`), in registration order.
+        by_method: Vec<(Vec<u8>, usize)>,
+        /// The value of the `Allow` header for a 405 on this path.
+        allow: Vec<u8>,
+    },
+    Redirect(Redirect),
+}
+
+/// The router's answer for one request.
+pub enum RouteDecision<'router, 'path> {
+    Handler {
+        handler: &'router Handler,
+        params: matchit::Params<'router, 'path>,
+    },
+    Redirect(&'router Redirect),
+    NotFound,
+    MethodNotAllowed {
+        allow: &'router [u8],
+    },
+}
+
+/// Routes, redirects and error handlers of one app, built from Python
+/// (`rush.App` registers into it before the worker starts serving).
+#[pyclass(module = "rush._rush", unsendable)]
+pub struct Router {
+    tree: matchit::Router<usize>,
+    endpoints: Vec<Endpoint>,
+    /// Pattern string -> index in `endpoints`, so several registrations on one
+    /// path (e.g. GET and POST separately) share an endpoint.
+    endpoint_by_pattern: HashMap<String, usize>,
+    handlers: Vec<Handler>,
+    error_handlers: HashMap<u16, Handler>,
+}
+
+impl Router {
+    /// Finds what `method` on `path` (percent-decoded) leads to.
+    pub fn route<'router, 'path>(
+        &'router self,
+        method: &[u8],
+        path: &'path str,
+    ) -> RouteDecision<'router, 'path> {
+        let Ok(matched) = self.tree.at(path) else {
+            return RouteDecision::NotFound;
+        };
+        match &self.endpoints[*matched.value] {
+            Endpoint::Redirect(redirect) => RouteDecision::Redirect(redirect),
+            Endpoint::Methods { by_method, allow } => {
+                let found = by_method
+                    .iter()
+                    .find(|(token, _)| token == method)
+                    // HEAD is GET without the body (RFC 9110 9.3.2).
+                    .or_else(|| {
+                        (method == b"HEAD")
+                            .then(|| by_method.iter().find(|(token, _)| token == b"GET"))
+                            .flatten()
+                    });
+                match found {
+                    Some((_, index)) => RouteDecision::Handler {
+                        handler: &self.handlers[*index],
+                        params: matched.params,
+                    },
+                    None => RouteDecision::MethodNotAllowed { allow },
+                }
+            }
+        }
+    }
+
+    pub fn error_handler(&self, status: u16) -> Option<&Handler> {
+        self.error_handlers.get(&status)
+    }
+
+    pub fn has_async_handlers(&self) -> bool {
+        self.handlers.iter().any(|handler| handler.is_async)
+            || self.error_handlers.values().any(|handler| handler.is_async)
+    }
+
+    fn endpoint_for(&mut self, pattern: &str, endpoint: Endpoint) -> PyResult<usize> {
+        if let Some(&index) = self.endpoint_by_pattern.get(pattern) {
+            return Ok(index);
+        }
+        let index = self.endpoints.len();
+        self.tree
+            .insert(pattern, index)
+            .map_err(|error| PyValueError::new_err(format!("route {pattern:?}: {error}")))?;
+        self.endpoints.push(endpoint);
+        self.endpoint_by_pattern.insert(pattern.to_owned(), index);
+        Ok(index)
+    }
+}
+
+#[pymethods]
+impl Router {
+    #[new]
+    fn new() -> Self {
+        Router {
+            tree: matchit::Router::new(),
+            endpoints: Vec::new(),
+            endpoint_by_pattern: HashMap::new(),
+            handlers: Vec::new(),
+            error_handlers: HashMap::new(),
+        }
+    }
+
+    /// Registers `handler` for `methods` on `pattern` (`/users/{id}`, `/files/{*rest}`).
+    fn add_route(
+        &mut self,
+        pattern: &str,
+        methods: Vec<String>,
+        handler: Py<PyAny>,
+        is_async: bool,
+    ) -> PyResult<()> {
+        let endpoint = self.endpoint_for(
+            pattern,
+            Endpoint::Methods {
+                by_method: Vec::new(),
+                allow: Vec::new(),
+            },
+        )?;
+        let handler_index = self.handlers.len();
+        self.handlers.push(Handler {
+            callable: handler,
+            is_async,
+        });
+        let Endpoint::Methods { by_method, allow } = &mut self.endpoints[endpoint] else {
+            return Err(PyValueError::new_err(format!(
+                "route {pattern:?} is already a redirect"
+            )));
+        };
+        for method in methods {
+            let method = method.to_ascii_uppercase();
+            if !rush_proto::response::is_valid_header_name(method.as_bytes()) {
+                return Err(PyValueError::new_err(format!("invalid method {method:?}")));
+            }
+            if by_method.iter().any(|(token, _)| token == method.as_bytes()) {
+                return Err(PyValueError::new_err(format!(
+                    "{method} {pattern} is registered twice"
+                )));
+            }
+            by_method.push((method.into_bytes(), handler_index));
+        }
+        let mut names: Vec<&[u8]> = by_method.iter().map(|(token, _)| &token[..]).collect();
+        let has_get = names.contains(&&b"GET"[..]);
+        if has_get && !names.contains(&&b"HEAD"[..]) {
+            names.push(b"HEAD");
+        }
+        *allow = names.join(&b", "[..]);
+        Ok(())
+    }
+
+    /// Registers a redirect from `pattern` to `location`, answered without Python.
+    fn add_redirect(&mut self, pattern: &str, location: &str, status: u16) -> PyResult<()> {
+        if !(300..400).contains(&status) {
+            return Err(PyValueError::new_err("redirect status must be 3xx"));
+        }
+        if !rush_proto::response::is_valid_header_value(location.as_bytes()) {
+            return Err(PyValueError::new_err("invalid redirect location"));
+        }
+        if self.endpoint_by_pattern.contains_key(pattern) {
+            return Err(PyValueError::new_err(format!(
+                "route {pattern:?} is already registered"
+            )));
+        }
+        let mut head_prefix = Vec::with_capacity(96);
+        rush_proto::response::write_status_line(&mut head_prefix, status);
+        rush_proto::response::write_header(&mut head_prefix, b"Location", location.as_bytes())
+            .map_err(|error| PyValueError::new_err(error.to_string()))?;
+        rush_proto::response::write_content_length(&mut head_prefix, 0);
+        self.endpoint_for(
+            pattern,
+            Endpoint::Redirect(Redirect {
+                head_prefix,
+                status,
+            }),
+        )?;
+        Ok(())
+    }
+
+    /// Registers a handler called instead of the native answer for `status`
+    /// (404 for unknown paths, 405 for wrong methods, 500 for handler errors).
+    fn add_error_handler(&mut self, status: u16, handler: Py<PyAny>, is_async: bool) {
+        self.error_handlers.insert(
+            status,
+            Handler {
+                callable: handler,
+                is_async,
+            },
+        );
+    }
+
+    /// Whether any handler is `async def` (the worker then runs an asyncio loop).
+    #[getter]
+    fn needs_asyncio(&self) -> bool {
+        self.has_async_handlers()
+    }
+}

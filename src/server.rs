@@ -1,0 +1,1038 @@
+//! The worker's event loop: one epoll instance, every socket, every request.
+//!
+//! How it works:
+//! * All sockets are registered edge-triggered (mio). An event means "drive
+//!   this connection": process buffered requests, write, read, repeat until
+//!   the kernel says EAGAIN ([`Server::drive`]).
+//! * Every complete request in the buffer is answered, in order, into one
+//!   output buffer, which is written once (pipelining costs nothing extra).
+//! * Python handlers are called right here on the loop thread with the GIL
+//!   held. The GIL is released only while the loop sleeps in `epoll_wait`.
+//! * `async def` handlers are first driven with `coroutine.send(None)`: one
+//!   that finishes without suspending never touches asyncio. One that
+//!   suspends is handed to asyncio (the worker then runs this loop as an
+//!   asyncio reader), and its connection waits in `Phase::AwaitingHandler`
+//!   with its later pipelined requests buffered, so order is kept.
+//! * Deadlines are checked by a sweep once a second: O(connections) per
+//!   second is far below the per-request work and needs no timer structure.
+
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use mio::net::{TcpListener, UnixListener};
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use pyo3::exceptions::PyStopIteration;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+use rush_proto::{
+    parse_request_head, BodyFraming, ChunkedDecoder, DateCache, HeadStatus, HeaderSpan, Limits,
+    Method, ProtoError, RequestHead, Version,
+};
+use slab::Slab;
+
+use crate::connection::{AwaitingResponse, BodyProgress, Connection, PendingBody, Phase, Stream};
+use crate::request::{decode_path, Request, RequestParts};
+use crate::response::{finish_head, render_result, write_response, ResponseContext};
+use crate::router::{Handler, RouteDecision, Router};
+
+const LISTENER: Token = Token(0);
+const WAKEUP: Token = Token(1);
+const FIRST_CONNECTION: usize = 2;
+
+/// Bytes read per `read` call.
+const READ_CHUNK: usize = 64 * 1024;
+/// Stop turning input into responses while this much output is unsent.
+const OUTPUT_HIGH_WATER: usize = 1024 * 1024;
+/// How long to discard input after refusing a request, before closing.
+const LINGER_TIMEOUT: Duration = Duration::from_secs(2);
+/// Most bytes discarded while lingering.
+const LINGER_MAX_BYTES: usize = 1024 * 1024;
+
+const CONTINUE_100: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// Set from a Python signal handler while `serve` runs; checked by the loop.
+#[pyclass(module = "rush._rush", frozen)]
+pub struct StopHandle {
+    requested: AtomicBool,
+}
+
+#[pymethods]
+impl StopHandle {
+    #[new]
+    fn new() -> Self {
+        StopHandle {
+            requested: AtomicBool::new(false),
+        }
+    }
+
+    /// Asks the loop to stop accepting and drain (graceful shutdown).
+    fn set(&self) {
+        self.requested.store(true, Ordering::SeqCst);
+    }
+
+    fn is_set(&self) -> bool {
+        self.requested.load(Ordering::SeqCst)
+    }
+}
+
+/// Bounds and timeouts, fixed for the life of the worker.
+struct LoopConfig {
+    limits: Limits,
+    max_connections: usize,
+    keep_alive_timeout: Duration,
+    header_timeout: Duration,
+    body_timeout: Duration,
+    send_timeout: Duration,
+}
+
+enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+/// What the request-handling code needs besides the connection itself.
+struct Core {
+    router: Py<Router>,
+    config: LoopConfig,
+    date: DateCache,
+    now: Instant,
+    read_buffer: Vec<u8>,
+    header_scratch: Vec<HeaderSpan>,
+    error_logger: Py<PyAny>,
+    access_logger: Option<Py<PyAny>>,
+    async_scheduler: Option<Py<PyAny>>,
+    draining: bool,
+}
+
+/// What became of a dispatched request.
+enum Outcome {
+    /// Answered; the connection may serve the next request.
+    KeepAlive,
+    /// Answered; close after writing.
+    Close,
+    /// An async handler is still running.
+    Pending,
+}
+
+/// Whether a connection survives a drive.
+#[derive(PartialEq, Eq)]
+enum Disposition {
+    Open,
+    Close,
+}
+
+/// The native server loop of one worker.
+#[pyclass(module = "rush._rush", unsendable)]
+pub struct Server {
+    poll: Poll,
+    events: Events,
+    listener: Option<Listener>,
+    connections: Slab<Connection>,
+    core: Core,
+    accept_paused: bool,
+    drain_deadline: Option<Instant>,
+    next_sweep: Instant,
+    next_serial: u64,
+}
+
+#[pymethods]
+impl Server {
+    #[new]
+    #[pyo3(signature = (
+        listener_fd, router, error_logger, *, unix=false, access_logger=None, wakeup_fd=None,
+        max_request_line=8192, max_head_size=16384, max_headers=100,
+        max_body_size=16 * 1024 * 1024, max_connections=10000,
+        keep_alive_timeout=5.0, header_timeout=10.0, body_timeout=30.0, send_timeout=30.0,
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        listener_fd: RawFd,
+        router: Py<Router>,
+        error_logger: Py<PyAny>,
+        unix: bool,
+        access_logger: Option<Py<PyAny>>,
+        wakeup_fd: Option<RawFd>,
+        max_request_line: usize,
+        max_head_size: usize,
+        max_headers: usize,
+        max_body_size: u64,
+        max_connections: usize,
+        keep_alive_timeout: f64,
+        header_timeout: f64,
+        body_timeout: f64,
+        send_timeout: f64,
+    ) -> PyResult<Self> {
+        let poll = Poll::new()?;
+        // SAFETY: the Python socket object that owns `listener_fd` outlives
+        // this call; we only borrow it to duplicate it into an fd we own.
+        let owned = unsafe { BorrowedFd::borrow_raw(listener_fd) }.try_clone_to_owned()?;
+        let mut listener = if unix {
+            let listener = std::os::unix::net::UnixListener::from(owned);
+            listener.set_nonblocking(true)?;
+            Listener::Unix(UnixListener::from_std(listener))
+        } else {
+            let listener = std::net::TcpListener::from(owned);
+            listener.set_nonblocking(true)?;
+            Listener::Tcp(TcpListener::from_std(listener))
+        };
+        match &mut listener {
+            Listener::Tcp(socket) => {
+                poll.registry()
+                    .register(socket, LISTENER, Interest::READABLE)?
+            }
+            Listener::Unix(socket) => {
+                poll.registry()
+                    .register(socket, LISTENER, Interest::READABLE)?
+            }
+        }
+        if let Some(fd) = wakeup_fd {
+            poll.registry()
+                .register(&mut SourceFd(&fd), WAKEUP, Interest::READABLE)?;
+        }
+        let seconds = |value: f64| Duration::from_secs_f64(value.max(0.001));
+        let now = Instant::now();
+        Ok(Server {
+            poll,
+            events: Events::with_capacity(1024),
+            listener: Some(listener),
+            connections: Slab::with_capacity(1024),
+            core: Core {
+                router,
+                config: LoopConfig {
+                    limits: Limits {
+                        max_request_line,
+                        max_head_size,
+                        max_headers,
+                        max_body_size,
+                        ..Limits::default()
+                    },
+                    max_connections: max_connections.max(1),
+                    keep_alive_timeout: seconds(keep_alive_timeout),
+                    header_timeout: seconds(header_timeout),
+                    body_timeout: seconds(body_timeout),
+                    send_timeout: seconds(send_timeout),
+                },
+                date: DateCache::new(SystemTime::now()),
+                now,
+                read_buffer: vec![0; READ_CHUNK],
+                header_scratch: Vec::with_capacity(32),
+                error_logger,
+                access_logger,
+                async_scheduler: None,
+                draining: false,
+            },
+            accept_paused: false,
+            drain_deadline: None,
+            next_sweep: now + Duration::from_secs(1),
+            next_serial: 0,
+        })
+    }
+
+    /// The epoll fd, for registering this loop as a reader with asyncio.
+    fn fileno(&self) -> RawFd {
+        self.poll.as_raw_fd()
+    }
+
+    /// Sets the callable `scheduler(coroutine, yielded, key, serial)` that
+    /// continues a suspended async handler on asyncio and later calls
+    /// [`Server::complete`].
+    fn set_async_scheduler(&mut self, scheduler: Py<PyAny>) {
+        self.core.async_scheduler = Some(scheduler);
+    }
+
+    /// Runs the loop until a graceful shutdown (requested through `stop`)
+    /// has drained every connection or timed out.
+    #[pyo3(signature = (stop, graceful_timeout=30.0))]
+    fn serve(&mut self, py: Python<'_>, stop: &Bound<'_, StopHandle>, graceful_timeout: f64) -> PyResult<()> {
+        loop {
+            if self.drain_deadline.is_none() && stop.get().is_set() {
+                self.begin_shutdown(graceful_timeout);
+            }
+            if self.drain_finished() {
+                self.close_all();
+                return Ok(());
+            }
+            let timeout = if self.drain_deadline.is_some() {
+                Duration::from_millis(100)
+            } else {
+                Duration::from_secs(1)
+            };
+            self.run_once(py, Some(timeout))?;
+        }
+    }
+
+    /// Handles whatever is ready without blocking (asyncio mode calls this
+    /// when the epoll fd is readable).
+    fn poll(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.run_once(py, Some(Duration::ZERO))
+    }
+
+    /// Checks deadlines; returns True once a requested shutdown has drained
+    /// (asyncio mode calls this periodically).
+    fn tick(&mut self) -> bool {
+        self.core.now = Instant::now();
+        self.sweep_deadlines();
+        if self.drain_finished() {
+            self.close_all();
+            return true;
+        }
+        false
+    }
+
+    /// Stops accepting, closes idle connections, and lets busy ones finish
+    /// their current request (answered with `Connection: close`).
+    fn begin_shutdown(&mut self, graceful_timeout: f64) {
+        if self.drain_deadline.is_some() {
+            return;
+        }
+        self.core.draining = true;
+        self.drain_deadline =
+            Some(Instant::now() + Duration::from_secs_f64(graceful_timeout.max(0.0)));
+        if let Some(mut listener) = self.listener.take() {
+            let registry = self.poll.registry();
+            let _ = match &mut listener {
+                Listener::Tcp(socket) => registry.deregister(socket),
+                Listener::Unix(socket) => registry.deregister(socket),
+            };
+        }
+        let idle: Vec<usize> = self
+            .connections
+            .iter()
+            .filter(|(_, connection)| {
+                matches!(connection.phase, Phase::Idle) && connection.output.is_empty()
+            })
+            .map(|(key, _)| key)
+            .collect();
+        for key in idle {
+            self.connections.remove(key);
+        }
+    }
+
+    /// Number of open connections.
+    #[getter]
+    fn connection_count(&self) -> usize {
+        self.connections.len()
+    }
+
+    /// Finishes the request whose async handler was scheduled for
+    /// connection (`key`, `serial`): `task` is the finished asyncio task.
+    fn complete(&mut self, py: Python<'_>, key: usize, serial: u64, task: &Bound<'_, PyAny>) {
+        self.core.now = Instant::now();
+        self.core.date.refresh(SystemTime::now());
+        let Some(connection) = self.connections.get_mut(key) else {
+            return;
+        };
+        if connection.serial != serial {
+            return;
+        }
+        let Phase::AwaitingHandler(awaiting) =
+            std::mem::replace(&mut connection.phase, Phase::Idle)
+        else {
+            return;
+        };
+        let result = task.call_method0("result");
+        let outcome = self.core.finish(py, connection, &awaiting, result);
+        self.core.after_outcome(connection, outcome);
+        let disposition = match catch_unwind(AssertUnwindSafe(|| {
+            self.core.drive(py, connection, key)
+        })) {
+            Ok(disposition) => disposition,
+            Err(_) => Disposition::Close,
+        };
+        if disposition == Disposition::Close {
+            self.close_connection(key);
+        }
+    }
+}
+
+impl Server {
+    fn drain_finished(&self) -> bool {
+        match self.drain_deadline {
+            Some(deadline) => self.connections.is_empty() || Instant::now() >= deadline,
+            None => false,
+        }
+    }
+
+    fn close_all(&mut self) {
+        self.connections.clear();
+    }
+
+    /// One epoll wait (without the GIL when it may block) and the work it reports.
+    fn run_once(&mut self, py: Python<'_>, timeout: Option<Duration>) -> PyResult<()> {
+        let poll = &mut self.poll;
+        let events = &mut self.events;
+        let result = if timeout == Some(Duration::ZERO) {
+            poll.poll(events, timeout)
+        } else {
+            py.detach(|| poll.poll(events, timeout))
+        };
+        match result {
+            Ok(()) => {}
+            // A signal arrived: let Python run its handlers (which may raise).
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {
+                return py.check_signals();
+            }
+            Err(error) => return Err(error.into()),
+        }
+        self.core.now = Instant::now();
+        self.core.date.refresh(SystemTime::now());
+        let events = std::mem::replace(&mut self.events, Events::with_capacity(0));
+        let mut check_signals = false;
+        for event in events.iter() {
+            match event.token() {
+                LISTENER => self.accept_connections(py),
+                WAKEUP => check_signals = true,
+                Token(token) => {
+                    let key = token - FIRST_CONNECTION;
+                    self.drive_connection(py, key);
+                }
+            }
+        }
+        self.events = events;
+        if self.core.now >= self.next_sweep {
+            self.sweep_deadlines();
+        }
+        if check_signals {
+            py.check_signals()?;
+        }
+        Ok(())
+    }
+
+    fn drive_connection(&mut self, py: Python<'_>, key: usize) {
+        let Some(connection) = self.connections.get_mut(key) else {
+            return;
+        };
+        let core = &mut self.core;
+        let disposition = match catch_unwind(AssertUnwindSafe(|| core.drive(py, connection, key))) {
+            Ok(disposition) => disposition,
+            Err(_) => {
+                core.log_error(py, "internal error while serving a connection; closing it", None);
+                Disposition::Close
+            }
+        };
+        if disposition == Disposition::Close {
+            self.close_connection(key);
+        }
+    }
+
+    fn close_connection(&mut self, key: usize) {
+        if self.connections.try_remove(key).is_some() && self.accept_paused {
+            self.accept_paused = false;
+            // Edge-triggered: connections that queued while paused raise no new event.
+            Python::attach(|py| self.accept_connections(py));
+        }
+    }
+
+    fn accept_connections(&mut self, py: Python<'_>) {
+        loop {
+            if self.connections.len() >= self.core.config.max_connections {
+                self.accept_paused = true;
+                return;
+            }
+            let accepted = match &self.listener {
+                Some(Listener::Tcp(listener)) => listener.accept().map(|(stream, address)| {
+                    // Responses are written whole; Nagle would only delay them.
+                    let _ = stream.set_nodelay(true);
+                    (Stream::Tcp(stream), Some(address))
+                }),
+                Some(Listener::Unix(listener)) => listener
+                    .accept()
+                    .map(|(stream, _)| (Stream::Unix(stream), None)),
+                None => return,
+            };
+            let (mut stream, client) = match accepted {
+                Ok(accepted) => accepted,
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => return,
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+                Err(error) => {
+                    // EMFILE, ENFILE, ENOBUFS, ECONNABORTED: the listener stays
+                    // usable; log and let the next event retry.
+                    self.core
+                        .log_error(py, &format!("accept failed: {error}"), None);
+                    return;
+                }
+            };
+            let entry = self.connections.vacant_entry();
+            let token = Token(entry.key() + FIRST_CONNECTION);
+            if self
+                .poll
+                .registry()
+                .register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)
+                .is_err()
+            {
+                continue;
+            }
+            self.next_serial += 1;
+            let deadline = self.core.now + self.core.config.keep_alive_timeout;
+            entry.insert(Connection::new(stream, client, self.next_serial, deadline));
+        }
+    }
+
+    /// Closes connections whose deadline passed; a client that stalled in
+    /// the middle of a request gets a 408 first.
+    fn sweep_deadlines(&mut self) {
+        let now = self.core.now;
+        self.next_sweep = now + Duration::from_secs(1);
+        let mut expired = Vec::new();
+        for (key, connection) in self.connections.iter_mut() {
+            if now < connection.deadline {
+                continue;
+            }
+            match connection.phase {
+                Phase::AwaitingHandler(_) => {}
+                Phase::ReadingHead | Phase::ReadingBody(_) if connection.output.is_empty() => {
+                    // Best effort: one write attempt, then close.
+                    connection.output.extend_from_slice(
+                        b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                    );
+                    let _ = connection.write_output();
+                    expired.push(key);
+                }
+                _ => expired.push(key),
+            }
+        }
+        for key in expired {
+            self.connections.remove(key);
+        }
+    }
+}
+
+impl Core {
+    /// Processes, writes and reads until the connection would block, closes,
+    /// or waits for an async handler.
+    fn drive(&mut self, py: Python<'_>, connection: &mut Connection, key: usize) -> Disposition {
+        loop {
+            if connection.can_process() && !connection.input.is_empty() {
+                self.process_input(py, connection, key);
+            }
+            if !connection.output.is_empty() {
+                if connection.write_output().is_err() {
+                    return Disposition::Close;
+                }
+                if !connection.output.is_empty() {
+                    // Socket full: wait for EPOLLOUT; read nothing meanwhile (backpressure).
+                    connection.deadline = self.now + self.config.send_timeout;
+                    return Disposition::Open;
+                }
+                if connection.can_process() && !connection.input.is_empty() {
+                    continue;
+                }
+            }
+            match connection.phase {
+                Phase::AwaitingHandler(_) => return Disposition::Open,
+                Phase::Closing { linger } => {
+                    if !linger || connection.peer_closed {
+                        return Disposition::Close;
+                    }
+                    connection.stream.shutdown_write();
+                    connection.phase = Phase::Lingering;
+                    connection.input = Vec::new();
+                    connection.deadline = self.now + LINGER_TIMEOUT;
+                }
+                _ => {}
+            }
+            if connection.peer_closed {
+                return Disposition::Close;
+            }
+            match connection.stream.read(&mut self.read_buffer) {
+                Ok(0) => {
+                    connection.peer_closed = true;
+                    if !connection.can_process() && !matches!(connection.phase, Phase::Closing { .. }) {
+                        return Disposition::Close;
+                    }
+                }
+                Ok(count) => {
+                    if let Phase::Lingering = connection.phase {
+                        // Count discarded bytes in `input`'s length without keeping them.
+                        if connection.input.capacity() + count > LINGER_MAX_BYTES {
+                            return Disposition::Close;
+                        }
+                        connection.input.reserve(count);
+                        continue;
+                    }
+                    if let Phase::Idle = connection.phase {
+                        connection.phase = Phase::ReadingHead;
+                        connection.deadline = self.now + self.config.header_timeout;
+                    }
+                    if let Phase::ReadingBody(_) = connection.phase {
+                        connection.deadline = self.now + self.config.body_timeout;
+                    }
+                    connection.input.extend_from_slice(&self.read_buffer[..count]);
+                }
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                    return Disposition::Open;
+                }
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Disposition::Close,
+            }
+        }
+    }
+
+    /// Turns buffered input into responses until it runs out, a response
+    /// closes the connection, an async handler suspends, or output is over
+    /// the high-water mark.
+    fn process_input(&mut self, py: Python<'_>, connection: &mut Connection, key: usize) {
+        let input = std::mem::take(&mut connection.input);
+        let mut offset = 0;
+        while offset < input.len()
+            && connection.can_process()
+            && connection.output.len() < OUTPUT_HIGH_WATER
+        {
+            let available = &input[offset..];
+            if let Phase::ReadingBody(pending) = &mut connection.phase {
+                match continue_body(pending, available) {
+                    Ok((consumed, false)) => {
+                        offset += consumed;
+                        break;
+                    }
+                    Ok((consumed, true)) => {
+                        offset += consumed;
+                        let Phase::ReadingBody(pending) =
+                            std::mem::replace(&mut connection.phase, Phase::Idle)
+                        else {
+                            unreachable!("phase checked above");
+                        };
+                        let outcome = self.dispatch(
+                            py,
+                            connection,
+                            key,
+                            &pending.head_bytes,
+                            &pending.head,
+                            &pending.body,
+                        );
+                        self.after_outcome(connection, outcome);
+                    }
+                    Err(error) => {
+                        self.refuse(connection, &error);
+                        offset = input.len();
+                    }
+                }
+                continue;
+            }
+            match parse_request_head(available, &self.config.limits, &mut self.header_scratch) {
+                Ok(HeadStatus::Partial) => {
+                    if let Phase::Idle = connection.phase {
+                        connection.phase = Phase::ReadingHead;
+                        connection.deadline = self.now + self.config.header_timeout;
+                    }
+                    break;
+                }
+                Err(error) => {
+                    self.refuse(connection, &error);
+                    offset = input.len();
+                }
+                Ok(HeadStatus::Complete(head)) => {
+                    let head_end = head.head_len;
+                    let head_bytes = &available[..head_end];
+                    match start_body(&head, &available[head_end..], &self.config.limits) {
+                        Err(error) => {
+                            self.refuse(connection, &error);
+                            offset = input.len();
+                        }
+                        Ok(BodyStart::Complete { body, consumed }) => {
+                            offset += head_end + consumed;
+                            let outcome =
+                                self.dispatch(py, connection, key, head_bytes, &head, body);
+                            self.after_outcome(connection, outcome);
+                        }
+                        Ok(BodyStart::Decoded { body, consumed }) => {
+                            offset += head_end + consumed;
+                            let outcome =
+                                self.dispatch(py, connection, key, head_bytes, &head, &body);
+                            self.after_outcome(connection, outcome);
+                        }
+                        Ok(BodyStart::Incomplete { body, progress, consumed }) => {
+                            if head.expect_continue
+                                && consumed == 0
+                                && head.version == Version::Http11
+                            {
+                                connection.output.extend_from_slice(CONTINUE_100);
+                            }
+                            offset += head_end + consumed;
+                            connection.phase = Phase::ReadingBody(Box::new(PendingBody {
+                                head_bytes: head_bytes.to_vec(),
+                                head,
+                                body,
+                                framing: progress,
+                            }));
+                            connection.deadline = self.now + self.config.body_timeout;
+                        }
+                    }
+                }
+            }
+        }
+        let mut input = input;
+        if offset >= input.len() {
+            input.clear();
+            if input.capacity() > 64 * 1024 {
+                input = Vec::new();
+            }
+        } else {
+            input.drain(..offset);
+        }
+        if matches!(connection.phase, Phase::Closing { .. } | Phase::Lingering) {
+            input.clear();
+        }
+        connection.input = input;
+    }
+
+    /// Sets the connection's phase from what became of a request.
+    fn after_outcome(&self, connection: &mut Connection, outcome: Outcome) {
+        match outcome {
+            Outcome::Pending => {}
+            Outcome::Close => connection.phase = Phase::Closing { linger: false },
+            Outcome::KeepAlive => {
+                connection.phase = Phase::Idle;
+                connection.deadline = self.now + self.config.keep_alive_timeout;
+            }
+        }
+    }
+
+    /// Answers a request the protocol refused, and closes.
+    fn refuse(&mut self, connection: &mut Connection, error: &ProtoError) {
+        rush_proto::response::write_error_response(
+            &mut connection.output,
+            error,
+            self.date.header_line(),
+        );
+        connection.phase = Phase::Closing { linger: true };
+    }
+
+    /// Routes one complete request and answers it (or starts its async handler).
+    fn dispatch(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        key: usize,
+        head_bytes: &[u8],
+        head: &RequestHead,
+        body: &[u8],
+    ) -> Outcome {
+        let keep_alive = head.keep_alive && !self.draining;
+        let context = ResponseContext {
+            date_line: self.date.header_line(),
+            head_only: head.method == Method::Head,
+            keep_alive,
+            http10: head.version == Version::Http10,
+        };
+        let method = head.method_span.of(head_bytes);
+        let path = decode_path(head.path.of(head_bytes));
+        let router = self.router.clone_ref(py);
+        let router = router.bind(py).borrow();
+        let decision = router.route(method, &path);
+        let mut params: Option<Bound<'_, PyDict>> = None;
+        let (handler, default_status) = match decision {
+            RouteDecision::Redirect(redirect) => {
+                connection.output.extend_from_slice(&redirect.head_prefix);
+                finish_head(&mut connection.output, &context, false);
+                self.access_log(py, connection, head_bytes, head, redirect.status, 0);
+                return keep_or_close(keep_alive);
+            }
+            RouteDecision::NotFound => match router.error_handler(404) {
+                Some(handler) => (handler, 404),
+                None => {
+                    let body = b"Not Found";
+                    write_response(
+                        &mut connection.output,
+                        404,
+                        b"text/plain; charset=utf-8",
+                        std::iter::empty(),
+                        body,
+                        &context,
+                        false,
+                    );
+                    self.access_log(py, connection, head_bytes, head, 404, body.len());
+                    return keep_or_close(keep_alive);
+                }
+            },
+            RouteDecision::MethodNotAllowed { allow } => match router.error_handler(405) {
+                Some(handler) => (handler, 405),
+                None => {
+                    let body = b"Method Not Allowed";
+                    write_response(
+                        &mut connection.output,
+                        405,
+                        b"text/plain; charset=utf-8",
+                        std::iter::once((&b"Allow"[..], allow)),
+                        body,
+                        &context,
+                        false,
+                    );
+                    self.access_log(py, connection, head_bytes, head, 405, body.len());
+                    return keep_or_close(keep_alive);
+                }
+            },
+            RouteDecision::Handler { handler, params: matched } => {
+                if !matched.is_empty() {
+                    let dict = PyDict::new(py);
+                    for (name, value) in matched.iter() {
+                        if dict.set_item(name, value).is_err() {
+                            break;
+                        }
+                    }
+                    params = Some(dict);
+                }
+                (handler, 200)
+            }
+        };
+        let request = Request::new(RequestParts {
+            head: head_bytes,
+            method: head.method_span,
+            target: head.target,
+            path: head.path,
+            query: head.query,
+            version: head.version,
+            body,
+            client: connection.client,
+        });
+        let awaiting = AwaitingResponse {
+            head_only: context.head_only,
+            keep_alive,
+            http10: context.http10,
+            default_status,
+            request_line: request_line(head_bytes, head),
+        };
+        let result = call_handler(py, handler, request, params.as_ref());
+        match result {
+            Err(error) => self.finish(py, connection, &awaiting, Err(error)),
+            Ok(value) if handler.is_async => match drive_coroutine(py, &value) {
+                CoroutineStep::Finished(result) => self.finish(py, connection, &awaiting, result),
+                CoroutineStep::Suspended(yielded) => {
+                    let Some(scheduler) = &self.async_scheduler else {
+                        let error = pyo3::exceptions::PyRuntimeError::new_err(
+                            "async handler suspended but no asyncio loop is running",
+                        );
+                        return self.finish(py, connection, &awaiting, Err(error));
+                    };
+                    if let Err(error) =
+                        scheduler.call1(py, (value, yielded, key, connection.serial))
+                    {
+                        return self.finish(py, connection, &awaiting, Err(error));
+                    }
+                    connection.phase = Phase::AwaitingHandler(Box::new(awaiting));
+                    Outcome::Pending
+                }
+            },
+            Ok(value) => self.finish(py, connection, &awaiting, Ok(value)),
+        }
+    }
+
+    /// Writes the response for a handler's result (or its exception).
+    fn finish(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        awaiting: &AwaitingResponse,
+        result: PyResult<Bound<'_, PyAny>>,
+    ) -> Outcome {
+        let context = ResponseContext {
+            date_line: self.date.header_line(),
+            head_only: awaiting.head_only,
+            keep_alive: awaiting.keep_alive,
+            http10: awaiting.http10,
+        };
+        let start = connection.output.len();
+        let rendered = result.and_then(|value| {
+            render_result(py, &value, awaiting.default_status, &context, &mut connection.output)
+        });
+        let (status, length, close) = match rendered {
+            Ok(rendered) => (rendered.status, rendered.body_length, rendered.close),
+            Err(error) => {
+                connection.output.truncate(start);
+                self.log_error(
+                    py,
+                    &format!("Exception in handler for {}", awaiting.request_line),
+                    Some(error),
+                );
+                let body = b"Internal Server Error";
+                write_response(
+                    &mut connection.output,
+                    500,
+                    b"text/plain; charset=utf-8",
+                    std::iter::empty(),
+                    body,
+                    &context,
+                    false,
+                );
+                (500, body.len(), false)
+            }
+        };
+        if let Some(logger) = &self.access_logger {
+            let line = format!(
+                "{} - \"{}\" {} {}",
+                client_text(connection),
+                awaiting.request_line,
+                status,
+                length
+            );
+            let _ = logger.call1(py, (line,));
+        }
+        keep_or_close(awaiting.keep_alive && !close)
+    }
+
+    fn access_log(
+        &self,
+        py: Python<'_>,
+        connection: &Connection,
+        head_bytes: &[u8],
+        head: &RequestHead,
+        status: u16,
+        length: usize,
+    ) {
+        if let Some(logger) = &self.access_logger {
+            let line = format!(
+                "{} - \"{}\" {} {}",
+                client_text(connection),
+                request_line(head_bytes, head),
+                status,
+                length
+            );
+            let _ = logger.call1(py, (line,));
+        }
+    }
+
+    fn log_error(&self, py: Python<'_>, message: &str, error: Option<PyErr>) {
+        let exception = error.map(|error| error.into_value(py).into_any());
+        if let Err(logging_error) = self.error_logger.call1(py, (message, exception)) {
+            // The logger itself failed: say so on stderr rather than nowhere.
+            logging_error.print(py);
+        }
+    }
+}
+
+fn keep_or_close(keep_alive: bool) -> Outcome {
+    if keep_alive {
+        Outcome::KeepAlive
+    } else {
+        Outcome::Close
+    }
+}
+
+fn client_text(connection: &Connection) -> String {
+    match connection.client {
+        Some(address) => address.to_string(),
+        None => "unix".to_owned(),
+    }
+}
+
+fn request_line(head_bytes: &[u8], head: &RequestHead) -> String {
+    format!(
+        "{} {} HTTP/{}",
+        String::from_utf8_lossy(head.method_span.of(head_bytes)),
+        String::from_utf8_lossy(head.target.of(head_bytes)),
+        head.version.as_str()
+    )
+}
+
+/// Calls a handler with the request and its path parameters as keywords.
+fn call_handler<'py>(
+    py: Python<'py>,
+    handler: &Handler,
+    request: Request,
+    params: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let request = Bound::new(py, request)?;
+    let callable = handler.callable.bind(py);
+    match params {
+        None => callable.call1((request,)),
+        Some(params) => callable.call(PyTuple::new(py, [request])?, Some(params)),
+    }
+}
+
+enum CoroutineStep<'py> {
+    Finished(PyResult<Bound<'py, PyAny>>),
+    Suspended(Bound<'py, PyAny>),
+}
+
+/// Runs a coroutine until it finishes or first suspends.
+fn drive_coroutine<'py>(py: Python<'py>, coroutine: &Bound<'py, PyAny>) -> CoroutineStep<'py> {
+    match coroutine.call_method1(pyo3::intern!(py, "send"), (py.None(),)) {
+        Ok(yielded) => CoroutineStep::Suspended(yielded),
+        Err(error) if error.is_instance_of::<PyStopIteration>(py) => {
+            let value = error.value(py).getattr(pyo3::intern!(py, "value"));
+            CoroutineStep::Finished(value)
+        }
+        Err(error) => CoroutineStep::Finished(Err(error)),
+    }
+}
+
+/// How a body begins right after its head.
+enum BodyStart<'a> {
+    /// The whole body is in the buffer (for Content-Length, a slice of it).
+    Complete { body: &'a [u8], consumed: usize },
+    /// A chunked body that was complete in the buffer, decoded.
+    Decoded { body: Vec<u8>, consumed: usize },
+    /// More is to come; `body` holds what was decoded so far.
+    Incomplete {
+        body: Vec<u8>,
+        progress: BodyProgress,
+        consumed: usize,
+    },
+}
+
+fn start_body<'a>(
+    head: &RequestHead,
+    available: &'a [u8],
+    limits: &Limits,
+) -> Result<BodyStart<'a>, ProtoError> {
+    match head.framing {
+        BodyFraming::Empty => Ok(BodyStart::Complete {
+            body: &[],
+            consumed: 0,
+        }),
+        BodyFraming::ContentLength(length) => {
+            let length_usize = length as usize;
+            if available.len() >= length_usize {
+                Ok(BodyStart::Complete {
+                    body: &available[..length_usize],
+                    consumed: length_usize,
+                })
+            } else {
+                let mut body = Vec::with_capacity(length_usize.min(1024 * 1024));
+                body.extend_from_slice(available);
+                Ok(BodyStart::Incomplete {
+                    body,
+                    progress: BodyProgress::Remaining(length - available.len() as u64),
+                    consumed: available.len(),
+                })
+            }
+        }
+        BodyFraming::Chunked => {
+            let mut decoder = ChunkedDecoder::new(limits);
+            let mut body = Vec::new();
+            let progress = decoder.decode(available, &mut body)?;
+            if progress.done {
+                Ok(BodyStart::Decoded {
+                    body,
+                    consumed: progress.consumed,
+                })
+            } else {
+                Ok(BodyStart::Incomplete {
+                    body,
+                    progress: BodyProgress::Chunked(decoder),
+                    consumed: progress.consumed,
+                })
+            }
+        }
+    }
+}
+
+/// Feeds newly arrived bytes to a body in progress; `true` once it is complete.
+fn continue_body(pending: &mut PendingBody, available: &[u8]) -> Result<(usize, bool), ProtoError> {
+    match &mut pending.framing {
+        BodyProgress::Remaining(remaining) => {
+            let take = (*remaining).min(available.len() as u64) as usize;
+            pending.body.extend_from_slice(&available[..take]);
+            *remaining -= take as u64;
+            Ok((take, *remaining == 0))
+        }
+        BodyProgress::Chunked(decoder) => {
+            let progress = decoder.decode(available, &mut pending.body)?;
+            Ok((progress.consumed, progress.done))
+        }
+    }
+}
