@@ -3,30 +3,141 @@
 //! Formatting an IMF-fixdate costs far more than copying it, and a busy
 //! server answers many requests per second: the loop calls
 //! [`DateCache::refresh`] when its clock moves and copies the cached line.
+//!
+//! The cache remembers the unix second it formatted; `refresh` compares
+//! seconds (one integer comparison) and only re-formats, with
+//! `httpdate::fmt_http_date`, when the second changed. The line lives in a
+//! `Vec` whose capacity is reused, so a refresh does not grow it.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The last second httpdate can format (9999-12-31T23:59:59Z); it panics after it.
+const LAST_FORMATTABLE_SECOND: u64 = 253_402_300_799;
+
+/// `Date: ` + 29-byte IMF-fixdate + CRLF.
+const HEADER_LINE_LENGTH: usize = 6 + 29 + 2;
 
 /// Holds the current `Date: <IMF-fixdate>\r\n` header line.
 #[derive(Debug, Clone)]
 pub struct DateCache {
-    // unix second the line was formatted for, and the formatted line
+    /// The unix second `line` was formatted for.
+    unix_second: u64,
+    /// The whole header line, CRLF included.
+    line: Vec<u8>,
 }
 
 impl DateCache {
     /// A cache already holding the line for `now`.
     pub fn new(now: SystemTime) -> DateCache {
-        let _ = now;
-        todo!()
+        let unix_second = unix_second(now);
+        let mut cache = DateCache {
+            unix_second,
+            line: Vec::with_capacity(HEADER_LINE_LENGTH),
+        };
+        cache.format(unix_second);
+        cache
     }
 
     /// Re-formats the line if `now` is in a different second than the cached one.
+    ///
+    /// A clock that jumps backwards is followed too: any change of second
+    /// re-formats. Times before 1970 format as the epoch and times after
+    /// year 9999 as its last second, instead of panicking.
+    #[inline]
     pub fn refresh(&mut self, now: SystemTime) {
-        let _ = now;
-        todo!()
+        let second = unix_second(now);
+        if second != self.unix_second {
+            self.format(second);
+        }
     }
 
     /// The whole header line, e.g. `b"Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n"`.
+    #[inline]
     pub fn header_line(&self) -> &[u8] {
-        todo!()
+        &self.line
+    }
+
+    fn format(&mut self, second: u64) {
+        let date = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(second));
+        self.unix_second = second;
+        self.line.clear();
+        self.line.extend_from_slice(b"Date: ");
+        self.line.extend_from_slice(date.as_bytes());
+        self.line.extend_from_slice(b"\r\n");
+    }
+}
+
+/// Whole seconds since the epoch, clamped to what httpdate can format.
+fn unix_second(now: SystemTime) -> u64 {
+    now.duration_since(UNIX_EPOCH)
+        .map_or(0, |since_epoch| since_epoch.as_secs())
+        .min(LAST_FORMATTABLE_SECOND)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(second: u64, nanos: u32) -> SystemTime {
+        UNIX_EPOCH + Duration::new(second, nanos)
+    }
+
+    #[test]
+    fn formats_the_rfc_example() {
+        // RFC 9110 5.6.7: 784111777 is Sun, 06 Nov 1994 08:49:37 GMT.
+        let cache = DateCache::new(at(784_111_777, 0));
+        assert_eq!(
+            cache.header_line(),
+            b"Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n"
+        );
+        assert_eq!(cache.header_line().len(), HEADER_LINE_LENGTH);
+    }
+
+    #[test]
+    fn refreshes_only_when_the_second_changes() {
+        let mut cache = DateCache::new(at(784_111_777, 100));
+        cache.refresh(at(784_111_777, 999_999_999));
+        assert_eq!(
+            cache.header_line(),
+            b"Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n"
+        );
+        cache.refresh(at(784_111_778, 0));
+        assert_eq!(
+            cache.header_line(),
+            b"Date: Sun, 06 Nov 1994 08:49:38 GMT\r\n"
+        );
+        // A clock stepping backwards is followed as well.
+        cache.refresh(at(784_111_700, 0));
+        assert_eq!(
+            cache.header_line(),
+            b"Date: Sun, 06 Nov 1994 08:48:20 GMT\r\n"
+        );
+        assert_eq!(cache.line.capacity(), HEADER_LINE_LENGTH);
+    }
+
+    #[test]
+    fn out_of_range_clocks_do_not_panic() {
+        let before_epoch = UNIX_EPOCH - Duration::from_secs(10);
+        let cache = DateCache::new(before_epoch);
+        assert_eq!(
+            cache.header_line(),
+            b"Date: Thu, 01 Jan 1970 00:00:00 GMT\r\n"
+        );
+
+        let far_future = at(LAST_FORMATTABLE_SECOND + 1_000_000, 0);
+        let cache = DateCache::new(far_future);
+        assert_eq!(
+            cache.header_line(),
+            b"Date: Fri, 31 Dec 9999 23:59:59 GMT\r\n"
+        );
+    }
+
+    #[test]
+    fn current_time_has_the_fixed_length() {
+        let cache = DateCache::new(SystemTime::now());
+        let line = cache.header_line();
+        assert_eq!(line.len(), HEADER_LINE_LENGTH);
+        assert!(line.starts_with(b"Date: "));
+        assert!(line.ends_with(b" GMT\r\n"));
     }
 }

@@ -22,12 +22,25 @@ pub enum ProtoError {
 impl ProtoError {
     /// The status code to answer with.
     pub fn status(&self) -> u16 {
-        todo!()
+        match self {
+            ProtoError::BadRequest(_) => 400,
+            ProtoError::UriTooLong => 414,
+            ProtoError::HeadersTooLarge => 431,
+            ProtoError::PayloadTooLarge => 413,
+            ProtoError::NotImplemented(_) => 501,
+            ProtoError::VersionNotSupported => 505,
+        }
     }
 
     /// A short human-readable explanation, sent as the text/plain body.
     pub fn message(&self) -> &'static str {
-        todo!()
+        match self {
+            ProtoError::BadRequest(message) | ProtoError::NotImplemented(message) => message,
+            ProtoError::UriTooLong => "request line too long",
+            ProtoError::HeadersTooLarge => "too many header fields or header section too large",
+            ProtoError::PayloadTooLarge => "request body too large",
+            ProtoError::VersionNotSupported => "only HTTP/1.0 and HTTP/1.1 are supported",
+        }
     }
 }
 
@@ -38,3 +51,37 @@ impl std::fmt::Display for ProtoError {
 }
 
 impl std::error::Error for ProtoError {}
+
+#[cfg(test)]
+mod tests {
+    use super::ProtoError;
+
+    #[test]
+    fn every_variant_has_its_status_and_message() {
+        let cases = [
+            (ProtoError::BadRequest("bare CR"), 400, "bare CR"),
+            (ProtoError::UriTooLong, 414, "request line too long"),
+            (
+                ProtoError::HeadersTooLarge,
+                431,
+                "too many header fields or header section too large",
+            ),
+            (ProtoError::PayloadTooLarge, 413, "request body too large"),
+            (
+                ProtoError::NotImplemented("unsupported transfer coding"),
+                501,
+                "unsupported transfer coding",
+            ),
+            (
+                ProtoError::VersionNotSupported,
+                505,
+                "only HTTP/1.0 and HTTP/1.1 are supported",
+            ),
+        ];
+        for (error, status, message) in cases {
+            assert_eq!(error.status(), status, "{error:?}");
+            assert_eq!(error.message(), message, "{error:?}");
+            assert_eq!(error.to_string(), format!("{status} {message}"));
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! The per-request paths must not allocate once the caller's buffers are
+//! warm: this test binary counts the allocations of the current thread.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::time::{Duration, UNIX_EPOCH};
+
+use rush_proto::{
+    parse_request_head, response, ChunkedDecoder, DateCache, HeadStatus, Limits, ProtoError,
+};
+
+thread_local! {
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+struct CountingAllocator;
+
+fn count_allocation() {
+    // `try_with`: never panic inside the allocator, even during thread teardown.
+    let _ = ALLOCATIONS.try_with(|count| count.set(count.get() + 1));
+}
+
+// SAFETY: every method forwards to the system allocator with the caller's
+// arguments unchanged, so System's guarantees carry over; counting touches
+// only a const-initialised thread-local Cell, which never allocates.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count_allocation();
+        // SAFETY: same contract as our caller's (layout has non-zero size).
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, pointer: *mut u8, layout: Layout) {
+        // SAFETY: `pointer` was allocated by System with `layout`, through us.
+        unsafe { System.dealloc(pointer, layout) }
+    }
+
+    unsafe fn realloc(&self, pointer: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count_allocation();
+        // SAFETY: `pointer`/`layout` come from System through us; same contract.
+        unsafe { System.realloc(pointer, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+fn allocations_during(work: impl FnOnce()) -> usize {
+    let before = ALLOCATIONS.with(Cell::get);
+    work();
+    ALLOCATIONS.with(Cell::get) - before
+}
+
+#[test]
+fn parsing_heads_does_not_allocate() {
+    let limits = Limits::default();
+    let mut headers = Vec::with_capacity(limits.max_headers);
+    let heads: [&[u8]; 4] = [
+        b"GET /a?b=c HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\nConnection: keep-alive\r\n\r\n",
+        b"POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 5\r\nExpect: 100-continue\r\n\r\nhello",
+        b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"GET / HTTP/1.0\r\n\r\n",
+    ];
+    let refused: [&[u8]; 4] = [
+        b"GET / HTTP/1.1\r\nHost : a\r\n\r\n",
+        b"GET / HTTP/2.0\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: a\nX: 1\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, identity\r\n\r\n",
+    ];
+    let count = allocations_during(|| {
+        for _ in 0..100 {
+            for head in heads {
+                let outcome = parse_request_head(head, &limits, &mut headers);
+                assert!(matches!(outcome, Ok(HeadStatus::Complete(_))));
+            }
+            for head in refused {
+                assert!(parse_request_head(head, &limits, &mut headers).is_err());
+            }
+            assert_eq!(
+                parse_request_head(b"GET / HTTP/1.1\r\nHo", &limits, &mut headers),
+                Ok(HeadStatus::Partial)
+            );
+        }
+    });
+    assert_eq!(count, 0);
+}
+
+#[test]
+fn decoding_chunked_bodies_does_not_allocate() {
+    let limits = Limits::default();
+    let input = b"5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nTrailer: x\r\n\r\n";
+    let mut body = Vec::with_capacity(64);
+    let count = allocations_during(|| {
+        for _ in 0..100 {
+            body.clear();
+            let mut decoder = ChunkedDecoder::new(&limits);
+            for piece in input.chunks(7) {
+                decoder.decode(piece, &mut body).unwrap();
+            }
+            assert_eq!(body, b"hello world");
+        }
+    });
+    assert_eq!(count, 0);
+}
+
+#[test]
+fn writing_responses_does_not_allocate() {
+    let mut date = DateCache::new(UNIX_EPOCH + Duration::from_secs(784_111_777));
+    let mut out = Vec::with_capacity(4096);
+    let count = allocations_during(|| {
+        for _ in 0..100 {
+            out.clear();
+            date.refresh(UNIX_EPOCH + Duration::from_millis(784_111_777_500));
+            response::write_status_line(&mut out, 200);
+            response::write_status_line(&mut out, 599);
+            response::write_header(&mut out, b"Content-Type", b"text/plain").unwrap();
+            response::write_content_length(&mut out, 12);
+            out.extend_from_slice(date.header_line());
+            response::write_error_response(&mut out, &ProtoError::UriTooLong, date.header_line());
+        }
+    });
+    assert_eq!(count, 0);
+}
