@@ -1,6 +1,6 @@
 """The demo app served by `make run`: every feature of the rush App API in a few lines.
 
-    rush examples.hello:app            # then open http://127.0.0.1:8000/
+rush examples.hello:app            # then open http://127.0.0.1:8000/
 """
 
 from rush import App, Request, Response

@@ -54,7 +54,12 @@ impl Write for Stream {
 }
 
 impl Source for Stream {
-    fn register(&mut self, registry: &Registry, token: Token, interests: Interest) -> io::Result<()> {
+    fn register(
+        &mut self,
+        registry: &Registry,
+        token: Token,
+        interests: Interest,
+    ) -> io::Result<()> {
         match self {
             Stream::Tcp(stream) => stream.register(registry, token, interests),
             Stream::Unix(stream) => stream.register(registry, token, interests),
@@ -141,6 +146,8 @@ pub struct Connection {
     pub serial: u64,
     /// The peer closed its side (read returned 0).
     pub peer_closed: bool,
+    /// epoll reported the peer's FIN (EPOLLRDHUP); reads go on until EOF.
+    pub peer_sent_fin: bool,
 }
 
 impl Connection {
@@ -154,6 +161,7 @@ impl Connection {
             deadline,
             serial,
             peer_closed: false,
+            peer_sent_fin: false,
         }
     }
 

@@ -133,7 +133,10 @@ impl Request {
     /// The raw query string (after `?`), as bytes.
     #[getter]
     fn query_string<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        let raw = self.query_span.map(|span| span.of(&self.head)).unwrap_or(b"");
+        let raw = self
+            .query_span
+            .map(|span| span.of(&self.head))
+            .unwrap_or(b"");
         PyBytes::new(py, raw)
     }
 
@@ -156,20 +159,22 @@ impl Request {
     /// The header fields: a case-insensitive `rush.Headers` multi-valued mapping.
     #[getter]
     fn headers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let value = self.headers.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
-            let pairs = PyList::empty(py);
-            for (name, value) in header_fields(&self.head) {
-                // Field values are bytes on the wire; latin-1 maps each byte to
-                // one character, so nothing is lost (as WSGI does).
-                let value: String = value.iter().map(|&byte| byte as char).collect();
-                pairs.append(PyTuple::new(
-                    py,
-                    [String::from_utf8_lossy(name).into_owned(), value],
-                )?)?;
-            }
-            let class = cached_attribute(py, &HEADERS_CLASS, "rush.datastructures", "Headers")?;
-            Ok(class.call1((pairs,))?.unbind())
-        })?;
+        let value = self
+            .headers
+            .get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+                let pairs = PyList::empty(py);
+                for (name, value) in header_fields(&self.head) {
+                    // Field values are bytes on the wire; latin-1 maps each byte to
+                    // one character, so nothing is lost (as WSGI does).
+                    let value: String = value.iter().map(|&byte| byte as char).collect();
+                    pairs.append(PyTuple::new(
+                        py,
+                        [String::from_utf8_lossy(name).into_owned(), value],
+                    )?)?;
+                }
+                let class = cached_attribute(py, &HEADERS_CLASS, "rush.datastructures", "Headers")?;
+                Ok(class.call1((pairs,))?.unbind())
+            })?;
         Ok(value.bind(py).clone())
     }
 
@@ -210,7 +215,9 @@ impl Request {
 /// Iterates the header fields of a head that the parser already validated.
 fn header_fields(head: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
     // Skip the request line (and any leading empty lines the parser allowed).
-    let mut lines = head.split(|&byte| byte == b'\n').map(|line| line.strip_suffix(b"\r").unwrap_or(line));
+    let mut lines = head
+        .split(|&byte| byte == b'\n')
+        .map(|line| line.strip_suffix(b"\r").unwrap_or(line));
     let mut seen_request_line = false;
     std::iter::from_fn(move || loop {
         let line = lines.next()?;

@@ -97,7 +97,8 @@ impl Response {
                 headers.extract()?
             };
             for (name, value) in pairs {
-                if !is_valid_header_name(name.as_bytes()) || !is_valid_header_value(value.as_bytes())
+                if !is_valid_header_name(name.as_bytes())
+                    || !is_valid_header_value(value.as_bytes())
                 {
                     return Err(PyValueError::new_err(format!(
                         "invalid header field {name:?}: {value:?}"
@@ -249,7 +250,15 @@ pub fn render_result(
             .bind(py);
         let encoded = dumps.call1((result,))?;
         let body = encoded.cast::<PyBytes>()?.as_bytes();
-        write_response(out, status, APPLICATION_JSON, no_headers, body, context, false);
+        write_response(
+            out,
+            status,
+            APPLICATION_JSON,
+            no_headers,
+            body,
+            context,
+            false,
+        );
         return Ok(rendered(status, body.len(), false));
     }
     if result.is_instance_of::<PyTuple>() {

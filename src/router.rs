@@ -163,7 +163,10 @@ impl Router {
             if !rush_proto::response::is_valid_header_name(method.as_bytes()) {
                 return Err(PyValueError::new_err(format!("invalid method {method:?}")));
             }
-            if by_method.iter().any(|(token, _)| token == method.as_bytes()) {
+            if by_method
+                .iter()
+                .any(|(token, _)| token == method.as_bytes())
+            {
                 return Err(PyValueError::new_err(format!(
                     "{method} {pattern} is registered twice"
                 )));

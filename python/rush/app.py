@@ -35,9 +35,8 @@ class RedirectRule:
 
 
 def _is_async(handler: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
-        getattr(handler, "__call__", None)
-    )
+    # An instance with `async def __call__` is an async handler too.
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(type(handler).__call__)
 
 
 def _check_pattern(pattern: str) -> None:
@@ -56,9 +55,7 @@ class App:
         self.redirects: list[RedirectRule] = []
         self.error_handlers: dict[int, Callable[..., Any]] = {}
 
-    def route(
-        self, pattern: str, methods: Iterable[str] = _DEFAULT_METHODS
-    ) -> Callable[[Handler], Handler]:
+    def route(self, pattern: str, methods: Iterable[str] = _DEFAULT_METHODS) -> Callable[[Handler], Handler]:
         """Registers the decorated function for ``methods`` on ``pattern``.
         GET routes answer HEAD too, without the body."""
         _check_pattern(pattern)

@@ -52,7 +52,9 @@ class Config:
     host: str = _option("127.0.0.1", "address to bind (use 0.0.0.0 for all interfaces)")
     port: int = _option(8000, "TCP port to bind")
     uds: str | None = _option(None, "bind a Unix domain socket at this path instead of TCP", metavar="PATH")
-    fd: int | None = _option(None, "serve on this already-bound listening socket fd (systemd, supervisors)", metavar="N")
+    fd: int | None = _option(
+        None, "serve on this already-bound listening socket fd (systemd, supervisors)", metavar="N"
+    )
     workers: int = _option(1, "worker processes (each runs one event loop on one core)")
     backlog: int = _option(2048, "listen() backlog: connections the kernel queues before accepting")
     keep_alive_timeout: float = _option(5.0, "seconds an idle keep-alive connection stays open")
@@ -60,7 +62,9 @@ class Config:
     body_timeout: float = _option(30.0, "seconds of silence allowed while a request body arrives")
     send_timeout: float = _option(30.0, "seconds of no write progress before a client is dropped")
     graceful_timeout: float = _option(30.0, "seconds in-flight requests get to finish on shutdown or reload")
-    max_body_size: int = _option(16 * 1024**2, "largest request body in bytes (413 beyond); suffixes K, M, G", kind="size")
+    max_body_size: int = _option(
+        16 * 1024**2, "largest request body in bytes (413 beyond); suffixes K, M, G", kind="size"
+    )
     max_connections: int = _option(10000, "open connections per worker; beyond it, accepting pauses")
     max_request_line: int = _option(8192, "longest request line in bytes (414 beyond)", kind="size")
     max_head_size: int = _option(16384, "largest request head in bytes (431 beyond)", kind="size")

@@ -18,7 +18,7 @@ _Default = TypeVar("_Default")
 class MultiMapping(Mapping[str, str]):
     """An immutable mapping that may hold several values per key."""
 
-    __slots__ = ("_pairs", "_index")
+    __slots__ = ("_index", "_pairs")
 
     def __init__(self, pairs: Iterable[tuple[str, str]] = ()) -> None:
         self._pairs: list[tuple[str, str]] = list(pairs)

@@ -69,6 +69,9 @@ def create_listener(config: Config) -> socket.socket:
         family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
         listener = socket.socket(family, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accept only once the request's first bytes arrived: the worker can
+        # serve a new connection at once instead of waiting for epoll first.
+        listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_DEFER_ACCEPT, 1)
         listener.bind((config.host, config.port))
         listener.listen(config.backlog)
         return listener

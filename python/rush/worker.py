@@ -70,7 +70,7 @@ def run_worker(config: Config, listener: socket.socket, ready_fd: int | None) ->
         if not isinstance(app, App):
             raise TypeError(f"{config.app!r} is a {type(app).__name__}, not a rush.App")
         router_needs_asyncio = app.build_router().needs_asyncio
-    except Exception:
+    except Exception:  # noqa: BLE001 - whatever a broken app raises is reported, then the worker exits
         logs.error_logger.error("could not load the application:\n%s", traceback.format_exc())
         return EXIT_BOOT_FAILURE
     raise_open_file_limit()
@@ -185,7 +185,7 @@ def serve_with_asyncio(config: Config, listener: socket.socket, app: App, ready_
                 continue
             try:
                 await asyncio.wait_for(stopping.wait(), 1.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         loop.remove_reader(server.fileno())
 
