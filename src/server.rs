@@ -340,7 +340,8 @@ impl Server {
             return;
         };
         let result = task.call_method0("result");
-        let outcome = self.core.finish(py, connection, &awaiting, result);
+        let line = RequestLine::Owned(&awaiting.request_line);
+        let outcome = self.core.finish(py, connection, &awaiting, &line, result);
         self.core.after_outcome(connection, outcome);
         let disposition =
             match catch_unwind(AssertUnwindSafe(|| self.core.drive(py, connection, key))) {
@@ -858,35 +859,40 @@ impl Core {
             body,
             client: connection.client,
         });
-        let awaiting = AwaitingResponse {
+        let mut awaiting = AwaitingResponse {
             head_only: context.head_only,
             keep_alive,
             http10: context.http10,
             default_status,
-            request_line: request_line(head_bytes, head),
+            // Formatted only if a log line or a suspended handler needs it.
+            request_line: String::new(),
         };
+        let line = RequestLine::Raw(head_bytes, head);
         let result = call_handler(py, handler, request, params.as_ref());
         match result {
-            Err(error) => self.finish(py, connection, &awaiting, Err(error)),
+            Err(error) => self.finish(py, connection, &awaiting, &line, Err(error)),
             Ok(value) if handler.is_async => match drive_coroutine(py, &value) {
-                CoroutineStep::Finished(result) => self.finish(py, connection, &awaiting, result),
+                CoroutineStep::Finished(result) => {
+                    self.finish(py, connection, &awaiting, &line, result)
+                }
                 CoroutineStep::Suspended(yielded) => {
                     let Some(scheduler) = &self.async_scheduler else {
                         let error = pyo3::exceptions::PyRuntimeError::new_err(
                             "async handler suspended but no asyncio loop is running",
                         );
-                        return self.finish(py, connection, &awaiting, Err(error));
+                        return self.finish(py, connection, &awaiting, &line, Err(error));
                     };
                     if let Err(error) =
                         scheduler.call1(py, (value, yielded, key, connection.serial))
                     {
-                        return self.finish(py, connection, &awaiting, Err(error));
+                        return self.finish(py, connection, &awaiting, &line, Err(error));
                     }
+                    awaiting.request_line = line.text().into_owned();
                     connection.phase = Phase::AwaitingHandler(Box::new(awaiting));
                     Outcome::Pending
                 }
             },
-            Ok(value) => self.finish(py, connection, &awaiting, Ok(value)),
+            Ok(value) => self.finish(py, connection, &awaiting, &line, Ok(value)),
         }
     }
 
@@ -896,6 +902,7 @@ impl Core {
         py: Python<'_>,
         connection: &mut Connection,
         awaiting: &AwaitingResponse,
+        line: &RequestLine<'_>,
         result: PyResult<Bound<'_, PyAny>>,
     ) -> Outcome {
         let context = ResponseContext {
@@ -920,7 +927,7 @@ impl Core {
                 connection.output.truncate(start);
                 self.log_error(
                     py,
-                    &format!("Exception in handler for {}", awaiting.request_line),
+                    &format!("Exception in handler for {}", line.text()),
                     Some(error),
                 );
                 let body = b"Internal Server Error";
@@ -940,7 +947,7 @@ impl Core {
             let line = format!(
                 "{} - \"{}\" {} {}",
                 client_text(connection),
-                awaiting.request_line,
+                line.text(),
                 status,
                 length
             );
@@ -991,6 +998,21 @@ fn client_text(connection: &Connection) -> String {
     match connection.client {
         Some(address) => address.to_string(),
         None => "unix".to_owned(),
+    }
+}
+
+/// `METHOD target HTTP/x.y` of a request, formatted only when a log needs it.
+enum RequestLine<'a> {
+    Raw(&'a [u8], &'a RequestHead),
+    Owned(&'a str),
+}
+
+impl RequestLine<'_> {
+    fn text(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            RequestLine::Raw(head_bytes, head) => request_line(head_bytes, head).into(),
+            RequestLine::Owned(text) => (*text).into(),
+        }
     }
 }
 
