@@ -33,15 +33,22 @@ format: $(BIN)/.installed
 	$(BIN)/ruff check --fix .
 
 cargo-test:
-	cargo test -p rush-proto
+	cargo test --workspace
 
 pytest: build
 	$(BIN)/python -m pytest -q
 
 test: lint cargo-test pytest
 
-bench: build
-	$(BIN)/python -m benches
+# Benchmarks (method and results: benches/README.md). bench-tools installs wrk (apt) and the peer
+# servers into their own .venv-bench; a peer that fails to install is skipped, never fatal.
+# Options go through BENCH_ARGS, e.g. make bench BENCH_ARGS="--quick --scenarios hello/json".
+.PHONY: bench-tools
+bench-tools: $(BIN)/.installed
+	$(BIN)/python -m benches.tools
+
+bench: build bench-tools
+	$(BIN)/python -m benches $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) target

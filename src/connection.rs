@@ -10,10 +10,14 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr};
 use std::time::Instant;
 
+use std::os::fd::{AsRawFd, RawFd};
+
 use mio::event::Source;
 use mio::net::{TcpStream, UnixStream};
 use mio::{Interest, Registry, Token};
 use rush_proto::{ChunkedDecoder, RequestHead};
+
+use crate::static_files::OutgoingBody;
 
 /// A TCP or Unix stream socket.
 pub enum Stream {
@@ -28,6 +32,15 @@ impl Stream {
             Stream::Tcp(stream) => stream.shutdown(Shutdown::Write),
             Stream::Unix(stream) => stream.shutdown(Shutdown::Write),
         };
+    }
+}
+
+impl AsRawFd for Stream {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            Stream::Tcp(stream) => stream.as_raw_fd(),
+            Stream::Unix(stream) => stream.as_raw_fd(),
+        }
     }
 }
 
@@ -109,6 +122,8 @@ pub struct AwaitingResponse {
     pub default_status: u16,
     /// `METHOD target HTTP/x.y`, for the access log and error messages.
     pub request_line: String,
+    /// A copy of the request head, for `Response.file` (conditional, ranges).
+    pub request_head: Vec<u8>,
 }
 
 /// Where a connection stands. Each phase has its own deadline.
@@ -139,6 +154,10 @@ pub struct Connection {
     pub input: Vec<u8>,
     /// Response bytes not written yet.
     pub output: Vec<u8>,
+    /// A large body (file or shared memory) that follows `output` on the
+    /// wire. While it is pending, no further request is processed, so
+    /// responses keep their order.
+    pub body: Option<OutgoingBody>,
     pub phase: Phase,
     pub deadline: Instant,
     /// Distinguishes this connection from a later one in the same slab slot,
@@ -157,6 +176,7 @@ impl Connection {
             client,
             input: Vec::new(),
             output: Vec::new(),
+            body: None,
             phase: Phase::Idle,
             deadline,
             serial,
@@ -167,10 +187,16 @@ impl Connection {
 
     /// Whether buffered input may be turned into requests now.
     pub fn can_process(&self) -> bool {
-        matches!(
-            self.phase,
-            Phase::Idle | Phase::ReadingHead | Phase::ReadingBody(_)
-        )
+        self.body.is_none()
+            && matches!(
+                self.phase,
+                Phase::Idle | Phase::ReadingHead | Phase::ReadingBody(_)
+            )
+    }
+
+    /// Whether anything is still to be written.
+    pub fn has_pending_output(&self) -> bool {
+        !self.output.is_empty() || self.body.is_some()
     }
 
     /// Writes as much output as the kernel takes. `Ok` with output left means
@@ -194,7 +220,78 @@ impl Connection {
             }
         } else {
             self.output.drain(..written);
+            return Ok(());
         }
-        Ok(())
+        self.write_body()
+    }
+
+    /// Sends the pending body until done or the socket is full.
+    fn write_body(&mut self) -> io::Result<()> {
+        // Large chunks keep syscalls few; the kernel takes what fits.
+        const CHUNK: usize = 4 * 1024 * 1024;
+        loop {
+            let sent = match &mut self.body {
+                None => return Ok(()),
+                Some(OutgoingBody::Shared { data, offset, end }) => {
+                    if *offset >= *end {
+                        self.body = None;
+                        return Ok(());
+                    }
+                    match self
+                        .stream
+                        .write(&data[*offset..(*end).min(*offset + CHUNK)])
+                    {
+                        Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                        Ok(count) => {
+                            *offset += count;
+                            count
+                        }
+                        Err(error) => Err(error).or_else(would_block)?,
+                    }
+                }
+                Some(OutgoingBody::File { file, offset, end }) => {
+                    if *offset >= *end {
+                        self.body = None;
+                        return Ok(());
+                    }
+                    let count = (*end - *offset).min(CHUNK as u64) as usize;
+                    let mut file_offset = *offset as libc::off_t;
+                    // SAFETY: both descriptors are open for the duration of the
+                    // call (the socket is owned by `self.stream`, the file by
+                    // `file`), and `file_offset` is a live local the kernel
+                    // updates; sendfile does not touch the file's own position,
+                    // so responses sharing one cached fd do not interfere.
+                    let result = unsafe {
+                        libc::sendfile(
+                            self.stream.as_raw_fd(),
+                            file.as_raw_fd(),
+                            &mut file_offset,
+                            count,
+                        )
+                    };
+                    if result < 0 {
+                        let error = io::Error::last_os_error();
+                        Err(error).or_else(would_block)?
+                    } else if result == 0 {
+                        // The file shrank under us: the promised length cannot be sent.
+                        return Err(io::ErrorKind::UnexpectedEof.into());
+                    } else {
+                        *offset = file_offset as u64;
+                        result as usize
+                    }
+                }
+            };
+            if sent == 0 {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Maps EAGAIN to "sent nothing for now"; other errors stay errors.
+fn would_block(error: io::Error) -> io::Result<usize> {
+    match error.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+        _ => Err(error),
     }
 }

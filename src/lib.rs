@@ -11,6 +11,7 @@ mod request;
 mod response;
 mod router;
 mod server;
+mod static_files;
 
 use pyo3::prelude::*;
 

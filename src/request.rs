@@ -213,7 +213,7 @@ impl Request {
 }
 
 /// Iterates the header fields of a head that the parser already validated.
-fn header_fields(head: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+pub fn header_fields(head: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
     // Skip the request line (and any leading empty lines the parser allowed).
     let mut lines = head
         .split(|&byte| byte == b'\n')

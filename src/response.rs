@@ -15,6 +15,8 @@ use rush_proto::response::{
     is_valid_header_name, is_valid_header_value, write_content_length, write_status_line,
 };
 
+use crate::static_files::{load_single_file, serve_file, ConditionalHeaders, OutgoingBody};
+
 const TEXT_PLAIN: &[u8] = b"text/plain; charset=utf-8";
 const OCTET_STREAM: &[u8] = b"application/octet-stream";
 const APPLICATION_JSON: &[u8] = b"application/json";
@@ -31,12 +33,17 @@ pub struct ResponseContext<'a> {
     pub keep_alive: bool,
     /// HTTP/1.0 clients need an explicit `Connection: keep-alive`.
     pub http10: bool,
+    /// The request's head bytes (for `Response.file`'s conditional and range
+    /// handling); empty when not available.
+    pub request_head: &'a [u8],
 }
 
 /// What [`render_result`] did, for the access log and the connection.
 pub struct Rendered {
     pub status: u16,
     pub body_length: usize,
+    /// A body to send after the head without copying (`Response.file`).
+    pub body: Option<OutgoingBody>,
     /// The app asked for `Connection: close`.
     pub close: bool,
 }
@@ -50,6 +57,32 @@ pub struct Response {
     headers: Vec<(String, String)>,
     content_type: Option<String>,
     close: bool,
+    /// Set by `Response.file`: the body is this file, sent natively.
+    file: Option<std::path::PathBuf>,
+}
+
+/// `attachment; filename=...` with an RFC 6266 `filename*` for non-ASCII names.
+fn content_disposition(filename: &str) -> String {
+    let plain = filename
+        .bytes()
+        .all(|byte| (0x20..0x7f).contains(&byte) && byte != b'"' && byte != b'\\');
+    if plain {
+        return format!("attachment; filename=\"{filename}\"");
+    }
+    let fallback: String = filename
+        .chars()
+        .map(|character| {
+            if character.is_ascii() && !character.is_ascii_control() && !"\"\\".contains(character)
+            {
+                character
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let encoded =
+        percent_encoding::utf8_percent_encode(filename, percent_encoding::NON_ALPHANUMERIC);
+    format!("attachment; filename=\"{fallback}\"; filename*=UTF-8''{encoded}")
 }
 
 #[pymethods]
@@ -129,7 +162,36 @@ impl Response {
             headers: fields,
             content_type,
             close,
+            file: None,
         })
+    }
+
+    /// A response whose body is the file at `path`, sent natively (sendfile),
+    /// with `ETag`/`Last-Modified`, 304s and byte ranges like static files.
+    /// `filename` makes it a download (`Content-Disposition: attachment`).
+    #[staticmethod]
+    #[pyo3(signature = (path, filename=None, content_type=None, headers=None))]
+    fn file(
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        filename: Option<String>,
+        content_type: Option<String>,
+        headers: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Response> {
+        if !path.is_file() {
+            return Err(pyo3::exceptions::PyFileNotFoundError::new_err(format!(
+                "no such file: {}",
+                path.display()
+            )));
+        }
+        let mut response = Response::new(py, None, 200, headers, content_type)?;
+        if let Some(filename) = filename {
+            response
+                .headers
+                .push(("Content-Disposition".into(), content_disposition(&filename)));
+        }
+        response.file = Some(path);
+        Ok(response)
     }
 
     #[getter]
@@ -221,6 +283,9 @@ pub fn render_result(
     }
     if let Ok(response) = result.cast::<Response>() {
         let response = response.borrow();
+        if let Some(path) = &response.file {
+            return render_file(&response, path, context, out);
+        }
         let body = response.body.bind(py).as_bytes();
         let content_type = response
             .content_type
@@ -276,6 +341,32 @@ fn rendered(status: u16, body_length: usize, close: bool) -> Rendered {
     Rendered {
         status,
         body_length,
+        body: None,
         close,
     }
+}
+
+fn render_file(
+    response: &Response,
+    path: &std::path::Path,
+    context: &ResponseContext<'_>,
+    out: &mut Vec<u8>,
+) -> PyResult<Rendered> {
+    let file = load_single_file(path, response.content_type.as_deref())?;
+    let mut extra_lines = Vec::new();
+    for (name, value) in &response.headers {
+        extra_lines.extend_from_slice(name.as_bytes());
+        extra_lines.extend_from_slice(b": ");
+        extra_lines.extend_from_slice(value.as_bytes());
+        extra_lines.extend_from_slice(b"\r\n");
+    }
+    let fields = crate::request::header_fields(context.request_head);
+    let conditional = ConditionalHeaders::from_fields(fields);
+    let outcome = serve_file(&file, None, &extra_lines, &conditional, context, out);
+    Ok(Rendered {
+        status: outcome.status,
+        body_length: outcome.body_length as usize,
+        body: outcome.body,
+        close: response.close,
+    })
 }

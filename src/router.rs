@@ -10,6 +10,8 @@
 use std::collections::HashMap;
 
 use pyo3::exceptions::PyValueError;
+
+use crate::static_files::{CacheMode, MountSpec};
 use pyo3::prelude::*;
 
 /// A Python callable registered for a route or an error status.
@@ -62,6 +64,7 @@ pub struct Router {
     endpoint_by_pattern: HashMap<String, usize>,
     handlers: Vec<Handler>,
     error_handlers: HashMap<u16, Handler>,
+    static_mounts: Vec<MountSpec>,
 }
 
 impl Router {
@@ -97,6 +100,11 @@ impl Router {
         }
     }
 
+    /// The static-file mounts, for the worker's loop to serve.
+    pub fn static_mounts(&self) -> Vec<MountSpec> {
+        self.static_mounts.clone()
+    }
+
     pub fn error_handler(&self, status: u16) -> Option<&Handler> {
         self.error_handlers.get(&status)
     }
@@ -130,6 +138,7 @@ impl Router {
             endpoint_by_pattern: HashMap::new(),
             handlers: Vec::new(),
             error_handlers: HashMap::new(),
+            static_mounts: Vec::new(),
         }
     }
 
@@ -207,6 +216,76 @@ impl Router {
                 status,
             }),
         )?;
+        Ok(())
+    }
+
+    /// Serves the files under `directory` at URL `prefix`, natively.
+    #[pyo3(signature = (
+        prefix, directory, *, cache="memory", max_file_size=1024 * 1024,
+        max_cache_size=64 * 1024 * 1024, cache_control=None, dotfiles=false,
+        allow_symlinks_outside=false,
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn add_static(
+        &mut self,
+        prefix: &str,
+        directory: std::path::PathBuf,
+        cache: &str,
+        max_file_size: u64,
+        max_cache_size: u64,
+        cache_control: Option<String>,
+        dotfiles: bool,
+        allow_symlinks_outside: bool,
+    ) -> PyResult<()> {
+        if !prefix.starts_with('/') {
+            return Err(PyValueError::new_err("a static prefix must start with '/'"));
+        }
+        let cache_mode = match cache {
+            "memory" => CacheMode::Memory,
+            "filesystem" => CacheMode::Filesystem,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "cache must be 'memory' or 'filesystem', not {other:?}"
+                )))
+            }
+        };
+        if let Some(value) = &cache_control {
+            if !rush_proto::response::is_valid_header_value(value.as_bytes()) {
+                return Err(PyValueError::new_err("invalid cache_control value"));
+            }
+        }
+        let root = directory.canonicalize().map_err(|error| {
+            PyValueError::new_err(format!("static directory {directory:?}: {error}"))
+        })?;
+        if !root.is_dir() {
+            return Err(PyValueError::new_err(format!(
+                "static directory {directory:?} is not a directory"
+            )));
+        }
+        // `/static/` and `/static` mean the same mount; `/` stays `/`.
+        let prefix = match prefix.trim_end_matches('/') {
+            "" => "/".to_owned(),
+            trimmed => trimmed.to_owned(),
+        };
+        if self
+            .static_mounts
+            .iter()
+            .any(|mount| mount.prefix == prefix)
+        {
+            return Err(PyValueError::new_err(format!(
+                "static prefix {prefix:?} is mounted twice"
+            )));
+        }
+        self.static_mounts.push(MountSpec {
+            prefix,
+            root,
+            cache_mode,
+            max_file_size,
+            max_cache_size,
+            cache_control,
+            dotfiles,
+            allow_symlinks_outside,
+        });
         Ok(())
     }
 

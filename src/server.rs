@@ -35,13 +35,15 @@ use rush_proto::{
 use slab::Slab;
 
 use crate::connection::{AwaitingResponse, BodyProgress, Connection, PendingBody, Phase, Stream};
-use crate::request::{decode_path, Request, RequestParts};
+use crate::request::{decode_path, header_fields, Request, RequestParts};
 use crate::response::{finish_head, render_result, write_response, ResponseContext};
 use crate::router::{Handler, RouteDecision, Router};
+use crate::static_files::{ConditionalHeaders, StaticFiles};
 
 const LISTENER: Token = Token(0);
 const WAKEUP: Token = Token(1);
-const FIRST_CONNECTION: usize = 2;
+const FILE_EVENTS: Token = Token(2);
+const FIRST_CONNECTION: usize = 3;
 
 /// Bytes read per `read` call.
 const READ_CHUNK: usize = 64 * 1024;
@@ -97,6 +99,7 @@ enum Listener {
 /// What the request-handling code needs besides the connection itself.
 struct Core {
     router: Py<Router>,
+    static_files: StaticFiles,
     config: LoopConfig,
     date: DateCache,
     now: Instant,
@@ -150,6 +153,7 @@ impl Server {
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
+        py: Python<'_>,
         listener_fd: RawFd,
         router: Py<Router>,
         error_logger: Py<PyAny>,
@@ -193,6 +197,17 @@ impl Server {
             poll.registry()
                 .register(&mut SourceFd(&fd), WAKEUP, Interest::READABLE)?;
         }
+        let mut warnings = Vec::new();
+        let static_files = StaticFiles::new(router.bind(py).borrow().static_mounts(), |warning| {
+            warnings.push(warning)
+        });
+        for warning in warnings {
+            error_logger.call1(py, (warning, py.None()))?;
+        }
+        if let Some(fd) = static_files.event_fd() {
+            poll.registry()
+                .register(&mut SourceFd(&fd), FILE_EVENTS, Interest::READABLE)?;
+        }
         let seconds = |value: f64| Duration::from_secs_f64(value.max(0.001));
         let now = Instant::now();
         Ok(Server {
@@ -202,6 +217,7 @@ impl Server {
             connections: Slab::with_capacity(1024),
             core: Core {
                 router,
+                static_files,
                 config: LoopConfig {
                     limits: Limits {
                         max_request_line,
@@ -308,7 +324,7 @@ impl Server {
             .connections
             .iter()
             .filter(|(_, connection)| {
-                matches!(connection.phase, Phase::Idle) && connection.output.is_empty()
+                matches!(connection.phase, Phase::Idle) && !connection.has_pending_output()
             })
             .map(|(key, _)| key)
             .collect();
@@ -341,7 +357,14 @@ impl Server {
         };
         let result = task.call_method0("result");
         let line = RequestLine::Owned(&awaiting.request_line);
-        let outcome = self.core.finish(py, connection, &awaiting, &line, result);
+        let outcome = self.core.finish(
+            py,
+            connection,
+            &awaiting,
+            &awaiting.request_head,
+            &line,
+            result,
+        );
         self.core.after_outcome(connection, outcome);
         let disposition =
             match catch_unwind(AssertUnwindSafe(|| self.core.drive(py, connection, key))) {
@@ -386,11 +409,17 @@ impl Server {
         self.core.now = Instant::now();
         self.core.date.refresh(SystemTime::now());
         let events = std::mem::replace(&mut self.events, Events::with_capacity(0));
+        // A file change reported in the same batch as a request must be seen
+        // first, or that request could get the stale cached file.
+        if events.iter().any(|event| event.token() == FILE_EVENTS) {
+            self.core.static_files.handle_file_events();
+        }
         let mut check_signals = false;
         for event in events.iter() {
             match event.token() {
                 LISTENER => self.accept_connections(py),
                 WAKEUP => check_signals = true,
+                FILE_EVENTS => {}
                 Token(token) => {
                     let key = token - FIRST_CONNECTION;
                     // Writability matters only to a connection with output waiting.
@@ -402,7 +431,7 @@ impl Server {
                         && self
                             .connections
                             .get(key)
-                            .is_some_and(|connection| connection.output.is_empty())
+                            .is_some_and(|connection| !connection.has_pending_output())
                     {
                         continue;
                     }
@@ -562,11 +591,11 @@ impl Core {
             if connection.can_process() && !connection.input.is_empty() {
                 self.process_input(py, connection, key);
             }
-            if !connection.output.is_empty() {
+            if connection.has_pending_output() {
                 if connection.write_output().is_err() {
                     return Disposition::Close;
                 }
-                if !connection.output.is_empty() {
+                if connection.has_pending_output() {
                     // Socket full: wait for EPOLLOUT; read nothing meanwhile (backpressure).
                     connection.deadline = self.now + self.config.send_timeout;
                     return Disposition::Open;
@@ -785,6 +814,7 @@ impl Core {
             head_only: head.method == Method::Head,
             keep_alive,
             http10: head.version == Version::Http10,
+            request_head: head_bytes,
         };
         let method = head.method_span.of(head_bytes);
         let path = decode_path(head.path.of(head_bytes));
@@ -798,6 +828,43 @@ impl Core {
                 finish_head(&mut connection.output, &context, false);
                 self.access_log(py, connection, head_bytes, head, redirect.status, 0);
                 return keep_or_close(keep_alive);
+            }
+            RouteDecision::NotFound
+                if !self.static_files.is_empty() && {
+                    let raw_path = head.path.of(head_bytes);
+                    self.static_files.find_mount(raw_path).is_some()
+                } =>
+            {
+                let raw_path = head.path.of(head_bytes);
+                let (mount, rest) = self
+                    .static_files
+                    .find_mount(raw_path)
+                    .expect("mount found by the guard");
+                let conditional = ConditionalHeaders::from_fields(header_fields(head_bytes));
+                let start = connection.output.len();
+                let outcome = self.static_files.respond(
+                    mount,
+                    rest,
+                    raw_path,
+                    head.query.map(|query| query.of(head_bytes)),
+                    matches!(head.method, Method::Get | Method::Head),
+                    &conditional,
+                    &context,
+                    &mut connection.output,
+                );
+                match router.error_handler(404) {
+                    // The app's own 404 page wins over the native one.
+                    Some(handler) if outcome.status == 404 => {
+                        connection.output.truncate(start);
+                        (handler, 404)
+                    }
+                    _ => {
+                        connection.body = outcome.body;
+                        let length = outcome.body_length as usize;
+                        self.access_log(py, connection, head_bytes, head, outcome.status, length);
+                        return keep_or_close(keep_alive);
+                    }
+                }
             }
             RouteDecision::NotFound => match router.error_handler(404) {
                 Some(handler) => (handler, 404),
@@ -864,35 +931,51 @@ impl Core {
             keep_alive,
             http10: context.http10,
             default_status,
-            // Formatted only if a log line or a suspended handler needs it.
+            // Formatted or copied only if a log line or a suspended handler needs it.
             request_line: String::new(),
+            request_head: Vec::new(),
         };
         let line = RequestLine::Raw(head_bytes, head);
         let result = call_handler(py, handler, request, params.as_ref());
         match result {
-            Err(error) => self.finish(py, connection, &awaiting, &line, Err(error)),
+            Err(error) => self.finish(py, connection, &awaiting, head_bytes, &line, Err(error)),
             Ok(value) if handler.is_async => match drive_coroutine(py, &value) {
                 CoroutineStep::Finished(result) => {
-                    self.finish(py, connection, &awaiting, &line, result)
+                    self.finish(py, connection, &awaiting, head_bytes, &line, result)
                 }
                 CoroutineStep::Suspended(yielded) => {
                     let Some(scheduler) = &self.async_scheduler else {
                         let error = pyo3::exceptions::PyRuntimeError::new_err(
                             "async handler suspended but no asyncio loop is running",
                         );
-                        return self.finish(py, connection, &awaiting, &line, Err(error));
+                        return self.finish(
+                            py,
+                            connection,
+                            &awaiting,
+                            head_bytes,
+                            &line,
+                            Err(error),
+                        );
                     };
                     if let Err(error) =
                         scheduler.call1(py, (value, yielded, key, connection.serial))
                     {
-                        return self.finish(py, connection, &awaiting, &line, Err(error));
+                        return self.finish(
+                            py,
+                            connection,
+                            &awaiting,
+                            head_bytes,
+                            &line,
+                            Err(error),
+                        );
                     }
                     awaiting.request_line = line.text().into_owned();
+                    awaiting.request_head = head_bytes.to_vec();
                     connection.phase = Phase::AwaitingHandler(Box::new(awaiting));
                     Outcome::Pending
                 }
             },
-            Ok(value) => self.finish(py, connection, &awaiting, &line, Ok(value)),
+            Ok(value) => self.finish(py, connection, &awaiting, head_bytes, &line, Ok(value)),
         }
     }
 
@@ -902,6 +985,7 @@ impl Core {
         py: Python<'_>,
         connection: &mut Connection,
         awaiting: &AwaitingResponse,
+        request_head: &[u8],
         line: &RequestLine<'_>,
         result: PyResult<Bound<'_, PyAny>>,
     ) -> Outcome {
@@ -910,6 +994,7 @@ impl Core {
             head_only: awaiting.head_only,
             keep_alive: awaiting.keep_alive,
             http10: awaiting.http10,
+            request_head,
         };
         let start = connection.output.len();
         let rendered = result.and_then(|value| {
@@ -922,7 +1007,10 @@ impl Core {
             )
         });
         let (status, length, close) = match rendered {
-            Ok(rendered) => (rendered.status, rendered.body_length, rendered.close),
+            Ok(rendered) => {
+                connection.body = rendered.body;
+                (rendered.status, rendered.body_length, rendered.close)
+            }
             Err(error) => {
                 connection.output.truncate(start);
                 self.log_error(

@@ -9,6 +9,7 @@ Python runs only the handlers themselves.
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -25,6 +26,13 @@ class Route:
     pattern: str
     methods: tuple[str, ...]
     handler: Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class StaticMount:
+    prefix: str
+    directory: str
+    options: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,7 @@ class App:
         self.routes: list[Route] = []
         self.redirects: list[RedirectRule] = []
         self.error_handlers: dict[int, Callable[..., Any]] = {}
+        self.static_mounts: list[StaticMount] = []
 
     def route(self, pattern: str, methods: Iterable[str] = _DEFAULT_METHODS) -> Callable[[Handler], Handler]:
         """Registers the decorated function for ``methods`` on ``pattern``.
@@ -92,6 +101,48 @@ class App:
             raise ValueError("redirect status must be 3xx")
         self.redirects.append(RedirectRule(pattern, location, status))
 
+    def static(
+        self,
+        prefix: str,
+        directory: str | os.PathLike[str],
+        *,
+        cache: str = "memory",
+        max_file_size: int = 1024 * 1024,
+        max_cache_size: int = 64 * 1024 * 1024,
+        cache_control: str | None = None,
+        dotfiles: bool = False,
+        allow_symlinks_outside: bool = False,
+    ) -> None:
+        """Serves the files under ``directory`` at ``prefix``, entirely in Rust.
+
+        Routes win over static files; a mount answers what no route matched.
+        ``cache="memory"`` keeps bodies up to ``max_file_size`` (within
+        ``max_cache_size`` in total) in memory; ``"filesystem"`` keeps only
+        metadata and sends bodies with sendfile. Either way, changes on disk
+        are picked up through inotify without a restart. Dotfiles are hidden
+        and symlinks leading out of ``directory`` refused unless enabled.
+        """
+        _check_pattern(prefix)
+        if cache not in ("memory", "filesystem"):
+            raise ValueError("cache must be 'memory' or 'filesystem'")
+        path = os.fspath(directory)
+        if not os.path.isdir(path):
+            raise ValueError(f"static directory {path!r} does not exist")
+        self.static_mounts.append(
+            StaticMount(
+                prefix,
+                os.path.abspath(path),
+                {
+                    "cache": cache,
+                    "max_file_size": max_file_size,
+                    "max_cache_size": max_cache_size,
+                    "cache_control": cache_control,
+                    "dotfiles": dotfiles,
+                    "allow_symlinks_outside": allow_symlinks_outside,
+                },
+            )
+        )
+
     def errorhandler(self, status: int) -> Callable[[Handler], Handler]:
         """Registers a handler for 404 (no route) or 405 (wrong method). It
         takes the request and returns a response like any handler; a
@@ -113,6 +164,8 @@ class App:
             router.add_redirect(rule.pattern, rule.location, rule.status)
         for route in self.routes:
             router.add_route(route.pattern, list(route.methods), route.handler, _is_async(route.handler))
+        for mount in self.static_mounts:
+            router.add_static(mount.prefix, mount.directory, **mount.options)
         for status, handler in self.error_handlers.items():
             router.add_error_handler(status, handler, _is_async(handler))
         return router

@@ -34,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
         if option.metadata.get("kind") == "bool":
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help_text)
             continue
+        if option.metadata.get("kind") == "mounts":
+            parser.add_argument(flag, action="append", default=None, metavar=option.metadata["metavar"], help=help_text)
+            continue
         parser.add_argument(
             flag,
             default=None,
@@ -66,8 +69,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = Config.from_sources(explicit)
     except (TypeError, ValueError) as error:
         parser.error(str(error))
-    if config.app is None:
-        parser.error("no application given (rush MODULE:ATTRIBUTE)")
+    if config.app is None and not config.static:
+        parser.error("no application given (rush MODULE:ATTRIBUTE, or --static PREFIX=DIR to serve files)")
     try:
         return serve(config)
     except OSError as error:

@@ -69,6 +69,13 @@ class Config:
     max_request_line: int = _option(8192, "longest request line in bytes (414 beyond)", kind="size")
     max_head_size: int = _option(16384, "largest request head in bytes (431 beyond)", kind="size")
     max_headers: int = _option(100, "most header fields per request (431 beyond)")
+    static: list[str] = _option(
+        None,
+        "serve a directory natively: PREFIX=DIRECTORY (repeatable; env: comma-separated); no app needed",
+        kind="mounts",
+        metavar="PREFIX=DIR",
+    )
+    static_cache: str = _option("memory", "static file cache: memory (bodies in memory) or filesystem (sendfile)")
     access_log: bool = _option(False, "log one line per request to stdout", kind="bool")
     log_level: str = _option("info", "error, warning, info or debug")
 
@@ -106,6 +113,8 @@ class Config:
     def convert(option: dataclasses.Field[Any], text: str) -> Any:
         """Converts a string (from the environment or a flag) to the option's type."""
         kind = option.metadata.get("kind")
+        if kind == "mounts":
+            return [item.strip() for item in text.split(",") if item.strip()]
         if kind == "size":
             return parse_size(text)
         if kind == "bool":
@@ -127,11 +136,26 @@ class Config:
         for name in ("max_body_size", "max_request_line", "max_head_size", "max_headers", "max_connections"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
+        for mount in self.static or []:
+            prefix, separator, directory = mount.partition("=")
+            if not separator or not prefix.startswith("/") or not directory:
+                raise ValueError(f"--static takes PREFIX=DIRECTORY, e.g. /assets=./public (got {mount!r})")
+        if self.static_cache not in ("memory", "filesystem"):
+            raise ValueError("static_cache must be 'memory' or 'filesystem'")
         if self.log_level.lower() not in ("critical", "error", "warning", "info", "debug"):
             raise ValueError(f"unknown log level {self.log_level!r}")
 
+    def static_mounts(self) -> list[tuple[str, str]]:
+        """The ``--static`` mounts as (prefix, directory) pairs."""
+        return [tuple(mount.split("=", 1)) for mount in self.static or []]  # type: ignore[misc]
+
     def load_app(self) -> Any:
-        """Imports the application (``"module:attribute"``), or returns it as given."""
+        """Imports the application (``"module:attribute"``), or returns it as given.
+        With no app but ``--static`` mounts, an empty `rush.App` serves them."""
+        if self.app is None and self.static:
+            from rush.app import App
+
+            return App()
         if not isinstance(self.app, str):
             return self.app
         module_name, _, attribute = self.app.partition(":")

@@ -69,6 +69,8 @@ def run_worker(config: Config, listener: socket.socket, ready_fd: int | None) ->
         app = config.load_app()
         if not isinstance(app, App):
             raise TypeError(f"{config.app!r} is a {type(app).__name__}, not a rush.App")
+        for prefix, directory in config.static_mounts():
+            app.static(prefix, directory, cache=config.static_cache)
         router_needs_asyncio = app.build_router().needs_asyncio
     except Exception:  # noqa: BLE001 - whatever a broken app raises is reported, then the worker exits
         logs.error_logger.error("could not load the application:\n%s", traceback.format_exc())

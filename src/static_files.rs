@@ -1,0 +1,980 @@
+//! Static files, served entirely in Rust: no GIL, no Python objects.
+//!
+//! A mount maps a URL prefix to a directory. For each request path the
+//! mount resolves once what it names (a file with its variants, a directory,
+//! or nothing) and caches the answer with its precomputed header block:
+//!
+//! * `memory` mode keeps bodies up to a per-file limit (and a total budget)
+//!   in memory; `filesystem` mode keeps only metadata and an open fd, and
+//!   bodies go out with `sendfile` from the page cache.
+//! * The cache of a mount is dropped whenever inotify reports any change
+//!   under its directory (a write, a rename over a file, a create, a
+//!   delete), so the next request sees the disk as it is, without a restart.
+//!   Entries are re-resolved lazily; a burst of changes costs nothing more.
+//!
+//! Safety comes first in resolution: percent-encoded separators, NUL,
+//! backslashes, `.` and `..` segments are refused before touching the disk,
+//! dotfiles are hidden unless enabled, and a file whose real path (after
+//! symlinks) leaves the mounted directory is refused unless allowed. Error
+//! answers never reveal file-system paths.
+//!
+//! HTTP semantics follow RFC 9110: `ETag`/`Last-Modified` with 304 for
+//! `If-None-Match`/`If-Modified-Since`, single byte ranges (206/416) with
+//! `If-Range`, and precompressed `.br`/`.gz` siblings chosen by
+//! `Accept-Encoding` with `Vary: Accept-Encoding`.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
+
+use crate::response::{finish_head, ResponseContext};
+use rush_proto::response::{write_content_length, write_status_line};
+
+/// Bodies up to this size are copied into the output buffer (so pipelined
+/// responses still leave in one write); larger ones go out as a separate
+/// body segment without copying.
+pub const INLINE_BODY_LIMIT: usize = 16 * 1024;
+/// A mount's cache is dropped when it holds more entries than this, so
+/// requests for random missing paths cannot grow memory without bound.
+const MAX_CACHE_ENTRIES: usize = 20_000;
+/// Most directories watched per mount; a larger tree is served uncached.
+const MAX_WATCHED_DIRECTORIES: usize = 4096;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheMode {
+    Memory,
+    Filesystem,
+}
+
+/// A mount as the app declared it (see `App.static`).
+#[derive(Clone, Debug)]
+pub struct MountSpec {
+    pub prefix: String,
+    pub root: PathBuf,
+    pub cache_mode: CacheMode,
+    pub max_file_size: u64,
+    pub max_cache_size: u64,
+    pub cache_control: Option<String>,
+    pub dotfiles: bool,
+    pub allow_symlinks_outside: bool,
+}
+
+/// A response body sent after the head, without copying it into the output buffer.
+pub enum OutgoingBody {
+    Shared {
+        data: Arc<[u8]>,
+        offset: usize,
+        end: usize,
+    },
+    File {
+        file: Rc<File>,
+        offset: u64,
+        end: u64,
+    },
+}
+
+/// One representation of a file: the file itself or a precompressed sibling.
+struct Variant {
+    /// `None` for the file itself; `Some("br")` or `Some("gzip")` for a sibling.
+    encoding: Option<&'static str>,
+    length: u64,
+    etag: String,
+    body: Option<Arc<[u8]>>,
+    file: Option<Rc<File>>,
+    path: PathBuf,
+}
+
+pub struct CachedFile {
+    content_type: String,
+    last_modified: String,
+    modified_seconds: u64,
+    /// The identity variant first.
+    variants: Vec<Variant>,
+}
+
+enum Entry {
+    File(Rc<CachedFile>),
+    /// A directory requested without its trailing slash: redirect.
+    Directory,
+    Missing,
+    /// Exists but may not be served (a symlink out of the mount).
+    Forbidden,
+}
+
+struct Mount {
+    spec: MountSpec,
+    cache: HashMap<String, Entry>,
+    cached_bytes: u64,
+    /// Caching is on only while inotify watches the whole tree.
+    caching: bool,
+}
+
+/// The request header fields static serving looks at.
+#[derive(Default)]
+pub struct ConditionalHeaders<'a> {
+    pub if_none_match: Option<&'a [u8]>,
+    pub if_modified_since: Option<&'a [u8]>,
+    pub range: Option<&'a [u8]>,
+    pub if_range: Option<&'a [u8]>,
+    pub accept_encoding: Option<&'a [u8]>,
+}
+
+impl<'a> ConditionalHeaders<'a> {
+    pub fn from_fields(fields: impl Iterator<Item = (&'a [u8], &'a [u8])>) -> Self {
+        let mut headers = ConditionalHeaders::default();
+        for (name, value) in fields {
+            let slot = if name.eq_ignore_ascii_case(b"if-none-match") {
+                &mut headers.if_none_match
+            } else if name.eq_ignore_ascii_case(b"if-modified-since") {
+                &mut headers.if_modified_since
+            } else if name.eq_ignore_ascii_case(b"range") {
+                &mut headers.range
+            } else if name.eq_ignore_ascii_case(b"if-range") {
+                &mut headers.if_range
+            } else if name.eq_ignore_ascii_case(b"accept-encoding") {
+                &mut headers.accept_encoding
+            } else {
+                continue;
+            };
+            slot.get_or_insert(value);
+        }
+        headers
+    }
+}
+
+/// What a static lookup wrote, for the access log and the connection.
+pub struct StaticOutcome {
+    pub status: u16,
+    pub body_length: u64,
+    pub body: Option<OutgoingBody>,
+}
+
+/// Every mount of a worker, and the inotify instance that keeps them fresh.
+pub struct StaticFiles {
+    mounts: Vec<Mount>,
+    inotify: Option<Inotify>,
+    watched: HashMap<WatchDescriptor, usize>,
+    event_buffer: Vec<u8>,
+}
+
+const WATCH_MASK: WatchMask = WatchMask::MODIFY
+    .union(WatchMask::CLOSE_WRITE)
+    .union(WatchMask::ATTRIB)
+    .union(WatchMask::CREATE)
+    .union(WatchMask::DELETE)
+    .union(WatchMask::DELETE_SELF)
+    .union(WatchMask::MOVED_FROM)
+    .union(WatchMask::MOVED_TO)
+    .union(WatchMask::MOVE_SELF);
+
+impl StaticFiles {
+    /// Sets up the mounts; `warn` reports a mount that must run uncached.
+    pub fn new(specs: Vec<MountSpec>, mut warn: impl FnMut(String)) -> StaticFiles {
+        let mut mounts: Vec<Mount> = specs
+            .into_iter()
+            .map(|spec| Mount {
+                spec,
+                cache: HashMap::new(),
+                cached_bytes: 0,
+                caching: false,
+            })
+            .collect();
+        // Longest prefix first, so `/static/img` wins over `/static` and `/`.
+        mounts.sort_by_key(|mount| std::cmp::Reverse(mount.spec.prefix.len()));
+        let mut static_files = StaticFiles {
+            mounts,
+            inotify: None,
+            watched: HashMap::new(),
+            event_buffer: vec![0; 16 * 1024],
+        };
+        if static_files.mounts.is_empty() {
+            return static_files;
+        }
+        match Inotify::init() {
+            Ok(inotify) => static_files.inotify = Some(inotify),
+            Err(error) => {
+                warn(format!(
+                    "inotify unavailable ({error}); static files are served uncached"
+                ));
+                return static_files;
+            }
+        }
+        for index in 0..static_files.mounts.len() {
+            let root = static_files.mounts[index].spec.root.clone();
+            match static_files.watch_tree(index, &root) {
+                Ok(()) => static_files.mounts[index].caching = true,
+                Err(error) => warn(format!(
+                    "cannot watch static directory of mount {:?} ({error}); it is served uncached",
+                    static_files.mounts[index].spec.prefix
+                )),
+            }
+        }
+        static_files
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.mounts.is_empty()
+    }
+
+    /// The inotify fd to register with the loop, if any.
+    pub fn event_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        self.inotify.as_ref().map(|inotify| inotify.as_raw_fd())
+    }
+
+    fn watch_tree(&mut self, mount: usize, root: &Path) -> io::Result<()> {
+        let mut pending = vec![root.to_path_buf()];
+        let mut count = 0;
+        while let Some(directory) = pending.pop() {
+            count += 1;
+            if count > MAX_WATCHED_DIRECTORIES {
+                return Err(io::Error::other("too many directories to watch"));
+            }
+            self.watch_directory(mount, &directory)?;
+            for entry in std::fs::read_dir(&directory)? {
+                let entry = entry?;
+                // file_type() does not follow symlinks: linked directories are not watched.
+                if entry.file_type()?.is_dir() {
+                    pending.push(entry.path());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn watch_directory(&mut self, mount: usize, directory: &Path) -> io::Result<()> {
+        let Some(inotify) = &mut self.inotify else {
+            return Ok(());
+        };
+        let descriptor = inotify.watches().add(directory, WATCH_MASK)?;
+        self.watched.insert(descriptor, mount);
+        Ok(())
+    }
+
+    /// Reads pending inotify events and drops the caches they concern.
+    pub fn handle_file_events(&mut self) {
+        loop {
+            let Some(inotify) = &mut self.inotify else {
+                return;
+            };
+            let events = match inotify.read_events(&mut self.event_buffer) {
+                Ok(events) => events,
+                Err(_) => return, // WouldBlock: drained.
+            };
+            let mut invalidated = Vec::new();
+            let mut grown = Vec::new();
+            let mut overflowed = false;
+            for event in events {
+                if event.mask.contains(EventMask::Q_OVERFLOW) {
+                    overflowed = true;
+                    continue;
+                }
+                let Some(&mount) = self.watched.get(&event.wd) else {
+                    continue;
+                };
+                invalidated.push(mount);
+                if event.mask.contains(EventMask::ISDIR)
+                    && event
+                        .mask
+                        .intersects(EventMask::CREATE | EventMask::MOVED_TO)
+                {
+                    grown.push(mount);
+                }
+                if event.mask.contains(EventMask::IGNORED) {
+                    self.watched.remove(&event.wd);
+                }
+            }
+            if overflowed {
+                invalidated.extend(0..self.mounts.len());
+            }
+            for mount in invalidated {
+                self.clear(mount);
+            }
+            for mount in grown {
+                // A directory appeared: watch it (and anything moved in with it).
+                // Re-walking the mount is simple and safe, since watching a
+                // directory twice returns its existing descriptor.
+                let root = self.mounts[mount].spec.root.clone();
+                if self.watch_tree(mount, &root).is_err() {
+                    self.mounts[mount].caching = false;
+                    self.clear(mount);
+                }
+            }
+        }
+    }
+
+    fn clear(&mut self, mount: usize) {
+        let mount = &mut self.mounts[mount];
+        mount.cache.clear();
+        mount.cached_bytes = 0;
+    }
+
+    /// Which mount serves `raw_path` (still percent-encoded), and the rest of the path.
+    pub fn find_mount<'p>(&self, raw_path: &'p [u8]) -> Option<(usize, &'p [u8])> {
+        self.mounts.iter().enumerate().find_map(|(index, mount)| {
+            let prefix = mount.spec.prefix.as_bytes();
+            let rest = raw_path.strip_prefix(prefix)?;
+            if prefix.ends_with(b"/") || rest.is_empty() || rest.starts_with(b"/") {
+                Some((index, rest))
+            } else {
+                None
+            }
+        })
+    }
+
+    /// Answers a request under mount `mount` (`rest` is the raw path after
+    /// the prefix). Writes the head (and small bodies) to `out`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn respond(
+        &mut self,
+        mount: usize,
+        rest: &[u8],
+        raw_path: &[u8],
+        query: Option<&[u8]>,
+        is_get_or_head: bool,
+        headers: &ConditionalHeaders<'_>,
+        context: &ResponseContext<'_>,
+        out: &mut Vec<u8>,
+    ) -> StaticOutcome {
+        if !is_get_or_head {
+            return write_plain(
+                out,
+                405,
+                b"Method Not Allowed",
+                &[(b"Allow", b"GET, HEAD")],
+                context,
+            );
+        }
+        let Some(relative) = safe_relative_path(rest, self.mounts[mount].spec.dotfiles) else {
+            return write_plain(out, 404, b"Not Found", &[], context);
+        };
+        let trailing_slash = raw_path.ends_with(b"/");
+        let key = relative.join("/") + if trailing_slash { "/" } else { "" };
+        let entry = self.lookup(mount, &key, &relative, trailing_slash);
+        match entry {
+            LookupResult::Missing => write_plain(out, 404, b"Not Found", &[], context),
+            LookupResult::Forbidden => write_plain(out, 403, b"Forbidden", &[], context),
+            LookupResult::Directory => {
+                let mut location = raw_path.to_vec();
+                location.push(b'/');
+                if let Some(query) = query {
+                    location.push(b'?');
+                    location.extend_from_slice(query);
+                }
+                write_plain(out, 301, b"", &[(b"Location", &location)], context)
+            }
+            LookupResult::File(file) => {
+                let cache_control = self.mounts[mount].spec.cache_control.clone();
+                serve_file(&file, cache_control.as_deref(), b"", headers, context, out)
+            }
+        }
+    }
+
+    fn lookup(
+        &mut self,
+        mount_index: usize,
+        key: &str,
+        relative: &[String],
+        trailing_slash: bool,
+    ) -> LookupResult {
+        let mount = &self.mounts[mount_index];
+        if mount.caching {
+            if let Some(entry) = mount.cache.get(key) {
+                return LookupResult::from_entry(entry);
+            }
+        }
+        let entry = resolve(&mount.spec, relative, trailing_slash, mount.cached_bytes);
+        let result = LookupResult::from_entry(&entry);
+        let mount = &mut self.mounts[mount_index];
+        if mount.caching {
+            if mount.cache.len() >= MAX_CACHE_ENTRIES {
+                mount.cache.clear();
+                mount.cached_bytes = 0;
+            }
+            if let Entry::File(file) = &entry {
+                mount.cached_bytes += file
+                    .variants
+                    .iter()
+                    .filter_map(|variant| variant.body.as_ref().map(|body| body.len() as u64))
+                    .sum::<u64>();
+            }
+            mount.cache.insert(key.to_owned(), entry);
+        }
+        result
+    }
+}
+
+enum LookupResult {
+    File(Rc<CachedFile>),
+    Directory,
+    Missing,
+    Forbidden,
+}
+
+impl LookupResult {
+    fn from_entry(entry: &Entry) -> LookupResult {
+        match entry {
+            Entry::File(file) => LookupResult::File(file.clone()),
+            Entry::Directory => LookupResult::Directory,
+            Entry::Missing => LookupResult::Missing,
+            Entry::Forbidden => LookupResult::Forbidden,
+        }
+    }
+}
+
+/// Splits the percent-encoded path after a mount prefix into decoded
+/// segments, refusing anything that could leave the mount or is hidden.
+fn safe_relative_path(rest: &[u8], dotfiles: bool) -> Option<Vec<String>> {
+    let mut segments = Vec::new();
+    for raw_segment in rest.split(|&byte| byte == b'/') {
+        if raw_segment.is_empty() {
+            continue;
+        }
+        let decoded: Vec<u8> = percent_encoding::percent_decode(raw_segment).collect();
+        // An encoded separator or NUL inside a segment is never a real file name here.
+        if decoded.iter().any(|&byte| matches!(byte, b'/' | b'\\' | 0)) {
+            return None;
+        }
+        let segment = String::from_utf8(decoded).ok()?;
+        if segment == "." || segment == ".." {
+            return None;
+        }
+        if segment.starts_with('.') && !dotfiles {
+            return None;
+        }
+        segments.push(segment);
+    }
+    Some(segments)
+}
+
+/// Looks at the disk for what `relative` names under the mount.
+fn resolve(
+    spec: &MountSpec,
+    relative: &[String],
+    trailing_slash: bool,
+    cached_bytes: u64,
+) -> Entry {
+    let mut path = spec.root.clone();
+    for segment in relative {
+        path.push(segment);
+    }
+    let Ok(metadata) = std::fs::metadata(&path) else {
+        return Entry::Missing;
+    };
+    if metadata.is_dir() {
+        if !trailing_slash {
+            return Entry::Directory;
+        }
+        path.push("index.html");
+    } else if trailing_slash {
+        // `/file.txt/` names no directory.
+        return Entry::Missing;
+    }
+    if !spec.allow_symlinks_outside {
+        match path.canonicalize() {
+            Ok(real) if real.starts_with(&spec.root) => {}
+            Ok(_) => return Entry::Forbidden,
+            Err(_) => return Entry::Missing,
+        }
+    }
+    match load_file(spec, &path, cached_bytes) {
+        Some(file) => Entry::File(Rc::new(file)),
+        None => Entry::Missing,
+    }
+}
+
+/// Opens a file and its precompressed siblings, with their headers' values.
+fn load_file(spec: &MountSpec, path: &Path, cached_bytes: u64) -> Option<CachedFile> {
+    let (identity, modified) = load_variant(spec, path, None, cached_bytes)?;
+    let modified_seconds = modified
+        .duration_since(UNIX_EPOCH)
+        .map(|duration| duration.as_secs())
+        .unwrap_or(0);
+    let mut variants = vec![identity];
+    for (suffix, encoding) in [("br", "br"), ("gz", "gzip")] {
+        let mut sibling = path.as_os_str().to_owned();
+        sibling.push(".");
+        sibling.push(suffix);
+        let budget_used = cached_bytes + variants.iter().map(|variant| variant.length).sum::<u64>();
+        if let Some((variant, _)) =
+            load_variant(spec, Path::new(&sibling), Some(encoding), budget_used)
+        {
+            variants.push(variant);
+        }
+    }
+    Some(CachedFile {
+        content_type: content_type_for(path),
+        last_modified: httpdate::fmt_http_date(modified),
+        modified_seconds,
+        variants,
+    })
+}
+
+fn load_variant(
+    spec: &MountSpec,
+    path: &Path,
+    encoding: Option<&'static str>,
+    cached_bytes: u64,
+) -> Option<(Variant, SystemTime)> {
+    let mut file = File::open(path).ok()?;
+    let metadata = file.metadata().ok()?;
+    if !metadata.is_file() {
+        return None;
+    }
+    let length = metadata.len();
+    let modified = metadata.modified().unwrap_or(UNIX_EPOCH);
+    let modified_seconds = modified
+        .duration_since(UNIX_EPOCH)
+        .map(|duration| duration.as_secs())
+        .unwrap_or(0);
+    // Weak validators would forbid ranges; mtime + size is what nginx uses too.
+    let etag = match encoding {
+        None => format!("\"{modified_seconds:x}-{length:x}\""),
+        Some(encoding) => format!("\"{modified_seconds:x}-{length:x}-{encoding}\""),
+    };
+    let in_memory = spec.cache_mode == CacheMode::Memory
+        && length <= spec.max_file_size
+        && cached_bytes + length <= spec.max_cache_size;
+    let mut variant = Variant {
+        encoding,
+        length,
+        etag,
+        body: None,
+        file: None,
+        path: path.to_path_buf(),
+    };
+    if in_memory {
+        let mut body = Vec::with_capacity(length as usize);
+        file.read_to_end(&mut body).ok()?;
+        // The file changed between stat and read: serve what was read,
+        // consistently (inotify will drop this entry right away anyway).
+        variant.length = body.len() as u64;
+        variant.body = Some(body.into());
+    } else {
+        variant.file = Some(Rc::new(file));
+    }
+    Some((variant, modified))
+}
+
+fn content_type_for(path: &Path) -> String {
+    let guess = mime_guess::from_path(path).first_or_octet_stream();
+    let essence = guess.essence_str();
+    let textual = guess.type_() == mime_guess::mime::TEXT
+        || matches!(
+            essence,
+            "application/javascript" | "application/json" | "image/svg+xml" | "application/xml"
+        );
+    if textual {
+        format!("{essence}; charset=utf-8")
+    } else {
+        essence.to_owned()
+    }
+}
+
+/// Serves one file, honouring conditional requests, ranges and encodings.
+/// Used by static mounts and by `Response.file`; `extra_lines` are whole,
+/// already validated header lines (`Name: value\r\n`) to add.
+pub fn serve_file(
+    file: &CachedFile,
+    cache_control: Option<&str>,
+    extra_lines: &[u8],
+    headers: &ConditionalHeaders<'_>,
+    context: &ResponseContext<'_>,
+    out: &mut Vec<u8>,
+) -> StaticOutcome {
+    let variant = choose_variant(file, headers.accept_encoding);
+    let varies = file.variants.len() > 1;
+    let write_validators = |out: &mut Vec<u8>| {
+        out.extend_from_slice(b"ETag: ");
+        out.extend_from_slice(variant.etag.as_bytes());
+        out.extend_from_slice(b"\r\nLast-Modified: ");
+        out.extend_from_slice(file.last_modified.as_bytes());
+        out.extend_from_slice(b"\r\n");
+        if let Some(cache_control) = cache_control {
+            out.extend_from_slice(b"Cache-Control: ");
+            out.extend_from_slice(cache_control.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        if varies {
+            out.extend_from_slice(b"Vary: Accept-Encoding\r\n");
+        }
+        out.extend_from_slice(extra_lines);
+    };
+    if not_modified(file, variant, headers) {
+        write_status_line(out, 304);
+        write_validators(out);
+        finish_head(out, context, false);
+        return StaticOutcome {
+            status: 304,
+            body_length: 0,
+            body: None,
+        };
+    }
+    let length = variant.length;
+    let range = match headers.range {
+        Some(range) if range_applies(file, variant, headers.if_range) => parse_range(range, length),
+        _ => RangeRequest::Whole,
+    };
+    let (status, start, end) = match range {
+        RangeRequest::Whole => (200, 0, length),
+        RangeRequest::Satisfiable(start, end) => (206, start, end),
+        RangeRequest::Unsatisfiable => {
+            let content_range = format!("bytes */{length}");
+            return write_plain(
+                out,
+                416,
+                b"Range Not Satisfiable",
+                &[(b"Content-Range", content_range.as_bytes())],
+                context,
+            );
+        }
+    };
+    write_status_line(out, status);
+    out.extend_from_slice(b"Content-Type: ");
+    out.extend_from_slice(file.content_type.as_bytes());
+    out.extend_from_slice(b"\r\n");
+    write_validators(out);
+    out.extend_from_slice(b"Accept-Ranges: bytes\r\n");
+    if let Some(encoding) = variant.encoding {
+        out.extend_from_slice(b"Content-Encoding: ");
+        out.extend_from_slice(encoding.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if status == 206 {
+        let content_range = format!("Content-Range: bytes {}-{}/{length}\r\n", start, end - 1);
+        out.extend_from_slice(content_range.as_bytes());
+    }
+    write_content_length(out, end - start);
+    finish_head(out, context, false);
+    let mut outcome = StaticOutcome {
+        status,
+        body_length: end - start,
+        body: None,
+    };
+    if context.head_only || start == end {
+        return outcome;
+    }
+    if let Some(data) = &variant.body {
+        let (start, end) = (start as usize, end as usize);
+        if end - start <= INLINE_BODY_LIMIT {
+            out.extend_from_slice(&data[start..end]);
+        } else {
+            outcome.body = Some(OutgoingBody::Shared {
+                data: data.clone(),
+                offset: start,
+                end,
+            });
+        }
+    } else if let Some(handle) = &variant.file {
+        outcome.body = Some(OutgoingBody::File {
+            file: handle.clone(),
+            offset: start,
+            end,
+        });
+    } else if let Ok(handle) = File::open(&variant.path) {
+        outcome.body = Some(OutgoingBody::File {
+            file: Rc::new(handle),
+            offset: start,
+            end,
+        });
+    }
+    outcome
+}
+
+/// Loads a single file for `Response.file` (not cached: handlers decide per request).
+pub fn load_single_file(path: &Path, content_type: Option<&str>) -> io::Result<Rc<CachedFile>> {
+    let spec = MountSpec {
+        prefix: String::new(),
+        root: PathBuf::new(),
+        cache_mode: CacheMode::Filesystem,
+        max_file_size: 0,
+        max_cache_size: 0,
+        cache_control: None,
+        dotfiles: true,
+        allow_symlinks_outside: true,
+    };
+    let (variant, modified) = load_variant(&spec, path, None, 0)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "file not found"))?;
+    Ok(Rc::new(CachedFile {
+        content_type: content_type
+            .map(str::to_owned)
+            .unwrap_or_else(|| content_type_for(path)),
+        last_modified: httpdate::fmt_http_date(modified),
+        modified_seconds: modified
+            .duration_since(UNIX_EPOCH)
+            .map(|duration| duration.as_secs())
+            .unwrap_or(0),
+        variants: vec![variant],
+    }))
+}
+
+fn choose_variant<'f>(file: &'f CachedFile, accept_encoding: Option<&[u8]>) -> &'f Variant {
+    let identity = &file.variants[0];
+    let Some(accept) = accept_encoding else {
+        return identity;
+    };
+    for preferred in ["br", "gzip"] {
+        if accepts_encoding(accept, preferred.as_bytes()) {
+            if let Some(variant) = file
+                .variants
+                .iter()
+                .find(|variant| variant.encoding == Some(preferred))
+            {
+                return variant;
+            }
+        }
+    }
+    identity
+}
+
+/// Whether an `Accept-Encoding` value accepts `coding` (with a q-value above 0).
+fn accepts_encoding(accept: &[u8], coding: &[u8]) -> bool {
+    let mut wildcard = false;
+    for item in accept.split(|&byte| byte == b',') {
+        let mut parts = item.split(|&byte| byte == b';');
+        let name = trim(parts.next().unwrap_or_default());
+        let mut quality_zero = false;
+        for parameter in parts {
+            let parameter = trim(parameter);
+            if let Some(value) = parameter
+                .strip_prefix(b"q=")
+                .or_else(|| parameter.strip_prefix(b"Q="))
+            {
+                let value = trim(value);
+                quality_zero = value.iter().all(|&byte| matches!(byte, b'0' | b'.'));
+            }
+        }
+        if name.eq_ignore_ascii_case(coding) {
+            return !quality_zero;
+        }
+        if name == b"*" {
+            wildcard = !quality_zero;
+        }
+    }
+    wildcard
+}
+
+fn trim(value: &[u8]) -> &[u8] {
+    let start = value
+        .iter()
+        .position(|byte| !byte.is_ascii_whitespace())
+        .unwrap_or(value.len());
+    let end = value
+        .iter()
+        .rposition(|byte| !byte.is_ascii_whitespace())
+        .map_or(start, |position| position + 1);
+    &value[start..end]
+}
+
+/// RFC 9110 13.2.2: If-None-Match decides when present; otherwise If-Modified-Since.
+fn not_modified(file: &CachedFile, variant: &Variant, headers: &ConditionalHeaders<'_>) -> bool {
+    if let Some(candidates) = headers.if_none_match {
+        return etag_list_matches(candidates, variant.etag.as_bytes());
+    }
+    if let Some(since) = headers.if_modified_since {
+        if let Some(since) = std::str::from_utf8(since)
+            .ok()
+            .and_then(|text| httpdate::parse_http_date(text.trim()).ok())
+        {
+            let since = since
+                .duration_since(UNIX_EPOCH)
+                .map(|duration| duration.as_secs())
+                .unwrap_or(0);
+            return file.modified_seconds <= since;
+        }
+    }
+    false
+}
+
+/// Weak comparison (RFC 9110 8.8.3.2) of an If-None-Match list against our tag.
+fn etag_list_matches(candidates: &[u8], etag: &[u8]) -> bool {
+    let candidates = trim(candidates);
+    if candidates == b"*" {
+        return true;
+    }
+    candidates.split(|&byte| byte == b',').any(|candidate| {
+        let candidate = trim(candidate);
+        let candidate = candidate.strip_prefix(b"W/").unwrap_or(candidate);
+        candidate == etag
+    })
+}
+
+/// If-Range: the range applies only if the validator still matches (strongly).
+fn range_applies(file: &CachedFile, variant: &Variant, if_range: Option<&[u8]>) -> bool {
+    match if_range.map(trim) {
+        None => true,
+        Some(value) if value.starts_with(b"\"") => value == variant.etag.as_bytes(),
+        Some(value) => value == file.last_modified.as_bytes(),
+    }
+}
+
+enum RangeRequest {
+    Whole,
+    /// Half-open byte interval `[start, end)`.
+    Satisfiable(u64, u64),
+    Unsatisfiable,
+}
+
+/// Parses a single `bytes=` range. Several ranges or an invalid header mean
+/// the whole representation (RFC 9110 14.2 allows ignoring Range).
+fn parse_range(value: &[u8], length: u64) -> RangeRequest {
+    let Some(spec) = trim(value).strip_prefix(b"bytes=") else {
+        return RangeRequest::Whole;
+    };
+    if spec.contains(&b',') {
+        return RangeRequest::Whole;
+    }
+    let Some(dash) = spec.iter().position(|&byte| byte == b'-') else {
+        return RangeRequest::Whole;
+    };
+    let (first, last) = (trim(&spec[..dash]), trim(&spec[dash + 1..]));
+    let number = |digits: &[u8]| -> Option<u64> {
+        if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        std::str::from_utf8(digits).ok()?.parse().ok()
+    };
+    if first.is_empty() {
+        // Suffix range: the last N bytes.
+        let Some(suffix) = number(last) else {
+            return RangeRequest::Whole;
+        };
+        if suffix == 0 || length == 0 {
+            return RangeRequest::Unsatisfiable;
+        }
+        return RangeRequest::Satisfiable(length.saturating_sub(suffix), length);
+    }
+    let Some(start) = number(first) else {
+        return RangeRequest::Whole;
+    };
+    let end = if last.is_empty() {
+        length
+    } else {
+        match number(last) {
+            Some(last) if last >= start => last.saturating_add(1).min(length),
+            _ => return RangeRequest::Whole,
+        }
+    };
+    if start >= length {
+        return RangeRequest::Unsatisfiable;
+    }
+    RangeRequest::Satisfiable(start, end)
+}
+
+/// A short text/plain answer (errors, redirects), with extra header fields.
+fn write_plain(
+    out: &mut Vec<u8>,
+    status: u16,
+    body: &[u8],
+    extra: &[(&[u8], &[u8])],
+    context: &ResponseContext<'_>,
+) -> StaticOutcome {
+    crate::response::write_response(
+        out,
+        status,
+        if body.is_empty() {
+            b""
+        } else {
+            b"text/plain; charset=utf-8"
+        },
+        extra.iter().map(|(name, value)| (*name, *value)),
+        body,
+        context,
+        false,
+    );
+    StaticOutcome {
+        status,
+        body_length: body.len() as u64,
+        body: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges() {
+        assert!(matches!(
+            parse_range(b"bytes=0-9", 100),
+            RangeRequest::Satisfiable(0, 10)
+        ));
+        assert!(matches!(
+            parse_range(b"bytes=90-", 100),
+            RangeRequest::Satisfiable(90, 100)
+        ));
+        assert!(matches!(
+            parse_range(b"bytes=-10", 100),
+            RangeRequest::Satisfiable(90, 100)
+        ));
+        assert!(matches!(
+            parse_range(b"bytes=50-500", 100),
+            RangeRequest::Satisfiable(50, 100)
+        ));
+        assert!(matches!(
+            parse_range(b"bytes=100-", 100),
+            RangeRequest::Unsatisfiable
+        ));
+        assert!(matches!(
+            parse_range(b"bytes=-0", 100),
+            RangeRequest::Unsatisfiable
+        ));
+        assert!(matches!(
+            parse_range(b"bytes=0-1,5-6", 100),
+            RangeRequest::Whole
+        ));
+        assert!(matches!(
+            parse_range(b"bytes=9-1", 100),
+            RangeRequest::Whole
+        ));
+        assert!(matches!(
+            parse_range(b"items=0-1", 100),
+            RangeRequest::Whole
+        ));
+        assert!(matches!(
+            parse_range(b"bytes=x-1", 100),
+            RangeRequest::Whole
+        ));
+    }
+
+    #[test]
+    fn encodings() {
+        assert!(accepts_encoding(b"gzip, deflate, br", b"br"));
+        assert!(accepts_encoding(b"gzip;q=0.5", b"gzip"));
+        assert!(!accepts_encoding(b"gzip;q=0", b"gzip"));
+        assert!(!accepts_encoding(b"br;q=0.0, gzip", b"br"));
+        assert!(accepts_encoding(b"*", b"br"));
+        assert!(!accepts_encoding(b"identity", b"gzip"));
+    }
+
+    #[test]
+    fn relative_paths() {
+        let path = |raw: &[u8]| safe_relative_path(raw, false);
+        assert_eq!(path(b"/a/b.css"), Some(vec!["a".into(), "b.css".into()]));
+        assert_eq!(path(b"/a%20b"), Some(vec!["a b".into()]));
+        assert_eq!(path(b"/../etc/passwd"), None);
+        assert_eq!(path(b"/%2e%2e/etc/passwd"), None);
+        assert_eq!(path(b"/a%2f..%2f..%2fetc"), None);
+        assert_eq!(path(b"/a%5c..%5cb"), None);
+        assert_eq!(path(b"/a%00b"), None);
+        assert_eq!(path(b"/.env"), None);
+        assert_eq!(
+            safe_relative_path(b"/.env", true),
+            Some(vec![".env".into()])
+        );
+    }
+
+    #[test]
+    fn etags() {
+        assert!(etag_list_matches(b"\"a\", \"b\"", b"\"b\""));
+        assert!(etag_list_matches(b"W/\"b\"", b"\"b\""));
+        assert!(etag_list_matches(b"*", b"\"b\""));
+        assert!(!etag_list_matches(b"\"c\"", b"\"b\""));
+    }
+}
