@@ -12,6 +12,7 @@ mod response;
 mod router;
 mod server;
 mod static_files;
+mod wsgi;
 
 use pyo3::prelude::*;
 
@@ -22,6 +23,9 @@ fn _rush(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<server::StopHandle>()?;
     module.add_class::<request::Request>()?;
     module.add_class::<response::Response>()?;
+    module.add_class::<wsgi::FileWrapper>()?;
+    module.add_class::<wsgi::WsgiResponse>()?;
+    module.add_function(wrap_pyfunction!(wsgi::call_wsgi, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -16,6 +16,7 @@ use rush_proto::response::{
 };
 
 use crate::static_files::{load_single_file, serve_file, ConditionalHeaders, OutgoingBody};
+use crate::wsgi::{is_framing_header, WsgiResponse};
 
 const TEXT_PLAIN: &[u8] = b"text/plain; charset=utf-8";
 const OCTET_STREAM: &[u8] = b"application/octet-stream";
@@ -307,6 +308,9 @@ pub fn render_result(
         );
         return Ok(rendered(response.status, body.len(), response.close));
     }
+    if let Ok(wsgi) = result.cast::<WsgiResponse>() {
+        return render_wsgi(&mut wsgi.borrow_mut(), context, out);
+    }
     if result.is_instance_of::<PyDict>() || result.is_instance_of::<PyList>() {
         let dumps = JSON_DUMPS
             .get_or_try_init(py, || -> PyResult<Py<PyAny>> {
@@ -368,5 +372,66 @@ fn render_file(
         body_length: outcome.body_length as usize,
         body: outcome.body,
         close: response.close,
+    })
+}
+
+/// Frames a WSGI app's response. A declared Content-Length that disagrees
+/// with the body is an app error (a 500), never a malformed response.
+fn render_wsgi(
+    response: &mut WsgiResponse,
+    context: &ResponseContext<'_>,
+    out: &mut Vec<u8>,
+) -> PyResult<Rendered> {
+    let file = response.file.take();
+    let actual_length = match &file {
+        Some((_, _, length)) => *length,
+        None => response.body.len() as u64,
+    };
+    let length = match response.declared_length {
+        // A HEAD response may declare the GET body's length without a body.
+        Some(declared) if context.head_only => declared,
+        Some(declared) if declared != actual_length => {
+            return Err(pyo3::exceptions::PyRuntimeError::new_err(format!(
+                "the WSGI app declared Content-Length {declared} but produced {actual_length} bytes"
+            )));
+        }
+        _ => actual_length,
+    };
+    let close = response.headers.iter().any(|(name, value)| {
+        name.eq_ignore_ascii_case("connection") && value.to_ascii_lowercase().contains("close")
+    });
+    write_status_line(out, response.status);
+    for (name, value) in &response.headers {
+        if is_framing_header(name) {
+            continue;
+        }
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    let bodyless = response.status < 200 || response.status == 204 || response.status == 304;
+    if !bodyless {
+        write_content_length(out, length);
+    }
+    finish_head(out, context, close);
+    let mut body = None;
+    if !context.head_only && !bodyless {
+        match file {
+            Some((file, offset, length)) => {
+                body = Some(OutgoingBody::File {
+                    file: std::rc::Rc::new(file),
+                    offset,
+                    end: offset + length,
+                });
+            }
+            None => out.extend_from_slice(&response.body),
+        }
+    }
+    Ok(Rendered {
+        status: response.status,
+        body_length: length as usize,
+        body,
+        close,
     })
 }

@@ -39,11 +39,13 @@ use crate::request::{decode_path, header_fields, Request, RequestParts};
 use crate::response::{finish_head, render_result, write_response, ResponseContext};
 use crate::router::{Handler, RouteDecision, Router};
 use crate::static_files::{ConditionalHeaders, StaticFiles};
+use crate::wsgi::{build_environ, call_wsgi, WsgiSettings};
 
 const LISTENER: Token = Token(0);
 const WAKEUP: Token = Token(1);
 const FILE_EVENTS: Token = Token(2);
-const FIRST_CONNECTION: usize = 3;
+const COMPLETIONS: Token = Token(3);
+const FIRST_CONNECTION: usize = 4;
 
 /// Bytes read per `read` call.
 const READ_CHUNK: usize = 64 * 1024;
@@ -108,6 +110,12 @@ struct Core {
     error_logger: Py<PyAny>,
     access_logger: Option<Py<PyAny>>,
     async_scheduler: Option<Py<PyAny>>,
+    /// Runs `call_wsgi(app, environ)` on a thread pool (`--threads`):
+    /// called as `scheduler(app, environ, key, serial)`.
+    blocking_scheduler: Option<Py<PyAny>>,
+    wsgi: Option<WsgiSettings>,
+    /// The listening address, for WSGI's SERVER_NAME/SERVER_PORT.
+    server_address: Option<std::net::SocketAddr>,
     draining: bool,
 }
 
@@ -140,6 +148,9 @@ pub struct Server {
     drain_deadline: Option<Instant>,
     next_sweep: Instant,
     next_serial: u64,
+    /// Pool threads signal finished work here; `completion_drain()` returns
+    /// `(key, serial, future)` tuples to complete.
+    completion_source: Option<(RawFd, Py<PyAny>)>,
 }
 
 #[pymethods]
@@ -150,6 +161,7 @@ impl Server {
         max_request_line=8192, max_head_size=16384, max_headers=100,
         max_body_size=16 * 1024 * 1024, max_connections=10000,
         keep_alive_timeout=5.0, header_timeout=10.0, body_timeout=30.0, send_timeout=30.0,
+        wsgi_app=None, root_path=String::new(), wsgi_multithread=false, wsgi_multiprocess=false,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -169,6 +181,10 @@ impl Server {
         header_timeout: f64,
         body_timeout: f64,
         send_timeout: f64,
+        wsgi_app: Option<Py<PyAny>>,
+        root_path: String,
+        wsgi_multithread: bool,
+        wsgi_multiprocess: bool,
     ) -> PyResult<Self> {
         let poll = Poll::new()?;
         // SAFETY: the Python socket object that owns `listener_fd` outlives
@@ -197,6 +213,13 @@ impl Server {
             poll.registry()
                 .register(&mut SourceFd(&fd), WAKEUP, Interest::READABLE)?;
         }
+        let server_address = match &listener {
+            Listener::Tcp(socket) => socket.local_addr().ok(),
+            Listener::Unix(_) => None,
+        };
+        let wsgi = wsgi_app
+            .map(|app| WsgiSettings::new(py, app, root_path, wsgi_multithread, wsgi_multiprocess))
+            .transpose()?;
         let mut warnings = Vec::new();
         let static_files = StaticFiles::new(router.bind(py).borrow().static_mounts(), |warning| {
             warnings.push(warning)
@@ -239,12 +262,16 @@ impl Server {
                 error_logger,
                 access_logger,
                 async_scheduler: None,
+                blocking_scheduler: None,
+                wsgi,
+                server_address,
                 draining: false,
             },
             accept_paused: false,
             drain_deadline: None,
             next_sweep: now + Duration::from_secs(1),
             next_serial: 0,
+            completion_source: None,
         })
     }
 
@@ -258,6 +285,22 @@ impl Server {
     /// [`Server::complete`].
     fn set_async_scheduler(&mut self, scheduler: Py<PyAny>) {
         self.core.async_scheduler = Some(scheduler);
+    }
+
+    /// Sets the callable `scheduler(app, environ, key, serial)` that runs a
+    /// WSGI app on a thread pool instead of the loop thread.
+    fn set_blocking_scheduler(&mut self, scheduler: Py<PyAny>) {
+        self.core.blocking_scheduler = Some(scheduler);
+    }
+
+    /// Registers `fd` (made readable by pool threads when work finishes) and
+    /// `drain()`, which returns the finished `(key, serial, future)` tuples.
+    fn set_completion_source(&mut self, fd: RawFd, drain: Py<PyAny>) -> PyResult<()> {
+        self.poll
+            .registry()
+            .register(&mut SourceFd(&fd), COMPLETIONS, Interest::READABLE)?;
+        self.completion_source = Some((fd, drain));
+        Ok(())
     }
 
     /// Runs the loop until a graceful shutdown (requested through `stop`)
@@ -415,11 +458,13 @@ impl Server {
             self.core.static_files.handle_file_events();
         }
         let mut check_signals = false;
+        let mut completions = false;
         for event in events.iter() {
             match event.token() {
                 LISTENER => self.accept_connections(py),
                 WAKEUP => check_signals = true,
                 FILE_EVENTS => {}
+                COMPLETIONS => completions = true,
                 Token(token) => {
                     let key = token - FIRST_CONNECTION;
                     // Writability matters only to a connection with output waiting.
@@ -448,9 +493,30 @@ impl Server {
         if self.core.now >= self.next_sweep {
             self.sweep_deadlines();
         }
+        if completions {
+            self.complete_finished_work(py)?;
+        }
         self.resume_accepting(py);
         if check_signals {
             py.check_signals()?;
+        }
+        Ok(())
+    }
+
+    /// Completes requests whose work finished on a pool thread.
+    fn complete_finished_work(&mut self, py: Python<'_>) -> PyResult<()> {
+        let Some((fd, drain)) = &self.completion_source else {
+            return Ok(());
+        };
+        let mut scratch = [0u8; 256];
+        // SAFETY: `fd` is the non-blocking read end registered by
+        // `set_completion_source`, kept open by its Python owner; `scratch`
+        // is a live local buffer of the length passed.
+        while unsafe { libc::read(*fd, scratch.as_mut_ptr().cast(), scratch.len()) } > 0 {}
+        let finished = drain.call0(py)?;
+        for item in finished.bind(py).try_iter()? {
+            let (key, serial, future): (usize, u64, Bound<'_, PyAny>) = item?.extract()?;
+            self.complete(py, key, serial, &future);
         }
         Ok(())
     }
@@ -866,6 +932,9 @@ impl Core {
                     }
                 }
             }
+            RouteDecision::NotFound if self.wsgi.is_some() => {
+                return self.dispatch_wsgi(py, connection, key, head_bytes, head, body, keep_alive);
+            }
             RouteDecision::NotFound => match router.error_handler(404) {
                 Some(handler) => (handler, 404),
                 None => {
@@ -977,6 +1046,62 @@ impl Core {
             },
             Ok(value) => self.finish(py, connection, &awaiting, head_bytes, &line, Ok(value)),
         }
+    }
+
+    /// Runs the WSGI app for a request, on this thread or on the pool.
+    #[allow(clippy::too_many_arguments)]
+    fn dispatch_wsgi(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        key: usize,
+        head_bytes: &[u8],
+        head: &RequestHead,
+        body: &[u8],
+        keep_alive: bool,
+    ) -> Outcome {
+        let mut awaiting = AwaitingResponse {
+            head_only: head.method == Method::Head,
+            keep_alive,
+            http10: head.version == Version::Http10,
+            default_status: 200,
+            request_line: String::new(),
+            request_head: Vec::new(),
+        };
+        let line = RequestLine::Raw(head_bytes, head);
+        let Some(settings) = &self.wsgi else {
+            unreachable!("dispatch_wsgi is called only with a WSGI app");
+        };
+        let app = settings.app.clone_ref(py);
+        let environ = build_environ(
+            py,
+            settings,
+            head_bytes,
+            head,
+            body,
+            connection.client,
+            self.server_address,
+        );
+        let environ = match environ {
+            Ok(environ) => environ,
+            Err(error) => {
+                return self.finish(py, connection, &awaiting, head_bytes, &line, Err(error))
+            }
+        };
+        if let Some(scheduler) = &self.blocking_scheduler {
+            return match scheduler.call1(py, (app, environ, key, connection.serial)) {
+                Ok(_) => {
+                    awaiting.request_line = line.text().into_owned();
+                    awaiting.request_head = head_bytes.to_vec();
+                    connection.phase = Phase::AwaitingHandler(Box::new(awaiting));
+                    Outcome::Pending
+                }
+                Err(error) => self.finish(py, connection, &awaiting, head_bytes, &line, Err(error)),
+            };
+        }
+        let result = call_wsgi(py, app.bind(py), &environ)
+            .and_then(|response| Ok(Bound::new(py, response)?.into_any()));
+        self.finish(py, connection, &awaiting, head_bytes, &line, result)
     }
 
     /// Writes the response for a handler's result (or its exception).

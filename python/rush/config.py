@@ -69,6 +69,10 @@ class Config:
     max_request_line: int = _option(8192, "longest request line in bytes (414 beyond)", kind="size")
     max_head_size: int = _option(16384, "largest request head in bytes (431 beyond)", kind="size")
     max_headers: int = _option(100, "most header fields per request (431 beyond)")
+    interface: str = _option("auto", "how to call the app: auto, rush (rush.App), wsgi or asgi")
+    threads: int = _option(0, "run a blocking (WSGI) app on a pool of N threads per worker; 0 = on the event loop")
+    root_path: str = _option("", "the path prefix the app is mounted under (WSGI SCRIPT_NAME, ASGI root_path)")
+    lifespan: str = _option("auto", "ASGI lifespan events: auto (if the app supports them), on or off")
     static: list[str] = _option(
         None,
         "serve a directory natively: PREFIX=DIRECTORY (repeatable; env: comma-separated); no app needed",
@@ -140,6 +144,14 @@ class Config:
             prefix, separator, directory = mount.partition("=")
             if not separator or not prefix.startswith("/") or not directory:
                 raise ValueError(f"--static takes PREFIX=DIRECTORY, e.g. /assets=./public (got {mount!r})")
+        if self.interface not in ("auto", "rush", "wsgi", "asgi"):
+            raise ValueError("interface must be auto, rush, wsgi or asgi")
+        if self.lifespan not in ("auto", "on", "off"):
+            raise ValueError("lifespan must be auto, on or off")
+        if self.threads < 0:
+            raise ValueError("threads must be 0 or more")
+        if self.root_path and (not self.root_path.startswith("/") or self.root_path.endswith("/")):
+            raise ValueError("root_path must start with '/' and not end with it, e.g. /api")
         if self.static_cache not in ("memory", "filesystem"):
             raise ValueError("static_cache must be 'memory' or 'filesystem'")
         if self.log_level.lower() not in ("critical", "error", "warning", "info", "debug"):

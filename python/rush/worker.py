@@ -16,6 +16,7 @@ It serves in one of two modes:
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import resource
 import signal
@@ -26,9 +27,10 @@ from collections.abc import Generator
 from typing import Any
 
 from rush import logs
-from rush._rush import Server, StopHandle
+from rush._rush import Router, Server, StopHandle
 from rush.app import App
 from rush.config import Config
+from rush.threads import BlockingPool
 
 # The supervisor stops instead of respawning when a worker exits with this:
 # the app could not be loaded, so a new worker would fail the same way.
@@ -42,10 +44,25 @@ def raise_open_file_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-def build_server(config: Config, listener: socket.socket, app: App, wakeup_fd: int | None) -> Server:
+def detect_interface(app: Any, requested: str) -> str:
+    """Which protocol ``app`` speaks: a rush `App`, an ASGI 3 app (an async
+    callable), or a WSGI app (any other callable)."""
+    if requested != "auto":
+        return requested
+    if isinstance(app, App):
+        return "rush"
+    if not callable(app):
+        raise TypeError(f"the application is a {type(app).__name__}, which is not callable")
+    call = app if inspect.isfunction(app) or inspect.ismethod(app) else type(app).__call__
+    if inspect.iscoroutinefunction(call) or inspect.iscoroutinefunction(app):
+        return "asgi"
+    return "wsgi"
+
+
+def build_server(config: Config, listener: socket.socket, router: Router, wakeup_fd: int | None, **app: Any) -> Server:
     return Server(
         listener.fileno(),
-        app.build_router(),
+        router,
         logs.log_handler_error,
         unix=listener.family == socket.AF_UNIX,
         access_logger=logs.log_access if config.access_log else None,
@@ -59,6 +76,8 @@ def build_server(config: Config, listener: socket.socket, app: App, wakeup_fd: i
         header_timeout=config.header_timeout,
         body_timeout=config.body_timeout,
         send_timeout=config.send_timeout,
+        root_path=config.root_path,
+        **app,
     )
 
 
@@ -67,19 +86,35 @@ def run_worker(config: Config, listener: socket.socket, ready_fd: int | None) ->
     logs.configure(config.log_level)
     try:
         app = config.load_app()
-        if not isinstance(app, App):
-            raise TypeError(f"{config.app!r} is a {type(app).__name__}, not a rush.App")
+        interface = detect_interface(app, config.interface)
+        if interface == "rush" and not isinstance(app, App):
+            raise TypeError(f"--interface rush needs a rush.App, not a {type(app).__name__}")
+        # WSGI and ASGI apps are served behind an empty router that holds
+        # only the --static mounts (those are answered first, natively).
+        rush_app = app if interface == "rush" else App()
         for prefix, directory in config.static_mounts():
-            app.static(prefix, directory, cache=config.static_cache)
-        router_needs_asyncio = app.build_router().needs_asyncio
+            rush_app.static(prefix, directory, cache=config.static_cache)
+        router = rush_app.build_router()
     except Exception:  # noqa: BLE001 - whatever a broken app raises is reported, then the worker exits
         logs.error_logger.error("could not load the application:\n%s", traceback.format_exc())
         return EXIT_BOOT_FAILURE
+    described = config.app if isinstance(config.app, str) else type(app).__name__
+    logs.error_logger.info("worker %d serving %s as a %s app", os.getpid(), described, interface)
     raise_open_file_limit()
-    if router_needs_asyncio:
-        serve_with_asyncio(config, listener, app, ready_fd)
+    if interface == "wsgi":
+        serve_native(
+            config,
+            listener,
+            router,
+            ready_fd,
+            wsgi_app=app,
+            wsgi_multithread=config.threads > 0,
+            wsgi_multiprocess=config.workers > 1,
+        )
+    elif router.needs_asyncio:
+        serve_with_asyncio(config, listener, router, ready_fd)
     else:
-        serve_native(config, listener, app, ready_fd)
+        serve_native(config, listener, router, ready_fd)
     return 0
 
 
@@ -89,7 +124,7 @@ def notify_ready(ready_fd: int | None) -> None:
         os.close(ready_fd)
 
 
-def serve_native(config: Config, listener: socket.socket, app: App, ready_fd: int | None) -> None:
+def serve_native(config: Config, listener: socket.socket, router: Router, ready_fd: int | None, **app: Any) -> None:
     stop = StopHandle()
     wakeup_reader, wakeup_writer = socket.socketpair()
     wakeup_reader.setblocking(False)
@@ -102,10 +137,17 @@ def serve_native(config: Config, listener: socket.socket, app: App, ready_fd: in
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGQUIT, lambda signum, frame: os._exit(0))
-    server = build_server(config, listener, app, wakeup_reader.fileno())
+    server = build_server(config, listener, router, wakeup_reader.fileno(), **app)
+    pool = None
+    if app.get("wsgi_app") is not None and config.threads > 0:
+        pool = BlockingPool(config.threads)
+        server.set_blocking_scheduler(pool.schedule_wsgi)
+        server.set_completion_source(pool.reader, pool.drain)
     notify_ready(ready_fd)
     server.serve(stop, config.graceful_timeout)
     signal.set_wakeup_fd(-1)
+    if pool is not None:
+        pool.shutdown()
 
 
 class _Resume:
@@ -156,10 +198,10 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()
 
 
-def serve_with_asyncio(config: Config, listener: socket.socket, app: App, ready_fd: int | None) -> None:
+def serve_with_asyncio(config: Config, listener: socket.socket, router: Router, ready_fd: int | None) -> None:
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
-    server = build_server(config, listener, app, None)
+    server = build_server(config, listener, router, None)
 
     def schedule(coroutine: Any, yielded: Any, key: int, serial: int) -> None:
         task = loop.create_task(_continue(coroutine, yielded))

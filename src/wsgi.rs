@@ -1,0 +1,419 @@
+//! WSGI (PEP 3333) in the native loop: `environ` built in Rust, the app
+//! called on the loop thread (or on a pool thread with `--threads`), its
+//! response framed by the server.
+//!
+//! How it works:
+//! * [`build_environ`] copies a per-worker dict of the constant keys and
+//!   fills in the request's own (the copy is one C call; the keys are
+//!   interned once).
+//! * [`call_wsgi`] calls the app with a native `start_response`, collects
+//!   the body (a list is joined directly; any other iterable is iterated;
+//!   `close()` is always called) and returns a [`WsgiResponse`]. It holds
+//!   the GIL but touches no loop state, so it runs unchanged on a pool
+//!   thread.
+//! * The loop renders a [`WsgiResponse`] like any handler result. The app's
+//!   `Content-Length` must match the body it produced; otherwise the
+//!   response becomes a logged 500 instead of a malformed one.
+//! * A `wsgi.file_wrapper` body whose file has a real descriptor goes out
+//!   with sendfile.
+
+use std::fs::File;
+use std::net::SocketAddr;
+use std::os::fd::{FromRawFd, OwnedFd};
+
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use rush_proto::response::{is_valid_header_name, is_valid_header_value};
+use rush_proto::{RequestHead, Version};
+
+use crate::request::header_fields;
+
+static BYTES_IO: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static STDERR: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// What stays the same for every request of a worker.
+pub struct WsgiSettings {
+    pub app: Py<PyAny>,
+    /// `SCRIPT_NAME`: the path prefix the app is mounted under.
+    pub root_path: String,
+    /// A dict of the constant keys, copied per request.
+    base_environ: Py<PyDict>,
+}
+
+impl WsgiSettings {
+    pub fn new(
+        py: Python<'_>,
+        app: Py<PyAny>,
+        root_path: String,
+        multithread: bool,
+        multiprocess: bool,
+    ) -> PyResult<WsgiSettings> {
+        let base = PyDict::new(py);
+        base.set_item("wsgi.version", (1, 0))?;
+        base.set_item("wsgi.url_scheme", "http")?;
+        base.set_item(
+            "wsgi.errors",
+            STDERR.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+                Ok(py.import("sys")?.getattr("stderr")?.unbind())
+            })?,
+        )?;
+        base.set_item("wsgi.multithread", multithread)?;
+        base.set_item("wsgi.multiprocess", multiprocess)?;
+        base.set_item("wsgi.run_once", false)?;
+        base.set_item("wsgi.input_terminated", true)?;
+        base.set_item("wsgi.file_wrapper", py.get_type::<FileWrapper>())?;
+        base.set_item("SCRIPT_NAME", &root_path)?;
+        base.set_item(
+            "SERVER_SOFTWARE",
+            concat!("rush/", env!("CARGO_PKG_VERSION")),
+        )?;
+        Ok(WsgiSettings {
+            app,
+            root_path,
+            base_environ: base.unbind(),
+        })
+    }
+}
+
+/// Latin-1 decoding: each byte one character, as PEP 3333 wants for
+/// "bytes-as-str" values (PATH_INFO, header values).
+fn latin1<'py>(py: Python<'py>, bytes: &[u8]) -> Bound<'py, PyString> {
+    if bytes.is_ascii() {
+        // Fast path: ASCII is already valid UTF-8, no per-byte mapping needed.
+        return PyString::new(py, std::str::from_utf8(bytes).unwrap_or_default());
+    }
+    let text: String = bytes.iter().map(|&byte| byte as char).collect();
+    PyString::new(py, &text)
+}
+
+/// Builds the `environ` dict for one request.
+#[allow(clippy::too_many_arguments)]
+pub fn build_environ<'py>(
+    py: Python<'py>,
+    settings: &WsgiSettings,
+    head_bytes: &[u8],
+    head: &RequestHead,
+    body: &[u8],
+    client: Option<SocketAddr>,
+    server: Option<SocketAddr>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let environ = settings.base_environ.bind(py).copy()?;
+    environ.set_item(
+        pyo3::intern!(py, "REQUEST_METHOD"),
+        PyString::new(
+            py,
+            std::str::from_utf8(head.method_span.of(head_bytes)).unwrap_or("GET"),
+        ),
+    )?;
+    // PATH_INFO is the decoded path as latin-1 "bytes in a str", minus SCRIPT_NAME.
+    let decoded: Vec<u8> = percent_encoding::percent_decode(head.path.of(head_bytes)).collect();
+    let mut path_info: &[u8] = &decoded;
+    if !settings.root_path.is_empty() {
+        if let Some(rest) = path_info.strip_prefix(settings.root_path.as_bytes()) {
+            if rest.is_empty() || rest.starts_with(b"/") {
+                path_info = rest;
+            }
+        }
+    }
+    environ.set_item(pyo3::intern!(py, "PATH_INFO"), latin1(py, path_info))?;
+    let query = head.query.map(|query| query.of(head_bytes)).unwrap_or(b"");
+    environ.set_item(pyo3::intern!(py, "QUERY_STRING"), latin1(py, query))?;
+    environ.set_item(
+        pyo3::intern!(py, "SERVER_PROTOCOL"),
+        match head.version {
+            Version::Http10 => pyo3::intern!(py, "HTTP/1.0"),
+            Version::Http11 => pyo3::intern!(py, "HTTP/1.1"),
+        },
+    )?;
+    let (server_name, server_port) = match server {
+        Some(address) => (address.ip().to_string(), address.port().to_string()),
+        None => ("localhost".to_owned(), "0".to_owned()),
+    };
+    environ.set_item(pyo3::intern!(py, "SERVER_NAME"), server_name)?;
+    environ.set_item(pyo3::intern!(py, "SERVER_PORT"), server_port)?;
+    if let Some(client) = client {
+        environ.set_item(pyo3::intern!(py, "REMOTE_ADDR"), client.ip().to_string())?;
+        environ.set_item(pyo3::intern!(py, "REMOTE_PORT"), client.port().to_string())?;
+    }
+    let mut name_buffer = String::with_capacity(64);
+    for (name, value) in header_fields(head_bytes) {
+        if name.eq_ignore_ascii_case(b"content-type") {
+            environ.set_item(pyo3::intern!(py, "CONTENT_TYPE"), latin1(py, value))?;
+            continue;
+        }
+        if name.eq_ignore_ascii_case(b"content-length") {
+            environ.set_item(pyo3::intern!(py, "CONTENT_LENGTH"), latin1(py, value))?;
+            continue;
+        }
+        // `X_Forwarded_For` and `X-Forwarded-For` would map to the same key;
+        // like gunicorn and nginx, drop names with underscores so one cannot
+        // spoof the other.
+        if name.contains(&b'_') {
+            continue;
+        }
+        name_buffer.clear();
+        name_buffer.push_str("HTTP_");
+        for &byte in name {
+            name_buffer.push(if byte == b'-' {
+                '_'
+            } else {
+                byte.to_ascii_uppercase() as char
+            });
+        }
+        let value = latin1(py, value);
+        match environ.get_item(&name_buffer)? {
+            // Repeated fields are joined with commas (RFC 9110 5.3).
+            Some(previous) => {
+                let joined = format!("{},{}", previous.extract::<String>()?, value.to_str()?);
+                environ.set_item(&name_buffer, joined)?;
+            }
+            None => environ.set_item(&name_buffer, value)?,
+        }
+    }
+    let input = BYTES_IO
+        .get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+            Ok(py.import("io")?.getattr("BytesIO")?.unbind())
+        })?
+        .bind(py)
+        .call1((PyBytes::new(py, body),))?;
+    environ.set_item(pyo3::intern!(py, "wsgi.input"), input)?;
+    Ok(environ)
+}
+
+/// `wsgi.file_wrapper`: marks a file-like body that the server may send
+/// with sendfile. Iterating it reads blocks, for any other consumer.
+#[pyclass(module = "rush._rush")]
+pub struct FileWrapper {
+    file: Py<PyAny>,
+    block_size: usize,
+}
+
+#[pymethods]
+impl FileWrapper {
+    #[new]
+    #[pyo3(signature = (file, block_size=8192))]
+    fn new(file: Py<PyAny>, block_size: usize) -> Self {
+        FileWrapper { file, block_size }
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        let block = self
+            .file
+            .bind(py)
+            .call_method1("read", (self.block_size,))?;
+        if block.is_truthy()? {
+            Ok(Some(block.unbind()))
+        } else {
+            Ok(None)
+        }
+    }
+
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        if self.file.bind(py).hasattr("close")? {
+            self.file.bind(py).call_method0("close")?;
+        }
+        Ok(())
+    }
+}
+
+/// The `start_response` callable given to the app.
+#[pyclass(module = "rush._rush")]
+pub struct StartResponse {
+    status: Option<u16>,
+    headers: Vec<(String, String)>,
+    /// Bytes passed to the legacy `write()` callable.
+    written: Vec<u8>,
+}
+
+#[pymethods]
+impl StartResponse {
+    #[pyo3(signature = (status, headers, exc_info=None))]
+    fn __call__(
+        mut slf: PyRefMut<'_, Self>,
+        status: &str,
+        headers: Vec<(String, String)>,
+        exc_info: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<WsgiWrite>> {
+        let py = slf.py();
+        let has_exc_info = exc_info.is_some_and(|info| !info.is_none());
+        if slf.status.is_some() && !has_exc_info {
+            return Err(PyRuntimeError::new_err(
+                "start_response called a second time without exc_info",
+            ));
+        }
+        // Nothing is sent before the app returns, so an error response may
+        // always replace the first one (PEP 3333's exc_info case).
+        let code = status
+            .get(..3)
+            .and_then(|digits| digits.parse::<u16>().ok())
+            .filter(|code| {
+                (100..=999).contains(code)
+                    && status.as_bytes().get(3).is_none_or(|byte| *byte == b' ')
+            })
+            .ok_or_else(|| PyValueError::new_err(format!("invalid WSGI status {status:?}")))?;
+        for (name, value) in &headers {
+            if !is_valid_header_name(name.as_bytes()) || !is_valid_header_value(value.as_bytes()) {
+                return Err(PyValueError::new_err(format!(
+                    "invalid response header {name:?}: {value:?}"
+                )));
+            }
+        }
+        slf.status = Some(code);
+        slf.headers = headers;
+        let owner: Py<StartResponse> = slf.into();
+        Py::new(py, WsgiWrite { owner })
+    }
+}
+
+/// The legacy `write(data)` callable `start_response` returns.
+#[pyclass(module = "rush._rush")]
+pub struct WsgiWrite {
+    owner: Py<StartResponse>,
+}
+
+#[pymethods]
+impl WsgiWrite {
+    fn __call__(&self, py: Python<'_>, data: &Bound<'_, PyBytes>) {
+        self.owner
+            .bind(py)
+            .borrow_mut()
+            .written
+            .extend_from_slice(data.as_bytes());
+    }
+}
+
+/// A finished WSGI response, ready for the loop to frame and send.
+#[pyclass(module = "rush._rush")]
+pub struct WsgiResponse {
+    /// The status code; the reason phrase sent is the standard one for it.
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    /// A file body (from `wsgi.file_wrapper`) to send with sendfile: (file, offset, length).
+    pub file: Option<(File, u64, u64)>,
+    /// The app's declared Content-Length, if any.
+    pub declared_length: Option<u64>,
+}
+
+/// Calls a WSGI app and collects its response. Runs on the loop thread or
+/// a pool thread (it needs only the GIL).
+#[pyfunction]
+pub fn call_wsgi(
+    py: Python<'_>,
+    app: &Bound<'_, PyAny>,
+    environ: &Bound<'_, PyDict>,
+) -> PyResult<WsgiResponse> {
+    let start_response = Bound::new(
+        py,
+        StartResponse {
+            status: None,
+            headers: Vec::new(),
+            written: Vec::new(),
+        },
+    )?;
+    let result = app.call1((environ, &start_response))?;
+    let mut file = None;
+    let collected = if let Ok(wrapper) = result.cast::<FileWrapper>() {
+        match sendfile_source(py, &wrapper.borrow()) {
+            Some(source) => {
+                file = Some(source);
+                Ok(Vec::new())
+            }
+            None => collect_body(&result),
+        }
+    } else {
+        collect_body(&result)
+    };
+    // PEP 3333: close() must be called whether iteration succeeded or not.
+    let closed = if result.hasattr(pyo3::intern!(py, "close"))? {
+        result.call_method0(pyo3::intern!(py, "close")).map(|_| ())
+    } else {
+        Ok(())
+    };
+    let mut body = collected?;
+    closed?;
+    let mut start = start_response.borrow_mut();
+    let Some(status) = start.status else {
+        return Err(PyRuntimeError::new_err(
+            "the WSGI app returned without calling start_response",
+        ));
+    };
+    if !start.written.is_empty() {
+        let mut written = std::mem::take(&mut start.written);
+        written.extend_from_slice(&body);
+        body = written;
+    }
+    let declared_length = start
+        .headers
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+        .map(|(_, value)| value.trim().parse::<u64>())
+        .transpose()
+        .map_err(|_| PyValueError::new_err("invalid Content-Length from the WSGI app"))?;
+    Ok(WsgiResponse {
+        status,
+        headers: std::mem::take(&mut start.headers),
+        body,
+        file,
+        declared_length,
+    })
+}
+
+/// The body chunks of a WSGI result, joined.
+fn collect_body(result: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    let mut body = Vec::new();
+    if let Ok(list) = result.cast::<PyList>() {
+        for item in list.iter() {
+            body.extend_from_slice(item.cast::<PyBytes>()?.as_bytes());
+        }
+        return Ok(body);
+    }
+    if let Ok(tuple) = result.cast::<PyTuple>() {
+        for item in tuple.iter() {
+            body.extend_from_slice(item.cast::<PyBytes>()?.as_bytes());
+        }
+        return Ok(body);
+    }
+    for item in result.try_iter()? {
+        let item = item?;
+        let chunk = item.cast::<PyBytes>().map_err(|_| {
+            pyo3::exceptions::PyTypeError::new_err("WSGI body chunks must be bytes")
+        })?;
+        body.extend_from_slice(chunk.as_bytes());
+    }
+    Ok(body)
+}
+
+/// A file wrapper whose file has a descriptor: send the rest of the file
+/// from its current position.
+fn sendfile_source(py: Python<'_>, wrapper: &FileWrapper) -> Option<(File, u64, u64)> {
+    let file = wrapper.file.bind(py);
+    let fd: i32 = file.call_method0("fileno").ok()?.extract().ok()?;
+    let position: u64 = file.call_method0("tell").ok()?.extract().ok()?;
+    // Our own descriptor, so the app closing its file object cannot pull it
+    // away while the body is still being sent.
+    // SAFETY: `fd` is open (the app's file object owns it and is alive here);
+    // dup gives a new descriptor that we own exclusively.
+    let duplicate = unsafe { libc::dup(fd) };
+    if duplicate < 0 {
+        return None;
+    }
+    // SAFETY: `duplicate` is a fresh descriptor returned by dup, owned by nobody else.
+    let owned = unsafe { OwnedFd::from_raw_fd(duplicate) };
+    let file = File::from(owned);
+    let length = file.metadata().ok()?.len().saturating_sub(position);
+    Some((file, position, length))
+}
+
+/// Framing headers the server sets itself; an app's are not copied.
+pub fn is_framing_header(name: &str) -> bool {
+    name.eq_ignore_ascii_case("content-length")
+        || name.eq_ignore_ascii_case("transfer-encoding")
+        || name.eq_ignore_ascii_case("connection")
+}
