@@ -1,0 +1,7 @@
+"""``python -m benches``: see `benches.cli` (or ``python -m benches --help``)."""
+
+import sys
+
+from benches.cli import main
+
+sys.exit(main())

@@ -1,0 +1,269 @@
+"""The command line of the benchmark suite (``python -m benches --help``).
+
+    python -m benches [--scenarios ...] [--servers ...] [--duration S] [--repeat N] [--quick] [--list]
+
+It selects scenarios and servers, skips (with a note) servers that are not
+installed, runs the interleaved plan (`benches.runner`), writes every raw run
+and the medians to ``benches/results/<timestamp>.json``, and, for a complete
+measurement of a group, records it in ``benches/results/latest.json``, draws
+the group's chart with the bench venv's Python and regenerates the tables of
+benches/README.md. ``--quick`` is for checking the mechanics (short runs, one
+repeat): its results go to benches/results/smoke/ and never reach the README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import subprocess
+import sys
+
+from benches import BENCHES_DIR, REPO_ROOT
+from benches.environment import collect_environment, command_output
+from benches.report import (
+    CHARTS_DIR,
+    LATEST_PATH,
+    format_mb,
+    format_ms,
+    format_us,
+    load_latest,
+    merge_into_latest,
+    update_readme,
+)
+from benches.results import results_document, summarise, write_results
+from benches.runner import Settings, check_prerequisites, plan, run_all
+from benches.scenarios import GROUPS, Scenario, select_scenarios
+from benches.servers import SERVERS, Server, select_servers, server_version, unavailable_reason
+from benches.wrk import readable_command, wrk_command
+
+RESULTS_DIR = BENCHES_DIR / "results"
+SMOKE_DIR = RESULTS_DIR / "smoke"
+QUICK_DURATION_S, QUICK_WARMUP_S = 3.0, 1.0
+BUSY_LOAD_AVERAGE = 0.5
+
+
+def split_names(values: list[str] | None) -> list[str] | None:
+    """``["a,b", "c"]`` -> ``["a", "b", "c"]``: both spaces and commas separate names."""
+    if not values:
+        return None
+    return [name for value in values for name in value.split(",") if name]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m benches",
+        description="Measure rush and its peers side by side (method: benches/README.md).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--scenarios", nargs="+", metavar="NAME", help="groups or scenarios (default: all)")
+    parser.add_argument("--servers", nargs="+", metavar="NAME", help="servers (default: all default servers)")
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds of measured load per run")
+    parser.add_argument("--warmup", type=float, default=2.0, help="seconds of load before measuring")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per server and scenario (median kept)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"smoke run: {QUICK_DURATION_S:g} s runs, {QUICK_WARMUP_S:g} s warm-up, 1 repeat; README left alone",
+    )
+    parser.add_argument("--list", action="store_true", help="list groups, scenarios and servers, then exit")
+    parser.add_argument(
+        "--readme",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="update benches/README.md: auto = for groups measured completely with every default server",
+    )
+    parser.add_argument("--report", action="store_true", help="only redraw charts and README from latest.json")
+    parser.add_argument("--server-cpu", type=int, default=1, help="core the server is pinned to")
+    parser.add_argument("--client-cpu", type=int, default=0, help="core wrk (and this runner) are pinned to")
+    return parser
+
+
+def list_everything(out=sys.stdout) -> None:
+    out.write("Scenario groups:\n")
+    for group, scenarios in GROUPS.items():
+        out.write(f"  {group}\n")
+        for scenario in scenarios:
+            load = f"-t{scenario.threads} -c{scenario.connections}"
+            if scenario.pipeline > 1:
+                load += f", pipelined {scenario.pipeline}"
+            out.write(f"    {scenario.key:<28} {scenario.title:<30} ({load})\n")
+    out.write("Servers:\n")
+    for server in SERVERS:
+        reason = unavailable_reason(server)
+        state = "ready" if reason is None else f"unavailable: {reason}"
+        variant = "" if server.default else " [variant, run only when named]"
+        out.write(f"  {server.name:<20} {server.title}{variant} - {state}\n")
+
+
+def readable_server_command(server: Server, settings: Settings) -> str:
+    venv = server.venv_dir(settings.rush_venv, settings.bench_venv)
+    command = " ".join(server.command(host=settings.host, port="PORT", bin_dir=venv / "bin"))
+    return command.replace(str(REPO_ROOT) + "/", "")
+
+
+def python_versions(servers: list[Server], settings: Settings) -> dict[str, str]:
+    versions = {}
+    for venv in sorted({server.venv_dir(settings.rush_venv, settings.bench_venv) for server in servers}):
+        line = command_output([str(venv / "bin" / "python"), "--version"])
+        versions[venv.name] = (line or "?").replace("Python ", "")
+    return versions
+
+
+def complete_groups(scenarios: list[Scenario], servers: list[Server], mode: str) -> list[str]:
+    """Groups whose tables this run may replace: with ``auto``, only groups measured completely
+    (every scenario) with every default server selected, so a partial run never erases a table."""
+    ran = {scenario.group for scenario in scenarios}
+    if mode == "always":
+        return [group for group in GROUPS if group in ran]
+    if mode == "never":
+        return []
+    all_default = {server.name for server in SERVERS if server.default} <= {server.name for server in servers}
+    selected = {scenario.key for scenario in scenarios}
+    return [
+        group
+        for group, group_scenarios in GROUPS.items()
+        if all_default and group_scenarios and all(scenario.key in selected for scenario in group_scenarios)
+    ]
+
+
+def draw_charts(settings: Settings, groups: list[str]) -> None:
+    python = settings.bench_venv / "bin" / "python"
+    if not python.exists():
+        print("charts: skipped (no bench venv; run `make bench-tools`)", file=sys.stderr)
+        return
+    argv = [str(python), "-m", "benches.chart", str(LATEST_PATH), str(CHARTS_DIR), *groups]
+    completed = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    if completed.returncode != 0:
+        last = (completed.stderr.strip().splitlines() or ["?"])[-1]
+        print(f"charts: skipped ({last})", file=sys.stderr)
+    else:
+        sys.stderr.write(completed.stdout)
+
+
+def print_summary(document: dict, out=sys.stdout) -> None:
+    out.write("\nMedians:\n")
+    for summary in document["summaries"]:
+        label = f"  {summary['scenario']:<26} {summary['server']:<20}"
+        if not summary["ok"]:
+            out.write(f"{label} FAILED ({'; '.join(summary['failures'])})\n")
+            continue
+        medians = summary["medians"]
+        out.write(
+            f"{label} {medians['requests_per_second']:>12,.0f} rps  p50 {format_ms(medians.get('p50_ms'))}  "
+            f"p99 {format_ms(medians.get('p99_ms'))}  {format_us(medians.get('cpu_us_per_request'))} CPU/req  "
+            f"peak RSS {format_mb(medians.get('peak_rss_bytes'))}\n"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    arguments = build_parser().parse_args(argv)
+    if arguments.list:
+        list_everything()
+        return 0
+    settings = Settings(
+        duration_s=QUICK_DURATION_S if arguments.quick else arguments.duration,
+        warmup_s=QUICK_WARMUP_S if arguments.quick else arguments.warmup,
+        repeat=1 if arguments.quick else arguments.repeat,
+        server_cpu=arguments.server_cpu,
+        client_cpu=arguments.client_cpu,
+    )
+    if arguments.report:
+        groups = list(load_latest().get("groups", {}))
+        draw_charts(settings, groups)
+        update_readme(load_latest(), list(GROUPS))
+        print(f"README regenerated from {LATEST_PATH.relative_to(REPO_ROOT)}")
+        return 0
+    try:
+        scenarios = select_scenarios(split_names(arguments.scenarios))
+        servers = select_servers(split_names(arguments.servers))
+    except ValueError as error:
+        print(f"benches: {error}", file=sys.stderr)
+        return 2
+    problems = check_prerequisites(settings)
+    if problems:
+        print("benches: cannot measure:\n  " + "\n  ".join(problems), file=sys.stderr)
+        return 2
+    if settings.server_cpu == settings.client_cpu:
+        print("benches: WARNING: server and wrk share one core; numbers will not be comparable", file=sys.stderr)
+
+    available, skipped = [], {}
+    for server in servers:
+        reason = unavailable_reason(server, settings.rush_venv, settings.bench_venv)
+        if reason is None:
+            available.append(server)
+        else:
+            skipped[server.name] = reason
+            print(f"benches: skipping {server.name}: {reason}", file=sys.stderr)
+    if not available:
+        print("benches: no server to measure", file=sys.stderr)
+        return 2
+
+    # The runner's own work (checks, RSS sampling) stays off the server's core.
+    os.sched_setaffinity(0, {settings.client_cpu})
+    load = os.getloadavg()[0]
+    if load > BUSY_LOAD_AVERAGE and not arguments.quick:
+        print(f"benches: WARNING: load average is {load:.2f}; other work will make numbers noisy", file=sys.stderr)
+    runs = plan(scenarios, available, settings.repeat)
+    print(
+        f"benches: {len(runs)} runs: {len(scenarios)} scenarios, {len(available)} servers, {settings.repeat} "
+        f"repeats, {settings.duration_s:g} s each after {settings.warmup_s:g} s warm-up; logs in {settings.log_dir}",
+        file=sys.stderr,
+    )
+    records = run_all(runs, settings)
+
+    timestamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    environment = collect_environment(
+        {server.name: server_version(server, settings.rush_venv, settings.bench_venv) for server in available},
+        python_versions(available, settings),
+    )
+    document = results_document(
+        environment=environment,
+        settings={
+            "duration_s": settings.duration_s,
+            "warmup_s": settings.warmup_s,
+            "repeat": settings.repeat,
+            "server_cpu": settings.server_cpu,
+            "client_cpu": settings.client_cpu,
+            "host": settings.host,
+            "quick": arguments.quick,
+            "command": " ".join(["python -m benches", *(argv if argv is not None else sys.argv[1:])]),
+        },
+        scenarios=scenarios,
+        servers={
+            server.name: {
+                "title": server.title,
+                "command": readable_server_command(server, settings),
+                "version": environment["servers"].get(server.name, "?"),
+                "notes": server.notes,
+            }
+            for server in available
+        },
+        runs=records,
+    )
+    document["skipped"] = skipped
+    document["wrk_commands"] = {
+        scenario.key: readable_command(wrk_command(scenario, f"http://{settings.host}:PORT", settings.duration_s))
+        for scenario in scenarios
+    }
+    results_path = (SMOKE_DIR if arguments.quick else RESULTS_DIR) / f"{timestamp}.json"
+    write_results(results_path, document)
+    print_summary(document)
+    print(f"\nresults: {results_path.relative_to(REPO_ROOT)}")
+
+    readme_mode = "never" if arguments.quick and arguments.readme == "auto" else arguments.readme
+    groups = complete_groups(scenarios, servers, readme_mode)
+    if groups:
+        latest = merge_into_latest(load_latest(), document, groups, str(results_path.relative_to(BENCHES_DIR)))
+        write_results(LATEST_PATH, latest)
+        draw_charts(settings, groups)
+        update_readme(latest, list(GROUPS))
+        print(f"README tables regenerated for: {', '.join(groups)}")
+    else:
+        print("README not updated (smoke run, partial run, or --readme never)")
+    failed = [summary for summary in summarise(records) if not summary.ok]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,233 @@
+"""One measured run, and the interleaved schedule of all runs with progress and time left.
+
+`measure` is the method, step by step, for one server on one scenario:
+
+1. pick a free port and make sure nothing answers on it (so what answers later is ours);
+2. start the server pinned to the server core (``taskset -c``), output to a log file;
+3. wait until it answers HTTP (TCP connect plus a real request), with a timeout;
+4. check the scenario's response (status, headers, body; pipelined as deep as the
+   scenario; connection closed for ``Connection: close``);
+5. note the idle RSS, then warm up with the same wrk command for a few seconds;
+6. read the server tree's CPU time, run wrk pinned to the client core while a
+   sampler watches RSS, read the CPU time again;
+7. check the response again (the server survived the load and still answers right);
+8. judge wrk's report (socket errors, statuses) and stop the server by its PID.
+
+`plan` interleaves: for each scenario, for each repeat, every server once, the
+servers' order rotating by one each repeat, so slow drift of the machine (heat,
+other load) spreads over all servers instead of favouring the one that ran first.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from benches import REPO_ROOT
+from benches.httpcheck import CheckFailed, answers_http, check_scenario, free_port, port_is_free, wait_until_answering
+from benches.processes import RssSampler, ServerProcess
+from benches.results import RunRecord, wrk_failure
+from benches.scenarios import Scenario
+from benches.servers import BENCH_VENV, RUSH_VENV, Server
+from benches.wrk import WrkError, parse_wrk_output, wrk_command
+
+
+@dataclass
+class Settings:
+    duration_s: float = 10.0
+    warmup_s: float = 2.0
+    repeat: int = 3
+    host: str = "127.0.0.1"
+    server_cpu: int = 1
+    client_cpu: int = 0
+    startup_timeout_s: float = 30.0
+    stop_timeout_s: float = 10.0
+    # A pause between runs, so sockets in TIME_WAIT and the previous server's exit settle.
+    pause_s: float = 1.0
+    wrk: str = "wrk"
+    rush_venv: Path = RUSH_VENV
+    bench_venv: Path = BENCH_VENV
+    # Server output, one file per run; shown (last lines) when a run fails.
+    log_dir: Path = field(
+        default_factory=lambda: Path(tempfile.gettempdir()) / time.strftime("rush-bench-logs-%Y%m%d-%H%M%S")
+    )
+
+    def estimated_run_seconds(self) -> float:
+        """A first guess of one run's wall time, before any run has been timed."""
+        return 1.5 + self.warmup_s + self.duration_s + self.pause_s + 0.5
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    scenario: Scenario
+    server: Server
+    repeat: int
+
+
+def plan(scenarios: list[Scenario], servers: list[Server], repeat: int) -> list[PlannedRun]:
+    runs = []
+    for scenario in scenarios:
+        eligible = [server for server in servers if scenario.applies_to(server.name)]
+        for index in range(repeat):
+            shift = index % len(eligible) if eligible else 0
+            for server in eligible[shift:] + eligible[:shift]:
+                runs.append(PlannedRun(scenario, server, index + 1))
+    return runs
+
+
+def check_prerequisites(settings: Settings) -> list[str]:
+    """Problems that make measuring impossible or meaningless (empty when all is well)."""
+    problems = []
+    if shutil.which(settings.wrk) is None:
+        problems.append(f"{settings.wrk} is not on PATH (run `make bench-tools`)")
+    if shutil.which("taskset") is None:
+        problems.append("taskset is not on PATH (apt-get install util-linux)")
+    allowed = os.sched_getaffinity(0)
+    for role, cpu in (("server", settings.server_cpu), ("client", settings.client_cpu)):
+        if cpu not in allowed:
+            problems.append(f"{role} CPU {cpu} is not available (this process may use {sorted(allowed)})")
+    return problems
+
+
+def server_environment(server: Server, settings: Settings) -> dict[str, str]:
+    venv = server.venv_dir(settings.rush_venv, settings.bench_venv)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env["VIRTUAL_ENV"] = str(venv)
+    # So a server's last words reach its log file when it fails (servers log little at level warning).
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PATH"] = os.pathsep.join([str(venv / "bin"), env.get("PATH", "")])
+    return env
+
+
+def run_wrk(argv: list[str], settings: Settings, duration_s: float) -> tuple[str, float]:
+    """Runs wrk pinned to the client core; returns (its output, the CPU seconds it used)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    completed = subprocess.run(
+        ["taskset", "-c", str(settings.client_cpu), *argv],
+        capture_output=True,
+        text=True,
+        timeout=duration_s + 60,
+        check=False,
+    )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if completed.returncode != 0:
+        message = (completed.stderr or completed.stdout).strip().splitlines()
+        raise WrkError(f"wrk exited with {completed.returncode}: {' | '.join(message[-3:])}")
+    return completed.stdout, used
+
+
+def measure(planned: PlannedRun, settings: Settings) -> RunRecord:
+    """One server on one scenario, following the method in this module's docstring. Never raises
+    for a server's misbehaviour: whatever went wrong becomes the record's ``failure``."""
+    scenario, server = planned.scenario, planned.server
+    record = RunRecord(scenario=scenario.key, server=server.name, repeat=planned.repeat)
+    started = time.monotonic()
+    port = free_port(settings.host)
+    if not port_is_free(settings.host, port):
+        record.failure = f"port {port} already answers before the server starts"
+        return record
+    bin_dir = server.venv_dir(settings.rush_venv, settings.bench_venv) / "bin"
+    server_argv = server.command(host=settings.host, port=port, bin_dir=bin_dir)
+    command = ["taskset", "-c", str(settings.server_cpu), *server_argv]
+    record.server_command = command
+    url = f"http://{settings.host}:{port}"
+    record.wrk_command = wrk_command(scenario, url, settings.duration_s, settings.wrk)
+    log_path = settings.log_dir / f"{scenario.group}-{scenario.name}-{server.name}-{planned.repeat}.log"
+    settings.log_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        process = ServerProcess(command, cwd=REPO_ROOT, env=server_environment(server, settings), log_path=log_path)
+    except OSError as error:
+        record.failure = f"cannot start the server: {error}"
+        return record
+    try:
+        wait_until_answering(lambda: answers_http(settings.host, port), settings.startup_timeout_s, process.is_alive)
+        check_scenario(scenario, settings.host, port)
+        record.idle_rss_bytes = process.rss_bytes()
+        record.idle_rss_by_process = process.rss_by_process()
+
+        if settings.warmup_s > 0:
+            run_wrk(wrk_command(scenario, url, settings.warmup_s, settings.wrk), settings, settings.warmup_s)
+
+        cpu_before = process.cpu_seconds()
+        with RssSampler(process.pid) as sampler:
+            output, client_cpu = run_wrk(record.wrk_command, settings, settings.duration_s)
+        record.server_cpu_seconds = process.cpu_seconds() - cpu_before
+        record.sampled_peak_rss_bytes = sampler.peak_bytes
+        record.peak_rss_bytes = max(process.peak_rss_bytes(), sampler.peak_bytes)
+
+        result = parse_wrk_output(output)
+        record.take_wrk(result, scenario)
+        if result.duration_s > 0:
+            record.client_cpu_utilisation = client_cpu / result.duration_s
+        if result.requests:
+            record.cpu_us_per_request = record.server_cpu_seconds / result.requests * 1e6
+        if not process.is_alive():
+            raise CheckFailed("server exited during the load")
+        check_scenario(scenario, settings.host, port)
+        record.failure = wrk_failure(result, scenario)
+    except (CheckFailed, WrkError, OSError, subprocess.TimeoutExpired) as error:
+        record.failure = f"{type(error).__name__}: {error}" if not isinstance(error, CheckFailed) else str(error)
+    finally:
+        process.stop(settings.stop_timeout_s)
+        if record.failure:
+            record.server_log_tail = process.log_tail()
+    record.ok = record.failure is None
+    record.wall_time_s = time.monotonic() - started
+    return record
+
+
+def format_duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
+
+
+def describe(record: RunRecord) -> str:
+    if not record.ok:
+        return f"FAILED: {record.failure}"
+    parts = [f"{record.requests_per_second:,.0f} rps"]
+    if record.p99_ms is not None:
+        parts.append(f"p99 {record.p99_ms:.2f} ms")
+    if record.cpu_us_per_request is not None:
+        parts.append(f"{record.cpu_us_per_request:.1f} us CPU/req")
+    if record.peak_rss_bytes:
+        parts.append(f"peak RSS {record.peak_rss_bytes / 1e6:.1f} MB")
+    return "ok: " + ", ".join(parts)
+
+
+def run_all(planned_runs: list[PlannedRun], settings: Settings, out: TextIO = sys.stderr) -> list[RunRecord]:
+    """Runs every planned run in order, printing progress and the estimated time left."""
+    records: list[RunRecord] = []
+    total = len(planned_runs)
+    for index, planned in enumerate(planned_runs):
+        timed = [record.wall_time_s + settings.pause_s for record in records]
+        per_run = sum(timed) / len(timed) if timed else settings.estimated_run_seconds()
+        left = format_duration(per_run * (total - index))
+        out.write(
+            f"[{index + 1}/{total}] {planned.scenario.key} · {planned.server.name} · "
+            f"run {planned.repeat} of {settings.repeat} · about {left} left\n"
+        )
+        out.flush()
+        record = measure(planned, settings)
+        records.append(record)
+        out.write(f"    {describe(record)}\n")
+        if record.server_log_tail and not record.ok:
+            log_lines = record.server_log_tail.splitlines()
+            out.write("    server log (last lines):\n" + "".join(f"      {line}\n" for line in log_lines))
+        out.flush()
+        if index + 1 < total:
+            time.sleep(settings.pause_s)
+    return records

@@ -1,0 +1,172 @@
+"""What the suite measures: scenarios (one request shape + one load shape) collected into groups.
+
+A `Scenario` is a small declarative record: the request (method, path,
+headers), the load (wrk threads, connections, pipeline depth, extra flags)
+and what a correct response looks like (`Expectation`). The runner knows
+how to turn any scenario into a correctness check and a wrk command, so a
+new scenario is a few lines in a group list below, and a new group is a new
+list registered in `GROUPS`.
+
+Every server in `benches.servers` serves the same endpoints (benches/apps/),
+so a scenario applies to all of them unless it names a subset in `servers`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What every response of a scenario must be, checked before timing and again after it.
+
+    ``body`` is compared byte for byte, ``json`` as parsed JSON (servers differ in
+    whitespace), ``headers`` by name (case-insensitive) and value: a value matches
+    if it is equal or if it is the expected media type followed by parameters
+    (``text/plain`` matches ``text/plain; charset=utf-8``). ``None`` means "not
+    checked": 404 pages, for instance, differ from server to server.
+    """
+
+    status: int = 200
+    body: bytes | None = None
+    json: Any = None
+    headers: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def is_error_status(self) -> bool:
+        """wrk counts every status >= 400 as "Non-2xx or 3xx"; for such scenarios that count is expected."""
+        return self.status >= 400
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One measured request shape under one load shape."""
+
+    name: str
+    group: str
+    title: str
+    path: str
+    expect: Expectation
+    method: str = "GET"
+    headers: tuple[tuple[str, str], ...] = ()
+    threads: int = 1
+    connections: int = 100
+    pipeline: int = 1
+    wrk_args: tuple[str, ...] = ()
+    # Whether the server must close the connection after answering (Connection: close).
+    expect_close: bool = False
+    # Restricts the scenario to these servers; None means every server.
+    servers: tuple[str, ...] | None = None
+    notes: str = ""
+
+    @property
+    def reports_latency(self) -> bool:
+        """wrk's latency percentiles are meaningless under pipelining: it records one latency per
+        batch but corrects for coordinated omission with the per-response rate, which piles
+        synthetic samples below its own minimum (percentiles print as 0 or exceed the maximum)."""
+        return self.pipeline == 1
+
+    @property
+    def key(self) -> str:
+        return f"{self.group}/{self.name}"
+
+    def applies_to(self, server_name: str) -> bool:
+        return self.servers is None or server_name in self.servers
+
+
+PLAIN_HELLO = Expectation(status=200, body=b"Hello, World!", headers=(("content-type", "text/plain"),))
+
+HELLO_GROUP: list[Scenario] = [
+    Scenario(
+        name="keep-alive",
+        group="hello",
+        title="GET / keep-alive",
+        path="/",
+        expect=PLAIN_HELLO,
+        notes="plaintext over 100 keep-alive connections",
+    ),
+    Scenario(
+        name="pipelined-16",
+        group="hello",
+        title="GET / pipelined 16 deep",
+        path="/",
+        expect=PLAIN_HELLO,
+        pipeline=16,
+        notes="16 requests per write on each of 100 connections",
+    ),
+    Scenario(
+        name="query",
+        group="hello",
+        title="GET /hello?name=bill",
+        path="/hello?name=bill",
+        expect=Expectation(status=200, body=b"Hello, bill", headers=(("content-type", "text/plain"),)),
+        notes="the handler reads a query parameter",
+    ),
+    Scenario(
+        name="redirect",
+        group="hello",
+        title="GET /easter (301)",
+        path="/easter",
+        expect=Expectation(status=301, headers=(("location", "/egg"),)),
+        notes="a static redirect",
+    ),
+    Scenario(
+        name="not-found",
+        group="hello",
+        title="GET unknown path (404)",
+        path="/no/such/page",
+        expect=Expectation(status=404),
+        notes="unknown path; wrk's non-2xx/3xx count must equal its request count",
+    ),
+    Scenario(
+        name="connection-close",
+        group="hello",
+        title="GET / Connection: close",
+        path="/",
+        headers=(("Connection", "close"),),
+        expect=PLAIN_HELLO,
+        expect_close=True,
+        notes="a new TCP connection per request",
+    ),
+    Scenario(
+        name="json",
+        group="hello",
+        title="GET /json",
+        path="/json",
+        expect=Expectation(
+            status=200, json={"message": "Hello, World!"}, headers=(("content-type", "application/json"),)
+        ),
+        notes="a small JSON object serialised per request",
+    ),
+]
+
+# Group name -> its scenarios, in the order they run and appear in tables.
+GROUPS: dict[str, list[Scenario]] = {
+    "hello": HELLO_GROUP,
+}
+
+
+def all_scenarios() -> list[Scenario]:
+    return [scenario for scenarios in GROUPS.values() for scenario in scenarios]
+
+
+def select_scenarios(selectors: list[str] | None) -> list[Scenario]:
+    """Scenarios named by ``selectors``: a group (``hello``), a scenario key
+    (``hello/json``) or a bare scenario name when it is unambiguous (``json``).
+
+    Unknown selectors raise ValueError listing what exists, so a typo is never
+    a silently empty run. Order follows the registry, duplicates are dropped.
+    """
+    if not selectors:
+        return all_scenarios()
+    chosen: set[str] = set()
+    for selector in selectors:
+        matches = [
+            scenario for scenario in all_scenarios() if selector in (scenario.group, scenario.key, scenario.name)
+        ]
+        if not matches:
+            known = ", ".join(list(GROUPS) + [scenario.key for scenario in all_scenarios()])
+            raise ValueError(f"unknown scenario or group {selector!r}; known: {known}")
+        chosen.update(scenario.key for scenario in matches)
+    return [scenario for scenario in all_scenarios() if scenario.key in chosen]

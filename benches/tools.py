@@ -1,0 +1,144 @@
+"""Installs what the benchmarks need, on a fresh machine: ``python -m benches.tools`` (``make bench-tools``).
+
+- wrk, from the system packages (``apt-get install wrk``) when it is not on PATH;
+- ``.venv-bench``, a virtualenv of its own for the peer servers and matplotlib, so
+  none of them ever leaks into rush's ``.venv`` (rush runs from there, built by
+  ``make build``);
+- each peer's pip requirements (from `benches.servers`), one peer at a time: a peer
+  that fails to install is recorded in ``.venv-bench/peers-status.json`` with the
+  reason and later skipped with that note, it never stops the others;
+- with ``--oha``, the oha load generator from crates.io into benches/.tools/.
+
+A stamp file remembers the requirement sets already installed, so a second
+``make bench`` goes straight to measuring. ``--force`` reinstalls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+from benches import BENCHES_DIR
+from benches.servers import BENCH_VENV, PEER_STATUS_FILE, SERVERS
+
+CHART_REQUIREMENTS = ("matplotlib",)
+TOOLS_DIR = BENCHES_DIR / ".tools"
+STAMP_FILE = BENCH_VENV / "requirements.stamp"
+
+
+def say(message: str) -> None:
+    print(f"bench-tools: {message}", flush=True)
+
+
+def ensure_wrk() -> bool:
+    if shutil.which("wrk"):
+        return True
+    if shutil.which("apt-get") is None:
+        say("wrk is missing and there is no apt-get: install wrk with your package manager")
+        return False
+    say("installing wrk with apt-get")
+    for argv in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "wrk"]):
+        if subprocess.run(argv, check=False).returncode != 0:
+            say(f"`{' '.join(argv)}` failed (not root? try: sudo apt-get install wrk)")
+            return False
+    return shutil.which("wrk") is not None
+
+
+def ensure_oha() -> bool:
+    """oha from crates.io, built into benches/.tools/bin (a few minutes of compiling, so opt-in)."""
+    if shutil.which("oha") or (TOOLS_DIR / "bin" / "oha").exists():
+        return True
+    if shutil.which("cargo") is None:
+        say("oha needs cargo (a Rust toolchain)")
+        return False
+    say("building oha from crates.io into benches/.tools (takes a few minutes)")
+    argv = ["cargo", "install", "oha", "--locked", "--root", str(TOOLS_DIR)]
+    return subprocess.run(argv, check=False).returncode == 0
+
+
+def peer_requirement_sets() -> dict[str, tuple[str, ...]]:
+    """Server name -> pip requirements, for every server that lives in the bench venv."""
+    return {server.name: server.requirements for server in SERVERS if server.venv == "bench"}
+
+
+def requirements_digest() -> str:
+    wanted = {"peers": peer_requirement_sets(), "charts": CHART_REQUIREMENTS}
+    return hashlib.sha256(json.dumps(wanted, sort_keys=True).encode()).hexdigest()
+
+
+def pip_install(python: Path, requirements: tuple[str, ...]) -> tuple[bool, str]:
+    if not requirements:
+        return True, ""
+    argv = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *requirements]
+    completed = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if completed.returncode == 0:
+        return True, ""
+    last_lines = (completed.stderr or completed.stdout).strip().splitlines()[-2:]
+    return False, f"pip install {' '.join(requirements)} failed: {' '.join(last_lines)}"[:300]
+
+
+def ensure_bench_venv(force: bool = False) -> dict[str, dict]:
+    """Creates .venv-bench and installs every peer into it; returns (and records) each peer's status."""
+    python = BENCH_VENV / "bin" / "python"
+    if not python.exists():
+        say(f"creating {BENCH_VENV}")
+        venv.EnvBuilder(with_pip=True, clear=False).create(BENCH_VENV)
+    digest = requirements_digest()
+    if not force and STAMP_FILE.exists() and STAMP_FILE.read_text().strip() == digest:
+        try:
+            return json.loads(PEER_STATUS_FILE.read_text())
+        except (OSError, ValueError):
+            pass
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--upgrade", "pip"], check=False
+    )
+    status: dict[str, dict] = {}
+    installed: dict[tuple[str, ...], tuple[bool, str]] = {}
+    for name, requirements in peer_requirement_sets().items():
+        if requirements not in installed:
+            say(f"installing {name}: {' '.join(requirements)}")
+            installed[requirements] = pip_install(python, requirements)
+        ok, note = installed[requirements]
+        status[name] = {"ok": ok, "note": note}
+        if not ok:
+            say(f"{name} will be skipped: {note}")
+    say(f"installing chart tools: {' '.join(CHART_REQUIREMENTS)}")
+    ok, note = pip_install(python, CHART_REQUIREMENTS)
+    status["charts"] = {"ok": ok, "note": note}
+    if not ok:
+        say(f"charts will be skipped: {note}")
+    PEER_STATUS_FILE.write_text(json.dumps(status, indent=2) + "\n")
+    # Only a complete success is remembered; a failed peer is retried next time (the network may be back).
+    if all(entry["ok"] for entry in status.values()):
+        STAMP_FILE.write_text(digest + "\n")
+    elif STAMP_FILE.exists():
+        STAMP_FILE.unlink()
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benches.tools", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--force", action="store_true", help="reinstall the peers even if the stamp says done")
+    parser.add_argument("--oha", action="store_true", help="also build the oha load generator (slow)")
+    arguments = parser.parse_args(argv)
+    wrk_ok = ensure_wrk()
+    status = ensure_bench_venv(force=arguments.force)
+    if arguments.oha:
+        ensure_oha()
+    installed = [name for name, entry in status.items() if entry["ok"]]
+    failed = [name for name, entry in status.items() if not entry["ok"]]
+    say(f"wrk: {'ok' if wrk_ok else 'MISSING'}; installed: {', '.join(installed) or 'none'}")
+    if failed:
+        say(f"not installed (skipped when benchmarking): {', '.join(failed)}")
+    # Missing peers are not an error (they are skipped); a missing wrk is, since nothing can be measured.
+    return 0 if wrk_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

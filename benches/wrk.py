@@ -1,0 +1,139 @@
+"""wrk, the load generator: building its command line from a scenario, and parsing its report.
+
+wrk (``wrk --latency``) prints a human-readable report; `parse_wrk_output`
+turns it into a `WrkResult` with requests/sec, the latency percentiles it
+prints (50/75/90/99), socket errors and the "Non-2xx or 3xx responses"
+count (wrk counts every status >= 400 there). Durations in the report carry
+units (``us``, ``ms``, ``s``, ``m``, ``h``) which are converted to
+milliseconds; sizes (``B``, ``KB``, ``MB``, ``GB``) to bytes.
+
+Pipelining uses benches/lua/pipeline.lua, which sends ``pipeline`` copies of
+the request per write (the script gets the depth after ``--``).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import asdict, dataclass, field
+
+from benches import BENCHES_DIR
+from benches.scenarios import Scenario
+
+PIPELINE_SCRIPT = BENCHES_DIR / "lua" / "pipeline.lua"
+# A request slower than this counts as a wrk "timeout" socket error; wrk's default is 2 s.
+WRK_TIMEOUT = "5s"
+
+_TIME_UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0, "h": 3_600_000.0}
+_SIZE_UNITS = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4}
+_NUMBER = r"([0-9]+(?:\.[0-9]+)?)"
+
+
+class WrkError(ValueError):
+    """wrk failed, or its output did not contain a report."""
+
+
+@dataclass
+class WrkResult:
+    requests: int
+    duration_s: float
+    requests_per_second: float
+    latency_ms: dict[str, float] = field(default_factory=dict)  # "p50" -> milliseconds
+    socket_errors: dict[str, int] = field(default_factory=dict)  # connect/read/write/timeout -> count
+    non_2xx_3xx: int = 0
+    transfer_bytes: float = 0.0
+
+    @property
+    def socket_error_total(self) -> int:
+        return sum(self.socket_errors.values())
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def duration_to_ms(text: str) -> float:
+    """``"635.91us"`` -> 0.63591; ``"1.20ms"`` -> 1.2; ``"2.00s"`` -> 2000.0; ``"1.50m"`` -> 90000.0."""
+    match = re.fullmatch(_NUMBER + r"(us|ms|s|m|h)", text.strip())
+    if not match:
+        raise WrkError(f"not a wrk duration: {text!r}")
+    return float(match.group(1)) * _TIME_UNITS_MS[match.group(2)]
+
+
+def size_to_bytes(text: str) -> float:
+    """``"68.51MB"`` -> 71838351.36; ``"512.00B"`` -> 512.0."""
+    match = re.fullmatch(_NUMBER + r"(B|KB|MB|GB|TB)", text.strip())
+    if not match:
+        raise WrkError(f"not a wrk size: {text!r}")
+    return float(match.group(1)) * _SIZE_UNITS[match.group(2)]
+
+
+def parse_latency_distribution(output: str) -> dict[str, float]:
+    """The lines under "Latency Distribution" (``     99%    5.80ms``) as {"p99": 5.8, ...} in ms."""
+    latency: dict[str, float] = {}
+    lines = iter(output.splitlines())
+    for line in lines:
+        if line.strip() == "Latency Distribution":
+            break
+    for line in lines:
+        match = re.fullmatch(r"\s*" + _NUMBER + r"%\s+(\S+)\s*", line)
+        if not match:
+            break
+        latency[f"p{float(match.group(1)):g}"] = duration_to_ms(match.group(2))
+    return latency
+
+
+def parse_wrk_output(output: str) -> WrkResult:
+    """Parses the report of ``wrk --latency``. Raises WrkError when there is no report."""
+    rps_match = re.search(r"^Requests/sec:\s*" + _NUMBER, output, re.MULTILINE)
+    total_match = re.search(r"^\s*([0-9]+) requests in ([0-9.]+(?:us|ms|s|m|h)),\s*(\S+) read", output, re.MULTILINE)
+    if not rps_match or not total_match:
+        first_lines = " | ".join(output.strip().splitlines()[:3]) or "no output"
+        raise WrkError(f"no wrk report found ({first_lines})")
+
+    latency = parse_latency_distribution(output)
+
+    socket_errors = {"connect": 0, "read": 0, "write": 0, "timeout": 0}
+    errors_match = re.search(
+        r"Socket errors: connect ([0-9]+), read ([0-9]+), write ([0-9]+), timeout ([0-9]+)", output
+    )
+    if errors_match:
+        socket_errors = dict(zip(socket_errors, map(int, errors_match.groups()), strict=True))
+
+    non_2xx_match = re.search(r"Non-2xx or 3xx responses: ([0-9]+)", output)
+    return WrkResult(
+        requests=int(total_match.group(1)),
+        duration_s=duration_to_ms(total_match.group(2)) / 1000.0,
+        requests_per_second=float(rps_match.group(1)),
+        latency_ms=latency,
+        socket_errors=socket_errors,
+        non_2xx_3xx=int(non_2xx_match.group(1)) if non_2xx_match else 0,
+        transfer_bytes=size_to_bytes(total_match.group(3)),
+    )
+
+
+def wrk_command(scenario: Scenario, url: str, duration_s: float, wrk: str = "wrk") -> list[str]:
+    """The wrk argv for ``scenario`` against ``url`` (base URL without path) for ``duration_s`` seconds."""
+    argv = [
+        wrk,
+        f"-t{scenario.threads}",
+        f"-c{scenario.connections}",
+        f"-d{max(1, round(duration_s))}s",
+        "--timeout",
+        WRK_TIMEOUT,
+        "--latency",
+    ]
+    for name, value in scenario.headers:
+        argv += ["-H", f"{name}: {value}"]
+    argv += list(scenario.wrk_args)
+    if scenario.pipeline > 1:
+        argv += ["-s", str(PIPELINE_SCRIPT)]
+    argv.append(url.rstrip("/") + scenario.path)
+    if scenario.pipeline > 1:
+        argv += ["--", str(scenario.pipeline)]
+    return argv
+
+
+def readable_command(argv: list[str]) -> str:
+    """A wrk argv as written in the README: shell-quoted, paths relative to the repository."""
+    text = shlex.join(argv)
+    return text.replace(str(BENCHES_DIR.parent) + "/", "")

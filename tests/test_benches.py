@@ -1,0 +1,573 @@
+"""Tests of the benchmark suite itself (benches/), not of rush's speed.
+
+They need neither wrk, nor the bench virtualenv, nor the network: wrk's
+output is given as samples, servers are replaced by canned responses on a
+loopback socket, and the README writer works on strings. The slow measuring
+stays out of `make test`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+# `python -m pytest` (as `make test` runs it) puts the repository root on sys.path, the `pytest`
+# script does not; benches/ is a directory of the repository, not an installed package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benches import REPO_ROOT
+from benches.cli import complete_groups
+from benches.httpcheck import CheckFailed, check_scenario, media_type_matches, request_bytes
+from benches.processes import ServerProcess, cpu_seconds, memory_bytes, process_tree
+from benches.report import (
+    NOT_MEASURED,
+    headline_rows,
+    merge_into_latest,
+    render_group,
+    render_headline,
+    render_readme,
+    replace_section,
+)
+from benches.results import RunRecord, latency_problem, results_document, summarise, wrk_failure
+from benches.runner import plan
+from benches.scenarios import GROUPS, Expectation, Scenario, select_scenarios
+from benches.servers import SERVERS, select_servers
+from benches.wrk import (
+    PIPELINE_SCRIPT,
+    WrkError,
+    WrkResult,
+    duration_to_ms,
+    parse_wrk_output,
+    size_to_bytes,
+    wrk_command,
+)
+
+WRK_CLEAN = """\
+Running 10s test @ http://127.0.0.1:8000/
+  1 threads and 100 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency   635.91us    0.89ms  12.92ms   93.69%
+    Req/Sec    56.20k     8.07k   62.00k    86.54%
+  Latency Distribution
+     50%  250.00us
+     75%  491.00us
+     90%  700.00us
+     99%    5.80ms
+  561200 requests in 10.01s, 68.51MB read
+Requests/sec:  56068.04
+Transfer/sec:      6.84MB
+"""
+
+WRK_WITH_ERRORS = """\
+Running 5s test @ http://127.0.0.1:8000/no/such/page
+  1 threads and 100 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     1.20s   300.00ms   2.00s    70.00%
+    Req/Sec     1.10k   200.00     1.50k    60.00%
+  Latency Distribution
+     50%    1.10s
+     75%    1.30s
+     90%    1.50s
+     99%    1.90s
+  5500 requests in 5.00s, 1.01MB read
+  Socket errors: connect 0, read 12, write 3, timeout 7
+  Non-2xx or 3xx responses: 5500
+Requests/sec:   1100.00
+Transfer/sec:    206.00KB
+"""
+
+WRK_PIPELINED_BROKEN_LATENCY = """\
+Running 2s test @ http://127.0.0.1:8000/
+  1 threads and 100 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency    26.96ms   20.90ms 157.07ms   25.37%
+    Req/Sec    26.26k     6.38k   37.33k    70.00%
+  Latency Distribution
+     50%   82.34ms
+     75%    0.00us
+     90%    0.00us
+     99%    0.00us
+  52173 requests in 2.00s, 8.21MB read
+Requests/sec:  26034.29
+Transfer/sec:      4.10MB
+"""
+
+HELLO = Scenario(name="hello", group="test", title="GET /", path="/", expect=Expectation(body=b"Hello, World!"))
+NOT_FOUND = Scenario(name="nf", group="test", title="404", path="/nope", expect=Expectation(status=404))
+PIPELINED = Scenario(name="pipe", group="test", title="pipelined", path="/", expect=Expectation(), pipeline=4)
+
+
+# --- wrk output -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "milliseconds"),
+    [("635.91us", 0.63591), ("5.80ms", 5.8), ("1.10s", 1100.0), ("1.50m", 90_000.0), ("1h", 3_600_000.0)],
+)
+def test_durations_with_every_unit_become_milliseconds(text, milliseconds):
+    assert duration_to_ms(text) == pytest.approx(milliseconds)
+
+
+def test_sizes_become_bytes():
+    assert size_to_bytes("512.00B") == 512
+    assert size_to_bytes("206.00KB") == pytest.approx(206 * 1024)
+    assert size_to_bytes("68.51MB") == pytest.approx(68.51 * 1024**2)
+    with pytest.raises(WrkError):
+        size_to_bytes("12 parsecs")
+
+
+def test_clean_report_is_parsed():
+    result = parse_wrk_output(WRK_CLEAN)
+    assert result.requests == 561200
+    assert result.duration_s == pytest.approx(10.01)
+    assert result.requests_per_second == pytest.approx(56068.04)
+    assert result.latency_ms == pytest.approx({"p50": 0.25, "p75": 0.491, "p90": 0.7, "p99": 5.8})
+    assert result.socket_errors == {"connect": 0, "read": 0, "write": 0, "timeout": 0}
+    assert result.non_2xx_3xx == 0
+    assert result.transfer_bytes == pytest.approx(68.51 * 1024**2)
+
+
+def test_socket_errors_and_non_2xx_lines_are_parsed():
+    result = parse_wrk_output(WRK_WITH_ERRORS)
+    assert result.socket_errors == {"connect": 0, "read": 12, "write": 3, "timeout": 7}
+    assert result.socket_error_total == 22
+    assert result.non_2xx_3xx == 5500
+    assert result.latency_ms["p50"] == pytest.approx(1100.0)
+    assert result.latency_ms["p99"] == pytest.approx(1900.0)
+
+
+def test_output_without_a_report_is_an_error():
+    with pytest.raises(WrkError, match="unable to connect"):
+        parse_wrk_output("unable to connect to 127.0.0.1:1 Connection refused\n")
+
+
+def test_keep_alive_command():
+    argv = wrk_command(HELLO, "http://127.0.0.1:9000", 10)
+    assert argv[:4] == ["wrk", "-t1", "-c100", "-d10s"]
+    assert "--latency" in argv
+    assert argv[-1] == "http://127.0.0.1:9000/"
+    assert "-s" not in argv
+
+
+def test_pipelined_command_passes_the_depth_to_the_lua_script():
+    argv = wrk_command(PIPELINED, "http://127.0.0.1:9000/", 3)
+    assert argv[argv.index("-s") + 1] == str(PIPELINE_SCRIPT)
+    assert argv[-3:] == ["http://127.0.0.1:9000/", "--", "4"]
+    assert PIPELINE_SCRIPT.exists()
+
+
+def test_scenario_headers_become_wrk_headers():
+    close = next(scenario for scenario in GROUPS["hello"] if scenario.name == "connection-close")
+    argv = wrk_command(close, "http://127.0.0.1:9000", 5)
+    assert argv[argv.index("-H") + 1] == "Connection: close"
+
+
+# --- verdicts and medians ---------------------------------------------------------------------
+
+
+def result(**overrides) -> WrkResult:
+    values = {
+        "requests": 1000,
+        "duration_s": 1.0,
+        "requests_per_second": 1000.0,
+        "latency_ms": {"p50": 0.5, "p75": 0.7, "p90": 0.9, "p99": 2.0},
+        "socket_errors": {"connect": 0, "read": 0, "write": 0, "timeout": 0},
+        "non_2xx_3xx": 0,
+    }
+    return WrkResult(**{**values, **overrides})
+
+
+def test_a_clean_run_counts():
+    assert wrk_failure(result(), HELLO) is None
+
+
+def test_socket_errors_fail_a_run():
+    failure = wrk_failure(result(socket_errors={"connect": 0, "read": 3, "write": 0, "timeout": 1}), HELLO)
+    assert failure == "socket errors: read 3, timeout 1"
+
+
+def test_error_statuses_fail_a_run_that_expects_success():
+    assert "5 of 1000 responses had a status >= 400" in wrk_failure(result(non_2xx_3xx=5), HELLO)
+
+
+def test_a_404_scenario_needs_every_response_to_be_an_error_status():
+    assert wrk_failure(result(non_2xx_3xx=1000), NOT_FOUND) is None
+    assert "10 of 1000 responses had a status below 400" in wrk_failure(result(non_2xx_3xx=990), NOT_FOUND)
+
+
+def test_no_requests_fail_a_run():
+    assert wrk_failure(result(requests=0, non_2xx_3xx=0), HELLO) == "no request completed"
+
+
+def test_broken_latency_distribution_fails_unless_pipelined():
+    broken = parse_wrk_output(WRK_PIPELINED_BROKEN_LATENCY)
+    assert "inconsistent" in wrk_failure(broken, HELLO)
+    assert wrk_failure(broken, PIPELINED) is None
+    assert latency_problem({"p50": 1.0, "p90": 0.5, "p99": 2.0}) is not None
+    assert "p99" in latency_problem({"p50": 1.0, "p90": 2.0})
+
+
+def test_pipelined_runs_record_no_latency():
+    record = RunRecord(scenario=PIPELINED.key, server="x", repeat=1)
+    record.take_wrk(parse_wrk_output(WRK_PIPELINED_BROKEN_LATENCY), PIPELINED)
+    assert record.p50_ms is None and record.p99_ms is None
+    assert record.requests_per_second == pytest.approx(26034.29)
+
+
+def run(server: str, repeat: int, rps: float | None, *, ok: bool = True, scenario: str = "test/hello") -> RunRecord:
+    return RunRecord(
+        scenario=scenario,
+        server=server,
+        repeat=repeat,
+        ok=ok,
+        failure=None if ok else "socket errors: read 1",
+        requests_per_second=rps,
+        p50_ms=rps / 1e5 if rps else None,
+        p99_ms=1.0,
+        cpu_us_per_request=10.0 + repeat,
+        peak_rss_bytes=30_000_000,
+    )
+
+
+def test_medians_are_taken_metric_by_metric():
+    summaries = summarise([run("a", 1, 100.0), run("b", 1, 50.0), run("a", 2, 300.0), run("a", 3, 200.0)])
+    a, b = summaries
+    assert (a.server, a.runs, a.ok_runs, a.ok) == ("a", 3, 3, True)
+    assert a.medians["requests_per_second"] == 200.0
+    assert a.medians["cpu_us_per_request"] == 12.0
+    assert (a.rps_min, a.rps_max) == (100.0, 300.0)
+    assert b.medians["requests_per_second"] == 50.0
+
+
+def test_median_of_an_even_number_of_runs_is_the_mean_of_the_middle_two():
+    (summary,) = summarise([run("a", 1, 100.0), run("a", 2, 200.0)])
+    assert summary.medians["requests_per_second"] == 150.0
+
+
+def test_one_failed_repeat_means_no_number_at_all():
+    (summary,) = summarise([run("a", 1, 100.0), run("a", 2, None, ok=False), run("a", 3, 120.0)])
+    assert not summary.ok
+    assert summary.medians == {}
+    assert summary.failures == ["run 2: socket errors: read 1"]
+
+
+# --- selection and schedule -------------------------------------------------------------------
+
+
+def test_scenarios_are_selected_by_group_key_or_name():
+    assert select_scenarios(["hello"]) == GROUPS["hello"]
+    assert [scenario.key for scenario in select_scenarios(["hello/json", "redirect"])] == [
+        "hello/redirect",
+        "hello/json",
+    ]
+    with pytest.raises(ValueError, match="unknown scenario"):
+        select_scenarios(["no-such-thing"])
+
+
+def test_default_servers_leave_out_variants():
+    names = [server.name for server in select_servers(None)]
+    assert "rush" in names
+    assert all(server.default for server in select_servers(None))
+    with pytest.raises(ValueError, match="unknown server"):
+        select_servers(["nginx-on-mars"])
+
+
+def test_every_server_command_has_its_placeholders():
+    for server in SERVERS:
+        command = server.command(host="127.0.0.1", port=1234, bin_dir=Path("/venv/bin"))
+        assert "1234" in command and not any("{" in part for part in command)
+
+
+def test_runs_are_interleaved_and_the_order_rotates():
+    servers = select_servers(["rush", "granian-rsgi", "uvicorn"])
+    runs = plan([HELLO, NOT_FOUND], servers, repeat=3)
+    assert len(runs) == 2 * 3 * 3
+    first_scenario = [(planned.repeat, planned.server.name) for planned in runs[:9]]
+    assert first_scenario[:3] == [(1, "rush"), (1, "granian-rsgi"), (1, "uvicorn")]
+    assert first_scenario[3:6] == [(2, "granian-rsgi"), (2, "uvicorn"), (2, "rush")]
+    assert first_scenario[6:9] == [(3, "uvicorn"), (3, "rush"), (3, "granian-rsgi")]
+    assert {planned.scenario.key for planned in runs[9:]} == {NOT_FOUND.key}
+
+
+# --- README writer ----------------------------------------------------------------------------
+
+
+README = """# Benchmarks
+
+Hand-written introduction.
+
+<!-- results:headline -->
+old headline
+<!-- /results:headline -->
+
+## hello
+
+Method notes | with a pipe.
+
+<!-- results:hello -->
+old table
+<!-- /results:hello -->
+
+Footer text.
+"""
+
+
+def test_replace_section_swaps_only_what_is_between_the_markers():
+    updated = replace_section(README, "hello", "new table\n")
+    assert "old table" not in updated and "new table" in updated
+    before, after = README.split("old table\n")
+    assert updated.startswith(before)
+    assert updated.endswith(after)
+    assert updated == README.replace("old table", "new table")
+
+
+def test_replace_section_appends_a_missing_section():
+    updated = replace_section(README, "rust-frameworks", "numbers")
+    assert updated.startswith(README)
+    assert updated.endswith("<!-- results:rust-frameworks -->\nnumbers\n<!-- /results:rust-frameworks -->\n")
+
+
+def test_replace_section_refuses_an_unterminated_section():
+    with pytest.raises(ValueError, match="without"):
+        replace_section("<!-- results:hello -->\nhand-written text\n", "hello", "x")
+
+
+def results_for(runs: list[RunRecord], scenarios: list[Scenario]) -> dict:
+    document = results_document(
+        environment={
+            "date": "2030-01-01 00:00 UTC",
+            "cpu": "Test CPU",
+            "cpu_count": 2,
+            "kernel": "Linux 6.0",
+            "python": {".venv": "3.11.7"},
+            "servers": {"rush": "rush 0.1.0", "peer": "peer 1.0"},
+            "wrk": "wrk 4.1.0",
+            "rush_git": "abc1234",
+        },
+        settings={"duration_s": 10.0, "warmup_s": 2.0, "repeat": 1, "server_cpu": 1, "client_cpu": 0},
+        scenarios=scenarios,
+        servers={"rush": {"command": "rush app --port PORT"}, "peer": {"command": "peer app --port PORT"}},
+        runs=runs,
+    )
+    document["wrk_commands"] = {scenario.key: f"wrk {scenario.path}" for scenario in scenarios}
+    document["skipped"] = {"absent": "not installed"}
+    return document
+
+
+def test_group_table_and_headline_from_results():
+    runs = [
+        run("rush", 1, 300_000.0),
+        run("peer", 1, 100_000.0),
+        run("rush", 1, 200_000.0, scenario="test/nf"),
+        run("peer", 1, None, ok=False, scenario="test/nf"),
+    ]
+    document = results_for(runs, [HELLO, NOT_FOUND])
+    latest = merge_into_latest({"groups": {}}, document, ["test"], "results/x.json")
+    table = render_group("test", latest["groups"]["test"], chart_exists=False)
+    assert "| GET / | rush | 300,000 | 1.00x |" in table
+    assert "| GET / | peer | 100,000 | 0.33x |" in table
+    assert "| 404 | peer | failed: run 1: socket errors: read 1 |" in table
+    assert "Test CPU" in table and "abc1234" in table and "results/x.json" in table
+    assert "absent (not installed)" in table
+    assert "`rush app --port PORT`" in table and "`wrk /nope`" in table
+    rows = headline_rows(latest)
+    assert rows[0]["best_peer"] == "peer" and rows[0]["ratio"] == pytest.approx(3.0)
+    assert rows[1]["best_peer"] is None and rows[1]["ratio"] is None
+    assert "| test: GET / | 300,000 | peer | 100,000 | 3.00x |" in render_headline(latest)
+
+
+def test_numbers_set_by_a_saturated_load_generator_are_marked():
+    saturated = run("rush", 1, 300_000.0)
+    saturated.client_cpu_utilisation = 0.99
+    document = results_for(
+        [saturated, run("peer", 1, 100_000.0), run("rush", 1, 1e6, scenario="test/pipe")], [HELLO, PIPELINED]
+    )
+    latest = merge_into_latest({"groups": {}}, document, ["test"], "results/x.json")
+    table = render_group("test", latest["groups"]["test"], chart_exists=True)
+    assert "| GET / | rush | 300,000 † |" in table and "| GET / | peer | 100,000 |" in table
+    assert "† wrk's core was at least 95% busy" in table
+    assert "Pipelined scenarios show no latency" in table
+    assert table.startswith("![test: ")
+    assert "| test: GET / † |" in render_headline(latest)
+
+
+def test_only_complete_groups_reach_the_readme():
+    everything = select_servers(None)
+    assert complete_groups(GROUPS["hello"], everything, "auto") == ["hello"]
+    assert complete_groups(GROUPS["hello"][:2], everything, "auto") == []
+    assert complete_groups(GROUPS["hello"], everything[:1], "auto") == []
+    assert complete_groups(GROUPS["hello"][:2], everything[:1], "always") == ["hello"]
+    assert complete_groups(GROUPS["hello"], everything, "never") == []
+
+
+def test_render_readme_keeps_hand_written_text_and_is_idempotent(tmp_path):
+    document = results_for([run("rush", 1, 300_000.0), run("peer", 1, 100_000.0)], [HELLO])
+    latest = merge_into_latest({"groups": {}}, document, ["test"], "results/x.json")
+    once = render_readme(README, latest, ["hello", "test"], charts_dir=tmp_path)
+    assert render_readme(once, latest, ["hello", "test"], charts_dir=tmp_path) == once
+    for hand_written in ("Hand-written introduction.", "Method notes | with a pipe.", "Footer text."):
+        assert hand_written in once
+    # hello has no measurement in `latest`: its section says so instead of keeping stale numbers.
+    assert f"<!-- results:hello -->\n{NOT_MEASURED}\n<!-- /results:hello -->" in once
+    assert "<!-- results:test -->" in once
+
+
+def test_merging_a_group_keeps_the_other_groups():
+    first = merge_into_latest({"groups": {}}, results_for([run("rush", 1, 1.0)], [HELLO]), ["test"], "a.json")
+    first["groups"]["other"] = {"kept": True}
+    second = merge_into_latest(first, results_for([run("rush", 1, 2.0)], [HELLO]), ["test"], "b.json")
+    assert second["groups"]["other"] == {"kept": True}
+    assert second["groups"]["test"]["results_file"] == "b.json"
+
+
+# --- correctness check against canned responses on a loopback socket --------------------------
+
+
+class CannedServer:
+    """Answers every connection with fixed bytes (optionally closing), to exercise the response reader."""
+
+    def __init__(self, response: bytes, close: bool = False) -> None:
+        self.response, self.close = response, close
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.received = b""
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self) -> None:
+        connection, _ = self.listener.accept()
+        with connection:
+            connection.settimeout(5)
+            self.received = connection.recv(65536)
+            connection.sendall(self.response)
+            if not self.close:
+                # Keep the connection open until the client is done with it (recv returns b"").
+                with contextlib.suppress(OSError):
+                    while connection.recv(65536):
+                        pass
+
+    def __enter__(self) -> CannedServer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.thread.join(5)
+        self.listener.close()
+
+
+def plain(body: bytes, status: str = "200 OK", extra: str = "") -> bytes:
+    head = f"HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {len(body)}\r\n{extra}"
+    return head.encode() + b"\r\n" + body
+
+
+def test_pipelined_responses_are_all_checked():
+    with CannedServer(plain(b"Hello, World!") * 4) as server:
+        responses = check_scenario(PIPELINED_HELLO, "127.0.0.1", server.port, timeout=2)
+    assert len(responses) == 4
+    assert server.received == request_bytes(PIPELINED_HELLO, "127.0.0.1", server.port) * 4
+
+
+PIPELINED_HELLO = Scenario(
+    name="p", group="test", title="p", path="/", expect=Expectation(body=b"Hello, World!"), pipeline=4
+)
+
+
+def test_a_wrong_body_in_a_pipelined_stream_is_caught():
+    with CannedServer(plain(b"Hello, World!") * 2 + plain(b"Oops") * 2) as server:
+        with pytest.raises(CheckFailed, match=r"response 3 of 4.*body b'Oops'"):
+            check_scenario(PIPELINED_HELLO, "127.0.0.1", server.port, timeout=2)
+
+
+def test_chunked_bodies_headers_and_status_are_checked():
+    chunked = (
+        b"HTTP/1.1 301 Moved Permanently\r\nLocation: /egg\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+    )
+    redirect = Scenario(
+        name="r", group="t", title="r", path="/easter", expect=Expectation(status=301, headers=(("location", "/egg"),))
+    )
+    with CannedServer(chunked) as server:
+        (response,) = check_scenario(redirect, "127.0.0.1", server.port, timeout=2)
+    assert response.body == b"abc"
+    wrong_location = Scenario(
+        name="r", group="t", title="r", path="/easter", expect=Expectation(status=301, headers=(("location", "/x"),))
+    )
+    with CannedServer(chunked) as server, pytest.raises(CheckFailed, match="location"):
+        check_scenario(wrong_location, "127.0.0.1", server.port, timeout=2)
+
+
+def test_wrong_status_and_json_are_caught():
+    json_scenario = Scenario(name="j", group="t", title="j", path="/json", expect=Expectation(json={"a": 1}))
+    with CannedServer(plain(b'{"a": 1}')) as server:
+        check_scenario(json_scenario, "127.0.0.1", server.port, timeout=2)
+    with CannedServer(plain(b'{"a": 2}')) as server, pytest.raises(CheckFailed, match="JSON"):
+        check_scenario(json_scenario, "127.0.0.1", server.port, timeout=2)
+    with CannedServer(plain(b"nope", status="500 Internal Server Error")) as server:
+        with pytest.raises(CheckFailed, match="status 500, expected 200"):
+            check_scenario(HELLO, "127.0.0.1", server.port, timeout=2)
+
+
+def test_connection_close_must_close():
+    close = Scenario(
+        name="c",
+        group="t",
+        title="c",
+        path="/",
+        headers=(("Connection", "close"),),
+        expect=Expectation(body=b"Hello, World!"),
+        expect_close=True,
+    )
+    with CannedServer(plain(b"Hello, World!"), close=True) as server:
+        check_scenario(close, "127.0.0.1", server.port, timeout=2)
+    with CannedServer(plain(b"Hello, World!"), close=False) as server:
+        with pytest.raises(CheckFailed, match="not closed"):
+            check_scenario(close, "127.0.0.1", server.port, timeout=0.7)
+
+
+def test_media_types_match_with_parameters():
+    assert media_type_matches("text/plain", "text/plain; charset=utf-8")
+    assert media_type_matches("/egg", "/egg")
+    assert not media_type_matches("text/plain", "text/html")
+
+
+# --- processes --------------------------------------------------------------------------------
+
+
+def test_a_process_tree_is_measured_and_stopped(tmp_path):
+    parent_code = (
+        "import subprocess, sys, time\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+        "time.sleep(30)\n"
+    )
+    process = ServerProcess(
+        [sys.executable, "-c", parent_code], cwd=tmp_path, env={"PATH": "/usr/bin:/bin"}, log_path=tmp_path / "log"
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while len(process_tree(process.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        tree = process_tree(process.pid)
+        assert len(tree) == 2 and tree[0] == process.pid
+        assert cpu_seconds(tree) >= 0
+        assert memory_bytes(tree) > 1_000_000
+        assert memory_bytes(tree, "VmHWM") >= memory_bytes(tree) // 2
+    finally:
+        process.stop(timeout=1)
+    assert not process.is_alive()
+    assert process_tree(process.pid) == []
+    child = tree[1]
+    assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split(")")[-1][:3]
+
+
+def test_importing_the_suite_needs_only_the_standard_library():
+    code = (
+        "import sys, benches.cli, benches.chart, benches.tools\n"
+        "assert 'matplotlib' not in sys.modules\n"
+        "assert 'rush' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, check=True)
