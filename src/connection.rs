@@ -116,6 +116,10 @@ pub enum BodyProgress {
 
 /// What the loop needs to finish a request whose async handler is running.
 pub struct AwaitingResponse {
+    /// Names this request in completions from asyncio or the pool: unique
+    /// per worker, so a late completion can never land on a later request
+    /// of the same connection.
+    pub request_id: u64,
     pub head_only: bool,
     pub keep_alive: bool,
     pub http10: bool,
@@ -124,6 +128,13 @@ pub struct AwaitingResponse {
     pub request_line: String,
     /// A copy of the request head, for `Response.file` (conditional, ranges).
     pub request_head: Vec<u8>,
+    /// For an ASGI app: its `send` and `receive` objects.
+    pub asgi: Option<AsgiExchange>,
+}
+
+pub struct AsgiExchange {
+    pub send: pyo3::Py<crate::asgi::AsgiSend>,
+    pub receive: pyo3::Py<crate::asgi::AsgiReceive>,
 }
 
 /// Where a connection stands. Each phase has its own deadline.
@@ -160,9 +171,6 @@ pub struct Connection {
     pub body: Option<OutgoingBody>,
     pub phase: Phase,
     pub deadline: Instant,
-    /// Distinguishes this connection from a later one in the same slab slot,
-    /// for async handlers that finish after their connection closed.
-    pub serial: u64,
     /// The peer closed its side (read returned 0).
     pub peer_closed: bool,
     /// epoll reported the peer's FIN (EPOLLRDHUP); reads go on until EOF.
@@ -170,7 +178,7 @@ pub struct Connection {
 }
 
 impl Connection {
-    pub fn new(stream: Stream, client: Option<SocketAddr>, serial: u64, deadline: Instant) -> Self {
+    pub fn new(stream: Stream, client: Option<SocketAddr>, deadline: Instant) -> Self {
         Connection {
             stream,
             client,
@@ -179,7 +187,6 @@ impl Connection {
             body: None,
             phase: Phase::Idle,
             deadline,
-            serial,
             peer_closed: false,
             peer_sent_fin: false,
         }

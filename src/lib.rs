@@ -6,6 +6,7 @@
 //! on the loop thread, and writes. The module is private; the public API is
 //! the `rush` Python package that wraps it.
 
+mod asgi;
 mod connection;
 mod request;
 mod response;
@@ -24,6 +25,9 @@ fn _rush(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<request::Request>()?;
     module.add_class::<response::Response>()?;
     module.add_class::<wsgi::FileWrapper>()?;
+    module.add_class::<asgi::Ready>()?;
+    module.add_class::<asgi::AsgiSend>()?;
+    module.add_class::<asgi::AsgiReceive>()?;
     module.add_class::<wsgi::WsgiResponse>()?;
     module.add_function(wrap_pyfunction!(wsgi::call_wsgi, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -34,7 +34,10 @@ use rush_proto::{
 };
 use slab::Slab;
 
-use crate::connection::{AwaitingResponse, BodyProgress, Connection, PendingBody, Phase, Stream};
+use crate::asgi::{build_scope, AsgiReceive, AsgiSend, AsgiSettings, SendState};
+use crate::connection::{
+    AsgiExchange, AwaitingResponse, BodyProgress, Connection, PendingBody, Phase, Stream,
+};
 use crate::request::{decode_path, header_fields, Request, RequestParts};
 use crate::response::{finish_head, render_result, write_response, ResponseContext};
 use crate::router::{Handler, RouteDecision, Router};
@@ -111,9 +114,15 @@ struct Core {
     access_logger: Option<Py<PyAny>>,
     async_scheduler: Option<Py<PyAny>>,
     /// Runs `call_wsgi(app, environ)` on a thread pool (`--threads`):
-    /// called as `scheduler(app, environ, key, serial)`.
+    /// called as `scheduler(app, environ, key, request_id)`.
     blocking_scheduler: Option<Py<PyAny>>,
     wsgi: Option<WsgiSettings>,
+    asgi: Option<AsgiSettings>,
+    /// `notifier(key, request_id)` returns the callable an ASGI `send` calls
+    /// after each message once the app has suspended.
+    asgi_notifier: Option<Py<PyAny>>,
+    /// The id given to the next request that continues off the loop.
+    next_request_id: u64,
     /// The listening address, for WSGI's SERVER_NAME/SERVER_PORT.
     server_address: Option<std::net::SocketAddr>,
     draining: bool,
@@ -147,9 +156,8 @@ pub struct Server {
     accept_paused: bool,
     drain_deadline: Option<Instant>,
     next_sweep: Instant,
-    next_serial: u64,
     /// Pool threads signal finished work here; `completion_drain()` returns
-    /// `(key, serial, future)` tuples to complete.
+    /// `(key, request_id, future)` tuples to complete.
     completion_source: Option<(RawFd, Py<PyAny>)>,
 }
 
@@ -162,6 +170,7 @@ impl Server {
         max_body_size=16 * 1024 * 1024, max_connections=10000,
         keep_alive_timeout=5.0, header_timeout=10.0, body_timeout=30.0, send_timeout=30.0,
         wsgi_app=None, root_path=String::new(), wsgi_multithread=false, wsgi_multiprocess=false,
+        asgi_app=None, asgi_state=None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -185,6 +194,8 @@ impl Server {
         root_path: String,
         wsgi_multithread: bool,
         wsgi_multiprocess: bool,
+        asgi_app: Option<Py<PyAny>>,
+        asgi_state: Option<Py<PyDict>>,
     ) -> PyResult<Self> {
         let poll = Poll::new()?;
         // SAFETY: the Python socket object that owns `listener_fd` outlives
@@ -217,6 +228,9 @@ impl Server {
             Listener::Tcp(socket) => socket.local_addr().ok(),
             Listener::Unix(_) => None,
         };
+        let asgi = asgi_app
+            .map(|app| AsgiSettings::new(py, app, root_path.clone(), asgi_state))
+            .transpose()?;
         let wsgi = wsgi_app
             .map(|app| WsgiSettings::new(py, app, root_path, wsgi_multithread, wsgi_multiprocess))
             .transpose()?;
@@ -264,13 +278,15 @@ impl Server {
                 async_scheduler: None,
                 blocking_scheduler: None,
                 wsgi,
+                asgi,
+                asgi_notifier: None,
+                next_request_id: 0,
                 server_address,
                 draining: false,
             },
             accept_paused: false,
             drain_deadline: None,
             next_sweep: now + Duration::from_secs(1),
-            next_serial: 0,
             completion_source: None,
         })
     }
@@ -280,21 +296,75 @@ impl Server {
         self.poll.as_raw_fd()
     }
 
-    /// Sets the callable `scheduler(coroutine, yielded, key, serial)` that
+    /// Sets the callable `scheduler(coroutine, yielded, key, request_id)` that
     /// continues a suspended async handler on asyncio and later calls
     /// [`Server::complete`].
     fn set_async_scheduler(&mut self, scheduler: Py<PyAny>) {
         self.core.async_scheduler = Some(scheduler);
     }
 
-    /// Sets the callable `scheduler(app, environ, key, serial)` that runs a
+    /// Sets `notifier(key, request_id)`, returning the no-argument callable an
+    /// ASGI `send` calls after each message once its app has suspended (it
+    /// should schedule `flush_asgi(key, request_id)` on the event loop).
+    fn set_asgi_notifier(&mut self, notifier: Py<PyAny>) {
+        self.core.asgi_notifier = Some(notifier);
+    }
+
+    /// Writes what a suspended ASGI app has sent so far (scheduled by its notifier).
+    fn flush_asgi(&mut self, py: Python<'_>, key: usize, request_id: u64) {
+        self.core.now = Instant::now();
+        self.core.date.refresh(SystemTime::now());
+        let Some(connection) = self.connections.get_mut(key) else {
+            return;
+        };
+        let Phase::AwaitingHandler(awaiting) = &connection.phase else {
+            return;
+        };
+        if awaiting.request_id != request_id {
+            return;
+        }
+        let Some(exchange) = &awaiting.asgi else {
+            return;
+        };
+        let exchange = AsgiExchange {
+            send: exchange.send.clone_ref(py),
+            receive: exchange.receive.clone_ref(py),
+        };
+        let (keep_alive, head_only, http10) =
+            (awaiting.keep_alive, awaiting.head_only, awaiting.http10);
+        let outcome = self.core.write_asgi(
+            py,
+            connection,
+            &exchange,
+            AsgiWrite {
+                keep_alive,
+                head_only,
+                http10,
+                app_finished: false,
+            },
+        );
+        if let Some(outcome) = outcome {
+            // The response is complete even if the app goes on (background work).
+            self.core.after_outcome(connection, outcome);
+        }
+        let disposition =
+            match catch_unwind(AssertUnwindSafe(|| self.core.drive(py, connection, key))) {
+                Ok(disposition) => disposition,
+                Err(_) => Disposition::Close,
+            };
+        if disposition == Disposition::Close {
+            self.close_connection(key);
+        }
+    }
+
+    /// Sets the callable `scheduler(app, environ, key, request_id)` that runs a
     /// WSGI app on a thread pool instead of the loop thread.
     fn set_blocking_scheduler(&mut self, scheduler: Py<PyAny>) {
         self.core.blocking_scheduler = Some(scheduler);
     }
 
     /// Registers `fd` (made readable by pool threads when work finishes) and
-    /// `drain()`, which returns the finished `(key, serial, future)` tuples.
+    /// `drain()`, which returns the finished `(key, request_id, future)` tuples.
     fn set_completion_source(&mut self, fd: RawFd, drain: Py<PyAny>) -> PyResult<()> {
         self.poll
             .registry()
@@ -383,15 +453,17 @@ impl Server {
     }
 
     /// Finishes the request whose async handler was scheduled for
-    /// connection (`key`, `serial`): `task` is the finished asyncio task.
-    fn complete(&mut self, py: Python<'_>, key: usize, serial: u64, task: &Bound<'_, PyAny>) {
+    /// request `request_id` on connection `key`: `task` is the finished
+    /// asyncio task (or pool future).
+    fn complete(&mut self, py: Python<'_>, key: usize, request_id: u64, task: &Bound<'_, PyAny>) {
         self.core.now = Instant::now();
         self.core.date.refresh(SystemTime::now());
         let Some(connection) = self.connections.get_mut(key) else {
             return;
         };
-        if connection.serial != serial {
-            return;
+        match &connection.phase {
+            Phase::AwaitingHandler(awaiting) if awaiting.request_id == request_id => {}
+            _ => return,
         }
         let Phase::AwaitingHandler(awaiting) =
             std::mem::replace(&mut connection.phase, Phase::Idle)
@@ -400,6 +472,21 @@ impl Server {
         };
         let result = task.call_method0("result");
         let line = RequestLine::Owned(&awaiting.request_line);
+        if let Some(exchange) = &awaiting.asgi {
+            let outcome = self
+                .core
+                .complete_asgi(py, connection, &awaiting, exchange, &line, result);
+            self.core.after_outcome(connection, outcome);
+            let disposition =
+                match catch_unwind(AssertUnwindSafe(|| self.core.drive(py, connection, key))) {
+                    Ok(disposition) => disposition,
+                    Err(_) => Disposition::Close,
+                };
+            if disposition == Disposition::Close {
+                self.close_connection(key);
+            }
+            return;
+        }
         let outcome = self.core.finish(
             py,
             connection,
@@ -515,8 +602,8 @@ impl Server {
         while unsafe { libc::read(*fd, scratch.as_mut_ptr().cast(), scratch.len()) } > 0 {}
         let finished = drain.call0(py)?;
         for item in finished.bind(py).try_iter()? {
-            let (key, serial, future): (usize, u64, Bound<'_, PyAny>) = item?.extract()?;
-            self.complete(py, key, serial, &future);
+            let (key, request_id, future): (usize, u64, Bound<'_, PyAny>) = item?.extract()?;
+            self.complete(py, key, request_id, &future);
         }
         Ok(())
     }
@@ -585,14 +672,10 @@ impl Server {
                     return;
                 }
             };
-            self.next_serial += 1;
             let deadline = self.core.now + self.core.config.keep_alive_timeout;
-            let key = self.connections.insert(Connection::new(
-                stream,
-                client,
-                self.next_serial,
-                deadline,
-            ));
+            let key = self
+                .connections
+                .insert(Connection::new(stream, client, deadline));
             // The listener has TCP_DEFER_ACCEPT, so the request is usually here
             // already: serve it now, and register with epoll only a connection
             // that stays open (a `Connection: close` exchange never needs to).
@@ -932,6 +1015,9 @@ impl Core {
                     }
                 }
             }
+            RouteDecision::NotFound if self.asgi.is_some() => {
+                return self.dispatch_asgi(py, connection, key, head_bytes, head, body, keep_alive);
+            }
             RouteDecision::NotFound if self.wsgi.is_some() => {
                 return self.dispatch_wsgi(py, connection, key, head_bytes, head, body, keep_alive);
             }
@@ -996,6 +1082,7 @@ impl Core {
             client: connection.client,
         });
         let mut awaiting = AwaitingResponse {
+            request_id: 0,
             head_only: context.head_only,
             keep_alive,
             http10: context.http10,
@@ -1003,6 +1090,7 @@ impl Core {
             // Formatted or copied only if a log line or a suspended handler needs it.
             request_line: String::new(),
             request_head: Vec::new(),
+            asgi: None,
         };
         let line = RequestLine::Raw(head_bytes, head);
         let result = call_handler(py, handler, request, params.as_ref());
@@ -1013,6 +1101,7 @@ impl Core {
                     self.finish(py, connection, &awaiting, head_bytes, &line, result)
                 }
                 CoroutineStep::Suspended(yielded) => {
+                    self.next_request_id += 1;
                     let Some(scheduler) = &self.async_scheduler else {
                         let error = pyo3::exceptions::PyRuntimeError::new_err(
                             "async handler suspended but no asyncio loop is running",
@@ -1026,8 +1115,9 @@ impl Core {
                             Err(error),
                         );
                     };
+                    awaiting.request_id = self.next_request_id;
                     if let Err(error) =
-                        scheduler.call1(py, (value, yielded, key, connection.serial))
+                        scheduler.call1(py, (value, yielded, key, awaiting.request_id))
                     {
                         return self.finish(
                             py,
@@ -1048,6 +1138,275 @@ impl Core {
         }
     }
 
+    /// Runs the ASGI app for a request: first step inline, the rest (if it
+    /// suspends) as an asyncio task.
+    #[allow(clippy::too_many_arguments)]
+    fn dispatch_asgi(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        key: usize,
+        head_bytes: &[u8],
+        head: &RequestHead,
+        body: &[u8],
+        keep_alive: bool,
+    ) -> Outcome {
+        let mut awaiting = AwaitingResponse {
+            request_id: 0,
+            head_only: head.method == Method::Head,
+            keep_alive,
+            http10: head.version == Version::Http10,
+            default_status: 200,
+            request_line: String::new(),
+            request_head: Vec::new(),
+            asgi: None,
+        };
+        let line = RequestLine::Raw(head_bytes, head);
+        let Some(settings) = &self.asgi else {
+            unreachable!("dispatch_asgi is called only with an ASGI app");
+        };
+        let app = settings.app.clone_ref(py);
+        let started = build_scope(
+            py,
+            settings,
+            head_bytes,
+            head,
+            connection.client,
+            self.server_address,
+        )
+        .and_then(|scope| {
+            let receive = Py::new(py, AsgiReceive::new(body))?;
+            let send = Py::new(py, AsgiSend::new())?;
+            let coroutine =
+                app.bind(py)
+                    .call1((scope, receive.clone_ref(py), send.clone_ref(py)))?;
+            Ok((coroutine, AsgiExchange { send, receive }))
+        });
+        let (coroutine, exchange) = match started {
+            Ok(started) => started,
+            Err(error) => {
+                return self.finish(py, connection, &awaiting, head_bytes, &line, Err(error))
+            }
+        };
+        let write = AsgiWrite {
+            keep_alive,
+            head_only: awaiting.head_only,
+            http10: awaiting.http10,
+            app_finished: false,
+        };
+        match drive_coroutine(py, &coroutine) {
+            CoroutineStep::Finished(result) => self.complete_asgi(
+                py,
+                connection,
+                &awaiting,
+                &exchange,
+                &line,
+                result.map(|_| py.None().into_bound(py)),
+            ),
+            CoroutineStep::Suspended(yielded) => {
+                self.next_request_id += 1;
+                awaiting.request_id = self.next_request_id;
+                let request_id = awaiting.request_id;
+                let scheduled = (|| -> PyResult<()> {
+                    let scheduler = self.async_scheduler.as_ref().ok_or_else(|| {
+                        pyo3::exceptions::PyRuntimeError::new_err("no asyncio loop runs ASGI apps")
+                    })?;
+                    if let Some(notifier) = &self.asgi_notifier {
+                        let notify = notifier.call1(py, (key, request_id))?;
+                        exchange.send.bind(py).borrow_mut().notify = Some(notify);
+                    }
+                    scheduler.call1(py, (coroutine, yielded, key, request_id))?;
+                    Ok(())
+                })();
+                if let Err(error) = scheduled {
+                    return self.finish(py, connection, &awaiting, head_bytes, &line, Err(error));
+                }
+                // Whatever was sent before the first suspension goes out now.
+                if let Some(outcome) = self.write_asgi(py, connection, &exchange, write) {
+                    return outcome;
+                }
+                awaiting.request_line = line.text().into_owned();
+                awaiting.asgi = Some(exchange);
+                connection.phase = Phase::AwaitingHandler(Box::new(awaiting));
+                Outcome::Pending
+            }
+        }
+    }
+
+    /// Finishes an ASGI exchange whose app returned (or raised).
+    fn complete_asgi(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        awaiting: &AwaitingResponse,
+        exchange: &AsgiExchange,
+        line: &RequestLine<'_>,
+        result: PyResult<Bound<'_, PyAny>>,
+    ) -> Outcome {
+        let head_written = exchange.send.bind(py).borrow().head_written;
+        if let Err(error) = result {
+            exchange.receive.bind(py).borrow_mut().finish(py);
+            if !head_written {
+                return self.finish(py, connection, awaiting, &[], line, Err(error));
+            }
+            // Part of the response is on the wire: all we can do is close.
+            self.log_error(
+                py,
+                &format!("Exception in ASGI app for {}", line.text()),
+                Some(error),
+            );
+            return Outcome::Close;
+        }
+        let write = AsgiWrite {
+            keep_alive: awaiting.keep_alive,
+            head_only: awaiting.head_only,
+            http10: awaiting.http10,
+            app_finished: true,
+        };
+        match self.write_asgi(py, connection, exchange, write) {
+            Some(outcome) => outcome,
+            None => Outcome::Close,
+        }
+    }
+
+    /// Writes what the app has sent so far. Returns the outcome once the
+    /// response is complete (or can never be), `None` while it goes on.
+    fn write_asgi(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        exchange: &AsgiExchange,
+        write: AsgiWrite,
+    ) -> Option<Outcome> {
+        let send = exchange.send.bind(py);
+        let mut send = send.borrow_mut();
+        if !send.head_written {
+            if send.state == SendState::AwaitingStart {
+                if !write.app_finished {
+                    return None;
+                }
+                drop(send);
+                exchange.receive.bind(py).borrow_mut().finish(py);
+                let error = pyo3::exceptions::PyRuntimeError::new_err(
+                    "the ASGI app returned without sending a response",
+                );
+                let awaiting = AwaitingResponse {
+                    request_id: 0,
+                    head_only: write.head_only,
+                    keep_alive: write.keep_alive,
+                    http10: write.http10,
+                    default_status: 500,
+                    request_line: String::new(),
+                    request_head: Vec::new(),
+                    asgi: None,
+                };
+                return Some(self.finish(
+                    py,
+                    connection,
+                    &awaiting,
+                    &[],
+                    &RequestLine::Owned("(ASGI request)"),
+                    Err(error),
+                ));
+            }
+            let bodyless = send.status < 200 || send.status == 204 || send.status == 304;
+            let complete = send.state == SendState::Complete;
+            let framing = if bodyless {
+                AsgiFraming::NoBody
+            } else if let Some(length) = send.declared_length {
+                AsgiFraming::Length(length)
+            } else if complete {
+                AsgiFraming::Length(send.pending_body.len() as u64)
+            } else if !write.http10 {
+                AsgiFraming::Chunked
+            } else {
+                AsgiFraming::UntilClose
+            };
+            let app_close = send.headers.iter().any(|(name, value)| {
+                name.eq_ignore_ascii_case(b"connection")
+                    && value
+                        .to_ascii_lowercase()
+                        .windows(5)
+                        .any(|window| window == b"close")
+            });
+            let close = app_close || framing == AsgiFraming::UntilClose;
+            let out = &mut connection.output;
+            rush_proto::response::write_status_line(out, send.status);
+            for (name, value) in &send.headers {
+                if crate::asgi::is_server_framing_header(name) {
+                    continue;
+                }
+                out.extend_from_slice(name);
+                out.extend_from_slice(b": ");
+                out.extend_from_slice(value);
+                out.extend_from_slice(b"\r\n");
+            }
+            match framing {
+                AsgiFraming::Length(length) => {
+                    rush_proto::response::write_content_length(out, length)
+                }
+                AsgiFraming::Chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
+                AsgiFraming::NoBody | AsgiFraming::UntilClose => {}
+            }
+            let context = ResponseContext {
+                date_line: self.date.header_line(),
+                head_only: write.head_only,
+                keep_alive: write.keep_alive && !close,
+                http10: write.http10,
+                request_head: &[],
+            };
+            finish_head(out, &context, close);
+            send.head_written = true;
+            send.framing_chunked = framing == AsgiFraming::Chunked;
+            send.framing_close = close;
+            send.bodyless = bodyless;
+        }
+        let pending = std::mem::take(&mut send.pending_body);
+        send.body_written += pending.len() as u64;
+        if !write.head_only && !send.bodyless && !pending.is_empty() {
+            let out = &mut connection.output;
+            if send.framing_chunked {
+                out.extend_from_slice(format!("{:x}\r\n", pending.len()).as_bytes());
+                out.extend_from_slice(&pending);
+                out.extend_from_slice(b"\r\n");
+            } else {
+                out.extend_from_slice(&pending);
+            }
+        }
+        if send.state != SendState::Complete && !write.app_finished {
+            return None;
+        }
+        // The response is over (complete, or the app returned early).
+        if send.framing_chunked && !write.head_only {
+            connection.output.extend_from_slice(b"0\r\n\r\n");
+        }
+        let short = send.declared_length.is_some_and(|declared| {
+            !write.head_only && !send.bodyless && send.body_written < declared
+        });
+        let close = send.framing_close || short || !write.keep_alive;
+        let status = send.status;
+        let length = send.body_written;
+        drop(send);
+        exchange.receive.bind(py).borrow_mut().finish(py);
+        if short {
+            self.log_error(
+                py,
+                "the ASGI app sent less body than its Content-Length; closing the connection",
+                None,
+            );
+        }
+        if let Some(logger) = &self.access_logger {
+            let line = format!(
+                "{} - ASGI response {} {}",
+                client_text(connection),
+                status,
+                length
+            );
+            let _ = logger.call1(py, (line,));
+        }
+        Some(keep_or_close(!close))
+    }
+
     /// Runs the WSGI app for a request, on this thread or on the pool.
     #[allow(clippy::too_many_arguments)]
     fn dispatch_wsgi(
@@ -1061,12 +1420,14 @@ impl Core {
         keep_alive: bool,
     ) -> Outcome {
         let mut awaiting = AwaitingResponse {
+            request_id: 0,
             head_only: head.method == Method::Head,
             keep_alive,
             http10: head.version == Version::Http10,
             default_status: 200,
             request_line: String::new(),
             request_head: Vec::new(),
+            asgi: None,
         };
         let line = RequestLine::Raw(head_bytes, head);
         let Some(settings) = &self.wsgi else {
@@ -1088,8 +1449,10 @@ impl Core {
                 return self.finish(py, connection, &awaiting, head_bytes, &line, Err(error))
             }
         };
+        self.next_request_id += 1;
+        awaiting.request_id = self.next_request_id;
         if let Some(scheduler) = &self.blocking_scheduler {
-            return match scheduler.call1(py, (app, environ, key, connection.serial)) {
+            return match scheduler.call1(py, (app, environ, key, awaiting.request_id)) {
                 Ok(_) => {
                     awaiting.request_line = line.text().into_owned();
                     awaiting.request_head = head_bytes.to_vec();
@@ -1197,6 +1560,26 @@ impl Core {
             logging_error.print(py);
         }
     }
+}
+
+/// How an ASGI response body is delimited on the wire.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum AsgiFraming {
+    NoBody,
+    Length(u64),
+    Chunked,
+    /// HTTP/1.0 without a known length: the body ends when the connection does.
+    UntilClose,
+}
+
+/// The request facts `write_asgi` needs.
+#[derive(Clone, Copy)]
+struct AsgiWrite {
+    keep_alive: bool,
+    head_only: bool,
+    http10: bool,
+    /// The app returned: whatever is unsent now ends the response.
+    app_finished: bool,
 }
 
 fn keep_or_close(keep_alive: bool) -> Outcome {

@@ -2,7 +2,7 @@
 
 The loop hands a request to :meth:`BlockingPool.schedule` and moves on to
 other connections. A pool thread runs the app (holding the GIL only while
-Python runs), then queues ``(key, serial, future)`` and writes one byte to a
+Python runs), then queues ``(key, request_id, future)`` and writes one byte to a
 pipe that the native loop watches. The loop wakes, calls :meth:`drain`, and
 writes each response on its own thread: connections and Python objects of
 the loop are never touched from a pool thread.
@@ -27,12 +27,12 @@ class BlockingPool:
         os.set_blocking(self.reader, False)
         os.set_blocking(self.writer, False)
 
-    def schedule_wsgi(self, app: Any, environ: dict[str, Any], key: int, serial: int) -> None:
+    def schedule_wsgi(self, app: Any, environ: dict[str, Any], key: int, request_id: int) -> None:
         future = self.executor.submit(call_wsgi, app, environ)
-        future.add_done_callback(partial(self._done, key, serial))
+        future.add_done_callback(partial(self._done, key, request_id))
 
-    def _done(self, key: int, serial: int, future: Future[Any]) -> None:
-        self.finished.append((key, serial, future))
+    def _done(self, key: int, request_id: int, future: Future[Any]) -> None:
+        self.finished.append((key, request_id, future))
         try:
             os.write(self.writer, b"\0")
         except BlockingIOError:

@@ -24,12 +24,14 @@ import socket
 import sys
 import traceback
 from collections.abc import Generator
+from functools import partial
 from typing import Any
 
 from rush import logs
 from rush._rush import Router, Server, StopHandle
 from rush.app import App
 from rush.config import Config
+from rush.lifespan import Lifespan
 from rush.threads import BlockingPool
 
 # The supervisor stops instead of respawning when a worker exits with this:
@@ -111,8 +113,10 @@ def run_worker(config: Config, listener: socket.socket, ready_fd: int | None) ->
             wsgi_multithread=config.threads > 0,
             wsgi_multiprocess=config.workers > 1,
         )
+    elif interface == "asgi":
+        return serve_with_asyncio(config, listener, router, ready_fd, asgi_app=app)
     elif router.needs_asyncio:
-        serve_with_asyncio(config, listener, router, ready_fd)
+        return serve_with_asyncio(config, listener, router, ready_fd)
     else:
         serve_native(config, listener, router, ready_fd)
     return 0
@@ -198,45 +202,71 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()
 
 
-def serve_with_asyncio(config: Config, listener: socket.socket, router: Router, ready_fd: int | None) -> None:
+def serve_with_asyncio(
+    config: Config, listener: socket.socket, router: Router, ready_fd: int | None, asgi_app: Any = None
+) -> int:
+    """Serves with an asyncio loop owning the thread; returns the exit code."""
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
-    server = build_server(config, listener, router, None)
-
-    def schedule(coroutine: Any, yielded: Any, key: int, serial: int) -> None:
-        task = loop.create_task(_continue(coroutine, yielded))
-        task.add_done_callback(lambda finished: server.complete(key, serial, finished))
-
-    server.set_async_scheduler(schedule)
-
-    async def main() -> None:
-        stopping = asyncio.Event()
-
-        def request_stop() -> None:
-            server.begin_shutdown(config.graceful_timeout)
-            stopping.set()
-
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, request_stop)
-        loop.add_signal_handler(signal.SIGQUIT, lambda: os._exit(0))
-        loop.add_reader(server.fileno(), server.poll)
-        notify_ready(ready_fd)
-        # tick() checks deadlines once a second, and returns True once a
-        # requested shutdown has drained.
-        while not server.tick():
-            if stopping.is_set():
-                await asyncio.sleep(0.05)
-                continue
-            try:
-                await asyncio.wait_for(stopping.wait(), 1.0)
-            except TimeoutError:
-                pass
-        loop.remove_reader(server.fileno())
-
+    lifespan = Lifespan(asgi_app, config.lifespan) if asgi_app is not None else None
     try:
-        loop.run_until_complete(main())
+        if lifespan is not None and not loop.run_until_complete(lifespan.startup()):
+            return EXIT_BOOT_FAILURE
+        app_options: dict[str, Any] = {}
+        if asgi_app is not None:
+            app_options = {"asgi_app": asgi_app, "asgi_state": lifespan.state if lifespan.supported else None}
+        server = build_server(config, listener, router, None, **app_options)
+
+        def schedule(coroutine: Any, yielded: Any, key: int, request_id: int) -> None:
+            task = loop.create_task(_continue(coroutine, yielded))
+            task.add_done_callback(lambda finished: server.complete(key, request_id, finished))
+
+        server.set_async_scheduler(schedule)
+        # A suspended ASGI app's messages are written from the loop's own turn
+        # (call_soon), never from inside the app's send() call.
+        server.set_asgi_notifier(lambda key, request_id: partial(loop.call_soon, server.flush_asgi, key, request_id))
+        loop.run_until_complete(_serve_until_drained(server, config, loop, ready_fd))
+        if lifespan is not None:
+            loop.run_until_complete(lifespan.shutdown(config.graceful_timeout))
+        return 0
     finally:
+        _cancel_remaining_tasks(loop)
         loop.close()
+
+
+async def _serve_until_drained(
+    server: Server, config: Config, loop: asyncio.AbstractEventLoop, ready_fd: int | None
+) -> None:
+    stopping = asyncio.Event()
+
+    def request_stop() -> None:
+        server.begin_shutdown(config.graceful_timeout)
+        stopping.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, request_stop)
+    loop.add_signal_handler(signal.SIGQUIT, lambda: os._exit(0))
+    loop.add_reader(server.fileno(), server.poll)
+    notify_ready(ready_fd)
+    # tick() checks deadlines once a second, and returns True once a
+    # requested shutdown has drained.
+    while not server.tick():
+        if stopping.is_set():
+            await asyncio.sleep(0.05)
+            continue
+        try:
+            await asyncio.wait_for(stopping.wait(), 1.0)
+        except TimeoutError:
+            pass
+    loop.remove_reader(server.fileno())
+
+
+def _cancel_remaining_tasks(loop: asyncio.AbstractEventLoop) -> None:
+    tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
 
 
 def worker_main(config: Config, listener: socket.socket, ready_fd: int | None) -> None:

@@ -1,0 +1,362 @@
+//! ASGI 3 (HTTP) in the native loop: scope, `receive` and `send` in Rust.
+//!
+//! How it works:
+//! * [`build_scope`] makes the `http` scope dict natively.
+//! * `receive` and `send` are native callables whose awaitables are already
+//!   complete ([`Ready`]): awaiting them never suspends. So an app that
+//!   awaits nothing else finishes in the loop's first `coroutine.send(None)`
+//!   with no asyncio involvement, and its buffered response is framed with a
+//!   `Content-Length`.
+//! * An app that does suspend (I/O, sleeps, thread offloading) continues as
+//!   an asyncio task. From then on, every `send` is flushed as it happens:
+//!   the [`AsgiSend`] object calls its `notify` hook, which asks the loop
+//!   (through asyncio's `call_soon`, never re-entrantly) to write what was
+//!   sent: chunked, or raw under the app's own Content-Length.
+//! * The request body is read whole before the app is called (within
+//!   `--max-body-size`) and handed over in one `http.request` message.
+//!   After it, `receive` waits until the response is complete, then says
+//!   `http.disconnect`.
+
+use std::net::SocketAddr;
+
+use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use rush_proto::response::{is_valid_header_name, is_valid_header_value};
+use rush_proto::{RequestHead, Version};
+
+use crate::request::{decode_path, header_fields};
+
+/// An awaitable that is already complete: `await Ready(v)` is `v`, at once.
+#[pyclass(module = "rush._rush")]
+pub struct Ready {
+    value: Option<Py<PyAny>>,
+}
+
+#[pymethods]
+impl Ready {
+    fn __await__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let value = self.value.take().unwrap_or_else(|| py.None());
+        Err(PyStopIteration::new_err((value,)))
+    }
+}
+
+fn ready(py: Python<'_>, value: Py<PyAny>) -> PyResult<Py<Ready>> {
+    Py::new(py, Ready { value: Some(value) })
+}
+
+/// Per-worker ASGI settings.
+pub struct AsgiSettings {
+    pub app: Py<PyAny>,
+    pub root_path: String,
+    /// The lifespan `state` dict; each scope gets a shallow copy.
+    pub state: Option<Py<PyDict>>,
+    asgi_version: Py<PyDict>,
+}
+
+impl AsgiSettings {
+    pub fn new(
+        py: Python<'_>,
+        app: Py<PyAny>,
+        root_path: String,
+        state: Option<Py<PyDict>>,
+    ) -> PyResult<Self> {
+        let asgi_version = PyDict::new(py);
+        asgi_version.set_item("version", "3.0")?;
+        asgi_version.set_item("spec_version", "2.3")?;
+        Ok(AsgiSettings {
+            app,
+            root_path,
+            state,
+            asgi_version: asgi_version.unbind(),
+        })
+    }
+}
+
+/// Builds the `http` connection scope for one request.
+pub fn build_scope<'py>(
+    py: Python<'py>,
+    settings: &AsgiSettings,
+    head_bytes: &[u8],
+    head: &RequestHead,
+    client: Option<SocketAddr>,
+    server: Option<SocketAddr>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let scope = PyDict::new(py);
+    scope.set_item(pyo3::intern!(py, "type"), pyo3::intern!(py, "http"))?;
+    scope.set_item(pyo3::intern!(py, "asgi"), settings.asgi_version.bind(py))?;
+    scope.set_item(
+        pyo3::intern!(py, "http_version"),
+        match head.version {
+            Version::Http10 => pyo3::intern!(py, "1.0"),
+            Version::Http11 => pyo3::intern!(py, "1.1"),
+        },
+    )?;
+    scope.set_item(
+        pyo3::intern!(py, "method"),
+        PyString::new(
+            py,
+            std::str::from_utf8(head.method_span.of(head_bytes)).unwrap_or("GET"),
+        ),
+    )?;
+    scope.set_item(pyo3::intern!(py, "scheme"), pyo3::intern!(py, "http"))?;
+    let raw_path = head.path.of(head_bytes);
+    scope.set_item(pyo3::intern!(py, "path"), decode_path(raw_path).as_ref())?;
+    scope.set_item(pyo3::intern!(py, "raw_path"), PyBytes::new(py, raw_path))?;
+    let query = head.query.map(|query| query.of(head_bytes)).unwrap_or(b"");
+    scope.set_item(pyo3::intern!(py, "query_string"), PyBytes::new(py, query))?;
+    scope.set_item(pyo3::intern!(py, "root_path"), &settings.root_path)?;
+    let headers = PyList::empty(py);
+    let mut lowered = Vec::with_capacity(64);
+    for (name, value) in header_fields(head_bytes) {
+        lowered.clear();
+        lowered.extend(name.iter().map(u8::to_ascii_lowercase));
+        headers.append(PyTuple::new(
+            py,
+            [PyBytes::new(py, &lowered), PyBytes::new(py, value)],
+        )?)?;
+    }
+    scope.set_item(pyo3::intern!(py, "headers"), headers)?;
+    let address = |address: Option<SocketAddr>| -> PyResult<Py<PyAny>> {
+        Ok(match address {
+            Some(address) => (address.ip().to_string(), address.port())
+                .into_pyobject(py)?
+                .into_any()
+                .unbind(),
+            None => py.None(),
+        })
+    };
+    scope.set_item(pyo3::intern!(py, "client"), address(client)?)?;
+    scope.set_item(pyo3::intern!(py, "server"), address(server)?)?;
+    if let Some(state) = &settings.state {
+        scope.set_item(pyo3::intern!(py, "state"), state.bind(py).copy()?)?;
+    }
+    Ok(scope)
+}
+
+/// The `receive` callable: the whole body once, then `http.disconnect`
+/// after the response is complete.
+#[pyclass(module = "rush._rush")]
+pub struct AsgiReceive {
+    body: Option<Vec<u8>>,
+    /// An asyncio future resolved with `http.disconnect` when the response ends.
+    disconnect: Option<Py<PyAny>>,
+    finished: bool,
+}
+
+impl AsgiReceive {
+    pub fn new(body: &[u8]) -> AsgiReceive {
+        AsgiReceive {
+            body: Some(body.to_vec()),
+            disconnect: None,
+            finished: false,
+        }
+    }
+
+    /// The response is complete: any pending `receive()` sees `http.disconnect`.
+    pub fn finish(&mut self, py: Python<'_>) {
+        self.finished = true;
+        if let Some(future) = self.disconnect.take() {
+            let future = future.bind(py);
+            if !future
+                .call_method0("done")
+                .and_then(|done| done.is_truthy())
+                .unwrap_or(true)
+            {
+                if let Ok(message) = disconnect_message(py) {
+                    let _ = future.call_method1("set_result", (message,));
+                }
+            }
+        }
+    }
+}
+
+fn disconnect_message(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let message = PyDict::new(py);
+    message.set_item("type", "http.disconnect")?;
+    Ok(message)
+}
+
+#[pymethods]
+impl AsgiReceive {
+    fn __call__(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        if let Some(body) = self.body.take() {
+            let message = PyDict::new(py);
+            message.set_item(pyo3::intern!(py, "type"), pyo3::intern!(py, "http.request"))?;
+            message.set_item(pyo3::intern!(py, "body"), PyBytes::new(py, &body))?;
+            message.set_item(pyo3::intern!(py, "more_body"), false)?;
+            return Ok(ready(py, message.into_any().unbind())?.into_any());
+        }
+        if self.finished {
+            return Ok(ready(py, disconnect_message(py)?.into_any().unbind())?.into_any());
+        }
+        // Nothing more will arrive until the response is done: wait for that.
+        let future = match &self.disconnect {
+            Some(future) => future.clone_ref(py),
+            None => {
+                let future = py
+                    .import("asyncio")?
+                    .call_method0("get_running_loop")?
+                    .call_method0("create_future")?
+                    .unbind();
+                self.disconnect = Some(future.clone_ref(py));
+                future
+            }
+        };
+        Ok(future)
+    }
+}
+
+/// Where the app's response stands.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum SendState {
+    AwaitingStart,
+    SendingBody,
+    Complete,
+}
+
+/// The `send` callable: validates and collects the app's response messages.
+#[pyclass(module = "rush._rush")]
+pub struct AsgiSend {
+    pub state: SendState,
+    pub status: u16,
+    pub headers: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The app's Content-Length, if it declared one.
+    pub declared_length: Option<u64>,
+    /// Body bytes sent by the app and not yet written by the loop.
+    pub pending_body: Vec<u8>,
+    /// Whether the loop already wrote the response head.
+    pub head_written: bool,
+    /// Body bytes the loop has written so far.
+    pub body_written: u64,
+    /// Framing chosen when the head was written.
+    pub framing_chunked: bool,
+    pub framing_close: bool,
+    pub bodyless: bool,
+    /// Set once the app has suspended: called after each message so the
+    /// loop flushes it (it schedules the flush, it does not run it inline).
+    pub notify: Option<Py<PyAny>>,
+}
+
+impl AsgiSend {
+    pub fn new() -> AsgiSend {
+        AsgiSend {
+            state: SendState::AwaitingStart,
+            status: 0,
+            headers: Vec::new(),
+            declared_length: None,
+            pending_body: Vec::new(),
+            head_written: false,
+            body_written: 0,
+            framing_chunked: false,
+            framing_close: false,
+            bodyless: false,
+            notify: None,
+        }
+    }
+}
+
+#[pymethods]
+impl AsgiSend {
+    fn __call__(&mut self, py: Python<'_>, message: &Bound<'_, PyDict>) -> PyResult<Py<Ready>> {
+        let kind: String = message
+            .get_item("type")?
+            .ok_or_else(|| PyValueError::new_err("ASGI message without 'type'"))?
+            .extract()?;
+        match (kind.as_str(), self.state) {
+            ("http.response.start", SendState::AwaitingStart) => {
+                let status: u16 = message
+                    .get_item("status")?
+                    .ok_or_else(|| PyValueError::new_err("http.response.start without status"))?
+                    .extract()?;
+                if !(100..=999).contains(&status) {
+                    return Err(PyValueError::new_err(format!("invalid status {status}")));
+                }
+                let mut headers = Vec::new();
+                if let Some(fields) = message.get_item("headers")? {
+                    for field in fields.try_iter()? {
+                        let (name, value): (Vec<u8>, Vec<u8>) = field?.extract()?;
+                        if !is_valid_header_name(&name) || !is_valid_header_value(&value) {
+                            return Err(PyValueError::new_err(format!(
+                                "invalid response header {:?}: {:?}",
+                                String::from_utf8_lossy(&name),
+                                String::from_utf8_lossy(&value)
+                            )));
+                        }
+                        if name.eq_ignore_ascii_case(b"content-length") {
+                            let length = std::str::from_utf8(&value)
+                                .ok()
+                                .and_then(|text| text.trim().parse::<u64>().ok())
+                                .ok_or_else(|| PyValueError::new_err("invalid Content-Length"))?;
+                            self.declared_length = Some(length);
+                        }
+                        headers.push((name, value));
+                    }
+                }
+                self.status = status;
+                self.headers = headers;
+                self.state = SendState::SendingBody;
+            }
+            ("http.response.start", _) => {
+                return Err(PyRuntimeError::new_err(
+                    "http.response.start sent twice (the response has already started)",
+                ));
+            }
+            ("http.response.body", SendState::SendingBody) => {
+                if let Some(body) = message.get_item("body")? {
+                    self.pending_body
+                        .extend_from_slice(body.cast::<PyBytes>()?.as_bytes());
+                }
+                let more_body = match message.get_item("more_body")? {
+                    Some(flag) => flag.is_truthy()?,
+                    None => false,
+                };
+                if let Some(declared) = self.declared_length {
+                    let total = self.body_written + self.pending_body.len() as u64;
+                    if total > declared {
+                        return Err(PyRuntimeError::new_err(format!(
+                            "the ASGI app sent more body than its Content-Length ({declared})"
+                        )));
+                    }
+                }
+                if !more_body {
+                    self.state = SendState::Complete;
+                }
+            }
+            ("http.response.body", SendState::AwaitingStart) => {
+                return Err(PyRuntimeError::new_err(
+                    "http.response.body sent before http.response.start",
+                ));
+            }
+            ("http.response.body", SendState::Complete) => {
+                return Err(PyRuntimeError::new_err(
+                    "http.response.body sent after the response was complete",
+                ));
+            }
+            (other, _) => {
+                return Err(PyValueError::new_err(format!(
+                    "unexpected ASGI message type {other:?} for an http scope"
+                )));
+            }
+        }
+        if let Some(notify) = &self.notify {
+            notify.call0(py)?;
+        }
+        ready(py, py.None())
+    }
+}
+
+/// Whether the app's header list sets a framing header the server owns.
+pub fn is_server_framing_header(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"content-length")
+        || name.eq_ignore_ascii_case(b"transfer-encoding")
+        || name.eq_ignore_ascii_case(b"connection")
+}
