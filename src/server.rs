@@ -296,9 +296,9 @@ impl Server {
         self.poll.as_raw_fd()
     }
 
-    /// Sets the callable `scheduler(coroutine, yielded, key, request_id)` that
-    /// continues a suspended async handler on asyncio and later calls
-    /// [`Server::complete`].
+    /// Sets `start(coroutine, key, request_id) -> (finished, value)`, which
+    /// runs a coroutine's first step and, if it suspends, continues it as an
+    /// asyncio task that later calls [`Server::complete`].
     fn set_async_scheduler(&mut self, scheduler: Py<PyAny>) {
         self.core.async_scheduler = Some(scheduler);
     }
@@ -1096,44 +1096,24 @@ impl Core {
         let result = call_handler(py, handler, request, params.as_ref());
         match result {
             Err(error) => self.finish(py, connection, &awaiting, head_bytes, &line, Err(error)),
-            Ok(value) if handler.is_async => match drive_coroutine(py, &value) {
-                CoroutineStep::Finished(result) => {
-                    self.finish(py, connection, &awaiting, head_bytes, &line, result)
-                }
-                CoroutineStep::Suspended(yielded) => {
-                    self.next_request_id += 1;
-                    let Some(scheduler) = &self.async_scheduler else {
-                        let error = pyo3::exceptions::PyRuntimeError::new_err(
-                            "async handler suspended but no asyncio loop is running",
-                        );
-                        return self.finish(
-                            py,
-                            connection,
-                            &awaiting,
-                            head_bytes,
-                            &line,
-                            Err(error),
-                        );
-                    };
-                    awaiting.request_id = self.next_request_id;
-                    if let Err(error) =
-                        scheduler.call1(py, (value, yielded, key, awaiting.request_id))
-                    {
-                        return self.finish(
-                            py,
-                            connection,
-                            &awaiting,
-                            head_bytes,
-                            &line,
-                            Err(error),
-                        );
+            Ok(coroutine) if handler.is_async => {
+                self.next_request_id += 1;
+                awaiting.request_id = self.next_request_id;
+                match self.start_coroutine(py, &coroutine, key, awaiting.request_id) {
+                    Ok(CoroutineStart::Finished(result)) => {
+                        self.finish(py, connection, &awaiting, head_bytes, &line, Ok(result))
                     }
-                    awaiting.request_line = line.text().into_owned();
-                    awaiting.request_head = head_bytes.to_vec();
-                    connection.phase = Phase::AwaitingHandler(Box::new(awaiting));
-                    Outcome::Pending
+                    Ok(CoroutineStart::Continuing) => {
+                        awaiting.request_line = line.text().into_owned();
+                        awaiting.request_head = head_bytes.to_vec();
+                        connection.phase = Phase::AwaitingHandler(Box::new(awaiting));
+                        Outcome::Pending
+                    }
+                    Err(error) => {
+                        self.finish(py, connection, &awaiting, head_bytes, &line, Err(error))
+                    }
                 }
-            },
+            }
             Ok(value) => self.finish(py, connection, &awaiting, head_bytes, &line, Ok(value)),
         }
     }
@@ -1194,32 +1174,29 @@ impl Core {
             http10: awaiting.http10,
             app_finished: false,
         };
-        match drive_coroutine(py, &coroutine) {
-            CoroutineStep::Finished(result) => self.complete_asgi(
+        self.next_request_id += 1;
+        awaiting.request_id = self.next_request_id;
+        match self.start_coroutine(py, &coroutine, key, awaiting.request_id) {
+            Ok(CoroutineStart::Finished(_)) => self.complete_asgi(
                 py,
                 connection,
                 &awaiting,
                 &exchange,
                 &line,
-                result.map(|_| py.None().into_bound(py)),
+                Ok(py.None().into_bound(py)),
             ),
-            CoroutineStep::Suspended(yielded) => {
-                self.next_request_id += 1;
-                awaiting.request_id = self.next_request_id;
-                let request_id = awaiting.request_id;
-                let scheduled = (|| -> PyResult<()> {
-                    let scheduler = self.async_scheduler.as_ref().ok_or_else(|| {
-                        pyo3::exceptions::PyRuntimeError::new_err("no asyncio loop runs ASGI apps")
-                    })?;
-                    if let Some(notifier) = &self.asgi_notifier {
-                        let notify = notifier.call1(py, (key, request_id))?;
-                        exchange.send.bind(py).borrow_mut().notify = Some(notify);
+            Err(error) => {
+                self.complete_asgi(py, connection, &awaiting, &exchange, &line, Err(error))
+            }
+            Ok(CoroutineStart::Continuing) => {
+                // The app goes on as a task: from now on each send() is flushed.
+                if let Some(notifier) = &self.asgi_notifier {
+                    match notifier.call1(py, (key, awaiting.request_id)) {
+                        Ok(notify) => exchange.send.bind(py).borrow_mut().notify = Some(notify),
+                        Err(error) => {
+                            self.log_error(py, "cannot stream an ASGI response", Some(error))
+                        }
                     }
-                    scheduler.call1(py, (coroutine, yielded, key, request_id))?;
-                    Ok(())
-                })();
-                if let Err(error) = scheduled {
-                    return self.finish(py, connection, &awaiting, head_bytes, &line, Err(error));
                 }
                 // Whatever was sent before the first suspension goes out now.
                 if let Some(outcome) = self.write_asgi(py, connection, &exchange, write) {
@@ -1230,6 +1207,42 @@ impl Core {
                 connection.phase = Phase::AwaitingHandler(Box::new(awaiting));
                 Outcome::Pending
             }
+        }
+    }
+
+    /// Runs a coroutine's first step through the asyncio runner (as a real
+    /// task, see python/rush/coroutines.py). Without a runner (no asyncio
+    /// loop), a coroutine that finishes at once is still fine; one that
+    /// would suspend is an error.
+    fn start_coroutine<'py>(
+        &self,
+        py: Python<'py>,
+        coroutine: &Bound<'py, PyAny>,
+        key: usize,
+        request_id: u64,
+    ) -> PyResult<CoroutineStart<'py>> {
+        if let Some(runner) = &self.async_scheduler {
+            let (finished, value): (bool, Bound<'py, PyAny>) = runner
+                .bind(py)
+                .call1((coroutine, key, request_id))?
+                .extract()?;
+            return Ok(if finished {
+                CoroutineStart::Finished(value)
+            } else {
+                CoroutineStart::Continuing
+            });
+        }
+        match coroutine.call_method1(pyo3::intern!(py, "send"), (py.None(),)) {
+            Ok(_) => {
+                let _ = coroutine.call_method0(pyo3::intern!(py, "close"));
+                Err(pyo3::exceptions::PyRuntimeError::new_err(
+                    "a coroutine suspended but no asyncio loop is running",
+                ))
+            }
+            Err(error) if error.is_instance_of::<PyStopIteration>(py) => Ok(
+                CoroutineStart::Finished(error.value(py).getattr(pyo3::intern!(py, "value"))?),
+            ),
+            Err(error) => Err(error),
         }
     }
 
@@ -1636,21 +1649,12 @@ fn call_handler<'py>(
     }
 }
 
-enum CoroutineStep<'py> {
-    Finished(PyResult<Bound<'py, PyAny>>),
-    Suspended(Bound<'py, PyAny>),
-}
-
-/// Runs a coroutine until it finishes or first suspends.
-fn drive_coroutine<'py>(py: Python<'py>, coroutine: &Bound<'py, PyAny>) -> CoroutineStep<'py> {
-    match coroutine.call_method1(pyo3::intern!(py, "send"), (py.None(),)) {
-        Ok(yielded) => CoroutineStep::Suspended(yielded),
-        Err(error) if error.is_instance_of::<PyStopIteration>(py) => {
-            let value = error.value(py).getattr(pyo3::intern!(py, "value"));
-            CoroutineStep::Finished(value)
-        }
-        Err(error) => CoroutineStep::Finished(Err(error)),
-    }
+/// What the first step of a coroutine led to.
+enum CoroutineStart<'py> {
+    /// It returned this value.
+    Finished(Bound<'py, PyAny>),
+    /// It suspended and continues as an asyncio task.
+    Continuing,
 }
 
 /// How a body begins right after its head.

@@ -23,7 +23,6 @@ import signal
 import socket
 import sys
 import traceback
-from collections.abc import Generator
 from functools import partial
 from typing import Any
 
@@ -31,6 +30,7 @@ from rush import logs
 from rush._rush import Router, Server, StopHandle
 from rush.app import App
 from rush.config import Config
+from rush.coroutines import CoroutineRunner
 from rush.lifespan import Lifespan
 from rush.threads import BlockingPool
 
@@ -154,46 +154,6 @@ def serve_native(config: Config, listener: socket.socket, router: Router, ready_
         pool.shutdown()
 
 
-class _Resume:
-    """Continues a coroutine that the native loop already started.
-
-    The loop runs each async handler with ``coroutine.send(None)`` first, so
-    one that never suspends costs no asyncio machinery. One that does
-    suspend has already yielded its first future; asyncio cannot adopt a
-    started coroutine, so this awaitable hands that future up to the task
-    and relays everything after it, as ``yield from`` would for a fresh one.
-    """
-
-    __slots__ = ("coroutine", "yielded")
-
-    def __init__(self, coroutine: Any, yielded: Any) -> None:
-        self.coroutine = coroutine
-        self.yielded = yielded
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        coroutine, to_yield = self.coroutine, self.yielded
-        while True:
-            try:
-                sent = yield to_yield
-            except GeneratorExit:
-                coroutine.close()
-                raise
-            except BaseException as error:  # noqa: BLE001 - relayed into the coroutine
-                try:
-                    to_yield = coroutine.throw(error)
-                except StopIteration as finished:
-                    return finished.value
-            else:
-                try:
-                    to_yield = coroutine.send(sent)
-                except StopIteration as finished:
-                    return finished.value
-
-
-async def _continue(coroutine: Any, yielded: Any) -> Any:
-    return await _Resume(coroutine, yielded)
-
-
 def new_event_loop() -> asyncio.AbstractEventLoop:
     try:
         import uvloop
@@ -216,12 +176,8 @@ def serve_with_asyncio(
         if asgi_app is not None:
             app_options = {"asgi_app": asgi_app, "asgi_state": lifespan.state if lifespan.supported else None}
         server = build_server(config, listener, router, None, **app_options)
-
-        def schedule(coroutine: Any, yielded: Any, key: int, request_id: int) -> None:
-            task = loop.create_task(_continue(coroutine, yielded))
-            task.add_done_callback(lambda finished: server.complete(key, request_id, finished))
-
-        server.set_async_scheduler(schedule)
+        runner = CoroutineRunner(loop, server.complete)
+        server.set_async_scheduler(runner.start)
         # A suspended ASGI app's messages are written from the loop's own turn
         # (call_soon), never from inside the app's send() call.
         server.set_asgi_notifier(lambda key, request_id: partial(loop.call_soon, server.flush_asgi, key, request_id))

@@ -1,0 +1,115 @@
+"""Running async handlers and ASGI apps: inline first, as a task only if needed.
+
+Most requests to an async handler never really wait for anything, so the
+loop runs each coroutine's first step at once, on its own thread, and
+writes the response in the same pass that read the request (pipelined
+responses still leave in one write). Only a coroutine that suspends
+continues on asyncio.
+
+Code such as anyio (used by Starlette and FastAPI) needs
+``asyncio.current_task()`` to be a real task, the same one before and after
+a suspension. So the first step runs *as* a task: a spare task, created
+ahead and parked on a future, is entered (``_enter_task``) for the step. If
+the coroutine finishes, the spare stays spare for the next request. If it
+suspends, the spare adopts it, continuing it from where it stopped, and a
+new spare is made. Each coroutine runs in its own copy of the context, in
+every step, so context variables never leak between requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from asyncio.tasks import _enter_task, _leave_task
+from collections.abc import Callable, Generator
+from functools import partial
+from typing import Any
+
+
+class _Resume:
+    """Continues a coroutine that already ran its first step.
+
+    asyncio cannot adopt a started coroutine, so this awaitable hands the
+    future it yielded up to the task and relays everything after that, as
+    ``yield from`` would for a fresh coroutine, in the coroutine's context.
+    """
+
+    __slots__ = ("context", "coroutine", "error", "yielded")
+
+    def __init__(
+        self, coroutine: Any, yielded: Any, context: contextvars.Context, error: BaseException | None = None
+    ) -> None:
+        self.coroutine = coroutine
+        self.yielded = yielded
+        self.context = context
+        self.error = error
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coroutine, to_yield, run, error = self.coroutine, self.yielded, self.context.run, self.error
+        while True:
+            if error is not None:
+                try:
+                    to_yield = run(coroutine.throw, error)
+                except StopIteration as finished:
+                    return finished.value
+                error = None
+            try:
+                sent = yield to_yield
+            except GeneratorExit:
+                coroutine.close()
+                raise
+            except BaseException as thrown:  # noqa: BLE001 - relayed into the coroutine
+                error = thrown
+                continue
+            try:
+                to_yield = run(coroutine.send, sent)
+            except StopIteration as finished:
+                return finished.value
+
+
+async def _continue_cancelled(coroutine: Any, context: contextvars.Context) -> Any:
+    return await _Resume(coroutine, None, context, asyncio.CancelledError())
+
+
+async def _adopt(assignment: asyncio.Future[tuple[Any, Any, contextvars.Context]]) -> Any:
+    coroutine, yielded, context = await assignment
+    return await _Resume(coroutine, yielded, context)
+
+
+class CoroutineRunner:
+    """Starts coroutines for the native loop (see the module docstring)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, on_done: Callable[[int, int, asyncio.Task[Any]], None]) -> None:
+        self.loop = loop
+        self.on_done = on_done
+        self._make_spare()
+
+    def _make_spare(self) -> None:
+        self.assignment: asyncio.Future[tuple[Any, Any, contextvars.Context]] = self.loop.create_future()
+        self.spare = self.loop.create_task(_adopt(self.assignment))
+
+    def start(self, coroutine: Any, key: int, request_id: int) -> tuple[bool, Any]:
+        """Runs the first step. Returns ``(True, result)`` if the coroutine
+        finished, ``(False, None)`` if it goes on as a task, whose end is
+        reported to ``on_done(key, request_id, task)``. Exceptions propagate."""
+        task, assignment = self.spare, self.assignment
+        context = contextvars.copy_context()
+        _enter_task(self.loop, task)
+        try:
+            yielded = context.run(coroutine.send, None)
+        except StopIteration as finished:
+            return True, finished.value
+        finally:
+            _leave_task(self.loop, task)
+        if assignment.cancelled():
+            # The coroutine cancelled its own (spare) task during the step:
+            # deliver that cancellation to it in a task of its own.
+            task = self.loop.create_task(_continue_cancelled(coroutine, context))
+        else:
+            assignment.set_result((coroutine, yielded, context))
+            self._make_spare()
+        task.add_done_callback(partial(self.on_done, key, request_id))
+        return False, None
+
+    def close(self) -> None:
+        self.spare.cancel()
