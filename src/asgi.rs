@@ -25,6 +25,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use rush_proto::response::{is_valid_header_name, is_valid_header_value};
 use rush_proto::{RequestHead, Version};
 
+use crate::body::OwnedBody;
 use crate::request::{decode_path, header_fields};
 
 /// An awaitable that is already complete: `await Ready(v)` is `v`, at once.
@@ -142,20 +143,27 @@ pub fn build_scope<'py>(
     Ok(scope)
 }
 
-/// The `receive` callable: the whole body once, then `http.disconnect`
-/// after the response is complete.
+/// Largest body piece handed over in one `http.request` message.
+const RECEIVE_CHUNK: usize = 64 * 1024;
+
+/// The `receive` callable: the body in `http.request` messages of at most
+/// [`RECEIVE_CHUNK`] bytes, then `http.disconnect` after the response is
+/// complete.
 #[pyclass(module = "rush._rush")]
 pub struct AsgiReceive {
-    body: Option<Vec<u8>>,
+    body: OwnedBody,
+    /// Body bytes handed over so far; `None` before the first message.
+    delivered: Option<u64>,
     /// An asyncio future resolved with `http.disconnect` when the response ends.
     disconnect: Option<Py<PyAny>>,
     finished: bool,
 }
 
 impl AsgiReceive {
-    pub fn new(body: &[u8]) -> AsgiReceive {
+    pub fn new(body: OwnedBody) -> AsgiReceive {
         AsgiReceive {
-            body: Some(body.to_vec()),
+            body,
+            delivered: None,
             disconnect: None,
             finished: false,
         }
@@ -188,11 +196,15 @@ fn disconnect_message(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 #[pymethods]
 impl AsgiReceive {
     fn __call__(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        if let Some(body) = self.body.take() {
+        let delivered = self.delivered.unwrap_or(0);
+        if self.delivered.is_none() || delivered < self.body.len() {
+            let piece = self.body.read_at(delivered, RECEIVE_CHUNK)?;
+            let delivered = delivered + piece.len() as u64;
+            self.delivered = Some(delivered);
             let message = PyDict::new(py);
             message.set_item(pyo3::intern!(py, "type"), pyo3::intern!(py, "http.request"))?;
-            message.set_item(pyo3::intern!(py, "body"), PyBytes::new(py, &body))?;
-            message.set_item(pyo3::intern!(py, "more_body"), false)?;
+            message.set_item(pyo3::intern!(py, "body"), PyBytes::new(py, &piece))?;
+            message.set_item(pyo3::intern!(py, "more_body"), delivered < self.body.len())?;
             return Ok(ready(py, message.into_any().unbind())?.into_any());
         }
         if self.finished {

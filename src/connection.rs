@@ -104,7 +104,7 @@ pub struct PendingBody {
     /// A copy of the head; the spans in `head` are offsets into it.
     pub head_bytes: Vec<u8>,
     pub head: RequestHead,
-    pub body: Vec<u8>,
+    pub body: crate::body::BodyBuffer,
     pub framing: BodyProgress,
 }
 

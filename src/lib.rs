@@ -7,6 +7,7 @@
 //! the `rush` Python package that wraps it.
 
 mod asgi;
+mod body;
 mod connection;
 mod request;
 mod response;

@@ -12,6 +12,8 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use rush_proto::{Span, Version};
 
+use crate::body::OwnedBody;
+
 static HEADERS_CLASS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static QUERY_CLASS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static JSON_LOADS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -24,7 +26,7 @@ pub struct RequestParts<'a> {
     pub path: Span,
     pub query: Option<Span>,
     pub version: Version,
-    pub body: &'a [u8],
+    pub body: OwnedBody,
     pub client: Option<SocketAddr>,
 }
 
@@ -36,7 +38,10 @@ pub struct Request {
     path_span: Span,
     query_span: Option<Span>,
     version: Version,
-    body: Box<[u8]>,
+    body: OwnedBody,
+    /// The body as Python bytes, made on first access (a spooled body is
+    /// read from its file only then).
+    body_bytes: PyOnceLock<Py<PyBytes>>,
     client: Option<SocketAddr>,
     path: PyOnceLock<Py<PyString>>,
     query: PyOnceLock<Py<PyAny>>,
@@ -52,7 +57,8 @@ impl Request {
             path_span: parts.path,
             query_span: parts.query,
             version: parts.version,
-            body: parts.body.into(),
+            body: parts.body,
+            body_bytes: PyOnceLock::new(),
             client: parts.client,
             path: PyOnceLock::new(),
             query: PyOnceLock::new(),
@@ -180,14 +186,22 @@ impl Request {
 
     /// The whole request body.
     #[getter]
-    fn body<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, &self.body)
+    fn body<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = self
+            .body_bytes
+            .get_or_try_init(py, || -> PyResult<Py<PyBytes>> {
+                Ok(match &self.body {
+                    OwnedBody::Bytes(bytes) => PyBytes::new(py, bytes).unbind(),
+                    spooled => PyBytes::new(py, &spooled.read_all()?).unbind(),
+                })
+            })?;
+        Ok(bytes.bind(py).clone())
     }
 
     /// The body parsed as JSON.
     fn json<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let loads = cached_attribute(py, &JSON_LOADS, "json", "loads")?;
-        loads.call1((PyBytes::new(py, &self.body),))
+        loads.call1((self.body(py)?,))
     }
 
     /// `(host, port)` of the peer; `None` on a Unix socket.

@@ -35,6 +35,7 @@ use rush_proto::{
 use slab::Slab;
 
 use crate::asgi::{build_scope, AsgiReceive, AsgiSend, AsgiSettings, SendState};
+use crate::body::{BodyBuffer, RequestBody};
 use crate::connection::{
     AsgiExchange, AwaitingResponse, BodyProgress, Connection, PendingBody, Phase, Stream,
 };
@@ -110,6 +111,8 @@ struct Core {
     now: Instant,
     read_buffer: Vec<u8>,
     header_scratch: Vec<HeaderSpan>,
+    /// Decoded chunked-body bytes on their way to a `BodyBuffer`.
+    body_scratch: Vec<u8>,
     error_logger: Py<PyAny>,
     access_logger: Option<Py<PyAny>>,
     async_scheduler: Option<Py<PyAny>>,
@@ -273,6 +276,7 @@ impl Server {
                 now,
                 read_buffer: vec![0; READ_CHUNK],
                 header_scratch: Vec::with_capacity(32),
+                body_scratch: Vec::new(),
                 error_logger,
                 access_logger,
                 async_scheduler: None,
@@ -825,7 +829,7 @@ impl Core {
         {
             let available = &input[offset..];
             if let Phase::ReadingBody(pending) = &mut connection.phase {
-                match continue_body(pending, available) {
+                match continue_body(pending, available, &mut self.body_scratch) {
                     Ok((consumed, false)) => {
                         offset += consumed;
                         break;
@@ -843,12 +847,12 @@ impl Core {
                             key,
                             &pending.head_bytes,
                             &pending.head,
-                            &pending.body,
+                            pending.body.as_request_body(),
                         );
                         self.after_outcome(connection, outcome);
                     }
                     Err(error) => {
-                        self.refuse(connection, &error);
+                        self.refuse_body(py, connection, error);
                         offset = input.len();
                     }
                 }
@@ -871,19 +875,31 @@ impl Core {
                     let head_bytes = &available[..head_end];
                     match start_body(&head, &available[head_end..], &self.config.limits) {
                         Err(error) => {
-                            self.refuse(connection, &error);
+                            self.refuse_body(py, connection, error);
                             offset = input.len();
                         }
                         Ok(BodyStart::Complete { body, consumed }) => {
                             offset += head_end + consumed;
-                            let outcome =
-                                self.dispatch(py, connection, key, head_bytes, &head, body);
+                            let outcome = self.dispatch(
+                                py,
+                                connection,
+                                key,
+                                head_bytes,
+                                &head,
+                                RequestBody::Bytes(body),
+                            );
                             self.after_outcome(connection, outcome);
                         }
                         Ok(BodyStart::Decoded { body, consumed }) => {
                             offset += head_end + consumed;
-                            let outcome =
-                                self.dispatch(py, connection, key, head_bytes, &head, &body);
+                            let outcome = self.dispatch(
+                                py,
+                                connection,
+                                key,
+                                head_bytes,
+                                &head,
+                                RequestBody::Bytes(&body),
+                            );
                             self.after_outcome(connection, outcome);
                         }
                         Ok(BodyStart::Incomplete {
@@ -937,6 +953,32 @@ impl Core {
         }
     }
 
+    /// Answers a request whose body could not be received, and closes.
+    fn refuse_body(&mut self, py: Python<'_>, connection: &mut Connection, error: BodyError) {
+        match error {
+            BodyError::Protocol(error) => self.refuse(connection, &error),
+            BodyError::Storage(error) => {
+                self.log_error(py, &format!("cannot store a request body: {error}"), None);
+                write_response(
+                    &mut connection.output,
+                    500,
+                    b"text/plain; charset=utf-8",
+                    std::iter::empty(),
+                    b"Internal Server Error",
+                    &ResponseContext {
+                        date_line: self.date.header_line(),
+                        head_only: false,
+                        keep_alive: false,
+                        http10: false,
+                        request_head: &[],
+                    },
+                    true,
+                );
+                connection.phase = Phase::Closing { linger: true };
+            }
+        }
+    }
+
     /// Answers a request the protocol refused, and closes.
     fn refuse(&mut self, connection: &mut Connection, error: &ProtoError) {
         rush_proto::response::write_error_response(
@@ -955,7 +997,7 @@ impl Core {
         key: usize,
         head_bytes: &[u8],
         head: &RequestHead,
-        body: &[u8],
+        body: RequestBody<'_>,
     ) -> Outcome {
         let keep_alive = head.keep_alive && !self.draining;
         let context = ResponseContext {
@@ -1071,15 +1113,17 @@ impl Core {
                 (handler, 200)
             }
         };
-        let request = Request::new(RequestParts {
-            head: head_bytes,
-            method: head.method_span,
-            target: head.target,
-            path: head.path,
-            query: head.query,
-            version: head.version,
-            body,
-            client: connection.client,
+        let request = body.to_owned_body().map_err(PyErr::from).map(|body| {
+            Request::new(RequestParts {
+                head: head_bytes,
+                method: head.method_span,
+                target: head.target,
+                path: head.path,
+                query: head.query,
+                version: head.version,
+                body,
+                client: connection.client,
+            })
         });
         let mut awaiting = AwaitingResponse {
             request_id: 0,
@@ -1093,7 +1137,8 @@ impl Core {
             asgi: None,
         };
         let line = RequestLine::Raw(head_bytes, head);
-        let result = call_handler(py, handler, request, params.as_ref());
+        let result =
+            request.and_then(|request| call_handler(py, handler, request, params.as_ref()));
         match result {
             Err(error) => self.finish(py, connection, &awaiting, head_bytes, &line, Err(error)),
             Ok(coroutine) if handler.is_async => {
@@ -1128,7 +1173,7 @@ impl Core {
         key: usize,
         head_bytes: &[u8],
         head: &RequestHead,
-        body: &[u8],
+        body: RequestBody<'_>,
         keep_alive: bool,
     ) -> Outcome {
         let mut awaiting = AwaitingResponse {
@@ -1155,7 +1200,7 @@ impl Core {
             self.server_address,
         )
         .and_then(|scope| {
-            let receive = Py::new(py, AsgiReceive::new(body))?;
+            let receive = Py::new(py, AsgiReceive::new(body.to_owned_body()?))?;
             let send = Py::new(py, AsgiSend::new())?;
             let coroutine =
                 app.bind(py)
@@ -1429,7 +1474,7 @@ impl Core {
         key: usize,
         head_bytes: &[u8],
         head: &RequestHead,
-        body: &[u8],
+        body: RequestBody<'_>,
         keep_alive: bool,
     ) -> Outcome {
         let mut awaiting = AwaitingResponse {
@@ -1657,15 +1702,35 @@ enum CoroutineStart<'py> {
     Continuing,
 }
 
+/// Why a body could not be received.
+enum BodyError {
+    /// The client broke the protocol (or a limit): refuse with its status.
+    Protocol(ProtoError),
+    /// The server could not store it (spooling to disk failed): a 500.
+    Storage(io::Error),
+}
+
+impl From<ProtoError> for BodyError {
+    fn from(error: ProtoError) -> Self {
+        BodyError::Protocol(error)
+    }
+}
+
+impl From<io::Error> for BodyError {
+    fn from(error: io::Error) -> Self {
+        BodyError::Storage(error)
+    }
+}
+
 /// How a body begins right after its head.
 enum BodyStart<'a> {
     /// The whole body is in the buffer (for Content-Length, a slice of it).
     Complete { body: &'a [u8], consumed: usize },
     /// A chunked body that was complete in the buffer, decoded.
     Decoded { body: Vec<u8>, consumed: usize },
-    /// More is to come; `body` holds what was decoded so far.
+    /// More is to come; `body` holds what was received so far.
     Incomplete {
-        body: Vec<u8>,
+        body: BodyBuffer,
         progress: BodyProgress,
         consumed: usize,
     },
@@ -1675,7 +1740,7 @@ fn start_body<'a>(
     head: &RequestHead,
     available: &'a [u8],
     limits: &Limits,
-) -> Result<BodyStart<'a>, ProtoError> {
+) -> Result<BodyStart<'a>, BodyError> {
     match head.framing {
         BodyFraming::Empty => Ok(BodyStart::Complete {
             body: &[],
@@ -1689,8 +1754,8 @@ fn start_body<'a>(
                     consumed: length_usize,
                 })
             } else {
-                let mut body = Vec::with_capacity(length_usize.min(1024 * 1024));
-                body.extend_from_slice(available);
+                let mut body = BodyBuffer::new(Some(length));
+                body.append(available)?;
                 Ok(BodyStart::Incomplete {
                     body,
                     progress: BodyProgress::Remaining(length - available.len() as u64),
@@ -1700,14 +1765,16 @@ fn start_body<'a>(
         }
         BodyFraming::Chunked => {
             let mut decoder = ChunkedDecoder::new(limits);
-            let mut body = Vec::new();
-            let progress = decoder.decode(available, &mut body)?;
+            let mut decoded = Vec::new();
+            let progress = decoder.decode(available, &mut decoded)?;
             if progress.done {
                 Ok(BodyStart::Decoded {
-                    body,
+                    body: decoded,
                     consumed: progress.consumed,
                 })
             } else {
+                let mut body = BodyBuffer::new(None);
+                body.append(&decoded)?;
                 Ok(BodyStart::Incomplete {
                     body,
                     progress: BodyProgress::Chunked(decoder),
@@ -1719,16 +1786,22 @@ fn start_body<'a>(
 }
 
 /// Feeds newly arrived bytes to a body in progress; `true` once it is complete.
-fn continue_body(pending: &mut PendingBody, available: &[u8]) -> Result<(usize, bool), ProtoError> {
+fn continue_body(
+    pending: &mut PendingBody,
+    available: &[u8],
+    scratch: &mut Vec<u8>,
+) -> Result<(usize, bool), BodyError> {
     match &mut pending.framing {
         BodyProgress::Remaining(remaining) => {
             let take = (*remaining).min(available.len() as u64) as usize;
-            pending.body.extend_from_slice(&available[..take]);
+            pending.body.append(&available[..take])?;
             *remaining -= take as u64;
             Ok((take, *remaining == 0))
         }
         BodyProgress::Chunked(decoder) => {
-            let progress = decoder.decode(available, &mut pending.body)?;
+            scratch.clear();
+            let progress = decoder.decode(available, scratch)?;
+            pending.body.append(scratch)?;
             Ok((progress.consumed, progress.done))
         }
     }

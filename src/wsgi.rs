@@ -19,7 +19,7 @@
 
 use std::fs::File;
 use std::net::SocketAddr;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
 
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -28,6 +28,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use rush_proto::response::{is_valid_header_name, is_valid_header_value};
 use rush_proto::{RequestHead, Version};
 
+use crate::body::RequestBody;
 use crate::request::header_fields;
 
 static BYTES_IO: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -95,7 +96,7 @@ pub fn build_environ<'py>(
     settings: &WsgiSettings,
     head_bytes: &[u8],
     head: &RequestHead,
-    body: &[u8],
+    body: RequestBody<'_>,
     client: Option<SocketAddr>,
     server: Option<SocketAddr>,
 ) -> PyResult<Bound<'py, PyDict>> {
@@ -172,12 +173,21 @@ pub fn build_environ<'py>(
             None => environ.set_item(&name_buffer, value)?,
         }
     }
-    let input = BYTES_IO
-        .get_or_try_init(py, || -> PyResult<Py<PyAny>> {
-            Ok(py.import("io")?.getattr("BytesIO")?.unbind())
-        })?
-        .bind(py)
-        .call1((PyBytes::new(py, body),))?;
+    let input = match body {
+        RequestBody::Bytes(bytes) => BYTES_IO
+            .get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+                Ok(py.import("io")?.getattr("BytesIO")?.unbind())
+            })?
+            .bind(py)
+            .call1((PyBytes::new(py, bytes),))?,
+        // A spooled body: the app reads the temporary file itself, from the start.
+        RequestBody::File { file, .. } => {
+            let descriptor = file.try_clone()?.into_raw_fd();
+            let input = py.import("io")?.call_method1("open", (descriptor, "rb"))?;
+            input.call_method1("seek", (0,))?;
+            input
+        }
+    };
     environ.set_item(pyo3::intern!(py, "wsgi.input"), input)?;
     Ok(environ)
 }
