@@ -1,0 +1,108 @@
+"""An app with ``async def`` handlers that really suspend (served on asyncio).
+
+``GET /wait/{key}`` suspends until some request ``GET /release/{key}`` comes
+in (on any connection), which makes interleaving testable without timing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from rush import App, Request, Response
+
+from tests.apps._shared import GATE_LIMIT, echo, gate_paths
+
+app = App()
+
+calls = 0
+events: dict[str, asyncio.Event] = {}
+
+
+def count() -> None:
+    global calls
+    calls += 1
+
+
+def event(key: str) -> asyncio.Event:
+    return events.setdefault(key, asyncio.Event())
+
+
+@app.get("/count")
+def get_count(request: Request) -> dict[str, int]:
+    return {"calls": calls}
+
+
+@app.get("/wait/{key}")
+async def wait(request: Request, key: str) -> dict[str, Any]:
+    count()
+    await event(key).wait()
+    return {"key": key, "waited": True}
+
+
+@app.get("/release/{key}")
+async def release(request: Request, key: str) -> str:
+    count()
+    event(key).set()
+    return f"released {key}"
+
+
+@app.get("/sleep")
+async def sleep(request: Request) -> dict[str, Any]:
+    count()
+    await asyncio.sleep(float(request.query.get("ms", "10")) / 1000)
+    return {"id": request.query.get("id"), "slept": True}
+
+
+@app.get("/fast")
+def fast(request: Request) -> dict[str, Any]:
+    count()
+    return {"id": request.query.get("id"), "slept": False}
+
+
+@app.get("/no-suspend")
+async def no_suspend(request: Request) -> str:
+    count()
+    return "finished without suspending"
+
+
+@app.route("/echo", methods=["GET", "POST"])
+async def async_echo(request: Request) -> dict[str, Any]:
+    count()
+    await asyncio.sleep(0)
+    return echo(request)
+
+
+@app.get("/raise-after-await")
+async def raise_after_await(request: Request) -> str:
+    count()
+    await asyncio.sleep(0.001)
+    raise ValueError("async boom after await")
+
+
+@app.get("/raise-before-await")
+async def raise_before_await(request: Request) -> str:
+    count()
+    raise ValueError("async boom before await")
+
+
+@app.get("/response")
+async def response(request: Request) -> Response:
+    count()
+    await asyncio.sleep(0.001)
+    return Response("async response", status=201, headers={"X-Async": "1"})
+
+
+@app.get("/gate")
+async def gate(request: Request) -> str:
+    count()
+    entered, released = gate_paths(request)
+    entered.write_text(str(os.getpid()))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + GATE_LIMIT
+    while not released.exists():
+        if loop.time() > deadline:
+            raise TimeoutError("the test never released the gate")
+        await asyncio.sleep(0.01)
+    return f"released {released.name}"

@@ -1,0 +1,3 @@
+"""An app module that fails while being imported."""
+
+raise RuntimeError("tests.apps.broken fails to import on purpose")

@@ -1,0 +1,3 @@
+"""A module whose ``app`` is not a rush.App."""
+
+app = 42
