@@ -130,6 +130,8 @@ pub struct AwaitingResponse {
     pub request_head: Vec<u8>,
     /// For an ASGI app: its `send` and `receive` objects.
     pub asgi: Option<AsgiExchange>,
+    /// The `Allow` value when an app's 405 handler answers.
+    pub allow: Option<Vec<u8>>,
 }
 
 pub struct AsgiExchange {

@@ -18,6 +18,31 @@ mod wsgi;
 
 use pyo3::prelude::*;
 
+/// Makes the kernel send `signal` to this process when its parent dies,
+/// and raises if the parent (`expected_parent`) is already gone. Workers
+/// call it right after fork, so a supervisor killed with SIGKILL cannot
+/// leave orphaned workers serving on.
+#[pyfunction]
+fn exit_with_parent(signal: i32, expected_parent: i32) -> PyResult<()> {
+    // SAFETY: prctl(PR_SET_PDEATHSIG) takes a plain signal number and
+    // touches no memory of ours; getppid has no preconditions.
+    let (result, parent) = unsafe {
+        (
+            libc::prctl(libc::PR_SET_PDEATHSIG, signal as libc::c_ulong, 0, 0, 0),
+            libc::getppid(),
+        )
+    };
+    if result != 0 {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    if parent != expected_parent {
+        return Err(pyo3::exceptions::PyRuntimeError::new_err(
+            "the supervisor exited before this worker started",
+        ));
+    }
+    Ok(())
+}
+
 #[pymodule]
 fn _rush(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<router::Router>()?;
@@ -31,6 +56,7 @@ fn _rush(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<asgi::AsgiReceive>()?;
     module.add_class::<wsgi::WsgiResponse>()?;
     module.add_function(wrap_pyfunction!(wsgi::call_wsgi, module)?)?;
+    module.add_function(wrap_pyfunction!(exit_with_parent, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

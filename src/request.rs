@@ -90,6 +90,10 @@ fn cached_attribute<'py>(
 /// Percent-decodes a path; invalid UTF-8 after decoding is replaced, as
 /// browsers and other servers do.
 pub fn decode_path(raw: &[u8]) -> std::borrow::Cow<'_, str> {
+    if raw.is_empty() {
+        // An absolute-form target without a path (`http://host`) means `/`.
+        return std::borrow::Cow::Borrowed("/");
+    }
     if !raw.contains(&b'%') {
         if let Ok(text) = std::str::from_utf8(raw) {
             return std::borrow::Cow::Borrowed(text);

@@ -37,6 +37,9 @@ pub struct ResponseContext<'a> {
     /// The request's head bytes (for `Response.file`'s conditional and range
     /// handling); empty when not available.
     pub request_head: &'a [u8],
+    /// An `Allow` value every response to this request must carry (a 405
+    /// answered by an app's error handler).
+    pub allow: Option<&'a [u8]>,
 }
 
 /// What [`render_result`] did, for the access log and the connection.
@@ -251,6 +254,11 @@ pub fn write_response<'h>(
 
 /// Appends `Date`, the `Connection` header when one is needed, and the blank line.
 pub fn finish_head(out: &mut Vec<u8>, context: &ResponseContext<'_>, close: bool) {
+    if let Some(allow) = context.allow {
+        out.extend_from_slice(b"Allow: ");
+        out.extend_from_slice(allow);
+        out.extend_from_slice(b"\r\n");
+    }
     out.extend_from_slice(context.date_line);
     if close || !context.keep_alive {
         out.extend_from_slice(b"Connection: close\r\n\r\n");

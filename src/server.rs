@@ -303,8 +303,8 @@ impl Server {
     /// Sets `start(coroutine, key, request_id) -> (finished, value)`, which
     /// runs a coroutine's first step and, if it suspends, continues it as an
     /// asyncio task that later calls [`Server::complete`].
-    fn set_async_scheduler(&mut self, scheduler: Py<PyAny>) {
-        self.core.async_scheduler = Some(scheduler);
+    fn set_async_scheduler(&mut self, start: Py<PyAny>) {
+        self.core.async_scheduler = Some(start);
     }
 
     /// Sets `notifier(key, request_id)`, returning the no-argument callable an
@@ -709,6 +709,8 @@ impl Server {
         let now = self.core.now;
         self.next_sweep = now + Duration::from_secs(1);
         let mut expired = Vec::new();
+        self.core.date.refresh(SystemTime::now());
+        let date_line = self.core.date.header_line();
         for (key, connection) in self.connections.iter_mut() {
             if now < connection.deadline {
                 continue;
@@ -718,8 +720,10 @@ impl Server {
                 Phase::ReadingHead | Phase::ReadingBody(_) if connection.output.is_empty() => {
                     // Best effort: one write attempt, then close.
                     connection.output.extend_from_slice(
-                        b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                        b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n",
                     );
+                    connection.output.extend_from_slice(date_line);
+                    connection.output.extend_from_slice(b"\r\n");
                     let _ = connection.write_output();
                     expired.push(key);
                 }
@@ -946,6 +950,9 @@ impl Core {
         match outcome {
             Outcome::Pending => {}
             Outcome::Close => connection.phase = Phase::Closing { linger: false },
+            Outcome::KeepAlive if self.draining => {
+                connection.phase = Phase::Closing { linger: false };
+            }
             Outcome::KeepAlive => {
                 connection.phase = Phase::Idle;
                 connection.deadline = self.now + self.config.keep_alive_timeout;
@@ -971,6 +978,7 @@ impl Core {
                         keep_alive: false,
                         http10: false,
                         request_head: &[],
+                        allow: None,
                     },
                     true,
                 );
@@ -1006,6 +1014,7 @@ impl Core {
             keep_alive,
             http10: head.version == Version::Http10,
             request_head: head_bytes,
+            allow: None,
         };
         let method = head.method_span.of(head_bytes);
         let path = decode_path(head.path.of(head_bytes));
@@ -1013,6 +1022,7 @@ impl Core {
         let router = router.bind(py).borrow();
         let decision = router.route(method, &path);
         let mut params: Option<Bound<'_, PyDict>> = None;
+        let mut allow_for_handler: Option<Vec<u8>> = None;
         let (handler, default_status) = match decision {
             RouteDecision::Redirect(redirect) => {
                 connection.output.extend_from_slice(&redirect.head_prefix);
@@ -1081,7 +1091,10 @@ impl Core {
                 }
             },
             RouteDecision::MethodNotAllowed { allow } => match router.error_handler(405) {
-                Some(handler) => (handler, 405),
+                Some(handler) => {
+                    allow_for_handler = Some(allow.to_vec());
+                    (handler, 405)
+                }
                 None => {
                     let body = b"Method Not Allowed";
                     write_response(
@@ -1135,6 +1148,7 @@ impl Core {
             request_line: String::new(),
             request_head: Vec::new(),
             asgi: None,
+            allow: allow_for_handler,
         };
         let line = RequestLine::Raw(head_bytes, head);
         let result =
@@ -1185,6 +1199,7 @@ impl Core {
             request_line: String::new(),
             request_head: Vec::new(),
             asgi: None,
+            allow: None,
         };
         let line = RequestLine::Raw(head_bytes, head);
         let Some(settings) = &self.asgi else {
@@ -1357,6 +1372,7 @@ impl Core {
                     request_line: String::new(),
                     request_head: Vec::new(),
                     asgi: None,
+                    allow: None,
                 };
                 return Some(self.finish(
                     py,
@@ -1409,9 +1425,10 @@ impl Core {
             let context = ResponseContext {
                 date_line: self.date.header_line(),
                 head_only: write.head_only,
-                keep_alive: write.keep_alive && !close,
+                keep_alive: write.keep_alive && !close && !self.draining,
                 http10: write.http10,
                 request_head: &[],
+                allow: None,
             };
             finish_head(out, &context, close);
             send.head_written = true;
@@ -1486,6 +1503,7 @@ impl Core {
             request_line: String::new(),
             request_head: Vec::new(),
             asgi: None,
+            allow: None,
         };
         let line = RequestLine::Raw(head_bytes, head);
         let Some(settings) = &self.wsgi else {
@@ -1538,9 +1556,11 @@ impl Core {
         let context = ResponseContext {
             date_line: self.date.header_line(),
             head_only: awaiting.head_only,
-            keep_alive: awaiting.keep_alive,
+            // A drain that began while the handler ran closes after its response.
+            keep_alive: awaiting.keep_alive && !self.draining,
             http10: awaiting.http10,
             request_head,
+            allow: awaiting.allow.as_deref(),
         };
         let start = connection.output.len();
         let rendered = result.and_then(|value| {
@@ -1587,7 +1607,7 @@ impl Core {
             );
             let _ = logger.call1(py, (line,));
         }
-        keep_or_close(awaiting.keep_alive && !close)
+        keep_or_close(awaiting.keep_alive && !close && !self.draining)
     }
 
     fn access_log(

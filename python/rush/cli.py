@@ -24,7 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
             "Signals: TERM/INT drain and stop, QUIT stops at once, HUP replaces workers "
             "one by one, TTIN/TTOU add or remove a worker."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        # Defaults are written into each option's help text (argparse's own
+        # default display would show None, the "not given" marker).
     )
     parser.add_argument("app", nargs="?", help="the application, as MODULE:ATTRIBUTE (env RUSH_APP)")
     for option in Config.option_fields():

@@ -31,6 +31,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from rush import logs
+from rush._rush import exit_with_parent
 from rush.config import Config
 from rush.worker import EXIT_BOOT_FAILURE, worker_main
 
@@ -160,8 +161,15 @@ class Supervisor:
 
     def spawn(self) -> Worker:
         ready_reader, ready_writer = os.pipe()
+        supervisor_pid = os.getpid()
         pid = os.fork()
         if pid == 0:
+            # A worker must not outlive its supervisor (even one killed with
+            # SIGKILL): the kernel then asks it to drain and exit.
+            try:
+                exit_with_parent(signal.SIGTERM, supervisor_pid)
+            except (OSError, RuntimeError):
+                os._exit(1)
             os.close(ready_reader)
             os.close(self.wake_reader)
             os.close(self.wake_writer)

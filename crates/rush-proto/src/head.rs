@@ -54,7 +54,9 @@ pub struct RequestHead {
     pub method_span: Span,
     /// The whole request target (origin-form `/a/b?x=1`, absolute-form, authority-form for CONNECT, or `*`).
     pub target: Span,
-    /// The path part of the target: up to (not including) the first `?`, still percent-encoded.
+    /// The path part of the target: up to (not including) the first `?`,
+    /// still percent-encoded. For an absolute-form target it is the part after
+    /// the authority (empty when there is none, which means `/`).
     pub path: Span,
     /// The query part of the target, after the `?` (without it); `None` when there is no `?`.
     pub query: Option<Span>,
@@ -221,15 +223,20 @@ fn parse_with_slots<'buffer>(
     };
     let method_span = span_of(method_token.as_bytes());
     let target = span_of(target_text.as_bytes());
-    let (path, query) = match memchr(b'?', target_text.as_bytes()) {
+    // Absolute-form (`http://host/path?q`, RFC 9112 3.2.2) must be accepted;
+    // routing uses its path, which starts at the first `/` after the
+    // authority (an absent path is empty here and means `/`).
+    let origin_start = absolute_form_path_start(target_text.as_bytes()).unwrap_or(0);
+    let origin = Span::new(target.start as usize + origin_start, target.end as usize);
+    let (path, query) = match memchr(b'?', &target_text.as_bytes()[origin_start..]) {
         Some(question_mark) => {
-            let question_mark = target.start as usize + question_mark;
+            let question_mark = origin.start as usize + question_mark;
             (
-                Span::new(target.start as usize, question_mark),
-                Some(Span::new(question_mark + 1, target.end as usize)),
+                Span::new(origin.start as usize, question_mark),
+                Some(Span::new(question_mark + 1, origin.end as usize)),
             )
         }
-        None => (target, None),
+        None => (origin, None),
     };
 
     let mut fields = FieldSummary::default();
@@ -717,5 +724,53 @@ mod tests {
                 String::from_utf8_lossy(line)
             );
         }
+    }
+}
+
+/// For an absolute-form target (`scheme://authority/path...`), the offset
+/// where its path begins (the end of the authority when it has no path).
+fn absolute_form_path_start(target: &[u8]) -> Option<usize> {
+    let scheme_end = memchr(b':', target)?;
+    let scheme = &target[..scheme_end];
+    if scheme.is_empty()
+        || !scheme[0].is_ascii_alphabetic()
+        || !scheme
+            .iter()
+            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'+' | b'-' | b'.'))
+        || !target[scheme_end..].starts_with(b"://")
+    {
+        return None;
+    }
+    let authority_start = scheme_end + 3;
+    let authority_end = target[authority_start..]
+        .iter()
+        .position(|&byte| matches!(byte, b'/' | b'?' | b'#'))
+        .map_or(target.len(), |position| authority_start + position);
+    Some(authority_end)
+}
+
+#[cfg(test)]
+mod absolute_form_tests {
+    use super::*;
+
+    fn parse(request: &[u8]) -> RequestHead {
+        let mut headers = Vec::new();
+        match parse_request_head(request, &Limits::default(), &mut headers) {
+            Ok(HeadStatus::Complete(head)) => head,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn absolute_form_targets_route_by_their_path() {
+        let request = b"GET http://example.com/a/b?x=1 HTTP/1.1\r\nHost: example.com\r\n\r\n";
+        let head = parse(request);
+        assert_eq!(head.target.of(request), b"http://example.com/a/b?x=1");
+        assert_eq!(head.path.of(request), b"/a/b");
+        assert_eq!(head.query.map(|query| query.of(request)), Some(&b"x=1"[..]));
+        let request = b"GET http://example.com HTTP/1.1\r\nHost: example.com\r\n\r\n";
+        assert_eq!(parse(request).path.of(request), b"");
+        let request = b"GET /http://x HTTP/1.1\r\nHost: a\r\n\r\n";
+        assert_eq!(parse(request).path.of(request), b"/http://x");
     }
 }
