@@ -28,6 +28,17 @@ use rush_proto::{RequestHead, Version};
 use crate::body::OwnedBody;
 use crate::request::{decode_path, header_fields};
 
+/// `(host, port)` as ASGI spells an address, or None (Unix sockets).
+pub fn address_object(py: Python<'_>, address: Option<SocketAddr>) -> PyResult<Py<PyAny>> {
+    Ok(match address {
+        Some(address) => (address.ip().to_string(), address.port())
+            .into_pyobject(py)?
+            .into_any()
+            .unbind(),
+        None => py.None(),
+    })
+}
+
 /// An awaitable that is already complete: `await Ready(v)` is `v`, at once.
 #[pyclass(module = "rush._rush")]
 pub struct Ready {
@@ -61,6 +72,8 @@ pub struct AsgiSettings {
     /// The lifespan `state` dict; each scope gets a shallow copy.
     pub state: Option<Py<PyDict>>,
     asgi_version: Py<PyDict>,
+    /// `(host, port)` of the listening socket, or None: the same for every scope.
+    server: Py<PyAny>,
 }
 
 impl AsgiSettings {
@@ -69,6 +82,7 @@ impl AsgiSettings {
         app: Py<PyAny>,
         root_path: String,
         state: Option<Py<PyDict>>,
+        server: Option<SocketAddr>,
     ) -> PyResult<Self> {
         let asgi_version = PyDict::new(py);
         asgi_version.set_item("version", "3.0")?;
@@ -78,6 +92,7 @@ impl AsgiSettings {
             root_path,
             state,
             asgi_version: asgi_version.unbind(),
+            server: address_object(py, server)?,
         })
     }
 }
@@ -88,8 +103,7 @@ pub fn build_scope<'py>(
     settings: &AsgiSettings,
     head_bytes: &[u8],
     head: &RequestHead,
-    client: Option<SocketAddr>,
-    server: Option<SocketAddr>,
+    client: &Py<PyAny>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let scope = PyDict::new(py);
     scope.set_item(pyo3::intern!(py, "type"), pyo3::intern!(py, "http"))?;
@@ -126,17 +140,8 @@ pub fn build_scope<'py>(
         )?)?;
     }
     scope.set_item(pyo3::intern!(py, "headers"), headers)?;
-    let address = |address: Option<SocketAddr>| -> PyResult<Py<PyAny>> {
-        Ok(match address {
-            Some(address) => (address.ip().to_string(), address.port())
-                .into_pyobject(py)?
-                .into_any()
-                .unbind(),
-            None => py.None(),
-        })
-    };
-    scope.set_item(pyo3::intern!(py, "client"), address(client)?)?;
-    scope.set_item(pyo3::intern!(py, "server"), address(server)?)?;
+    scope.set_item(pyo3::intern!(py, "client"), client.bind(py))?;
+    scope.set_item(pyo3::intern!(py, "server"), settings.server.bind(py))?;
     if let Some(state) = &settings.state {
         scope.set_item(pyo3::intern!(py, "state"), state.bind(py).copy()?)?;
     }
@@ -279,21 +284,21 @@ impl AsgiSend {
 #[pymethods]
 impl AsgiSend {
     fn __call__(&mut self, py: Python<'_>, message: &Bound<'_, PyDict>) -> PyResult<Py<Ready>> {
-        let kind: String = message
-            .get_item("type")?
-            .ok_or_else(|| PyValueError::new_err("ASGI message without 'type'"))?
-            .extract()?;
-        match (kind.as_str(), self.state) {
+        let kind = message
+            .get_item(pyo3::intern!(py, "type"))?
+            .ok_or_else(|| PyValueError::new_err("ASGI message without 'type'"))?;
+        let kind = kind.cast::<PyString>()?.to_str()?;
+        match (kind, self.state) {
             ("http.response.start", SendState::AwaitingStart) => {
                 let status: u16 = message
-                    .get_item("status")?
+                    .get_item(pyo3::intern!(py, "status"))?
                     .ok_or_else(|| PyValueError::new_err("http.response.start without status"))?
                     .extract()?;
                 if !(100..=999).contains(&status) {
                     return Err(PyValueError::new_err(format!("invalid status {status}")));
                 }
                 let mut headers = Vec::new();
-                if let Some(fields) = message.get_item("headers")? {
+                if let Some(fields) = message.get_item(pyo3::intern!(py, "headers"))? {
                     for field in fields.try_iter()? {
                         let (name, value): (Vec<u8>, Vec<u8>) = field?.extract()?;
                         if !is_valid_header_name(&name) || !is_valid_header_value(&value) {
@@ -323,11 +328,11 @@ impl AsgiSend {
                 ));
             }
             ("http.response.body", SendState::SendingBody) => {
-                if let Some(body) = message.get_item("body")? {
+                if let Some(body) = message.get_item(pyo3::intern!(py, "body"))? {
                     self.pending_body
                         .extend_from_slice(body.cast::<PyBytes>()?.as_bytes());
                 }
-                let more_body = match message.get_item("more_body")? {
+                let more_body = match message.get_item(pyo3::intern!(py, "more_body"))? {
                     Some(flag) => flag.is_truthy()?,
                     None => false,
                 };

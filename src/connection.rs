@@ -163,6 +163,9 @@ pub enum Phase {
 pub struct Connection {
     pub stream: Stream,
     pub client: Option<SocketAddr>,
+    /// `client` as a Python `(host, port)` tuple (or None), made once per
+    /// connection when an ASGI scope first needs it.
+    pub client_object: Option<pyo3::Py<pyo3::PyAny>>,
     /// Received bytes not consumed yet.
     pub input: Vec<u8>,
     /// Response bytes not written yet.
@@ -184,6 +187,7 @@ impl Connection {
         Connection {
             stream,
             client,
+            client_object: None,
             input: Vec::new(),
             output: Vec::new(),
             body: None,

@@ -34,7 +34,7 @@ use rush_proto::{
 };
 use slab::Slab;
 
-use crate::asgi::{build_scope, AsgiReceive, AsgiSend, AsgiSettings, SendState};
+use crate::asgi::{address_object, build_scope, AsgiReceive, AsgiSend, AsgiSettings, SendState};
 use crate::body::{BodyBuffer, RequestBody};
 use crate::connection::{
     AsgiExchange, AwaitingResponse, BodyProgress, Connection, PendingBody, Phase, Stream,
@@ -232,7 +232,7 @@ impl Server {
             Listener::Unix(_) => None,
         };
         let asgi = asgi_app
-            .map(|app| AsgiSettings::new(py, app, root_path.clone(), asgi_state))
+            .map(|app| AsgiSettings::new(py, app, root_path.clone(), asgi_state, server_address))
             .transpose()?;
         let wsgi = wsgi_app
             .map(|app| WsgiSettings::new(py, app, root_path, wsgi_multithread, wsgi_multiprocess))
@@ -1202,19 +1202,20 @@ impl Core {
             allow: None,
         };
         let line = RequestLine::Raw(head_bytes, head);
+        if connection.client_object.is_none() {
+            match address_object(py, connection.client) {
+                Ok(client) => connection.client_object = Some(client),
+                Err(error) => {
+                    return self.finish(py, connection, &awaiting, head_bytes, &line, Err(error))
+                }
+            }
+        }
         let Some(settings) = &self.asgi else {
             unreachable!("dispatch_asgi is called only with an ASGI app");
         };
         let app = settings.app.clone_ref(py);
-        let started = build_scope(
-            py,
-            settings,
-            head_bytes,
-            head,
-            connection.client,
-            self.server_address,
-        )
-        .and_then(|scope| {
+        let client = connection.client_object.as_ref().expect("set just above");
+        let started = build_scope(py, settings, head_bytes, head, client).and_then(|scope| {
             let receive = Py::new(py, AsgiReceive::new(body.to_owned_body()?))?;
             let send = Py::new(py, AsgiSend::new())?;
             let coroutine =
