@@ -134,6 +134,24 @@ pub struct AwaitingResponse {
     pub allow: Option<Vec<u8>>,
 }
 
+impl AwaitingResponse {
+    /// The facts about `head` that answering it needs; the rest is filled
+    /// in only when the request continues off the loop.
+    pub fn new(head: &RequestHead, keep_alive: bool, default_status: u16) -> AwaitingResponse {
+        AwaitingResponse {
+            request_id: 0,
+            head_only: head.method == rush_proto::Method::Head,
+            keep_alive,
+            http10: head.version == rush_proto::Version::Http10,
+            default_status,
+            request_line: String::new(),
+            request_head: Vec::new(),
+            asgi: None,
+            allow: None,
+        }
+    }
+}
+
 pub struct AsgiExchange {
     pub send: pyo3::Py<crate::asgi::AsgiSend>,
     pub receive: pyo3::Py<crate::asgi::AsgiReceive>,

@@ -1138,18 +1138,8 @@ impl Core {
                 client: connection.client,
             })
         });
-        let mut awaiting = AwaitingResponse {
-            request_id: 0,
-            head_only: context.head_only,
-            keep_alive,
-            http10: context.http10,
-            default_status,
-            // Formatted or copied only if a log line or a suspended handler needs it.
-            request_line: String::new(),
-            request_head: Vec::new(),
-            asgi: None,
-            allow: allow_for_handler,
-        };
+        let mut awaiting = AwaitingResponse::new(head, keep_alive, default_status);
+        awaiting.allow = allow_for_handler;
         let line = RequestLine::Raw(head_bytes, head);
         let result =
             request.and_then(|request| call_handler(py, handler, request, params.as_ref()));
@@ -1190,17 +1180,7 @@ impl Core {
         body: RequestBody<'_>,
         keep_alive: bool,
     ) -> Outcome {
-        let mut awaiting = AwaitingResponse {
-            request_id: 0,
-            head_only: head.method == Method::Head,
-            keep_alive,
-            http10: head.version == Version::Http10,
-            default_status: 200,
-            request_line: String::new(),
-            request_head: Vec::new(),
-            asgi: None,
-            allow: None,
-        };
+        let mut awaiting = AwaitingResponse::new(head, keep_alive, 200);
         let line = RequestLine::Raw(head_bytes, head);
         if connection.client_object.is_none() {
             match address_object(py, connection.client) {
@@ -1495,17 +1475,7 @@ impl Core {
         body: RequestBody<'_>,
         keep_alive: bool,
     ) -> Outcome {
-        let mut awaiting = AwaitingResponse {
-            request_id: 0,
-            head_only: head.method == Method::Head,
-            keep_alive,
-            http10: head.version == Version::Http10,
-            default_status: 200,
-            request_line: String::new(),
-            request_head: Vec::new(),
-            asgi: None,
-            allow: None,
-        };
+        let mut awaiting = AwaitingResponse::new(head, keep_alive, 200);
         let line = RequestLine::Raw(head_bytes, head);
         let Some(settings) = &self.wsgi else {
             unreachable!("dispatch_wsgi is called only with a WSGI app");
