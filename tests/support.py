@@ -470,7 +470,7 @@ class RushServer:
             command.append(f"tests.apps.{self.app}:app" if ":" not in self.app else self.app)
         command += [str(arg) for arg in self.args]
         # The fd placeholder may sit anywhere in the command (e.g. a script's argument).
-        has_placeholder = "{fd}" in command
+        has_placeholder = any("{fd}" in part for part in command)
         pass_fds: tuple[int, ...] = ()
         listener = None
         if self.bind == "fd":
@@ -480,7 +480,7 @@ class RushServer:
             self.port = listener.getsockname()[1]
             fd_text = str(listener.fileno())
             if has_placeholder:
-                command = [fd_text if part == "{fd}" else part for part in command]
+                command = [part.replace("{fd}", fd_text) for part in command]
             else:
                 command += ["--fd", fd_text]
             pass_fds = (listener.fileno(),)

@@ -10,6 +10,7 @@ app never reached (the test app counts the requests its handlers see).
 from __future__ import annotations
 
 import itertools
+import random
 import socket
 
 import pytest
@@ -319,10 +320,6 @@ def test_body_that_looks_like_a_request_is_only_a_body(server: RushServer) -> No
     assert echo_ids([outer, following]) == ["outer", "next"]
 
 
-@pytest.mark.xfail(
-    reason="server bug: an absolute-form target (GET http://test/echo) is routed by the whole URL and gets 404",
-    strict=True,
-)
 def test_absolute_form_request_target_is_routed_by_its_path(server: RushServer) -> None:
     # RFC 9112 3.2.2: "a server MUST accept the absolute-form in requests".
     with server.connect() as connection:
@@ -501,3 +498,54 @@ def test_worker_survives_every_refusal(server: RushServer) -> None:
         connection.send(request("GET", "/pid"))
         assert int(connection.read_response().body) == server.single_worker()
     server.assert_running()
+
+
+# ---------------------------------------------------------------------------
+# A long mixed pipeline, cut into arbitrary pieces
+
+
+def _mixed_pipeline(count: int) -> tuple[bytes, list[str], list[str]]:
+    """Requests of every framing; returns the bytes, the methods and the expected ids."""
+    data = b""
+    methods, ids = [], []
+    for number in range(count):
+        kind = number % 4
+        if kind == 0:
+            data += request("GET", f"/echo?id={number}")
+            methods.append("GET")
+        elif kind == 1:
+            data += request("POST", f"/echo?id={number}", body=b"cl-%d" % number)
+            methods.append("POST")
+        elif kind == 2:
+            body = chunked(b"ch", b"-%d" % number, trailers=b"X-T: %d\r\n" % number)
+            data += request(
+                "POST", f"/echo?id={number}", [("Transfer-Encoding", "chunked")], body, content_length=False
+            )
+            methods.append("POST")
+        else:
+            data += request("HEAD", f"/echo?id={number}")
+            methods.append("HEAD")
+        ids.append(str(number))
+    return data, methods, ids
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("app", ["sync", "async"])
+def test_mixed_pipeline_in_random_pieces(server: RushServer, async_server: RushServer, app: str, seed: int) -> None:
+    target = server if app == "sync" else async_server
+    data, methods, ids = _mixed_pipeline(40)
+    rng = random.Random(seed)
+    points = sorted(rng.sample(range(1, len(data)), 60))
+    with target.connect() as connection:
+        for start, end in itertools.pairwise([0, *points, len(data)]):
+            connection.send(data[start:end])
+        responses = connection.read_responses(len(ids), methods)
+    assert all(response.status == 200 for response in responses)
+    for number, (response, method) in enumerate(zip(responses, methods, strict=True)):
+        if method == "HEAD":
+            assert response.body == b""
+            continue
+        echo = response.json()
+        assert dict(echo["query"]) == {"id": ids[number]}
+        expected = {0: "", 1: f"cl-{number}", 2: f"ch-{number}"}[number % 4]
+        assert echo["body"] == expected

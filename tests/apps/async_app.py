@@ -7,6 +7,7 @@ in (on any connection), which makes interleaving testable without timing.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 from typing import Any
 
@@ -72,6 +73,14 @@ async def async_echo(request: Request) -> dict[str, Any]:
     count()
     await asyncio.sleep(0)
     return echo(request)
+
+
+@app.post("/digest")
+async def digest(request: Request) -> dict[str, Any]:
+    count()
+    await asyncio.sleep(0)
+    body = request.body
+    return {"length": len(body), "sha256": hashlib.sha256(body).hexdigest()}
 
 
 @app.get("/raise-after-await")

@@ -4,6 +4,7 @@ return type, path parameters, redirects, errors, and an echo of the request.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import Any
 
@@ -143,6 +144,13 @@ def user(request: Request, user_id: str) -> dict[str, Any]:
 @counted
 def user_post(request: Request, user_id: str, post_id: str) -> dict[str, Any]:
     return {"user": user_id, "post": post_id}
+
+
+@app.route("/digest", methods=["POST", "PUT"])
+@counted
+def digest(request: Request) -> dict[str, Any]:
+    body = request.body
+    return {"length": len(body), "sha256": hashlib.sha256(body).hexdigest()}
 
 
 @app.post("/json-body")
