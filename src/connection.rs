@@ -132,6 +132,8 @@ pub struct AwaitingResponse {
     pub asgi: Option<AsgiExchange>,
     /// The `Allow` value when an app's 405 handler answers.
     pub allow: Option<Vec<u8>>,
+    /// The request object, kept only when the app has a 500 handler.
+    pub request: Option<pyo3::Py<crate::request::Request>>,
 }
 
 impl AwaitingResponse {
@@ -148,6 +150,7 @@ impl AwaitingResponse {
             request_head: Vec::new(),
             asgi: None,
             allow: None,
+            request: None,
         }
     }
 }

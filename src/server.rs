@@ -1126,23 +1126,33 @@ impl Core {
                 (handler, 200)
             }
         };
-        let request = body.to_owned_body().map_err(PyErr::from).map(|body| {
-            Request::new(RequestParts {
-                head: head_bytes,
-                method: head.method_span,
-                target: head.target,
-                path: head.path,
-                query: head.query,
-                version: head.version,
-                body,
-                client: connection.client,
-            })
+        let request = body.to_owned_body().map_err(PyErr::from).and_then(|body| {
+            Bound::new(
+                py,
+                Request::new(RequestParts {
+                    head: head_bytes,
+                    method: head.method_span,
+                    target: head.target,
+                    path: head.path,
+                    query: head.query,
+                    version: head.version,
+                    body,
+                    client: connection.client,
+                }),
+            )
         });
         let mut awaiting = AwaitingResponse::new(head, keep_alive, default_status);
         awaiting.allow = allow_for_handler;
+        if router.error_handler(500).is_some() {
+            // Kept for the app's 500 handler, should this one raise.
+            awaiting.request = request
+                .as_ref()
+                .ok()
+                .map(|request| request.clone().unbind());
+        }
         let line = RequestLine::Raw(head_bytes, head);
         let result =
-            request.and_then(|request| call_handler(py, handler, request, params.as_ref()));
+            request.and_then(|request| call_handler(py, handler, &request, params.as_ref()));
         match result {
             Err(error) => self.finish(py, connection, &awaiting, head_bytes, &line, Err(error)),
             Ok(coroutine) if handler.is_async => {
@@ -1354,6 +1364,7 @@ impl Core {
                     request_head: Vec::new(),
                     asgi: None,
                     allow: None,
+                    request: None,
                 };
                 return Some(self.finish(
                     py,
@@ -1555,17 +1566,25 @@ impl Core {
                     &format!("Exception in handler for {}", line.text()),
                     Some(error),
                 );
-                let body = b"Internal Server Error";
-                write_response(
-                    &mut connection.output,
-                    500,
-                    b"text/plain; charset=utf-8",
-                    std::iter::empty(),
-                    body,
-                    &context,
-                    false,
-                );
-                (500, body.len(), false)
+                match self.render_error_page(py, awaiting, &context, &mut connection.output) {
+                    Some(rendered) => {
+                        connection.body = rendered.body;
+                        (rendered.status, rendered.body_length, rendered.close)
+                    }
+                    None => {
+                        let body = b"Internal Server Error";
+                        write_response(
+                            &mut connection.output,
+                            500,
+                            b"text/plain; charset=utf-8",
+                            std::iter::empty(),
+                            body,
+                            &context,
+                            false,
+                        );
+                        (500, body.len(), false)
+                    }
+                }
             }
         };
         if let Some(logger) = &self.access_logger {
@@ -1579,6 +1598,48 @@ impl Core {
             let _ = logger.call1(py, (line,));
         }
         keep_or_close(awaiting.keep_alive && !close && !self.draining)
+    }
+
+    /// The app's 500 page for a request whose handler raised, if it has one
+    /// and it answers at once; `None` means the native 500.
+    fn render_error_page(
+        &self,
+        py: Python<'_>,
+        awaiting: &AwaitingResponse,
+        context: &ResponseContext<'_>,
+        out: &mut Vec<u8>,
+    ) -> Option<crate::response::Rendered> {
+        let request = awaiting.request.as_ref()?;
+        let router = self.router.bind(py).borrow();
+        let handler = router.error_handler(500)?;
+        let mut value = handler.callable.bind(py).call1((request.bind(py),));
+        if handler.is_async {
+            // A 500 page that awaits something is not worth a second
+            // suspension; it must answer in its first step.
+            value = value.and_then(|coroutine| {
+                match coroutine.call_method1(pyo3::intern!(py, "send"), (py.None(),)) {
+                    Ok(_) => {
+                        let _ = coroutine.call_method0(pyo3::intern!(py, "close"));
+                        Err(pyo3::exceptions::PyRuntimeError::new_err(
+                            "an async 500 handler must not suspend",
+                        ))
+                    }
+                    Err(stop) if stop.is_instance_of::<PyStopIteration>(py) => {
+                        stop.value(py).getattr(pyo3::intern!(py, "value"))
+                    }
+                    Err(error) => Err(error),
+                }
+            });
+        }
+        let start = out.len();
+        match value.and_then(|value| render_result(py, &value, 500, context, out)) {
+            Ok(rendered) => Some(rendered),
+            Err(error) => {
+                out.truncate(start);
+                self.log_error(py, "the app's 500 handler failed too", Some(error));
+                None
+            }
+        }
     }
 
     fn access_log(
@@ -1674,10 +1735,9 @@ fn request_line(head_bytes: &[u8], head: &RequestHead) -> String {
 fn call_handler<'py>(
     py: Python<'py>,
     handler: &Handler,
-    request: Request,
+    request: &Bound<'py, Request>,
     params: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let request = Bound::new(py, request)?;
     let callable = handler.callable.bind(py);
     match params {
         None => callable.call1((request,)),

@@ -144,12 +144,13 @@ class App:
         )
 
     def errorhandler(self, status: int) -> Callable[[Handler], Handler]:
-        """Registers a handler for 404 (no route) or 405 (wrong method). It
-        takes the request and returns a response like any handler; a
-        str/bytes/dict result keeps ``status``. (A handler that raises is
-        answered with a native 500 and its traceback is logged.)"""
-        if status not in (404, 405):
-            raise ValueError("error handlers exist for 404 and 405")
+        """Registers a handler for 404 (no route), 405 (wrong method) or 500
+        (a handler raised; its traceback is logged first). It takes the
+        request and returns a response like any handler; a str/bytes/dict
+        result keeps ``status``. A 500 handler that raises, or an async one
+        that suspends, falls back to the native 500."""
+        if status not in (404, 405, 500):
+            raise ValueError("error handlers exist for 404, 405 and 500")
 
         def register(handler: Handler) -> Handler:
             self.error_handlers[status] = handler
