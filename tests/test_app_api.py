@@ -338,6 +338,24 @@ def test_custom_405_handler_response_still_has_allow(errors_server: RushServer) 
     assert "GET" in response.headers.get("allow", "")
 
 
+def test_custom_404_handler_answers_head_without_a_body(errors_server: RushServer) -> None:
+    with errors_server.connect() as connection:
+        connection.send(request("HEAD", "/missing") + request("GET", "/missing"))
+        head, get = connection.read_responses(2, ["HEAD", "GET"])
+    assert (head.status, head.body) == (404, b"")
+    assert head.header("content-length") == str(len(get.body))
+    assert get.body == b"nothing at /missing"
+
+
+def test_error_handler_that_raises_is_a_500_and_the_connection_lives_on(errors_server: RushServer) -> None:
+    with errors_server.connect() as connection:
+        connection.send(request("GET", "/explode") + request("GET", "/only-get"))
+        failed, after = connection.read_responses(2)
+    assert failed.status == 500
+    assert after.body == b"got it"
+    errors_server.wait_for_log("the 404 handler failed on purpose")
+
+
 # ---------------------------------------------------------------------------
 # Async handlers
 

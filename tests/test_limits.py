@@ -212,6 +212,17 @@ def test_408_response_has_a_date_header(server: RushServer) -> None:
     assert result.responses[0].header("date") is not None, result.responses[0].raw_head
 
 
+def test_keep_alive_deadline_restarts_after_every_response(rush_server: ServerFactory) -> None:
+    """A busy connection outlives the keep-alive timeout: only idleness counts."""
+    server = rush_server("basic", "--keep-alive-timeout", "2")
+    with server.connect() as connection:
+        for number in range(14):  # about 2.8s in all, never idle for more than 0.2s
+            connection.send(request("GET", f"/echo?id={number}"))
+            assert connection.read_response().status == 200
+            time.sleep(0.2)  # pacing the client, not synchronisation
+        connection.assert_closed()  # and once idle, it is closed
+
+
 def test_idle_keep_alive_connection_is_closed_without_a_word(server: RushServer) -> None:
     with server.connect() as connection:
         connection.send(request("GET", "/"))

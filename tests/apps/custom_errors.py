@@ -14,6 +14,8 @@ def only_get(request: Request) -> str:
 
 @app.errorhandler(404)
 def not_found(request: Request) -> str:
+    if request.path.startswith("/explode"):
+        raise RuntimeError("the 404 handler failed on purpose")
     # A str result keeps the 404 status.
     return f"nothing at {request.path}"
 
