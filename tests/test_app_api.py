@@ -10,6 +10,7 @@ pipelined responses in order.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import socket
 import struct
@@ -356,6 +357,31 @@ def test_error_handler_that_raises_is_a_500_and_the_connection_lives_on(errors_s
     errors_server.wait_for_log("the 404 handler failed on purpose")
 
 
+@pytest.mark.parametrize(
+    ("path", "logged"),
+    [
+        ("/raise", "a handler failed, for the 500 handler"),
+        ("/raise-async", "an async handler failed, for the 500 handler"),
+    ],
+)
+def test_custom_500_handler(errors_server: RushServer, path: str, logged: str) -> None:
+    with errors_server.connect() as connection:
+        connection.send(request("GET", path) + request("GET", "/only-get"))
+        failed, after = connection.read_responses(2)
+    assert (failed.status, failed.body) == (500, f"custom 500 for {path}".encode())
+    assert after.body == b"got it"
+    errors_server.wait_for_log(f"RuntimeError: {logged}")  # the traceback is still logged
+
+
+def test_custom_500_handler_that_raises_falls_back_to_the_native_500(errors_server: RushServer) -> None:
+    with errors_server.connect() as connection:
+        connection.send(request("GET", "/raise-in-500") + request("GET", "/only-get"))
+        failed, after = connection.read_responses(2)
+    assert (failed.status, failed.body) == (500, b"Internal Server Error")
+    assert after.body == b"got it"
+    errors_server.wait_for_log("the 500 handler failed too")
+
+
 # ---------------------------------------------------------------------------
 # Async handlers
 
@@ -402,6 +428,11 @@ def test_many_pipelined_async_and_sync_requests_keep_their_order(async_server: R
         connection.send(b"".join(requests))
         responses = connection.read_responses(40)
     assert [response.json()["id"] for response in responses] == [str(number) for number in range(40)]
+
+
+def test_async_handlers_run_on_uvloop_when_it_is_installed(async_client: httpx.Client) -> None:
+    expected = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+    assert async_client.get("/loop").text.startswith(expected)
 
 
 def test_async_handler_results(async_client: httpx.Client) -> None:

@@ -360,8 +360,8 @@ def test_flags_win_over_environment_variables(rush_server: ServerFactory) -> Non
         assert connection.read_response().status == 200
 
 
-def test_port_flag(rush_server: ServerFactory) -> None:
-    server = rush_server("basic", bind="port")
+def test_port_and_backlog_flags(rush_server: ServerFactory) -> None:
+    server = rush_server("basic", "--backlog", "16", bind="port")
     assert f"serving on http://127.0.0.1:{server.port}" in server.stderr_text()
     assert get_pid(server) == server.single_worker()
 

@@ -183,6 +183,15 @@ def test_every_response_has_a_date_header(server: RushServer) -> None:
         assert drift < 60, f"Date {date!r} is {drift:.0f}s off"
 
 
+def test_native_answers_do_not_call_python(server: RushServer) -> None:
+    """404s, 405s and redirects are answered by the native router alone."""
+    before = app_calls(server)
+    with server.connect() as connection:
+        connection.send(request("GET", "/missing") + request("DELETE", "/users/1") + request("GET", "/easter"))
+        assert [response.status for response in connection.read_responses(3)] == [404, 405, 301]
+    assert app_calls(server) == before
+
+
 # ---------------------------------------------------------------------------
 # HEAD and 100-continue
 

@@ -83,6 +83,13 @@ async def digest(request: Request) -> dict[str, Any]:
     return {"length": len(body), "sha256": hashlib.sha256(body).hexdigest()}
 
 
+@app.get("/loop")
+async def loop_type(request: Request) -> str:
+    count()
+    loop = type(asyncio.get_running_loop())
+    return f"{loop.__module__}.{loop.__qualname__}"
+
+
 @app.get("/raise-after-await")
 async def raise_after_await(request: Request) -> str:
     count()
