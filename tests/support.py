@@ -216,9 +216,14 @@ class CloseResult:
 class Connection:
     """A raw client socket with a receive buffer and response parsing."""
 
-    def __init__(self, address: Any, family: int = socket.AF_INET, timeout: float = GUARD_TIMEOUT) -> None:
+    def __init__(
+        self, address: Any, family: int = socket.AF_INET, timeout: float = GUARD_TIMEOUT, rcvbuf: int | None = None
+    ) -> None:
         self.sock = socket.socket(family, socket.SOCK_STREAM)
         self.sock.settimeout(timeout)
+        if rcvbuf is not None:
+            # Before connecting, so the window the server sees is small from the start.
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         if family == socket.AF_INET:
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock.connect(address)
@@ -535,8 +540,8 @@ class RushServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def connect(self, timeout: float = GUARD_TIMEOUT) -> Connection:
-        return Connection(self.address, self.family, timeout)
+    def connect(self, timeout: float = GUARD_TIMEOUT, rcvbuf: int | None = None) -> Connection:
+        return Connection(self.address, self.family, timeout, rcvbuf)
 
     def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
         """Polls with real requests until one is answered; fails early if the process exits."""

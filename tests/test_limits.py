@@ -265,8 +265,7 @@ def test_client_that_never_reads_does_not_block_others_or_grow_memory(rush_serve
     server = rush_server("basic", "--send-timeout", "60")
     worker = server.single_worker()
     memory_before = rss_kib(worker)
-    hog = server.connect()
-    hog.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    hog = server.connect(rcvbuf=4096)
     # Each request asks for 256 KiB; the client never reads any of it.
     sent = _stuff_without_reading(hog.sock, request("GET", "/big?size=262144") * 64)
     requests_sent = sent // len(request("GET", "/big?size=262144"))
@@ -286,8 +285,7 @@ def test_client_that_stops_reading_is_dropped_after_the_send_timeout(rush_server
     server = rush_server("basic", "--send-timeout", "1", "--keep-alive-timeout", "60")
     worker = server.single_worker()
     baseline = socket_fd_count(worker)
-    hog = server.connect()
-    hog.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    hog = server.connect(rcvbuf=4096)
     hog.send(request("GET", "/big?size=8388608"))
     wait_for(lambda: socket_fd_count(worker) == baseline + 1, "the worker accepting the connection")
     # The worker closes the connection once no write has progressed for a second.

@@ -298,7 +298,7 @@ def test_immediate_stop_during_a_graceful_drain(
     worker = server.single_worker()
     gate = Gate(tmp_path, "drain")
     try:
-        with server.connect(timeout=5) as busy:
+        with server.connect(timeout=3) as busy:
             busy.send(request("GET", gate.target))
             gate.wait_entered()
             server.send_signal(first)
@@ -306,7 +306,7 @@ def test_immediate_stop_during_a_graceful_drain(
             server.send_signal(second)
             # Stop now: the request in flight is cut off.
             assert busy.read_until_close().responses == []
-        server.wait_exit(timeout=5)
+        server.wait_exit(timeout=3)
         assert not is_alive(worker)
     finally:
         gate.release()  # lets a server that ignored the second signal drain and exit
