@@ -65,8 +65,10 @@ def draw_group(name: str, group_data: dict, out_path: Path) -> Path:
         panel.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value / 1000:,.0f}k"))
         panel.grid(axis="x", alpha=0.3)
     environment, settings = group_data["environment"], group_data["settings"]
+    several_workers = any(scenario.get("workers", 1) > 1 for scenario in scenarios)
+    placement = "workers share wrk's cores where noted" if several_workers else "one worker on one core, wrk on another"
     figure.suptitle(
-        f"{name}: requests/s, one worker on one core, wrk on another; median of {settings['repeat']} x "
+        f"{name}: requests/s, {placement}; median of {settings['repeat']} x "
         f"{settings['duration_s']:g} s ({environment['cpu']}, {environment['date']})",
         fontsize=10,
     )

@@ -16,10 +16,13 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 from benches import BENCHES_DIR, REPO_ROOT
+from benches.apps.site import ensure_site
 from benches.environment import collect_environment, command_output
 from benches.report import (
     CHARTS_DIR,
@@ -32,9 +35,9 @@ from benches.report import (
     update_readme,
 )
 from benches.results import results_document, summarise, write_results
-from benches.runner import Settings, check_prerequisites, plan, run_all
+from benches.runner import Settings, check_prerequisites, needed_open_files, plan, raise_open_file_limit, run_all
 from benches.scenarios import GROUPS, Scenario, select_scenarios
-from benches.servers import SERVERS, Server, select_servers, server_version, unavailable_reason
+from benches.servers import SERVERS, Launch, Server, select_servers, server_version, unavailable_reason
 from benches.wrk import readable_command, wrk_command
 
 RESULTS_DIR = BENCHES_DIR / "results"
@@ -83,28 +86,56 @@ def list_everything(out=sys.stdout) -> None:
     out.write("Scenario groups:\n")
     for group, scenarios in GROUPS.items():
         out.write(f"  {group}\n")
+        previous_servers = None
         for scenario in scenarios:
             load = f"-t{scenario.threads} -c{scenario.connections}"
             if scenario.pipeline > 1:
                 load += f", pipelined {scenario.pipeline}"
-            out.write(f"    {scenario.key:<28} {scenario.title:<30} ({load})\n")
+            if scenario.workers > 1:
+                load += f", {scenario.workers} workers"
+            servers = ", ".join(server.name for server in SERVERS if server.default and server.serves(scenario))
+            out.write(f"    {scenario.key:<34} {scenario.title:<34} ({load})\n")
+            # The server list is printed when it changes, not repeated for every scenario of a group.
+            if servers != previous_servers:
+                out.write(f"      servers: {servers}\n")
+                previous_servers = servers
     out.write("Servers:\n")
     for server in SERVERS:
         reason = unavailable_reason(server)
         state = "ready" if reason is None else f"unavailable: {reason}"
         variant = "" if server.default else " [variant, run only when named]"
-        out.write(f"  {server.name:<20} {server.title}{variant} - {state}\n")
+        out.write(f"  {server.name:<26} {server.title}{variant} - {state}\n")
 
 
-def readable_server_command(server: Server, settings: Settings) -> str:
+def readable_server_command(server: Server, app: str, settings: Settings, workers: int = 1) -> str:
+    """The command for ``app`` as the README shows it: PORT and WORKDIR for what changes per run,
+    paths relative to the repository."""
     venv = server.venv_dir(settings.rush_venv, settings.bench_venv)
-    command = " ".join(server.command(host=settings.host, port="PORT", bin_dir=venv / "bin"))
-    return command.replace(str(REPO_ROOT) + "/", "")
+    launch = Launch(
+        app=app,
+        host=settings.host,
+        port="PORT",  # type: ignore[arg-type]  # a placeholder for the README, not a real port
+        bin_dir=venv / "bin" if venv else None,
+        workdir=Path("WORKDIR"),
+        workers=workers,
+    )
+    return shlex.join(server.command(launch)).replace(str(REPO_ROOT) + "/", "")
+
+
+def server_commands(server: Server, scenarios: list[Scenario], settings: Settings) -> dict[str, str]:
+    """``"app"`` (or ``"app, N workers"``) -> the command, for each way the scenarios start ``server``."""
+    commands = {}
+    for scenario in scenarios:
+        if server.serves(scenario):
+            label = scenario.app + (f", {scenario.workers} workers" if scenario.workers > 1 else "")
+            commands[label] = readable_server_command(server, scenario.app, settings, scenario.workers)
+    return commands
 
 
 def python_versions(servers: list[Server], settings: Settings) -> dict[str, str]:
     versions = {}
-    for venv in sorted({server.venv_dir(settings.rush_venv, settings.bench_venv) for server in servers}):
+    venvs = {server.venv_dir(settings.rush_venv, settings.bench_venv) for server in servers}
+    for venv in sorted(venv for venv in venvs if venv is not None):
         line = command_output([str(venv / "bin" / "python"), "--version"])
         versions[venv.name] = (line or "?").replace("Python ", "")
     return versions
@@ -112,19 +143,29 @@ def python_versions(servers: list[Server], settings: Settings) -> dict[str, str]
 
 def complete_groups(scenarios: list[Scenario], servers: list[Server], mode: str) -> list[str]:
     """Groups whose tables this run may replace: with ``auto``, only groups measured completely
-    (every scenario) with every default server selected, so a partial run never erases a table."""
+    (every scenario) with every default server that serves the group selected, so a partial run
+    never erases a table."""
     ran = {scenario.group for scenario in scenarios}
     if mode == "always":
         return [group for group in GROUPS if group in ran]
     if mode == "never":
         return []
-    all_default = {server.name for server in SERVERS if server.default} <= {server.name for server in servers}
-    selected = {scenario.key for scenario in scenarios}
-    return [
-        group
-        for group, group_scenarios in GROUPS.items()
-        if all_default and group_scenarios and all(scenario.key in selected for scenario in group_scenarios)
-    ]
+    selected_scenarios = {scenario.key for scenario in scenarios}
+    selected_servers = {server.name for server in servers}
+    complete = []
+    for group, group_scenarios in GROUPS.items():
+        needed = {
+            server.name
+            for server in SERVERS
+            if server.default and any(server.serves(scenario) for scenario in group_scenarios)
+        }
+        if (
+            group_scenarios
+            and all(scenario.key in selected_scenarios for scenario in group_scenarios)
+            and needed <= selected_servers
+        ):
+            complete.append(group)
+    return complete
 
 
 def draw_charts(settings: Settings, groups: list[str]) -> None:
@@ -180,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"benches: {error}", file=sys.stderr)
         return 2
+    # Only the servers some selected scenario needs: no probing, and no "skipped" note, for the others.
+    servers = [server for server in servers if any(server.serves(scenario) for scenario in scenarios)]
     problems = check_prerequisites(settings)
     if problems:
         print("benches: cannot measure:\n  " + "\n  ".join(problems), file=sys.stderr)
@@ -201,10 +244,22 @@ def main(argv: list[str] | None = None) -> int:
 
     # The runner's own work (checks, RSS sampling) stays off the server's core.
     os.sched_setaffinity(0, {settings.client_cpu})
+    soft_limit, hard_limit = raise_open_file_limit(needed_open_files(scenarios))
+    if soft_limit < needed_open_files(scenarios):
+        print(
+            f"benches: WARNING: only {soft_limit} open files allowed (hard limit {hard_limit}); "
+            "the 1000-connection scenarios may fail with socket errors",
+            file=sys.stderr,
+        )
+    # The static files are served by nginx as well, which imports nothing of ours to create them.
+    ensure_site()
     load = os.getloadavg()[0]
     if load > BUSY_LOAD_AVERAGE and not arguments.quick:
         print(f"benches: WARNING: load average is {load:.2f}; other work will make numbers noisy", file=sys.stderr)
     runs = plan(scenarios, available, settings.repeat)
+    if not runs:
+        print("benches: none of the selected servers serves the selected scenarios", file=sys.stderr)
+        return 2
     print(
         f"benches: {len(runs)} runs: {len(scenarios)} scenarios, {len(available)} servers, {settings.repeat} "
         f"repeats, {settings.duration_s:g} s each after {settings.warmup_s:g} s warm-up; logs in {settings.log_dir}",
@@ -233,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         servers={
             server.name: {
                 "title": server.title,
-                "command": readable_server_command(server, settings),
+                "commands": server_commands(server, scenarios, settings),
                 "version": environment["servers"].get(server.name, "?"),
                 "notes": server.notes,
             }

@@ -4,8 +4,9 @@ A benchmark of a server that answers with errors measures nothing, so every
 run first sends the scenario's request over a raw socket, exactly as wrk will
 (pipelined as deep as the scenario, with its headers), reads every response
 with a small HTTP/1.1 response reader, and compares status, headers and body
-with the scenario's `Expectation`. For ``Connection: close`` scenarios it also
-checks that the server closes the connection after answering.
+(or the body's SHA-256, for files) with the scenario's `Expectation`. For
+``Connection: close`` scenarios it also checks that the server closes the
+connection after answering.
 
 The same module provides `wait_until_answering`: poll a TCP connect plus a
 real request until the server is ready, or give up after a timeout.
@@ -13,6 +14,7 @@ real request until the server is ready, or give up after a timeout.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 import time
@@ -157,6 +159,8 @@ def response_problems(response: HttpResponse, expect: Expectation) -> list[str]:
             problems.append(f"{name}: {actual!r}, expected {value!r}")
     if expect.body is not None and response.body != expect.body:
         problems.append(f"body {response.body[:80]!r}, expected {expect.body[:80]!r}")
+    if expect.body_sha256 is not None and hashlib.sha256(response.body).hexdigest() != expect.body_sha256:
+        problems.append(f"body of {len(response.body)} bytes starting {response.body[:40]!r} is not the expected one")
     if expect.json is not None:
         try:
             parsed = json.loads(response.body)

@@ -23,6 +23,7 @@ import re
 from pathlib import Path
 
 from benches import BENCHES_DIR
+from benches.scenarios import HEADLINE_EXCLUDED_GROUPS
 
 README_PATH = BENCHES_DIR / "README.md"
 LATEST_PATH = BENCHES_DIR / "results" / "latest.json"
@@ -109,17 +110,31 @@ def merge_into_latest(latest: dict, document: dict, groups: list[str], results_f
     for group in groups:
         scenarios = [scenario for scenario in document["scenarios"] if scenario["group"] == group]
         keys = {f"{group}/{scenario['name']}" for scenario in scenarios}
+        summaries = [summary for summary in document["summaries"] if summary["scenario"] in keys]
+        measured = {summary["server"] for summary in summaries}
+        apps = {scenario.get("app", "hello") for scenario in scenarios}
         merged["groups"][group] = {
             "results_file": results_file,
             "environment": document["environment"],
             "settings": document["settings"],
-            "servers": document["servers"],
+            # Only the servers of this group, with only the commands its scenarios used.
+            "servers": {
+                name: {**server, "commands": _commands_for(server, apps)}
+                for name, server in document["servers"].items()
+                if name in measured
+            },
             "skipped": document.get("skipped", {}),
             "scenarios": scenarios,
             "wrk_commands": {key: command for key, command in document.get("wrk_commands", {}).items() if key in keys},
-            "summaries": [summary for summary in document["summaries"] if summary["scenario"] in keys],
+            "summaries": summaries,
         }
     return merged
+
+
+def _commands_for(server: dict, apps: set[str]) -> dict[str, str]:
+    """The server's commands (keyed ``app`` or ``app, N workers``) for the given apps."""
+    commands = server.get("commands", {})
+    return {label: command for label, command in commands.items() if label.split(",")[0] in apps}
 
 
 # --- rendering -----------------------------------------------------------------------------------
@@ -169,6 +184,16 @@ def render_group(name: str, group_data: dict | None, chart_exists: bool = True) 
     if chart_exists:
         lines += [f"![{name}: requests per second by scenario and server](charts/{name}.png)", ""]
     lines += [environment_line(group_data), ""]
+    multi_worker = [scenario for scenario in group_data["scenarios"] if scenario.get("workers", 1) > 1]
+    if multi_worker:
+        settings = group_data["settings"]
+        cores = ",".join(str(cpu) for cpu in sorted({settings["server_cpu"], settings["client_cpu"]}))
+        lines += [
+            f"Scenarios with several workers cannot pin the server to one core: it runs on CPUs {cores}, "
+            f"sharing CPU {settings['client_cpu']} with wrk, so those rows measure server and load "
+            "generator competing for the same cores.",
+            "",
+        ]
     lines += [
         "| scenario | server | requests/s | vs rush | p50 | p90 | p99 | server CPU / request | peak RSS | idle RSS |",
         "| --- | --- | --: | --: | --: | --: | --: | --: | --: | --: |",
@@ -213,7 +238,11 @@ def render_group(name: str, group_data: dict | None, chart_exists: bool = True) 
     lines.append(f"Servers, each started with `taskset -c {settings['server_cpu']}` and a free PORT:")
     lines.append("")
     for server_name, server in group_data["servers"].items():
-        lines.append(f"- {server_name} ({server.get('version', '?')}): `{server['command']}`")
+        commands = server.get("commands") or {"": server.get("command", "?")}
+        for label, command in commands.items():
+            # The app is named only where one server starts in several ways within the group.
+            shown = f" [{label}]" if len(commands) > 1 else ""
+            lines.append(f"- {server_name}{shown} ({server.get('version', '?')}): `{command}`")
     lines += ["", f"Load, each run with `taskset -c {settings['client_cpu']}`:", ""]
     for scenario in group_data["scenarios"]:
         key = f"{scenario['group']}/{scenario['name']}"
@@ -226,7 +255,9 @@ def render_group(name: str, group_data: dict | None, chart_exists: bool = True) 
 def headline_rows(latest: dict) -> list[dict]:
     """Per scenario of every group: rush's rps, the best peer's, and their ratio."""
     rows = []
-    for group_data in latest.get("groups", {}).values():
+    for group_name, group_data in latest.get("groups", {}).items():
+        if group_name in HEADLINE_EXCLUDED_GROUPS:
+            continue
         by_scenario = _summaries_by_scenario(group_data)
         for scenario in group_data["scenarios"]:
             servers = by_scenario.get(f"{scenario['group']}/{scenario['name']}", {})
@@ -267,7 +298,11 @@ def render_headline(latest: dict) -> str:
             f"{format_rps(row['best_peer_rps'])} | {format_ratio(row['ratio'])} |"
         )
     dates = sorted({group["environment"]["date"] for group in latest["groups"].values()})
-    lines += ["", f"One worker each, one core each; medians; measured {', '.join(dates)}. Details below."]
+    lines += [
+        "",
+        f"One worker on one core each (unless the scenario says workers); medians; measured {', '.join(dates)}. "
+        "Details below.",
+    ]
     if any(row["client_bound"] for row in rows):
         lines.append("† the load generator's core was saturated: the ratio is a lower bound, not a measurement.")
     return "\n".join(lines)

@@ -3,7 +3,9 @@
 `measure` is the method, step by step, for one server on one scenario:
 
 1. pick a free port and make sure nothing answers on it (so what answers later is ours);
-2. start the server pinned to the server core (``taskset -c``), output to a log file;
+2. write the server's config if it needs one (nginx), into a work directory of the run's own,
+   then start the server pinned to the server core (``taskset -c``), output to a log file
+   (a multi-worker scenario cannot be pinned to one core: it gets the server's and wrk's);
 3. wait until it answers HTTP (TCP connect plus a real request), with a timeout;
 4. check the scenario's response (status, headers, body; pipelined as deep as the
    scenario; connection closed for ``Connection: close``);
@@ -36,7 +38,7 @@ from benches.httpcheck import CheckFailed, answers_http, check_scenario, free_po
 from benches.processes import RssSampler, ServerProcess
 from benches.results import RunRecord, wrk_failure
 from benches.scenarios import Scenario
-from benches.servers import BENCH_VENV, RUSH_VENV, Server
+from benches.servers import BENCH_VENV, RUSH_VENV, Launch, Server
 from benches.wrk import WrkError, parse_wrk_output, wrk_command
 
 
@@ -60,6 +62,13 @@ class Settings:
         default_factory=lambda: Path(tempfile.gettempdir()) / time.strftime("rush-bench-logs-%Y%m%d-%H%M%S")
     )
 
+    def server_cores(self, scenario: Scenario) -> str:
+        """The ``taskset -c`` list for the server: its own core, or with several workers both cores
+        (several workers on one core would measure the scheduler, not the server)."""
+        if scenario.workers > 1:
+            return ",".join(str(cpu) for cpu in sorted({self.server_cpu, self.client_cpu}))
+        return str(self.server_cpu)
+
     def estimated_run_seconds(self) -> float:
         """A first guess of one run's wall time, before any run has been timed."""
         return 1.5 + self.warmup_s + self.duration_s + self.pause_s + 0.5
@@ -75,7 +84,7 @@ class PlannedRun:
 def plan(scenarios: list[Scenario], servers: list[Server], repeat: int) -> list[PlannedRun]:
     runs = []
     for scenario in scenarios:
-        eligible = [server for server in servers if scenario.applies_to(server.name)]
+        eligible = [server for server in servers if server.serves(scenario)]
         for index in range(repeat):
             shift = index % len(eligible) if eligible else 0
             for server in eligible[shift:] + eligible[:shift]:
@@ -97,14 +106,32 @@ def check_prerequisites(settings: Settings) -> list[str]:
     return problems
 
 
+def needed_open_files(scenarios: list[Scenario]) -> int:
+    """File descriptors wrk and each server need at once: a socket per connection on each side,
+    plus room for listeners, logs and libraries."""
+    return 2 * max((scenario.connections for scenario in scenarios), default=0) + 1024
+
+
+def raise_open_file_limit(wanted: int) -> tuple[int, int]:
+    """Raises this process's soft RLIMIT_NOFILE towards ``wanted`` (never above the hard limit,
+    never lowering it), so wrk and the servers, which inherit it, can open 1000 connections on a
+    machine whose default soft limit is 1024. Returns (the soft limit now, the hard limit)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = max(soft, wanted) if hard == resource.RLIM_INFINITY else min(hard, max(soft, wanted))
+    if target != soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return target, hard
+
+
 def server_environment(server: Server, settings: Settings) -> dict[str, str]:
     venv = server.venv_dir(settings.rush_venv, settings.bench_venv)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    env["VIRTUAL_ENV"] = str(venv)
     # So a server's last words reach its log file when it fails (servers log little at level warning).
     env["PYTHONUNBUFFERED"] = "1"
-    env["PATH"] = os.pathsep.join([str(venv / "bin"), env.get("PATH", "")])
+    if venv is not None:
+        env["VIRTUAL_ENV"] = str(venv)
+        env["PATH"] = os.pathsep.join([str(venv / "bin"), env.get("PATH", "")])
     return env
 
 
@@ -136,15 +163,26 @@ def measure(planned: PlannedRun, settings: Settings) -> RunRecord:
     if not port_is_free(settings.host, port):
         record.failure = f"port {port} already answers before the server starts"
         return record
-    bin_dir = server.venv_dir(settings.rush_venv, settings.bench_venv) / "bin"
-    server_argv = server.command(host=settings.host, port=port, bin_dir=bin_dir)
-    command = ["taskset", "-c", str(settings.server_cpu), *server_argv]
+    venv = server.venv_dir(settings.rush_venv, settings.bench_venv)
+    run_name = f"{scenario.group}-{scenario.name}-{server.name}-{planned.repeat}"
+    launch = Launch(
+        app=scenario.app,
+        host=settings.host,
+        port=port,
+        bin_dir=venv / "bin" if venv else None,
+        workdir=settings.log_dir / f"{run_name}.work",
+        workers=scenario.workers,
+    )
+    command = ["taskset", "-c", settings.server_cores(scenario), *server.command(launch)]
     record.server_command = command
     url = f"http://{settings.host}:{port}"
     record.wrk_command = wrk_command(scenario, url, settings.duration_s, settings.wrk)
-    log_path = settings.log_dir / f"{scenario.group}-{scenario.name}-{server.name}-{planned.repeat}.log"
+    log_path = settings.log_dir / f"{run_name}.log"
     settings.log_dir.mkdir(parents=True, exist_ok=True)
     try:
+        launch.workdir.mkdir(parents=True, exist_ok=True)
+        if server.configure is not None:
+            server.configure(launch)
         process = ServerProcess(command, cwd=REPO_ROOT, env=server_environment(server, settings), log_path=log_path)
     except OSError as error:
         record.failure = f"cannot start the server: {error}"

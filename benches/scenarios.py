@@ -7,8 +7,12 @@ how to turn any scenario into a correctness check and a wrk command, so a
 new scenario is a few lines in a group list below, and a new group is a new
 list registered in `GROUPS`.
 
-Every server in `benches.servers` serves the same endpoints (benches/apps/),
-so a scenario applies to all of them unless it names a subset in `servers`.
+A scenario names the ``app`` it needs (the set of endpoints: ``hello``,
+``rush-v2``, ``static``, ``wsgi``, ...; listed in `benches.servers`); it is
+measured on every server that has a command for that app, unless it names a
+subset in ``servers``. ``workers`` > 1 asks each server for that many worker
+processes or threads; such a server cannot be pinned to one core, so it runs
+on the server's and wrk's cores together (the tables say so).
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ class Expectation:
 
     status: int = 200
     body: bytes | None = None
+    # For large bodies (static files): their SHA-256 instead of the bytes, kept out of the results JSON.
+    body_sha256: str | None = None
     json: Any = None
     headers: tuple[tuple[str, str], ...] = ()
 
@@ -48,6 +54,8 @@ class Scenario:
     title: str
     path: str
     expect: Expectation
+    app: str = "hello"
+    workers: int = 1
     method: str = "GET"
     headers: tuple[tuple[str, str], ...] = ()
     threads: int = 1
@@ -145,6 +153,9 @@ HELLO_GROUP: list[Scenario] = [
 GROUPS: dict[str, list[Scenario]] = {
     "hello": HELLO_GROUP,
 }
+
+# Groups left out of the headline: their other servers are teaching examples, not peers one would pick.
+HEADLINE_EXCLUDED_GROUPS: tuple[str, ...] = ()
 
 
 def all_scenarios() -> list[Scenario]:

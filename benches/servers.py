@@ -1,12 +1,29 @@
-"""Who the suite measures: each server as a command line, in its fastest one-worker configuration.
+"""Who the suite measures: each server as command lines, in its fastest one-worker configuration.
 
-A `Server` says which virtualenv it runs from (rush from rush's own ``.venv``;
-every peer from the separate ``.venv-bench`` so peers never leak into rush's
-environment), the pip requirements `benches.tools` installs for it, a probe
-that tells whether it is usable, and the command template. Templates use
-``{bin}`` (the venv's bin directory), ``{host}`` and ``{port}``; the runner
-prefixes ``taskset -c <core>`` and runs them from the repository root with
-it on PYTHONPATH, so ``benches.apps.*`` import.
+A `Server` says where it comes from: ``venv="rush"`` (rush's own ``.venv``),
+``"bench"`` (the separate ``.venv-bench``, so peers never leak into rush's
+environment) or ``"system"`` (a program from the system packages, like nginx,
+or built by the suite, like the Rust peers). It lists what `benches.tools`
+installs for it (pip requirements, Debian packages), a probe telling whether
+it is usable, and one command template per **app** it can serve.
+
+An app is a set of endpoints a scenario needs (`Scenario.app`); a server is
+measured on a scenario only if it has a command for that app:
+
+- ``hello``: the hello endpoints (``/``, ``/hello?name=``, ``/json``, the
+  ``/easter`` redirect, a 404), from each interface's module in benches/apps/;
+- ``rush-v2``: a static site at ``/`` (``index.html``), ``/easter`` and ``/hello``;
+- ``static``: the site's files under ``/static/``;
+- ``wsgi``, ``asgi``: the hello endpoints through that interface;
+- ``flask``, ``fastapi``: the framework apps of benches/apps/.
+
+Templates use ``{bin}`` (the venv's bin directory), ``{host}``, ``{port}``,
+``{workers}`` (only servers whose template has it take part in multi-worker
+scenarios), ``{workdir}`` (a fresh directory per run, for generated config),
+``{site}`` (the static files) and ``{python}`` (the runner's interpreter, for version look-ups). The runner
+prefixes ``taskset -c <cores>`` and runs them from the repository root with
+it on PYTHONPATH, so ``benches.apps.*`` import. A server with a `configure`
+hook (nginx) gets it called with the run's `Launch` first, to write its config.
 
 Adding a peer is one `Server(...)` entry in `SERVERS` (and an app module in
 benches/apps/ if its interface is new). Entries with ``default=False`` run
@@ -18,11 +35,17 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
-from dataclasses import dataclass
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from benches import REPO_ROOT
+from benches.apps.site import SITE_DIR
+from benches.nginx import write_config
+from benches.scenarios import Scenario
 
 RUSH_VENV = REPO_ROOT / ".venv"
 BENCH_VENV = REPO_ROOT / ".venv-bench"
@@ -31,109 +54,246 @@ PEER_STATUS_FILE = BENCH_VENV / "peers-status.json"
 
 
 @dataclass(frozen=True)
+class Launch:
+    """One start of one server: everything its command template may refer to."""
+
+    app: str
+    host: str
+    port: int
+    bin_dir: Path | None  # None for servers that do not run from a virtualenv
+    workdir: Path
+    workers: int = 1
+    site_dir: Path = SITE_DIR
+
+    def placeholders(self) -> dict[str, object]:
+        return {
+            "bin": self.bin_dir or "",
+            "host": self.host,
+            "port": self.port,
+            "workers": self.workers,
+            "workdir": self.workdir,
+            "site": self.site_dir,
+            "python": sys.executable,
+        }
+
+
+@dataclass(frozen=True)
 class Server:
     name: str
     title: str
-    venv: str  # "rush" or "bench"
-    argv: tuple[str, ...]
-    probe: str  # Python code that must run without error in the venv for the server to be usable
+    venv: str  # "rush", "bench" or "system"
+    apps: dict[str, tuple[str, ...]] = field(compare=False)
     version_argv: tuple[str, ...]
+    probe: str = ""  # Python code that must run without error in the venv for the server to be usable
     requirements: tuple[str, ...] = ()
+    # Installed with --no-deps after `requirements`: for a package whose declared pins cannot be met.
+    requirements_without_deps: tuple[str, ...] = ()
+    apt_packages: tuple[str, ...] = ()
+    configure: Callable[[Launch], object] | None = field(default=None, compare=False)
+    install_hint: str = "make bench-tools"
     default: bool = True
     notes: str = ""
 
-    def venv_dir(self, rush_venv: Path = RUSH_VENV, bench_venv: Path = BENCH_VENV) -> Path:
-        return rush_venv if self.venv == "rush" else bench_venv
+    def venv_dir(self, rush_venv: Path = RUSH_VENV, bench_venv: Path = BENCH_VENV) -> Path | None:
+        return {"rush": rush_venv, "bench": bench_venv}.get(self.venv)
 
-    def command(self, *, host: str, port: int, bin_dir: Path) -> list[str]:
-        return [part.format(bin=bin_dir, host=host, port=port) for part in self.argv]
+    def serves(self, scenario: Scenario) -> bool:
+        """Whether this server takes part in ``scenario``: it has the app, the scenario does not
+        leave it out, and for several workers its command says how many."""
+        argv = self.apps.get(scenario.app)
+        if argv is None or not scenario.applies_to(self.name):
+            return False
+        return scenario.workers == 1 or any("{workers}" in part for part in argv)
 
-    def command_template(self) -> str:
+    def command(self, launch: Launch) -> list[str]:
+        values = launch.placeholders()
+        return [part.format(**values) for part in self.apps[launch.app]]
+
+    def command_template(self, app: str) -> str:
         """The command as written in the README: readable, with placeholders left in."""
-        return " ".join(self.argv).replace("{bin}/", "")
+        return " ".join(self.apps[app]).replace("{bin}/", "")
 
+    def executable(self, bin_dir: Path | None) -> Path | None:
+        """The program every command of this server starts (None when it cannot be found)."""
+        first = next(iter(self.apps.values()))[0]
+        program = first.format(bin=bin_dir, python=sys.executable)
+        if "/" in program:
+            return Path(program)
+        found = shutil.which(program)
+        return Path(found) if found else None
+
+
+def rush(app: str, *options: str) -> tuple[str, ...]:
+    """rush serving ``app``, one worker unless ``options`` say otherwise, logging only warnings."""
+    return ("{bin}/rush", app, "--host", "{host}", "--port", "{port}", "--log-level", "warning", *options)
+
+
+def granian(interface: str, app: str, *options: str) -> tuple[str, ...]:
+    """granian in its fastest one-worker set-up: a single-threaded runtime, HTTP/1 only, no
+    websockets, and the pipeline flush that aggregates the writes of pipelined responses."""
+    return (
+        "{bin}/granian",
+        "--interface",
+        interface,
+        "--host",
+        "{host}",
+        "--port",
+        "{port}",
+        "--workers",
+        "1",
+        "--runtime-mode",
+        "st",
+        "--runtime-threads",
+        "1",
+        "--http",
+        "1",
+        "--no-ws",
+        "--http1-pipeline-flush",
+        "--backlog",
+        "2048",
+        "--log-level",
+        "warning",
+        "--no-access-log",
+        *options,
+        app,
+    )
+
+
+def uvicorn(app: str) -> tuple[str, ...]:
+    return (
+        "{bin}/uvicorn",
+        app,
+        "--host",
+        "{host}",
+        "--port",
+        "{port}",
+        "--workers",
+        "1",
+        "--loop",
+        "uvloop",
+        "--http",
+        "httptools",
+        "--interface",
+        "asgi3",
+        "--lifespan",
+        "off",
+        "--backlog",
+        "2048",
+        "--no-access-log",
+        "--log-level",
+        "warning",
+    )
+
+
+def gunicorn(worker_class: str, app: str) -> tuple[str, ...]:
+    return (
+        "{bin}/gunicorn",
+        "--bind",
+        "{host}:{port}",
+        "--workers",
+        "1",
+        "--worker-class",
+        worker_class,
+        "--backlog",
+        "2048",
+        "--log-level",
+        "warning",
+        app,
+    )
+
+
+def python_module(module: str) -> tuple[str, ...]:
+    """A peer started by one of our launcher modules (servers without a command line of their own)."""
+    return ("{bin}/python", "-m", module, "--host", "{host}", "--port", "{port}")
+
+
+NGINX = ("nginx", "-p", "{workdir}", "-c", "{workdir}/nginx.conf", "-e", "stderr", "-g", "daemon off;")
+
+
+def nginx_configurer(open_file_cache: bool) -> Callable[[Launch], object]:
+    def configure(launch: Launch) -> object:
+        return write_config(
+            launch.app,
+            host=launch.host,
+            port=launch.port,
+            workdir=launch.workdir,
+            site_dir=launch.site_dir,
+            open_file_cache=open_file_cache,
+        )
+
+    return configure
+
+
+GRANIAN_STATIC = ("--static-path-route", "/static", "--static-path-mount", "{site}")
+# granian serves a directory's index only through --static-path-dir-to-file; a path without a file
+# under the route falls through to the app, which answers /easter, /hello and the 404.
+GRANIAN_SITE_ROOT = (
+    "--static-path-route",
+    "/",
+    "--static-path-mount",
+    "{site}",
+    "--static-path-dir-to-file",
+    "index.html",
+)
 
 SERVERS: list[Server] = [
     Server(
         name="rush",
-        title="rush (native App API)",
+        title="rush",
         venv="rush",
-        argv=(
-            "{bin}/rush",
-            "benches.apps.rush_app:app",
-            "--host",
-            "{host}",
-            "--port",
-            "{port}",
-            "--workers",
-            "1",
-            "--log-level",
-            "warning",
-        ),
+        apps={
+            "hello": rush("benches.apps.rush_app:app", "--workers", "1"),
+            "rush-v2": rush("benches.apps.rush_v2_app:app", "--workers", "1"),
+            "static": rush("benches.apps.rush_static_app:app", "--workers", "1"),
+            "wsgi": rush("benches.apps.wsgi_app:app", "--interface", "wsgi", "--workers", "1"),
+            "asgi": rush("benches.apps.asgi_app:app", "--interface", "asgi", "--workers", "1"),
+            "flask": rush("benches.apps.flask_app:app", "--interface", "wsgi", "--workers", "1"),
+            "fastapi": rush("benches.apps.fastapi_app:app", "--interface", "asgi", "--workers", "1"),
+        },
         probe="import rush._rush",
         version_argv=("{bin}/rush", "--version"),
-        notes="a supervisor process forks one worker; CPU and RSS count both",
+        install_hint="make build",
+        notes="a supervisor process forks the workers; CPU and RSS count all of them",
     ),
     Server(
         name="granian-rsgi",
         title="granian (RSGI)",
         venv="bench",
-        argv=(
-            "{bin}/granian",
-            "--interface",
-            "rsgi",
-            "--host",
-            "{host}",
-            "--port",
-            "{port}",
-            "--workers",
-            "1",
-            "--runtime-mode",
-            "st",
-            "--runtime-threads",
-            "1",
-            "--loop",
-            "uvloop",
-            "--http",
-            "1",
-            "--no-ws",
-            # Aggregates the writes of pipelined responses: granian's own answer to pipelining.
-            "--http1-pipeline-flush",
-            "--backlog",
-            "2048",
-            "--log-level",
-            "warning",
-            "--no-access-log",
-            "benches.apps.rsgi_app:app",
-        ),
+        apps={
+            "hello": granian("rsgi", "benches.apps.rsgi_app:app", "--loop", "uvloop"),
+            "rush-v2": granian("rsgi", "benches.apps.rsgi_app:app", "--loop", "uvloop", *GRANIAN_SITE_ROOT),
+            "static": granian("rsgi", "benches.apps.rsgi_app:app", "--loop", "uvloop", *GRANIAN_STATIC),
+        },
         probe="import granian, uvloop",
         version_argv=("{bin}/granian", "--version"),
         requirements=("granian", "uvloop"),
-        notes="single-threaded runtime on uvloop, HTTP/1 only, pipeline flush on",
+        notes="single-threaded runtime on uvloop, HTTP/1 only, pipeline flush on; static files by its own mount",
     ),
     Server(
         name="granian-rsgi-plain",
         title="granian (RSGI, no experimental flags)",
         venv="bench",
-        argv=(
-            "{bin}/granian",
-            "--interface",
-            "rsgi",
-            "--host",
-            "{host}",
-            "--port",
-            "{port}",
-            "--workers",
-            "1",
-            "--loop",
-            "uvloop",
-            "--http",
-            "1",
-            "--no-ws",
-            "--log-level",
-            "warning",
-            "benches.apps.rsgi_app:app",
-        ),
+        apps={
+            "hello": (
+                "{bin}/granian",
+                "--interface",
+                "rsgi",
+                "--host",
+                "{host}",
+                "--port",
+                "{port}",
+                "--workers",
+                "1",
+                "--loop",
+                "uvloop",
+                "--http",
+                "1",
+                "--no-ws",
+                "--log-level",
+                "warning",
+                "benches.apps.rsgi_app:app",
+            )
+        },
         probe="import granian, uvloop",
         version_argv=("{bin}/granian", "--version"),
         requirements=("granian", "uvloop"),
@@ -141,35 +301,133 @@ SERVERS: list[Server] = [
         notes="variant without --http1-pipeline-flush, to confirm which granian set-up is fastest",
     ),
     Server(
+        name="granian-wsgi",
+        title="granian (WSGI)",
+        venv="bench",
+        apps={
+            "hello": granian("wsgi", "benches.apps.wsgi_app:app", "--blocking-threads", "1"),
+            "wsgi": granian("wsgi", "benches.apps.wsgi_app:app", "--blocking-threads", "1"),
+            "flask": granian("wsgi", "benches.apps.flask_app:app", "--blocking-threads", "1"),
+        },
+        probe="import granian, flask",
+        version_argv=("{bin}/granian", "--version"),
+        requirements=("granian", "flask"),
+        notes="single-threaded runtime, one blocking thread for the app, HTTP/1 only, pipeline flush on",
+    ),
+    Server(
+        name="granian-asgi",
+        title="granian (ASGI)",
+        venv="bench",
+        apps={
+            "hello": granian("asgi", "benches.apps.asgi_app:app", "--loop", "uvloop"),
+            "asgi": granian("asgi", "benches.apps.asgi_app:app", "--loop", "uvloop"),
+            "fastapi": granian("asgi", "benches.apps.fastapi_app:app", "--loop", "uvloop"),
+        },
+        probe="import granian, uvloop, fastapi",
+        version_argv=("{bin}/granian", "--version"),
+        requirements=("granian", "uvloop", "fastapi"),
+        notes="single-threaded runtime on uvloop, HTTP/1 only, pipeline flush on",
+    ),
+    Server(
         name="uvicorn",
         title="uvicorn (ASGI, uvloop + httptools)",
         venv="bench",
-        argv=(
-            "{bin}/uvicorn",
-            "benches.apps.asgi_app:app",
-            "--host",
-            "{host}",
-            "--port",
-            "{port}",
-            "--workers",
-            "1",
-            "--loop",
-            "uvloop",
-            "--http",
-            "httptools",
-            "--interface",
-            "asgi3",
-            "--lifespan",
-            "off",
-            "--backlog",
-            "2048",
-            "--no-access-log",
-            "--log-level",
-            "warning",
-        ),
-        probe="import uvicorn, uvloop, httptools",
+        apps={
+            "hello": uvicorn("benches.apps.asgi_app:app"),
+            "rush-v2": uvicorn("benches.apps.asgi_app:app"),
+            "asgi": uvicorn("benches.apps.asgi_app:app"),
+            "fastapi": uvicorn("benches.apps.fastapi_app:app"),
+        },
+        probe="import uvicorn, uvloop, httptools, fastapi",
         version_argv=("{bin}/uvicorn", "--version"),
-        requirements=("uvicorn[standard]",),
+        requirements=("uvicorn[standard]", "fastapi"),
+        notes="serves no static files: left out of the static-file scenarios",
+    ),
+    Server(
+        name="gunicorn-meinheld",
+        title="gunicorn with meinheld workers (WSGI)",
+        venv="bench",
+        apps={
+            "hello": gunicorn("egg:meinheld#gunicorn_worker", "benches.apps.wsgi_app:app"),
+            "wsgi": gunicorn("egg:meinheld#gunicorn_worker", "benches.apps.wsgi_app:app"),
+            "flask": gunicorn("egg:meinheld#gunicorn_worker", "benches.apps.flask_app:app"),
+        },
+        probe="import gunicorn, meinheld.server, flask",
+        version_argv=("{bin}/python", "-c", "import importlib.metadata as m; print('meinheld', m.version('meinheld'))"),
+        requirements=("gunicorn", "greenlet", "flask"),
+        # meinheld 1.0.2 (its last release) pins greenlet<0.5, which does not compile on Python 3.11;
+        # meinheld itself builds, and runs on a current greenlet.
+        requirements_without_deps=("meinheld",),
+        notes="meinheld installed without its greenlet<0.5 pin (unbuildable on 3.11), on a current greenlet",
+    ),
+    Server(
+        name="gunicorn",
+        title="gunicorn, sync worker (WSGI)",
+        venv="bench",
+        apps={"flask": gunicorn("sync", "benches.apps.flask_app:app")},
+        probe="import gunicorn, flask",
+        version_argv=("{bin}/gunicorn", "--version"),
+        requirements=("gunicorn", "flask"),
+        notes="the default worker: one request at a time, and a new connection per request (no keep-alive)",
+    ),
+    Server(
+        name="bjoern",
+        title="bjoern (WSGI)",
+        venv="bench",
+        apps={
+            "hello": python_module("benches.apps.bjoern_server"),
+            "wsgi": python_module("benches.apps.bjoern_server"),
+        },
+        probe="import bjoern",
+        version_argv=("{bin}/python", "-c", "import importlib.metadata as m; print('bjoern', m.version('bjoern'))"),
+        requirements=("bjoern",),
+        apt_packages=("libev-dev",),
+    ),
+    Server(
+        name="fastwsgi",
+        title="fastwsgi (WSGI)",
+        venv="bench",
+        apps={
+            "hello": python_module("benches.apps.fastwsgi_server"),
+            "wsgi": python_module("benches.apps.fastwsgi_server"),
+        },
+        probe="import fastwsgi",
+        version_argv=("{bin}/python", "-c", "import importlib.metadata as m; print('fastwsgi', m.version('fastwsgi'))"),
+        requirements=("fastwsgi",),
+    ),
+    Server(
+        name="socketify",
+        title="socketify (native API)",
+        venv="bench",
+        apps={"hello": python_module("benches.apps.socketify_app")},
+        probe="import socketify",
+        version_argv=(
+            "{bin}/python",
+            "-c",
+            "import importlib.metadata as m; print('socketify', m.version('socketify'))",
+        ),
+        requirements=("socketify",),
+        notes="its native App API (uWebSockets underneath), faster than its own WSGI and ASGI layers",
+    ),
+    Server(
+        name="nginx",
+        title="nginx",
+        venv="system",
+        apps={"hello": NGINX, "rush-v2": NGINX, "static": NGINX},
+        version_argv=("nginx", "-v"),
+        apt_packages=("nginx",),
+        configure=nginx_configurer(open_file_cache=False),
+        notes="the native reference: one worker process, access log off, config from benches/nginx.py",
+    ),
+    Server(
+        name="nginx-ofc",
+        title="nginx with open_file_cache",
+        venv="system",
+        apps={"rush-v2": NGINX, "static": NGINX},
+        version_argv=("nginx", "-v"),
+        apt_packages=("nginx",),
+        configure=nginx_configurer(open_file_cache=True),
+        notes="as nginx, plus open_file_cache (descriptors and metadata of open files kept)",
     ),
 ]
 
@@ -201,31 +459,40 @@ def peer_install_notes(status_file: Path = PEER_STATUS_FILE) -> dict[str, str]:
 def unavailable_reason(server: Server, rush_venv: Path = RUSH_VENV, bench_venv: Path = BENCH_VENV) -> str | None:
     """Why ``server`` cannot run here (None when it can): missing venv, executable or importable module."""
     venv = server.venv_dir(rush_venv, bench_venv)
-    python = venv / "bin" / "python"
-    if not python.exists():
+    if venv is not None and not (venv / "bin" / "python").exists():
         hint = "make build" if server.venv == "rush" else "make bench-tools"
         return f"no virtualenv at {venv} (run `{hint}`)"
-    executable = Path(server.argv[0].format(bin=venv / "bin"))
-    if not executable.exists():
+    executable = server.executable(venv / "bin" if venv else None)
+    if executable is None or not executable.exists():
         install_note = peer_install_notes(bench_venv / PEER_STATUS_FILE.name).get(server.name)
-        return install_note or f"{executable} is not installed"
-    probe = subprocess.run([str(python), "-c", server.probe], capture_output=True, text=True, timeout=60, check=False)
-    if probe.returncode != 0:
-        last_line = (probe.stderr.strip().splitlines() or ["probe failed"])[-1]
-        return f"`{server.probe}` fails in {venv}: {last_line}"
+        program = executable or next(iter(server.apps.values()))[0]
+        return install_note or f"{program} is not installed (run `{server.install_hint}`)"
+    if server.probe and venv is not None:
+        python = venv / "bin" / "python"
+        probe = subprocess.run(
+            [str(python), "-c", server.probe], capture_output=True, text=True, timeout=60, check=False
+        )
+        if probe.returncode != 0:
+            last_line = (probe.stderr.strip().splitlines() or ["probe failed"])[-1]
+            return f"`{server.probe}` fails in {venv}: {last_line}"
     return None
 
 
 def server_version(server: Server, rush_venv: Path = RUSH_VENV, bench_venv: Path = BENCH_VENV) -> str:
     """``"<program> <version>"`` (e.g. ``"uvicorn 0.54.0"``), whatever the program's own wording."""
-    bin_dir = server.venv_dir(rush_venv, bench_venv) / "bin"
-    argv = [part.format(bin=bin_dir) for part in server.version_argv]
+    venv = server.venv_dir(rush_venv, bench_venv)
+    argv = [part.format(bin=venv / "bin" if venv else "", python=sys.executable) for part in server.version_argv]
     program = Path(argv[0]).name
     try:
         completed = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired) as error:
         return f"{program} unknown ({error})"
-    match = re.search(r"\b\d+\.\d+(?:\.\d+)?\S*", completed.stdout + completed.stderr)
+    output = (completed.stdout + completed.stderr).strip()
+    match = re.search(r"\b\d+\.\d+(?:\.\d+)?\S*", output)
     if completed.returncode != 0 or not match:
         return f"{program} unknown (`{' '.join(argv[1:])}` failed)"
+    # Launchers that print "<name> <version>" name the package better than the interpreter they ran in.
+    named = re.fullmatch(r"([A-Za-z][\w.-]*) (\d\S*)", output)
+    if named:
+        return output
     return f"{program} {match.group(0)}"

@@ -1,12 +1,14 @@
 """Installs what the benchmarks need, on a fresh machine: ``python -m benches.tools`` (``make bench-tools``).
 
-- wrk, from the system packages (``apt-get install wrk``) when it is not on PATH;
+- wrk, and the Debian packages peers need (nginx; libev-dev, which bjoern builds
+  against), with ``apt-get`` when they are missing;
 - ``.venv-bench``, a virtualenv of its own for the peer servers and matplotlib, so
   none of them ever leaks into rush's ``.venv`` (rush runs from there, built by
   ``make build``);
 - each peer's pip requirements (from `benches.servers`), one peer at a time: a peer
   that fails to install is recorded in ``.venv-bench/peers-status.json`` with the
-  reason and later skipped with that note, it never stops the others;
+  reason and later skipped with that note, it never stops the others (the same
+  file records a system package that failed to install);
 - with ``--oha``, the oha load generator from crates.io into benches/.tools/.
 
 A stamp file remembers the requirement sets already installed, so a second
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -36,18 +39,50 @@ def say(message: str) -> None:
     print(f"bench-tools: {message}", flush=True)
 
 
+def deb_installed(package: str) -> bool:
+    completed = subprocess.run(
+        ["dpkg-query", "-W", "-f=${Status}", package], capture_output=True, text=True, check=False
+    )
+    return completed.returncode == 0 and completed.stdout.endswith("installed")
+
+
+def apt_install(packages: list[str]) -> tuple[bool, str]:
+    """Installs the Debian packages not yet installed; returns (success, why not)."""
+    missing = [package for package in packages if not deb_installed(package)]
+    if not missing:
+        return True, ""
+    if shutil.which("apt-get") is None:
+        return False, f"{' '.join(missing)} missing and there is no apt-get: install them with your package manager"
+    say(f"installing {' '.join(missing)} with apt-get")
+    # noninteractive: no debconf questions; a package's service (nginx's) is never needed, only its program.
+    environment = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for argv in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *missing]):
+        completed = subprocess.run(argv, capture_output=True, text=True, check=False, env=environment)
+        if completed.returncode != 0:
+            last = (completed.stderr or completed.stdout).strip().splitlines()[-1:] or ["?"]
+            return False, f"`{' '.join(argv)}` failed (not root? try sudo): {last[0]}"[:300]
+    return True, ""
+
+
 def ensure_wrk() -> bool:
     if shutil.which("wrk"):
         return True
-    if shutil.which("apt-get") is None:
-        say("wrk is missing and there is no apt-get: install wrk with your package manager")
-        return False
-    say("installing wrk with apt-get")
-    for argv in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "wrk"]):
-        if subprocess.run(argv, check=False).returncode != 0:
-            say(f"`{' '.join(argv)}` failed (not root? try: sudo apt-get install wrk)")
-            return False
+    ok, note = apt_install(["wrk"])
+    if not ok:
+        say(note)
     return shutil.which("wrk") is not None
+
+
+def ensure_system_peers() -> dict[str, dict]:
+    """The Debian packages of every server that needs some; returns each such server's status."""
+    status: dict[str, dict] = {}
+    for server in SERVERS:
+        if server.apt_packages:
+            ok, note = apt_install(list(server.apt_packages))
+            status[server.name] = {"ok": ok, "note": note}
+            if not ok:
+                say(f"{server.name} will be skipped: {note}")
+    return status
 
 
 def ensure_oha() -> bool:
@@ -62,9 +97,14 @@ def ensure_oha() -> bool:
     return subprocess.run(argv, check=False).returncode == 0
 
 
-def peer_requirement_sets() -> dict[str, tuple[str, ...]]:
-    """Server name -> pip requirements, for every server that lives in the bench venv."""
-    return {server.name: server.requirements for server in SERVERS if server.venv == "bench"}
+def peer_requirement_sets() -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """Server name -> (pip requirements, requirements installed without their dependencies), for
+    every server that lives in the bench venv."""
+    return {
+        server.name: (server.requirements, server.requirements_without_deps)
+        for server in SERVERS
+        if server.venv == "bench"
+    }
 
 
 def requirements_digest() -> str:
@@ -72,15 +112,26 @@ def requirements_digest() -> str:
     return hashlib.sha256(json.dumps(wanted, sort_keys=True).encode()).hexdigest()
 
 
-def pip_install(python: Path, requirements: tuple[str, ...]) -> tuple[bool, str]:
+def pip_install(python: Path, requirements: tuple[str, ...], *, with_deps: bool = True) -> tuple[bool, str]:
     if not requirements:
         return True, ""
     argv = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *requirements]
+    if not with_deps:
+        argv.insert(4, "--no-deps")
     completed = subprocess.run(argv, capture_output=True, text=True, check=False)
     if completed.returncode == 0:
         return True, ""
-    last_lines = (completed.stderr or completed.stdout).strip().splitlines()[-2:]
-    return False, f"pip install {' '.join(requirements)} failed: {' '.join(last_lines)}"[:300]
+    output = (completed.stderr or completed.stdout).strip().splitlines()
+    # pip ends with a generic line; the compiler's or resolver's first error says what went wrong.
+    errors = [line.strip() for line in output if "error" in line.lower()][:2]
+    return False, f"pip install {' '.join(requirements)} failed: {' | '.join(errors or output[-2:])}"[:400]
+
+
+def install_peer(python: Path, requirements: tuple[str, ...], without_deps: tuple[str, ...]) -> tuple[bool, str]:
+    ok, note = pip_install(python, requirements)
+    if ok and without_deps:
+        ok, note = pip_install(python, without_deps, with_deps=False)
+    return ok, note
 
 
 def ensure_bench_venv(force: bool = False) -> dict[str, dict]:
@@ -99,12 +150,14 @@ def ensure_bench_venv(force: bool = False) -> dict[str, dict]:
         [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--upgrade", "pip"], check=False
     )
     status: dict[str, dict] = {}
-    installed: dict[tuple[str, ...], tuple[bool, str]] = {}
-    for name, requirements in peer_requirement_sets().items():
-        if requirements not in installed:
-            say(f"installing {name}: {' '.join(requirements)}")
-            installed[requirements] = pip_install(python, requirements)
-        ok, note = installed[requirements]
+    installed: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[bool, str]] = {}
+    for name, requirement_set in peer_requirement_sets().items():
+        if requirement_set not in installed:
+            requirements, without_deps = requirement_set
+            listed = " ".join([*requirements, *(f"{package} (--no-deps)" for package in without_deps)])
+            say(f"installing {name}: {listed}")
+            installed[requirement_set] = install_peer(python, requirements, without_deps)
+        ok, note = installed[requirement_set]
         status[name] = {"ok": ok, "note": note}
         if not ok:
             say(f"{name} will be skipped: {note}")
@@ -128,7 +181,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--oha", action="store_true", help="also build the oha load generator (slow)")
     arguments = parser.parse_args(argv)
     wrk_ok = ensure_wrk()
+    system_status = ensure_system_peers()
     status = ensure_bench_venv(force=arguments.force)
+    for name, entry in system_status.items():
+        # A peer needing both (bjoern: libev-dev, then pip) is usable only if both installed.
+        if not entry["ok"] or name not in status:
+            status[name] = entry
+    PEER_STATUS_FILE.write_text(json.dumps(status, indent=2) + "\n")
     if arguments.oha:
         ensure_oha()
     installed = [name for name, entry in status.items() if entry["ok"]]

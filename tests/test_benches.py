@@ -9,6 +9,7 @@ stays out of `make test`.
 from __future__ import annotations
 
 import contextlib
+import resource
 import socket
 import subprocess
 import sys
@@ -23,8 +24,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benches import REPO_ROOT
+from benches.apps.site import LARGE_FILE, SMALL_FILE, ensure_site, sha256, site_files, text_of_size
 from benches.cli import complete_groups
 from benches.httpcheck import CheckFailed, check_scenario, media_type_matches, request_bytes
+from benches.nginx import render_config, write_config
 from benches.processes import ServerProcess, cpu_seconds, memory_bytes, process_tree
 from benches.report import (
     NOT_MEASURED,
@@ -36,9 +39,9 @@ from benches.report import (
     replace_section,
 )
 from benches.results import RunRecord, latency_problem, results_document, summarise, wrk_failure
-from benches.runner import plan
+from benches.runner import Settings, needed_open_files, plan, raise_open_file_limit
 from benches.scenarios import GROUPS, Expectation, Scenario, select_scenarios
-from benches.servers import SERVERS, select_servers
+from benches.servers import SERVERS, Launch, Server, select_servers
 from benches.wrk import (
     PIPELINE_SCRIPT,
     WrkError,
@@ -279,10 +282,66 @@ def test_default_servers_leave_out_variants():
         select_servers(["nginx-on-mars"])
 
 
-def test_every_server_command_has_its_placeholders():
+def test_every_server_command_has_its_placeholders(tmp_path):
     for server in SERVERS:
-        command = server.command(host="127.0.0.1", port=1234, bin_dir=Path("/venv/bin"))
-        assert "1234" in command and not any("{" in part for part in command)
+        for app in server.apps:
+            workdir = tmp_path / server.name / app
+            launch = Launch(app=app, host="127.0.0.1", port=1234, bin_dir=Path("/venv/bin"), workdir=workdir)
+            command = server.command(launch)
+            assert not any("{" in part for part in command), (server.name, app)
+            if server.configure is None:
+                assert "1234" in " ".join(command), (server.name, app)
+            else:
+                # The port is in the generated config (nginx), which the command points to.
+                server.configure(launch)
+                assert "127.0.0.1:1234" in (workdir / "nginx.conf").read_text()
+                assert f"{workdir}/nginx.conf" in command
+
+
+def test_a_server_takes_part_only_in_scenarios_it_has_an_app_for():
+    rush, uvicorn, nginx = select_servers(["rush", "uvicorn", "nginx"])
+    wsgi = Scenario(name="w", group="t", title="w", path="/", expect=Expectation(), app="wsgi")
+    assert rush.serves(wsgi) and not uvicorn.serves(wsgi) and not nginx.serves(wsgi)
+    assert not rush.serves(Scenario(name="x", group="t", title="x", path="/", expect=Expectation(), app="nope"))
+    only_nginx = Scenario(name="n", group="t", title="n", path="/", expect=Expectation(), servers=("nginx",))
+    assert nginx.serves(only_nginx) and not rush.serves(only_nginx)
+
+
+def test_several_workers_only_for_servers_whose_command_says_how_many():
+    two_workers = Scenario(name="r", group="t", title="r", path="/", expect=Expectation(), app="hello", workers=2)
+    assert not any(server.serves(two_workers) for server in SERVERS)
+    scalable = Server(
+        name="scalable",
+        title="s",
+        venv="system",
+        apps={"hello": ("s", "{port}", "--workers", "{workers}")},
+        version_argv=(),
+    )
+    assert scalable.serves(two_workers)
+    launch = Launch(app="hello", host="127.0.0.1", port=1, bin_dir=None, workdir=Path("/w"), workers=2)
+    assert scalable.command(launch) == ["s", "1", "--workers", "2"]
+
+
+def test_several_workers_run_on_both_cores():
+    settings = Settings(server_cpu=1, client_cpu=0)
+    assert settings.server_cores(HELLO) == "1"
+    assert (
+        settings.server_cores(Scenario(name="w", group="t", title="w", path="/", expect=Expectation(), workers=2))
+        == "0,1"
+    )
+
+
+def test_open_file_limit_covers_the_largest_scenario():
+    assert (
+        needed_open_files(
+            [HELLO, Scenario(name="c", group="t", title="c", path="/", expect=Expectation(), connections=1000)]
+        )
+        == 3024
+    )
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    # Asking for no more than we have changes nothing; the limit is never lowered.
+    assert raise_open_file_limit(min(soft, 64)) == (soft, hard)
+    assert resource.getrlimit(resource.RLIMIT_NOFILE) == (soft, hard)
 
 
 def test_runs_are_interleaved_and_the_order_rotates():
@@ -571,3 +630,74 @@ def test_importing_the_suite_needs_only_the_standard_library():
         "assert 'rush' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, check=True)
+
+
+# --- nginx config, static site ----------------------------------------------------------------
+
+
+def nginx_config(app: str, open_file_cache: bool = False) -> str:
+    return render_config(
+        app,
+        host="127.0.0.1",
+        port=8123,
+        workdir=Path("/run/w"),
+        site_dir=Path("/srv/site"),
+        open_file_cache=open_file_cache,
+        user=("bench", "bench"),
+    )
+
+
+def test_nginx_runs_one_worker_on_the_run_port_with_everything_under_the_workdir():
+    config = nginx_config("hello")
+    assert "worker_processes 1;" in config
+    assert "listen 127.0.0.1:8123 backlog=2048;" in config
+    assert "access_log off;" in config
+    assert "pid /run/w/nginx.pid;" in config
+    assert "user bench bench;" in config
+    # Every path nginx writes is under the run's directory; nothing under /etc or /var.
+    assert "/etc/" not in config and "/var/" not in config
+    assert all("/run/w/temp/" in line for line in config.splitlines() if "_temp_path" in line)
+    assert 'return 200 "Hello, World!";' in config and "return 301 /egg;" in config
+    assert "absolute_redirect off;" in config
+    assert "open_file_cache" not in config
+    assert config.count("{") == config.count("}")
+
+
+def test_nginx_static_configs_with_and_without_open_file_cache():
+    plain, cached = nginx_config("static"), nginx_config("static", open_file_cache=True)
+    assert "location /static/ {\n            alias /srv/site/;" in plain
+    assert "open_file_cache" not in plain
+    assert "open_file_cache max=" in cached and "sendfile on;" in cached
+    site_root = nginx_config("rush-v2")
+    assert "root /srv/site;" in site_root and "index index.html;" in site_root
+    with pytest.raises(KeyError):
+        nginx_config("fastapi")
+
+
+def test_nginx_config_is_written_with_its_temp_directory(tmp_path):
+    path = write_config("hello", host="127.0.0.1", port=1, workdir=tmp_path, site_dir=tmp_path, open_file_cache=False)
+    assert path == tmp_path / "nginx.conf" and (tmp_path / "temp").is_dir()
+
+
+def test_site_files_have_exact_sizes_and_are_rewritten_only_when_different(tmp_path):
+    files = site_files()
+    assert len(files[SMALL_FILE]) == 4096 and len(files[LARGE_FILE]) == 1024 * 1024
+    assert text_of_size(4096).startswith(b"line 0000000 ") and text_of_size(4096) == text_of_size(4096)
+    ensure_site(tmp_path)
+    assert (tmp_path / LARGE_FILE).read_bytes() == files[LARGE_FILE]
+    before = (tmp_path / SMALL_FILE).stat().st_mtime_ns
+    (tmp_path / "index.html").write_bytes(b"changed")
+    ensure_site(tmp_path)
+    assert (tmp_path / "index.html").read_bytes() == files["index.html"]
+    assert (tmp_path / SMALL_FILE).stat().st_mtime_ns == before
+    assert not list(tmp_path.glob(".*"))
+
+
+def test_a_body_is_checked_by_its_digest():
+    by_digest = Scenario(
+        name="f", group="t", title="f", path="/f", expect=Expectation(body_sha256=sha256(b"Hello, World!"))
+    )
+    with CannedServer(plain(b"Hello, World!")) as server:
+        check_scenario(by_digest, "127.0.0.1", server.port, timeout=2)
+    with CannedServer(plain(b"Hello, World?")) as server, pytest.raises(CheckFailed, match="not the expected one"):
+        check_scenario(by_digest, "127.0.0.1", server.port, timeout=2)
