@@ -94,6 +94,9 @@ class Worker:
     ready_reader: int
     started: float
     ready: bool = False
+    # Spawned by a reload to replace a serving worker: failing to load the
+    # app then aborts the reload instead of stopping the server.
+    replacing: bool = False
 
 
 class Supervisor:
@@ -106,6 +109,7 @@ class Supervisor:
         self.target_workers = config.workers
         self.signal_queue: deque[int] = deque()
         self.stopping = False
+        self.stop_deadline = 0.0
         self.exit_code = 0
         self.wake_reader, self.wake_writer = os.pipe()
         os.set_blocking(self.wake_reader, False)
@@ -133,14 +137,15 @@ class Supervisor:
             self.spawn()
         while True:
             self.reap()
-            if self.stopping and not self.workers:
-                break
             while self.signal_queue:
                 self.handle_signal(self.signal_queue.popleft())
-            if self.stopping and not self.workers:
-                break
-            if not self.stopping:
-                self.maintain_worker_count()
+            if self.stopping:
+                if not self.workers:
+                    break
+                self.kill_workers_past_deadline()
+                self.wait(0.1)
+                continue
+            self.maintain_worker_count()
             self.mark_ready_workers()
             self.wait(1.0)
         self.cleanup()
@@ -190,6 +195,11 @@ class Supervisor:
     def poll_ready(self, worker: Worker, timeout: float) -> bool:
         if worker.ready:
             return True
+        if worker.ready_reader < 0:
+            # Its pipe closed without the ready byte: the worker is exiting,
+            # and reap() will see it once the kernel reports the exit.
+            self.wait(timeout)
+            return False
         readable, _, _ = select.select([worker.ready_reader], [], [], timeout)
         if readable:
             data = os.read(worker.ready_reader, 1)
@@ -216,6 +226,11 @@ class Supervisor:
             code = os.waitstatus_to_exitcode(status)
             if self.stopping:
                 logs.error_logger.info("worker %d exited (%s)", pid, _describe_exit(code))
+                continue
+            if code == EXIT_BOOT_FAILURE and worker.replacing:
+                logs.error_logger.error(
+                    "the new worker %d could not load the application; reload aborted, the old workers go on", pid
+                )
                 continue
             if code == EXIT_BOOT_FAILURE:
                 logs.error_logger.error("worker %d could not load the application; stopping", pid)
@@ -252,38 +267,41 @@ class Supervisor:
             self.target_workers -= 1
 
     def begin_stop(self, graceful: bool) -> None:
+        """Asks every worker to stop; the main loop waits for them, still
+        handling signals (a second SIGINT or a SIGQUIT stops at once)."""
         self.stopping = True
-        for pid in list(self.workers):
+        for pid in list(self.workers) + list(self.retiring):
             self.signal_worker(pid, signal.SIGTERM if graceful else signal.SIGKILL)
         if graceful:
             self.stop_deadline = time.monotonic() + self.config.graceful_timeout + 5.0
-            self._wait_for_workers()
+        else:
+            self.stop_deadline = time.monotonic()
 
-    def _wait_for_workers(self) -> None:
-        """Waits for draining workers, then kills the ones past the deadline."""
-        while self.workers and time.monotonic() < self.stop_deadline:
-            self.reap()
-            if self.workers:
-                self.wait(0.1)
+    def kill_workers_past_deadline(self) -> None:
+        if time.monotonic() < self.stop_deadline:
+            return
         for pid in list(self.workers):
             logs.error_logger.warning("worker %d did not stop in time; killing it", pid)
             self.signal_worker(pid, signal.SIGKILL)
-        while self.workers:
-            self.reap()
-            if self.workers:
-                time.sleep(0.01)
 
     def reload(self) -> None:
         """Replaces every worker, one at a time, new before old."""
         logs.error_logger.info("received SIGHUP: replacing workers one by one")
         for old_pid in list(self.workers):
             new_worker = self.spawn()
+            new_worker.replacing = True
             deadline = time.monotonic() + WORKER_READY_TIMEOUT
             while not self.poll_ready(new_worker, 0.1):
                 self.reap()
-                if new_worker.pid not in self.workers or time.monotonic() > deadline:
-                    logs.error_logger.error("new worker did not become ready; reload aborted")
+                if new_worker.pid not in self.workers:
+                    return  # reap() logged why: the old workers go on.
+                if time.monotonic() > deadline:
+                    logs.error_logger.error("the new worker did not become ready in time; reload aborted")
+                    self.signal_worker(new_worker.pid, signal.SIGKILL)
+                    self.workers.pop(new_worker.pid, None)
+                    self.retiring.add(new_worker.pid)
                     return
+            new_worker.replacing = False
             self.signal_worker(old_pid, signal.SIGTERM)
             # Forget it now: its exit must not trigger a respawn.
             self.workers.pop(old_pid, None)

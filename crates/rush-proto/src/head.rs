@@ -461,6 +461,9 @@ impl FieldSummary {
         // Dispatching on the length first keeps most fields to one comparison.
         match name.len() {
             4 if name.eq_ignore_ascii_case(b"host") => {
+                if !is_valid_host(value) {
+                    return Err(ProtoError::BadRequest("invalid Host header"));
+                }
                 self.host_count += 1;
                 self.host = Some(value_span);
             }
@@ -772,5 +775,96 @@ mod absolute_form_tests {
         assert_eq!(parse(request).path.of(request), b"");
         let request = b"GET /http://x HTTP/1.1\r\nHost: a\r\n\r\n";
         assert_eq!(parse(request).path.of(request), b"/http://x");
+    }
+}
+
+/// Whether a Host value is `uri-host [ ":" port ]` (RFC 9112 3.2, RFC 3986
+/// 3.2.2): an IP literal in brackets or a reg-name / IPv4 address, then
+/// optional decimal port digits. An empty value is valid (a target without
+/// an authority).
+fn is_valid_host(value: &[u8]) -> bool {
+    let (host, port) = if let Some(rest) = value.strip_prefix(b"[") {
+        let Some(close) = memchr(b']', rest) else {
+            return false;
+        };
+        let literal = &rest[..close];
+        let valid_literal = !literal.is_empty()
+            && literal
+                .iter()
+                .all(|&byte| byte.is_ascii_hexdigit() || matches!(byte, b':' | b'.' | b'v' | b'V'));
+        if !valid_literal {
+            return false;
+        }
+        (&[][..], &rest[close + 1..])
+    } else {
+        match memchr(b':', value) {
+            Some(colon) => (&value[..colon], &value[colon..]),
+            None => (value, &[][..]),
+        }
+    };
+    // reg-name = *( unreserved / pct-encoded / sub-delims )
+    let valid_name = host.iter().all(|&byte| {
+        byte.is_ascii_alphanumeric()
+            || matches!(
+                byte,
+                b'-' | b'.'
+                    | b'_'
+                    | b'~'
+                    | b'%'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
+            )
+    });
+    let valid_port = match port {
+        [] => true,
+        [b':', digits @ ..] => digits.iter().all(u8::is_ascii_digit),
+        _ => false,
+    };
+    valid_name && valid_port
+}
+
+#[cfg(test)]
+mod host_tests {
+    use super::is_valid_host;
+
+    #[test]
+    fn host_values() {
+        for valid in [
+            &b"example.com"[..],
+            b"example.com:8080",
+            b"127.0.0.1:80",
+            b"[::1]",
+            b"[::1]:8000",
+            b"",
+            b"a_b",
+            b"x:",
+        ] {
+            assert!(is_valid_host(valid), "{:?}", String::from_utf8_lossy(valid));
+        }
+        for invalid in [
+            &b"exa mple.com"[..],
+            b"example.com/path",
+            b"example.com:80x",
+            b"user@example.com",
+            b"[::1",
+            b"[]",
+            b"a:1:2",
+            b"[::1]x",
+        ] {
+            assert!(
+                !is_valid_host(invalid),
+                "{:?}",
+                String::from_utf8_lossy(invalid)
+            );
+        }
     }
 }
