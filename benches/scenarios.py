@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from benches.apps.site import INDEX_HTML, sha256
+
 
 @dataclass(frozen=True)
 class Expectation:
@@ -149,9 +151,52 @@ HELLO_GROUP: list[Scenario] = [
     ),
 ]
 
+# The Rush v2 seed (shared/seeds/000): 12 wrk threads and 1000 connections on a 6-core machine.
+# Here wrk has one core, so one thread; the 1000 connections are kept.
+RUSH_V2_LOAD = {"group": "rush-v2", "app": "rush-v2", "threads": 1, "connections": 1000}
+# The servers that can serve a static file at "/" (uvicorn has no static files).
+STATIC_FILE_SERVERS = ("rush", "nginx", "nginx-ofc", "granian-rsgi")
+
+RUSH_V2_GROUP: list[Scenario] = [
+    Scenario(
+        name="redirect",
+        title="GET /easter (301)",
+        path="/easter",
+        expect=Expectation(status=301, headers=(("location", "/egg"),)),
+        notes="the seed's static redirect",
+        **RUSH_V2_LOAD,
+    ),
+    Scenario(
+        name="cached-file",
+        title="GET / (cached index.html)",
+        path="/",
+        expect=Expectation(status=200, body_sha256=sha256(INDEX_HTML), headers=(("content-type", "text/html"),)),
+        servers=STATIC_FILE_SERVERS,
+        notes="a small index.html from a static mount at /, from memory where the server caches",
+        **RUSH_V2_LOAD,
+    ),
+    Scenario(
+        name="query",
+        title="GET /hello?name=bill",
+        path="/hello?name=bill",
+        expect=Expectation(status=200, body=b"Hello, bill", headers=(("content-type", "text/plain"),)),
+        notes="the seed's handler parsing a query parameter",
+        **RUSH_V2_LOAD,
+    ),
+    Scenario(
+        name="not-found",
+        title="GET unknown path (404)",
+        path="/non-existing-page-or-route",
+        expect=Expectation(status=404),
+        notes="the seed's 404: under the static mount for the servers that have one",
+        **RUSH_V2_LOAD,
+    ),
+]
+
 # Group name -> its scenarios, in the order they run and appear in tables.
 GROUPS: dict[str, list[Scenario]] = {
     "hello": HELLO_GROUP,
+    "rush-v2": RUSH_V2_GROUP,
 }
 
 # Groups left out of the headline: their other servers are teaching examples, not peers one would pick.

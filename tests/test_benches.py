@@ -40,7 +40,7 @@ from benches.report import (
 )
 from benches.results import RunRecord, latency_problem, results_document, summarise, wrk_failure
 from benches.runner import Settings, needed_open_files, plan, raise_open_file_limit
-from benches.scenarios import GROUPS, Expectation, Scenario, select_scenarios
+from benches.scenarios import GROUPS, Expectation, Scenario, all_scenarios, select_scenarios
 from benches.servers import SERVERS, Launch, Server, select_servers
 from benches.wrk import (
     PIPELINE_SCRIPT,
@@ -701,3 +701,9 @@ def test_a_body_is_checked_by_its_digest():
         check_scenario(by_digest, "127.0.0.1", server.port, timeout=2)
     with CannedServer(plain(b"Hello, World?")) as server, pytest.raises(CheckFailed, match="not the expected one"):
         check_scenario(by_digest, "127.0.0.1", server.port, timeout=2)
+
+
+def test_every_scenario_has_rush_and_at_least_one_other_server():
+    for scenario in all_scenarios():
+        serving = [server.name for server in SERVERS if server.default and server.serves(scenario)]
+        assert "rush" in serving and len(serving) >= 2, (scenario.key, serving)
