@@ -187,6 +187,11 @@ pub struct Connection {
     /// `client` as a Python `(host, port)` tuple (or None), made once per
     /// connection when an ASGI scope first needs it.
     pub client_object: Option<pyo3::Py<pyo3::PyAny>>,
+    /// WSGI's REMOTE_ADDR and REMOTE_PORT strings, made once per connection.
+    pub remote_strings: Option<(
+        pyo3::Py<pyo3::types::PyString>,
+        pyo3::Py<pyo3::types::PyString>,
+    )>,
     /// Received bytes not consumed yet.
     pub input: Vec<u8>,
     /// Response bytes not written yet.
@@ -209,6 +214,7 @@ impl Connection {
             stream,
             client,
             client_object: None,
+            remote_strings: None,
             input: Vec::new(),
             output: Vec::new(),
             body: None,

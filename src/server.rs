@@ -27,7 +27,7 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use pyo3::exceptions::PyStopIteration;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyTuple};
+use pyo3::types::{PyDict, PyString, PyTuple};
 use rush_proto::{
     parse_request_head, BodyFraming, ChunkedDecoder, DateCache, HeadStatus, HeaderSpan, Limits,
     Method, ProtoError, RequestHead, Version,
@@ -126,8 +126,6 @@ struct Core {
     asgi_notifier: Option<Py<PyAny>>,
     /// The id given to the next request that continues off the loop.
     next_request_id: u64,
-    /// The listening address, for WSGI's SERVER_NAME/SERVER_PORT.
-    server_address: Option<std::net::SocketAddr>,
     draining: bool,
 }
 
@@ -235,7 +233,16 @@ impl Server {
             .map(|app| AsgiSettings::new(py, app, root_path.clone(), asgi_state, server_address))
             .transpose()?;
         let wsgi = wsgi_app
-            .map(|app| WsgiSettings::new(py, app, root_path, wsgi_multithread, wsgi_multiprocess))
+            .map(|app| {
+                WsgiSettings::new(
+                    py,
+                    app,
+                    root_path,
+                    wsgi_multithread,
+                    wsgi_multiprocess,
+                    server_address,
+                )
+            })
             .transpose()?;
         let mut warnings = Vec::new();
         let static_files = StaticFiles::new(router.bind(py).borrow().static_mounts(), |warning| {
@@ -285,7 +292,6 @@ impl Server {
                 asgi,
                 asgi_notifier: None,
                 next_request_id: 0,
-                server_address,
                 draining: false,
             },
             accept_paused: false,
@@ -1488,6 +1494,14 @@ impl Core {
     ) -> Outcome {
         let mut awaiting = AwaitingResponse::new(head, keep_alive, 200);
         let line = RequestLine::Raw(head_bytes, head);
+        if connection.remote_strings.is_none() {
+            if let Some(client) = connection.client {
+                connection.remote_strings = Some((
+                    PyString::new(py, &client.ip().to_string()).unbind(),
+                    PyString::new(py, &client.port().to_string()).unbind(),
+                ));
+            }
+        }
         let Some(settings) = &self.wsgi else {
             unreachable!("dispatch_wsgi is called only with a WSGI app");
         };
@@ -1498,8 +1512,7 @@ impl Core {
             head_bytes,
             head,
             body,
-            connection.client,
-            self.server_address,
+            connection.remote_strings.as_ref(),
         );
         let environ = match environ {
             Ok(environ) => environ,

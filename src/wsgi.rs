@@ -17,6 +17,8 @@
 //! * A `wsgi.file_wrapper` body whose file has a real descriptor goes out
 //!   with sendfile.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fs::File;
 use std::net::SocketAddr;
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
@@ -41,7 +43,14 @@ pub struct WsgiSettings {
     pub root_path: String,
     /// A dict of the constant keys, copied per request.
     base_environ: Py<PyDict>,
+    /// Header name as sent -> its interned `HTTP_*` key, so the usual
+    /// headers cost one hash lookup instead of a new string per request.
+    header_keys: RefCell<HashMap<Vec<u8>, Py<PyString>>>,
 }
+
+/// Most distinct header names whose `HTTP_*` keys are remembered (a client
+/// sending random names must not grow memory).
+const HEADER_KEY_CACHE_LIMIT: usize = 512;
 
 impl WsgiSettings {
     pub fn new(
@@ -50,6 +59,7 @@ impl WsgiSettings {
         root_path: String,
         multithread: bool,
         multiprocess: bool,
+        server: Option<SocketAddr>,
     ) -> PyResult<WsgiSettings> {
         let base = PyDict::new(py);
         base.set_item("wsgi.version", (1, 0))?;
@@ -66,6 +76,12 @@ impl WsgiSettings {
         base.set_item("wsgi.input_terminated", true)?;
         base.set_item("wsgi.file_wrapper", py.get_type::<FileWrapper>())?;
         base.set_item("SCRIPT_NAME", &root_path)?;
+        let (server_name, server_port) = match server {
+            Some(address) => (address.ip().to_string(), address.port().to_string()),
+            None => ("localhost".to_owned(), "0".to_owned()),
+        };
+        base.set_item("SERVER_NAME", server_name)?;
+        base.set_item("SERVER_PORT", server_port)?;
         base.set_item(
             "SERVER_SOFTWARE",
             concat!("rush/", env!("CARGO_PKG_VERSION")),
@@ -74,6 +90,7 @@ impl WsgiSettings {
             app,
             root_path,
             base_environ: base.unbind(),
+            header_keys: RefCell::new(HashMap::new()),
         })
     }
 }
@@ -97,8 +114,7 @@ pub fn build_environ<'py>(
     head_bytes: &[u8],
     head: &RequestHead,
     body: RequestBody<'_>,
-    client: Option<SocketAddr>,
-    server: Option<SocketAddr>,
+    remote: Option<&(Py<PyString>, Py<PyString>)>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let environ = settings.base_environ.bind(py).copy()?;
     environ.set_item(
@@ -128,17 +144,11 @@ pub fn build_environ<'py>(
             Version::Http11 => pyo3::intern!(py, "HTTP/1.1"),
         },
     )?;
-    let (server_name, server_port) = match server {
-        Some(address) => (address.ip().to_string(), address.port().to_string()),
-        None => ("localhost".to_owned(), "0".to_owned()),
-    };
-    environ.set_item(pyo3::intern!(py, "SERVER_NAME"), server_name)?;
-    environ.set_item(pyo3::intern!(py, "SERVER_PORT"), server_port)?;
-    if let Some(client) = client {
-        environ.set_item(pyo3::intern!(py, "REMOTE_ADDR"), client.ip().to_string())?;
-        environ.set_item(pyo3::intern!(py, "REMOTE_PORT"), client.port().to_string())?;
+    if let Some((address, port)) = remote {
+        environ.set_item(pyo3::intern!(py, "REMOTE_ADDR"), address.bind(py))?;
+        environ.set_item(pyo3::intern!(py, "REMOTE_PORT"), port.bind(py))?;
     }
-    let mut name_buffer = String::with_capacity(64);
+    let mut header_keys = settings.header_keys.borrow_mut();
     for (name, value) in header_fields(head_bytes) {
         if name.eq_ignore_ascii_case(b"content-type") {
             environ.set_item(pyo3::intern!(py, "CONTENT_TYPE"), latin1(py, value))?;
@@ -154,23 +164,33 @@ pub fn build_environ<'py>(
         if name.contains(&b'_') {
             continue;
         }
-        name_buffer.clear();
-        name_buffer.push_str("HTTP_");
-        for &byte in name {
-            name_buffer.push(if byte == b'-' {
-                '_'
-            } else {
-                byte.to_ascii_uppercase() as char
-            });
-        }
+        let key = match header_keys.get(name) {
+            Some(key) => key.bind(py).clone(),
+            None => {
+                let mut text = String::with_capacity(name.len() + 5);
+                text.push_str("HTTP_");
+                for &byte in name {
+                    text.push(if byte == b'-' {
+                        '_'
+                    } else {
+                        byte.to_ascii_uppercase() as char
+                    });
+                }
+                let key = PyString::intern(py, &text);
+                if header_keys.len() < HEADER_KEY_CACHE_LIMIT {
+                    header_keys.insert(name.to_vec(), key.clone().unbind());
+                }
+                key
+            }
+        };
         let value = latin1(py, value);
-        match environ.get_item(&name_buffer)? {
+        match environ.get_item(&key)? {
             // Repeated fields are joined with commas (RFC 9110 5.3).
             Some(previous) => {
                 let joined = format!("{},{}", previous.extract::<String>()?, value.to_str()?);
-                environ.set_item(&name_buffer, joined)?;
+                environ.set_item(&key, joined)?;
             }
-            None => environ.set_item(&name_buffer, value)?,
+            None => environ.set_item(&key, value)?,
         }
     }
     let input = match body {
@@ -341,7 +361,10 @@ pub fn call_wsgi(
         collect_body(&result)
     };
     // PEP 3333: close() must be called whether iteration succeeded or not.
-    let closed = if result.hasattr(pyo3::intern!(py, "close"))? {
+    // (A list or tuple has none; asking would raise and format an error.)
+    let plain_sequence =
+        result.is_exact_instance_of::<PyList>() || result.is_exact_instance_of::<PyTuple>();
+    let closed = if !plain_sequence && result.hasattr(pyo3::intern!(py, "close"))? {
         result.call_method0(pyo3::intern!(py, "close")).map(|_| ())
     } else {
         Ok(())
