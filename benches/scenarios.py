@@ -209,7 +209,8 @@ def all_scenarios() -> list[Scenario]:
 
 def select_scenarios(selectors: list[str] | None) -> list[Scenario]:
     """Scenarios named by ``selectors``: a group (``hello``), a scenario key
-    (``hello/json``) or a bare scenario name when it is unambiguous (``json``).
+    (``hello/json``) or a bare scenario name (``json``; a name used by several
+    groups, like ``redirect``, selects it in each).
 
     Unknown selectors raise ValueError listing what exists, so a typo is never
     a silently empty run. Order follows the registry, duplicates are dropped.
