@@ -27,6 +27,7 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use pyo3::exceptions::PyStopIteration;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyString, PyTuple};
 use rush_proto::{
     parse_request_head, BodyFraming, ChunkedDecoder, DateCache, HeadStatus, HeaderSpan, Limits,
@@ -306,11 +307,12 @@ impl Server {
         self.poll.as_raw_fd()
     }
 
-    /// Sets `start(coroutine, key, request_id) -> (finished, value)`, which
-    /// runs a coroutine's first step and, if it suspends, continues it as an
-    /// asyncio task that later calls [`Server::complete`].
-    fn set_async_scheduler(&mut self, start: Py<PyAny>) {
-        self.core.async_scheduler = Some(start);
+    /// Sets the `CoroutineRunner` (python/rush/coroutines.py): its `spare`
+    /// task is current while a coroutine's first step runs here, and its
+    /// `adopt(...)` continues a coroutine that suspended, as that task,
+    /// which later calls [`Server::complete`].
+    fn set_async_scheduler(&mut self, runner: Py<PyAny>) {
+        self.core.async_scheduler = Some(runner);
     }
 
     /// Sets `notifier(key, request_id)`, returning the no-argument callable an
@@ -1267,10 +1269,11 @@ impl Core {
         }
     }
 
-    /// Runs a coroutine's first step through the asyncio runner (as a real
-    /// task, see python/rush/coroutines.py). Without a runner (no asyncio
-    /// loop), a coroutine that finishes at once is still fine; one that
-    /// would suspend is an error.
+    /// Runs a coroutine's first step inline, as the runner's spare asyncio
+    /// task (see python/rush/coroutines.py), in a fresh context copy. A
+    /// coroutine that suspends is handed to `runner.adopt(...)` and goes on
+    /// as that task. Without a runner (no asyncio loop), a coroutine that
+    /// finishes at once is still fine; one that would suspend is an error.
     fn start_coroutine<'py>(
         &self,
         py: Python<'py>,
@@ -1278,28 +1281,47 @@ impl Core {
         key: usize,
         request_id: u64,
     ) -> PyResult<CoroutineStart<'py>> {
-        if let Some(runner) = &self.async_scheduler {
-            let (finished, value): (bool, Bound<'py, PyAny>) = runner
-                .bind(py)
-                .call1((coroutine, key, request_id))?
-                .extract()?;
-            return Ok(if finished {
-                CoroutineStart::Finished(value)
-            } else {
-                CoroutineStart::Continuing
-            });
-        }
-        match coroutine.call_method1(pyo3::intern!(py, "send"), (py.None(),)) {
-            Ok(_) => {
-                let _ = coroutine.call_method0(pyo3::intern!(py, "close"));
-                Err(pyo3::exceptions::PyRuntimeError::new_err(
-                    "a coroutine suspended but no asyncio loop is running",
-                ))
+        let Some(runner) = &self.async_scheduler else {
+            return match send_none(py, coroutine)? {
+                Step::Returned(value) => Ok(CoroutineStart::Finished(value)),
+                Step::Yielded(_) => {
+                    let _ = coroutine.call_method0(pyo3::intern!(py, "close"));
+                    Err(pyo3::exceptions::PyRuntimeError::new_err(
+                        "a coroutine suspended but no asyncio loop is running",
+                    ))
+                }
+            };
+        };
+        let runner = runner.bind(py);
+        let task = runner.getattr(pyo3::intern!(py, "spare"))?;
+        let event_loop = runner.getattr(pyo3::intern!(py, "loop"))?;
+        let (enter_task, leave_task) = task_switchers(py)?;
+        // SAFETY: called with the GIL held; returns a new reference or NULL
+        // with an exception set, which from_owned_ptr_or_err turns into Err.
+        let context =
+            unsafe { Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyContext_CopyCurrent())? };
+        enter_task.call1((&event_loop, &task))?;
+        // SAFETY: `context` is a live Context object; Enter/Exit are paired
+        // below whatever the step does, on this thread, with the GIL held.
+        let entered = unsafe { pyo3::ffi::PyContext_Enter(context.as_ptr()) };
+        let step = if entered == 0 {
+            let step = send_none(py, coroutine);
+            // SAFETY: pairs the successful PyContext_Enter above.
+            unsafe { pyo3::ffi::PyContext_Exit(context.as_ptr()) };
+            step
+        } else {
+            Err(PyErr::fetch(py))
+        };
+        leave_task.call1((&event_loop, &task))?;
+        match step? {
+            Step::Returned(value) => Ok(CoroutineStart::Finished(value)),
+            Step::Yielded(yielded) => {
+                runner.call_method1(
+                    pyo3::intern!(py, "adopt"),
+                    (coroutine, yielded, context, key, request_id),
+                )?;
+                Ok(CoroutineStart::Continuing)
             }
-            Err(error) if error.is_instance_of::<PyStopIteration>(py) => Ok(
-                CoroutineStart::Finished(error.value(py).getattr(pyo3::intern!(py, "value"))?),
-            ),
-            Err(error) => Err(error),
         }
     }
 
@@ -1756,6 +1778,49 @@ fn call_handler<'py>(
         None => callable.call1((request,)),
         Some(params) => callable.call(PyTuple::new(py, [request])?, Some(params)),
     }
+}
+
+/// What `coroutine.send(None)` did.
+enum Step<'py> {
+    Returned(Bound<'py, PyAny>),
+    Yielded(Bound<'py, PyAny>),
+}
+
+/// `coroutine.send(None)` without the StopIteration exception that a
+/// Python-level `send` raises on return (creating it costs about as much as
+/// a small handler).
+fn send_none<'py>(py: Python<'py>, coroutine: &Bound<'py, PyAny>) -> PyResult<Step<'py>> {
+    let mut result: *mut pyo3::ffi::PyObject = std::ptr::null_mut();
+    // SAFETY: the GIL is held, `coroutine` is a live object and Py_None a
+    // valid borrowed argument; PyIter_Send stores a new reference in
+    // `result` for PYGEN_RETURN and PYGEN_NEXT, and sets an exception
+    // (leaving `result` NULL) for PYGEN_ERROR.
+    let status =
+        unsafe { pyo3::ffi::PyIter_Send(coroutine.as_ptr(), pyo3::ffi::Py_None(), &mut result) };
+    match status {
+        pyo3::ffi::PySendResult::PYGEN_RETURN => {
+            // SAFETY: a new reference returned by PyIter_Send (see above).
+            Ok(Step::Returned(unsafe { Bound::from_owned_ptr(py, result) }))
+        }
+        pyo3::ffi::PySendResult::PYGEN_NEXT => {
+            // SAFETY: a new reference returned by PyIter_Send (see above).
+            Ok(Step::Yielded(unsafe { Bound::from_owned_ptr(py, result) }))
+        }
+        pyo3::ffi::PySendResult::PYGEN_ERROR => Err(PyErr::fetch(py)),
+    }
+}
+
+static ENTER_TASK: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static LEAVE_TASK: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// asyncio's `_enter_task` and `_leave_task`, which make a task current.
+fn task_switchers(py: Python<'_>) -> PyResult<(&Bound<'_, PyAny>, &Bound<'_, PyAny>)> {
+    let load = |name: &str| -> PyResult<Py<PyAny>> {
+        Ok(py.import("asyncio.tasks")?.getattr(name)?.unbind())
+    };
+    let enter = ENTER_TASK.get_or_try_init(py, || load("_enter_task"))?;
+    let leave = LEAVE_TASK.get_or_try_init(py, || load("_leave_task"))?;
+    Ok((enter.bind(py), leave.bind(py)))
 }
 
 /// What the first step of a coroutine led to.

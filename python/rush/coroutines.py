@@ -9,10 +9,12 @@ continues on asyncio.
 Code such as anyio (used by Starlette and FastAPI) needs
 ``asyncio.current_task()`` to be a real task, the same one before and after
 a suspension. So the first step runs *as* a task: a spare task, created
-ahead and parked on a future, is entered (``_enter_task``) for the step. If
+ahead and parked on a future, is entered (``_enter_task``) for the step,
+which the native loop runs itself (``Server.start_coroutine`` in
+src/server.rs, without the StopIteration a Python-level ``send`` raises). If
 the coroutine finishes, the spare stays spare for the next request. If it
-suspends, the spare adopts it, continuing it from where it stopped, and a
-new spare is made. Each coroutine runs in its own copy of the context, in
+suspends, :meth:`CoroutineRunner.adopt` lets the spare continue it from where
+it stopped, and a new spare is made. Each coroutine runs in its own copy of the context, in
 every step, so context variables never leak between requests.
 """
 
@@ -20,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from asyncio.tasks import _enter_task, _leave_task
 from collections.abc import Callable, Generator
 from functools import partial
 from typing import Any
@@ -88,19 +89,11 @@ class CoroutineRunner:
         self.assignment: asyncio.Future[tuple[Any, Any, contextvars.Context]] = self.loop.create_future()
         self.spare = self.loop.create_task(_adopt(self.assignment))
 
-    def start(self, coroutine: Any, key: int, request_id: int) -> tuple[bool, Any]:
-        """Runs the first step. Returns ``(True, result)`` if the coroutine
-        finished, ``(False, None)`` if it goes on as a task, whose end is
-        reported to ``on_done(key, request_id, task)``. Exceptions propagate."""
+    def adopt(self, coroutine: Any, yielded: Any, context: contextvars.Context, key: int, request_id: int) -> None:
+        """Continues a coroutine whose first step (run natively, with
+        ``self.spare`` as the current task, in ``context``) suspended; its end
+        is reported to ``on_done(key, request_id, task)``."""
         task, assignment = self.spare, self.assignment
-        context = contextvars.copy_context()
-        _enter_task(self.loop, task)
-        try:
-            yielded = context.run(coroutine.send, None)
-        except StopIteration as finished:
-            return True, finished.value
-        finally:
-            _leave_task(self.loop, task)
         if assignment.cancelled():
             # The coroutine cancelled its own (spare) task during the step:
             # deliver that cancellation to it in a task of its own.
@@ -109,7 +102,6 @@ class CoroutineRunner:
             assignment.set_result((coroutine, yielded, context))
             self._make_spare()
         task.add_done_callback(partial(self.on_done, key, request_id))
-        return False, None
 
     def close(self) -> None:
         self.spare.cancel()

@@ -177,7 +177,7 @@ def serve_with_asyncio(
             app_options = {"asgi_app": asgi_app, "asgi_state": lifespan.state if lifespan.supported else None}
         server = build_server(config, listener, router, None, **app_options)
         runner = CoroutineRunner(loop, server.complete)
-        server.set_async_scheduler(runner.start)
+        server.set_async_scheduler(runner)
         # A suspended ASGI app's messages are written from the loop's own turn
         # (call_soon), never from inside the app's send() call.
         server.set_asgi_notifier(lambda key, request_id: partial(loop.call_soon, server.flush_asgi, key, request_id))
