@@ -229,6 +229,25 @@ def test_sigterm_lets_the_in_flight_request_finish_then_exits_0(
     server.wait_for_log("rush stopped")
 
 
+def test_drain_answers_the_request_in_flight_but_not_the_ones_queued_behind_it(
+    rush_server: ServerFactory, tmp_path: Path
+) -> None:
+    server = rush_server("async_app", "--graceful-timeout", "60", "--keep-alive-timeout", "60")
+    gate = Gate(tmp_path, "queued")
+    with server.connect(timeout=5) as idle, server.connect(timeout=5) as busy:
+        idle.send(request("GET", "/count"))
+        idle.read_response()
+        busy.send(request("GET", gate.target) + request("GET", "/fast?id=queued"))
+        gate.wait_entered()
+        server.send_signal(signal.SIGTERM)
+        idle.assert_closed()  # the worker is draining
+        gate.release()
+        result = busy.read_until_close()
+    assert [(response.status, response.text) for response in result.responses] == [(200, "released queued.release")]
+    assert result.responses[0].closes
+    assert server.wait_exit() == 0
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_graceful_stop_closes_idle_connections_and_exits_0(rush_server: ServerFactory, signum: int) -> None:
     server = rush_server("basic", "--workers", "2", "--graceful-timeout", "60", "--keep-alive-timeout", "60")
@@ -328,6 +347,25 @@ def test_unix_domain_socket(rush_server: ServerFactory) -> None:
     assert second.json()["body"] == "over unix"
     assert server.stop() == 0
     assert not server.uds_path.exists()
+
+
+def test_unix_socket_left_over_from_a_previous_run_is_replaced(rush_server: ServerFactory, tmp_path: Path) -> None:
+    path = tmp_path / "stale.sock"
+    with socket.socket(socket.AF_UNIX) as stale:
+        stale.bind(str(path))  # bound, then closed without unlinking: a crash leaves this
+    server = rush_server("basic", bind="uds", uds_path=path)
+    with server.connect() as connection:
+        connection.send(request("GET", "/"))
+        assert connection.read_response().body == b"Hello, World!"
+
+
+def test_unix_socket_path_that_is_a_regular_file_is_not_deleted(tmp_path: Path) -> None:
+    path = tmp_path / "precious.txt"
+    path.write_text("precious")
+    result = run_rush("tests.apps.basic:app", "--uds", str(path))
+    assert result.returncode != 0
+    assert "cannot listen" in result.stderr
+    assert path.read_text() == "precious"
 
 
 def test_systemd_socket_activation(rush_server: ServerFactory) -> None:
