@@ -85,6 +85,17 @@ def test_a_hundred_pipelined_requests_in_one_write(server: RushServer) -> None:
         assert echo_ids(responses) == [str(number) for number in range(100)]
 
 
+def test_thousands_of_pipelined_requests_spanning_many_reads(server: RushServer) -> None:
+    count = 3000  # about 100 KiB of requests, 600 KiB of responses
+    data = b"".join(request("GET", f"/echo?id={number}") for number in range(count - 1))
+    data += request("GET", f"/echo?id={count - 1}", [("Connection", "close")])
+    with server.connect() as connection:
+        connection.send(data)
+        result = connection.read_until_close()
+    assert echo_ids(result.responses) == [str(number) for number in range(count)]
+    assert result.responses[-1].closes
+
+
 def test_pipelined_large_responses_arrive_whole_and_in_order(server: RushServer) -> None:
     # 8 x 512 KiB is far beyond what one write to the socket takes.
     sizes = [512 * 1024 + number for number in range(8)]
