@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from benches.apps.site import INDEX_HTML, sha256
+from benches.apps.site import INDEX_HTML, LARGE_FILE, LARGE_SIZE, SMALL_FILE, SMALL_SIZE, sha256, text_of_size
 
 
 @dataclass(frozen=True)
@@ -193,10 +193,41 @@ RUSH_V2_GROUP: list[Scenario] = [
     ),
 ]
 
+STATIC_GROUP: list[Scenario] = [
+    Scenario(
+        name="file-4k",
+        group="static",
+        app="static",
+        title="GET a 4 KiB file",
+        path=f"/static/{SMALL_FILE}",
+        expect=Expectation(body_sha256=sha256(text_of_size(SMALL_SIZE)), headers=(("content-type", "text/plain"),)),
+        notes="a cached 4 KiB text file under a static mount",
+    ),
+    Scenario(
+        name="file-1m",
+        group="static",
+        app="static",
+        title="GET a 1 MiB file",
+        path=f"/static/{LARGE_FILE}",
+        expect=Expectation(body_sha256=sha256(text_of_size(LARGE_SIZE)), headers=(("content-type", "text/plain"),)),
+        notes="a 1 MiB text file: throughput of large bodies",
+    ),
+    Scenario(
+        name="not-found",
+        group="static",
+        app="static",
+        title="GET a missing file (404)",
+        path="/static/missing.txt",
+        expect=Expectation(status=404),
+        notes="a path under the static mount with no file",
+    ),
+]
+
 # Group name -> its scenarios, in the order they run and appear in tables.
 GROUPS: dict[str, list[Scenario]] = {
     "hello": HELLO_GROUP,
     "rush-v2": RUSH_V2_GROUP,
+    "static": STATIC_GROUP,
 }
 
 # Groups left out of the headline: their other servers are teaching examples, not peers one would pick.
