@@ -223,11 +223,75 @@ STATIC_GROUP: list[Scenario] = [
     ),
 ]
 
+JSON_MESSAGE = Expectation(
+    status=200, json={"message": "Hello, World!"}, headers=(("content-type", "application/json"),)
+)
+
+WSGI_ASGI_GROUP: list[Scenario] = [
+    Scenario(
+        name="wsgi-hello",
+        group="wsgi-asgi",
+        app="wsgi",
+        title="WSGI: GET /",
+        path="/",
+        expect=PLAIN_HELLO,
+        notes="a raw WSGI callable (benches/apps/wsgi_app.py)",
+    ),
+    Scenario(
+        name="wsgi-pipelined-16",
+        group="wsgi-asgi",
+        app="wsgi",
+        title="WSGI: GET / pipelined 16 deep",
+        path="/",
+        expect=PLAIN_HELLO,
+        pipeline=16,
+        notes="the raw WSGI callable, 16 requests per write",
+    ),
+    Scenario(
+        name="asgi-hello",
+        group="wsgi-asgi",
+        app="asgi",
+        title="ASGI: GET /",
+        path="/",
+        expect=PLAIN_HELLO,
+        notes="a raw ASGI 3 callable (benches/apps/asgi_app.py)",
+    ),
+    Scenario(
+        name="asgi-pipelined-16",
+        group="wsgi-asgi",
+        app="asgi",
+        title="ASGI: GET / pipelined 16 deep",
+        path="/",
+        expect=PLAIN_HELLO,
+        pipeline=16,
+        notes="the raw ASGI callable, 16 requests per write",
+    ),
+    Scenario(
+        name="flask-json",
+        group="wsgi-asgi",
+        app="flask",
+        title="Flask: GET /json",
+        path="/json",
+        expect=JSON_MESSAGE,
+        notes="a Flask view returning a dict",
+    ),
+    Scenario(
+        name="fastapi-json",
+        group="wsgi-asgi",
+        app="fastapi",
+        title="FastAPI: GET /json",
+        path="/json",
+        expect=JSON_MESSAGE,
+        notes="a FastAPI async endpoint returning a dict",
+    ),
+]
+
 # Group name -> its scenarios, in the order they run and appear in tables.
 GROUPS: dict[str, list[Scenario]] = {
     "hello": HELLO_GROUP,
     "rush-v2": RUSH_V2_GROUP,
     "static": STATIC_GROUP,
+    "wsgi-asgi": WSGI_ASGI_GROUP,
 }
 
 # Groups left out of the headline: their other servers are teaching examples, not peers one would pick.
