@@ -261,6 +261,8 @@ pub struct AsgiSend {
     /// Set once the app has suspended: called after each message so the
     /// loop flushes it (it schedules the flush, it does not run it inline).
     pub notify: Option<Py<PyAny>>,
+    /// The client is gone: sending raises (ASGI: an OSError subclass).
+    pub disconnected: bool,
 }
 
 impl AsgiSend {
@@ -277,6 +279,7 @@ impl AsgiSend {
             framing_close: false,
             bodyless: false,
             notify: None,
+            disconnected: false,
         }
     }
 }
@@ -284,6 +287,11 @@ impl AsgiSend {
 #[pymethods]
 impl AsgiSend {
     fn __call__(&mut self, py: Python<'_>, message: &Bound<'_, PyDict>) -> PyResult<Py<Ready>> {
+        if self.disconnected {
+            return Err(pyo3::exceptions::PyConnectionResetError::new_err(
+                "the client disconnected",
+            ));
+        }
         let kind = message
             .get_item(pyo3::intern!(py, "type"))?
             .ok_or_else(|| PyValueError::new_err("ASGI message without 'type'"))?;

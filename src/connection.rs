@@ -328,6 +328,25 @@ impl Connection {
     }
 }
 
+impl Drop for Connection {
+    /// A connection closed while an ASGI app still runs: its `receive()`
+    /// says `http.disconnect` and its `send()` raises from now on.
+    fn drop(&mut self) {
+        if let Phase::AwaitingHandler(awaiting) = &self.phase {
+            if let Some(exchange) = &awaiting.asgi {
+                pyo3::Python::attach(|py| {
+                    if let Ok(mut send) = exchange.send.bind(py).try_borrow_mut() {
+                        send.disconnected = true;
+                    }
+                    if let Ok(mut receive) = exchange.receive.bind(py).try_borrow_mut() {
+                        receive.finish(py);
+                    }
+                });
+            }
+        }
+    }
+}
+
 /// Maps EAGAIN to "sent nothing for now"; other errors stay errors.
 fn would_block(error: io::Error) -> io::Result<usize> {
     match error.kind() {

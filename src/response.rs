@@ -406,7 +406,10 @@ fn render_wsgi(
         _ => actual_length,
     };
     let close = response.headers.iter().any(|(name, value)| {
-        name.eq_ignore_ascii_case("connection") && value.to_ascii_lowercase().contains("close")
+        name.eq_ignore_ascii_case("connection")
+            && value
+                .windows(5)
+                .any(|window| window.eq_ignore_ascii_case(b"close"))
     });
     write_status_line(out, response.status);
     for (name, value) in &response.headers {
@@ -415,7 +418,7 @@ fn render_wsgi(
         }
         out.extend_from_slice(name.as_bytes());
         out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(value);
         out.extend_from_slice(b"\r\n");
     }
     let bodyless = response.status < 200 || response.status == 204 || response.status == 304;

@@ -127,6 +127,10 @@ struct Core {
     asgi_notifier: Option<Py<PyAny>>,
     /// The id given to the next request that continues off the loop.
     next_request_id: u64,
+    /// Request lines of ASGI apps still running after their response was
+    /// complete (background work), by request id: a late exception is
+    /// logged with the request it belongs to.
+    detached_requests: std::collections::HashMap<u64, String>,
     draining: bool,
 }
 
@@ -293,6 +297,7 @@ impl Server {
                 asgi,
                 asgi_notifier: None,
                 next_request_id: 0,
+                detached_requests: std::collections::HashMap::new(),
                 draining: false,
             },
             accept_paused: false,
@@ -344,6 +349,7 @@ impl Server {
         };
         let (keep_alive, head_only, http10) =
             (awaiting.keep_alive, awaiting.head_only, awaiting.http10);
+        let request_line = awaiting.request_line.clone();
         let outcome = self.core.write_asgi(
             py,
             connection,
@@ -354,10 +360,12 @@ impl Server {
                 http10,
                 app_finished: false,
             },
+            &RequestLine::Owned(&request_line),
         );
         if let Some(outcome) = outcome {
             // The response is complete even if the app goes on (background work).
             self.core.after_outcome(connection, outcome);
+            self.core.detached_requests.insert(request_id, request_line);
         }
         let disposition =
             match catch_unwind(AssertUnwindSafe(|| self.core.drive(py, connection, key))) {
@@ -470,13 +478,19 @@ impl Server {
     fn complete(&mut self, py: Python<'_>, key: usize, request_id: u64, task: &Bound<'_, PyAny>) {
         self.core.now = Instant::now();
         self.core.date.refresh(SystemTime::now());
+        let current = self.connections.get(key).is_some_and(|connection| {
+            matches!(&connection.phase, Phase::AwaitingHandler(awaiting) if awaiting.request_id == request_id)
+        });
+        if !current {
+            // The response was already complete (an ASGI app working on after
+            // it), or the client left: an exception still deserves a log line.
+            let line = self.core.detached_requests.remove(&request_id);
+            self.core.log_late_failure(py, task, line.as_deref());
+            return;
+        }
         let Some(connection) = self.connections.get_mut(key) else {
             return;
         };
-        match &connection.phase {
-            Phase::AwaitingHandler(awaiting) if awaiting.request_id == request_id => {}
-            _ => return,
-        }
         let Phase::AwaitingHandler(awaiting) =
             std::mem::replace(&mut connection.phase, Phase::Idle)
         else {
@@ -579,7 +593,7 @@ impl Server {
                     {
                         continue;
                     }
-                    if event.is_read_closed() {
+                    if event.is_read_closed() || event.is_error() || event.is_write_closed() {
                         if let Some(connection) = self.connections.get_mut(key) {
                             connection.peer_sent_fin = true;
                         }
@@ -688,6 +702,11 @@ impl Server {
             let key = self
                 .connections
                 .insert(Connection::new(stream, client, deadline));
+            // A connection accepted now may carry a request sent after a file
+            // changed, later than this batch's inotify events: read them first.
+            if !self.core.static_files.is_empty() {
+                self.core.static_files.handle_file_events();
+            }
             // The listener has TCP_DEFER_ACCEPT, so the request is usually here
             // already: serve it now, and register with epoll only a connection
             // that stays open (a `Connection: close` exchange never needs to).
@@ -769,9 +788,20 @@ impl Core {
                     continue;
                 }
             }
-            match connection.phase {
-                Phase::AwaitingHandler(_) => return Disposition::Open,
-                Phase::Closing { linger } => {
+            match &connection.phase {
+                Phase::AwaitingHandler(awaiting) => {
+                    // The client closed while an ASGI app still runs (a stream,
+                    // say): its receive() now says http.disconnect.
+                    if connection.peer_sent_fin {
+                        if let Some(exchange) = &awaiting.asgi {
+                            if let Ok(mut receive) = exchange.receive.bind(py).try_borrow_mut() {
+                                receive.finish(py);
+                            }
+                        }
+                    }
+                    return Disposition::Open;
+                }
+                &Phase::Closing { linger } => {
                     if !linger || connection.peer_closed {
                         return Disposition::Close;
                     }
@@ -1258,7 +1288,7 @@ impl Core {
                     }
                 }
                 // Whatever was sent before the first suspension goes out now.
-                if let Some(outcome) = self.write_asgi(py, connection, &exchange, write) {
+                if let Some(outcome) = self.write_asgi(py, connection, &exchange, write, &line) {
                     return outcome;
                 }
                 awaiting.request_line = line.text().into_owned();
@@ -1335,27 +1365,37 @@ impl Core {
         line: &RequestLine<'_>,
         result: PyResult<Bound<'_, PyAny>>,
     ) -> Outcome {
-        let head_written = exchange.send.bind(py).borrow().head_written;
-        if let Err(error) = result {
-            exchange.receive.bind(py).borrow_mut().finish(py);
-            if !head_written {
-                return self.finish(py, connection, awaiting, &[], line, Err(error));
-            }
-            // Part of the response is on the wire: all we can do is close.
-            self.log_error(
-                py,
-                &format!("Exception in ASGI app for {}", line.text()),
-                Some(error),
-            );
-            return Outcome::Close;
-        }
+        let (head_written, complete) = {
+            let send = exchange.send.bind(py).borrow();
+            (send.head_written, send.state == SendState::Complete)
+        };
         let write = AsgiWrite {
             keep_alive: awaiting.keep_alive,
             head_only: awaiting.head_only,
             http10: awaiting.http10,
             app_finished: true,
         };
-        match self.write_asgi(py, connection, exchange, write) {
+        if let Err(error) = result {
+            self.log_error(
+                py,
+                &format!("Exception in ASGI app for {}", line.text()),
+                Some(error),
+            );
+            if complete {
+                // The app sent its whole response (an error page, say) and then
+                // raised, for the server to log: the client gets that response.
+                return self
+                    .write_asgi(py, connection, exchange, write, line)
+                    .unwrap_or(Outcome::Close);
+            }
+            exchange.receive.bind(py).borrow_mut().finish(py);
+            if !head_written {
+                return self.write_internal_error(connection, awaiting);
+            }
+            // Part of the response is on the wire: all we can do is close.
+            return Outcome::Close;
+        }
+        match self.write_asgi(py, connection, exchange, write, line) {
             Some(outcome) => outcome,
             None => Outcome::Close,
         }
@@ -1369,19 +1409,26 @@ impl Core {
         connection: &mut Connection,
         exchange: &AsgiExchange,
         write: AsgiWrite,
+        line: &RequestLine<'_>,
     ) -> Option<Outcome> {
         let send = exchange.send.bind(py);
         let mut send = send.borrow_mut();
         if !send.head_written {
-            if send.state == SendState::AwaitingStart {
-                if !write.app_finished {
-                    return None;
-                }
+            let unfinished = send.state != SendState::Complete;
+            if send.state == SendState::AwaitingStart && !write.app_finished {
+                return None;
+            }
+            if unfinished && write.app_finished {
+                // Nothing is on the wire yet: the app's incomplete response
+                // becomes a 500 (a complete one is sent as the app made it).
+                let message = if send.state == SendState::AwaitingStart {
+                    "the ASGI app returned without sending a response"
+                } else {
+                    "the ASGI app returned before finishing its response"
+                };
                 drop(send);
                 exchange.receive.bind(py).borrow_mut().finish(py);
-                let error = pyo3::exceptions::PyRuntimeError::new_err(
-                    "the ASGI app returned without sending a response",
-                );
+                let error = pyo3::exceptions::PyRuntimeError::new_err(message);
                 let awaiting = AwaitingResponse {
                     request_id: 0,
                     head_only: write.head_only,
@@ -1394,14 +1441,7 @@ impl Core {
                     allow: None,
                     request: None,
                 };
-                return Some(self.finish(
-                    py,
-                    connection,
-                    &awaiting,
-                    &[],
-                    &RequestLine::Owned("(ASGI request)"),
-                    Err(error),
-                ));
+                return Some(self.finish(py, connection, &awaiting, &[], line, Err(error)));
             }
             let bodyless = send.status < 200 || send.status == 204 || send.status == 304;
             let complete = send.state == SendState::Complete;
@@ -1468,38 +1508,105 @@ impl Core {
                 out.extend_from_slice(&pending);
             }
         }
-        if send.state != SendState::Complete && !write.app_finished {
+        let complete = send.state == SendState::Complete;
+        if !complete && !write.app_finished {
             return None;
         }
-        // The response is over (complete, or the app returned early).
-        if send.framing_chunked && !write.head_only {
+        // The response is over: complete, or cut short by the app returning.
+        // A cut-short response is never made to look complete: no final
+        // chunk, and the connection closes.
+        if complete && send.framing_chunked && !write.head_only {
             connection.output.extend_from_slice(b"0\r\n\r\n");
         }
         let short = send.declared_length.is_some_and(|declared| {
             !write.head_only && !send.bodyless && send.body_written < declared
         });
-        let close = send.framing_close || short || !write.keep_alive;
+        let close = send.framing_close || short || !complete || !write.keep_alive;
         let status = send.status;
         let length = send.body_written;
         drop(send);
         exchange.receive.bind(py).borrow_mut().finish(py);
-        if short {
+        if !complete {
             self.log_error(
                 py,
-                "the ASGI app sent less body than its Content-Length; closing the connection",
+                &format!(
+                    "the ASGI app for {} returned before finishing its response; closing the connection",
+                    line.text()
+                ),
+                None,
+            );
+        } else if short {
+            self.log_error(
+                py,
+                &format!(
+                    "the ASGI app for {} sent less body than its Content-Length; closing the connection",
+                    line.text()
+                ),
                 None,
             );
         }
         if let Some(logger) = &self.access_logger {
-            let line = format!(
-                "{} - ASGI response {} {}",
+            let entry = format!(
+                "{} - \"{}\" {} {}",
                 client_text(connection),
+                line.text(),
                 status,
                 length
             );
-            let _ = logger.call1(py, (line,));
+            let _ = logger.call1(py, (entry,));
         }
         Some(keep_or_close(!close))
+    }
+
+    /// Logs the exception of a task that finished after its response was
+    /// complete or its connection gone.
+    fn log_late_failure(&self, py: Python<'_>, task: &Bound<'_, PyAny>, line: Option<&str>) {
+        let cancelled = task
+            .call_method0(pyo3::intern!(py, "cancelled"))
+            .and_then(|cancelled| cancelled.is_truthy())
+            .unwrap_or(false);
+        if cancelled {
+            return;
+        }
+        if let Ok(exception) = task.call_method0(pyo3::intern!(py, "exception")) {
+            if !exception.is_none() {
+                let error = PyErr::from_value(exception);
+                let message = match line {
+                    Some(line) => {
+                        format!("Exception in ASGI app for {line} after its response was complete")
+                    }
+                    None => "Exception in an app whose client had left".to_owned(),
+                };
+                self.log_error(py, &message, Some(error));
+            }
+        }
+    }
+
+    /// A native 500 for an error that was already logged.
+    fn write_internal_error(
+        &self,
+        connection: &mut Connection,
+        awaiting: &AwaitingResponse,
+    ) -> Outcome {
+        let keep_alive = awaiting.keep_alive && !self.draining;
+        let context = ResponseContext {
+            date_line: self.date.header_line(),
+            head_only: awaiting.head_only,
+            keep_alive,
+            http10: awaiting.http10,
+            request_head: &[],
+            allow: None,
+        };
+        write_response(
+            &mut connection.output,
+            500,
+            b"text/plain; charset=utf-8",
+            std::iter::empty(),
+            b"Internal Server Error",
+            &context,
+            false,
+        );
+        keep_or_close(keep_alive)
     }
 
     /// Runs the WSGI app for a request, on this thread or on the pool.

@@ -256,7 +256,8 @@ impl FileWrapper {
 #[pyclass(module = "rush._rush")]
 pub struct StartResponse {
     status: Option<u16>,
-    headers: Vec<(String, String)>,
+    /// Names, and values encoded as latin-1 (PEP 3333).
+    headers: Vec<(String, Vec<u8>)>,
     /// Bytes passed to the legacy `write()` callable.
     written: Vec<u8>,
 }
@@ -287,15 +288,26 @@ impl StartResponse {
                     && status.as_bytes().get(3).is_none_or(|byte| *byte == b' ')
             })
             .ok_or_else(|| PyValueError::new_err(format!("invalid WSGI status {status:?}")))?;
-        for (name, value) in &headers {
-            if !is_valid_header_name(name.as_bytes()) || !is_valid_header_value(value.as_bytes()) {
-                return Err(PyValueError::new_err(format!(
-                    "invalid response header {name:?}: {value:?}"
-                )));
+        let mut encoded = Vec::with_capacity(headers.len());
+        for (name, value) in headers {
+            // PEP 3333: header values are str holding latin-1 code points only.
+            let bytes: Option<Vec<u8>> = value
+                .chars()
+                .map(|character| u8::try_from(u32::from(character)).ok())
+                .collect();
+            match bytes {
+                Some(bytes) if is_valid_header_name(name.as_bytes()) && is_valid_header_value(&bytes) => {
+                    encoded.push((name, bytes));
+                }
+                _ => {
+                    return Err(PyValueError::new_err(format!(
+                        "invalid response header {name:?}: {value:?} (values must be latin-1 without control characters)"
+                    )))
+                }
             }
         }
         slf.status = Some(code);
-        slf.headers = headers;
+        slf.headers = encoded;
         let owner: Py<StartResponse> = slf.into();
         Py::new(py, WsgiWrite { owner })
     }
@@ -323,7 +335,8 @@ impl WsgiWrite {
 pub struct WsgiResponse {
     /// The status code; the reason phrase sent is the standard one for it.
     pub status: u16,
-    pub headers: Vec<(String, String)>,
+    /// Names, and values as latin-1 bytes.
+    pub headers: Vec<(String, Vec<u8>)>,
     pub body: Vec<u8>,
     /// A file body (from `wsgi.file_wrapper`) to send with sendfile: (file, offset, length).
     pub file: Option<(File, u64, u64)>,
@@ -386,7 +399,12 @@ pub fn call_wsgi(
         .headers
         .iter()
         .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
-        .map(|(_, value)| value.trim().parse::<u64>())
+        .map(|(_, value)| {
+            std::str::from_utf8(value)
+                .ok()
+                .and_then(|text| text.trim().parse::<u64>().ok())
+                .ok_or(())
+        })
         .transpose()
         .map_err(|_| PyValueError::new_err("invalid Content-Length from the WSGI app"))?;
     Ok(WsgiResponse {

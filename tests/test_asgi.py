@@ -282,14 +282,6 @@ def test_disconnect_after_the_response(server: RushServer) -> None:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "rush bug: when the client closes the connection in the middle of a streamed response, receive() never "
-        "returns http.disconnect, so an SSE-style app streams (or waits) forever; a graceful shutdown then "
-        "waits for it for the whole --graceful-timeout"
-    ),
-)
 def test_client_leaving_mid_stream_is_a_disconnect(server: RushServer) -> None:
     key = f"gone-{os.urandom(4).hex()}"
     try:
@@ -411,20 +403,6 @@ def test_a_waiting_app_does_not_hold_up_other_connections(server: RushServer) ->
 # ---------------------------------------------------------------------------
 # Protocol violations: a logged 500 or a closed connection, never a malformed response
 
-INCOMPLETE_AS_COMPLETE = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "rush bug: an ASGI app that returns after http.response.start (and maybe some more_body=True chunks) "
-        "without the final http.response.body gets a complete, well-formed 200 (chunked body terminated, "
-        "connection kept) and nothing is logged; expected a 500 when nothing was sent yet, else a closed "
-        "connection without the last chunk"
-    ),
-)
-NOT_LOGGED = pytest.mark.xfail(
-    strict=True,
-    reason="rush bug: the server answers this violation correctly on the wire but logs nothing about it",
-)
-
 VIOLATIONS = [
     "start-twice",
     "body-before-start",
@@ -433,8 +411,8 @@ VIOLATIONS = [
     "too-long",
     "too-long-later",
     "too-short",
-    pytest.param("start-only", marks=INCOMPLETE_AS_COMPLETE),
-    pytest.param("unfinished-stream", marks=INCOMPLETE_AS_COMPLETE),
+    "start-only",
+    "unfinished-stream",
     "no-response",
     "raise-before-start",
     "raise-after-start",
@@ -502,10 +480,10 @@ def logged_after(server: RushServer, target: str) -> bool:
         "crlf-name",
         "too-long",
         "too-long-later",
-        pytest.param("too-short", marks=NOT_LOGGED),
-        pytest.param("start-only", marks=NOT_LOGGED),
-        pytest.param("unfinished-stream", marks=NOT_LOGGED),
-        pytest.param("no-response", marks=NOT_LOGGED),
+        "too-short",
+        "start-only",
+        "unfinished-stream",
+        "no-response",
         "raise-before-start",
         "raise-after-start",
         "raise-mid-stream",
@@ -543,18 +521,7 @@ def test_body_after_the_end(server: RushServer, suspend: bool) -> None:
 @pytest.mark.parametrize(
     "suspend",
     [
-        pytest.param(
-            False,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=(
-                    "rush bug: when an ASGI app raises after sending a complete response without having suspended, "
-                    "rush throws the buffered response away and sends its own 500, so Starlette/FastAPI error "
-                    "pages (ServerErrorMiddleware sends the page, then re-raises for the server to log) never "
-                    "reach the client"
-                ),
-            ),
-        ),
+        False,
         True,
     ],
     ids=["immediate", "suspended"],
@@ -575,17 +542,7 @@ def test_exception_after_a_complete_response_keeps_the_response(server: RushServ
     "suspend",
     [
         False,
-        pytest.param(
-            True,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=(
-                    "rush bug: an exception an ASGI app raises after its response is complete, once it has "
-                    "suspended, is not logged by rush (at best asyncio reports 'Task exception was never "
-                    "retrieved' when the task is collected, without the request)"
-                ),
-            ),
-        ),
+        True,
     ],
     ids=["immediate", "suspended"],
 )

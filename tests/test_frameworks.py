@@ -118,16 +118,7 @@ def test_custom_exception_handler(served: Served) -> None:
     assert response.json() == {"error": "custom", "detail": "raised on purpose", "handled_by": served.framework}
 
 
-ERROR_PAGE_REPLACED = (
-    "rush bug: Starlette's ServerErrorMiddleware sends the app's 500 page, then re-raises for the server to "
-    "log; rush replaces the (complete, still buffered) page with its own text/plain 'Internal Server Error' "
-    "(see test_asgi.py::test_exception_after_a_complete_response_keeps_the_response)"
-)
-
-
-def test_unhandled_error_gets_the_apps_500_page(request: pytest.FixtureRequest, served: Served) -> None:
-    if served.framework in ("starlette", "fastapi"):
-        request.applymarker(pytest.mark.xfail(strict=True, reason=ERROR_PAGE_REPLACED))
+def test_unhandled_error_gets_the_apps_500_page(served: Served) -> None:
     response = served.http.get("/crash")
     assert response.status_code == 500
     assert response.json() == {"error": "internal", "handled_by": served.framework}
@@ -178,13 +169,6 @@ def test_django_asgi_without_lifespan_support(served: Served) -> None:
     served.server.wait_for_log("does not support ASGI lifespan")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "rush bug: a worker ends with os._exit() (rush/worker.py worker_main), so atexit hooks of a WSGI app "
-        "(the only shutdown hook WSGI apps have; gunicorn's workers run them) never run on a graceful SIGTERM"
-    ),
-)
 def test_wsgi_app_atexit_runs_on_graceful_shutdown(rush_server: ServerFactory, tmp_path: Path) -> None:
     server = rush_server("tests.apps.flask_app:app", env=clean_environment({"RUSHTEST_MARKER_DIR": str(tmp_path)}))
     worker = server.single_worker()

@@ -1049,14 +1049,6 @@ def test_changes_seen_by_every_worker(rush_server: ServerFactory, tmp_path: Path
         client.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "rush bug: accept_connections() keeps accepting and serving new connections until EAGAIN without "
-        "reading pending inotify events, so a connection that arrives after the epoll batch was collected "
-        "(here: queued while a handler held the loop) is served from the stale cache"
-    ),
-)
 @pytest.mark.parametrize("change", ["modified", "replaced", "deleted", "created"])
 def test_change_seen_by_a_new_connection_accepted_in_the_same_loop_turn(
     rush_server: ServerFactory, tmp_path: Path, change: str

@@ -347,23 +347,12 @@ def test_repeated_response_headers_are_kept(client: httpx.Client) -> None:
     assert response.headers["x-other"] == "z"
 
 
-LATIN1_HEADERS = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "rush bug: WSGI response header values (str) are sent UTF-8 encoded instead of latin-1 (PEP 3333), "
-        "and values beyond latin-1 are sent instead of being refused as an app error"
-    ),
-)
-
-
-@LATIN1_HEADERS
 def test_response_header_values_are_latin1_on_the_wire(server: RushServer) -> None:
     response = fetch(server, "/latin1-header")
     assert response.status == 200
     assert b"\r\nX-Latin: caf\xe9 \xff\r\n" in response.raw_head
 
 
-@LATIN1_HEADERS
 def test_response_header_beyond_latin1_is_a_500(server: RushServer) -> None:
     responses = fetch_and_close(server, request("GET", "/non-latin1-header", [("Connection", "close")]))
     assert [response.status for response in responses] == [500]

@@ -16,6 +16,7 @@ It serves in one of two modes:
 from __future__ import annotations
 
 import asyncio
+import atexit
 import inspect
 import os
 import resource
@@ -230,6 +231,10 @@ def worker_main(config: Config, listener: socket.socket, ready_fd: int | None) -
     code = 1
     try:
         code = run_worker(config, listener, ready_fd)
+        # os._exit skips atexit hooks, the only shutdown hook a WSGI app has:
+        # run them after a normal stop (the stack above is the supervisor's,
+        # forked, so the worker cannot simply return through it).
+        atexit._run_exitfuncs()
     except BaseException:  # noqa: BLE001 - the child must exit, whatever happened
         traceback.print_exc()
     finally:
