@@ -286,16 +286,45 @@ WSGI_ASGI_GROUP: list[Scenario] = [
     ),
 ]
 
+CONCURRENCY_EXAMPLES = (
+    "blocking-loop",
+    "fork-per-request",
+    "thread-per-request",
+    "prefork",
+    "threadpool-main-accept",
+    "threadpool-worker-accept",
+    "busy-loop",
+    "select-loop",
+    "epoll-loop",
+)
+
+CONCURRENCY_GROUP: list[Scenario] = [
+    Scenario(
+        name="root",
+        group="concurrency-models",
+        app="root",
+        title="GET / (wrk -t2 -c10)",
+        path="/",
+        expect=PLAIN_HELLO,
+        # The LearnServer seed's method (shared/seeds/001): `wrk -t2 -c10 -d10s`.
+        threads=2,
+        connections=10,
+        servers=("rush", *CONCURRENCY_EXAMPLES),
+        notes="the examples/concurrency/ servers beside rush",
+    ),
+]
+
 # Group name -> its scenarios, in the order they run and appear in tables.
 GROUPS: dict[str, list[Scenario]] = {
     "hello": HELLO_GROUP,
     "rush-v2": RUSH_V2_GROUP,
     "static": STATIC_GROUP,
     "wsgi-asgi": WSGI_ASGI_GROUP,
+    "concurrency-models": CONCURRENCY_GROUP,
 }
 
 # Groups left out of the headline: their other servers are teaching examples, not peers one would pick.
-HEADLINE_EXCLUDED_GROUPS: tuple[str, ...] = ()
+HEADLINE_EXCLUDED_GROUPS: tuple[str, ...] = ("concurrency-models",)
 
 
 def all_scenarios() -> list[Scenario]:

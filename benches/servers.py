@@ -12,6 +12,8 @@ measured on a scenario only if it has a command for that app:
 
 - ``hello``: the hello endpoints (``/``, ``/hello?name=``, ``/json``, the
   ``/easter`` redirect, a 404), from each interface's module in benches/apps/;
+- ``root``: only ``GET /`` -> ``Hello, World!`` (the teaching servers in
+  examples/concurrency/ serve nothing else);
 - ``rush-v2``: a static site at ``/`` (``index.html``), ``/easter`` and ``/hello``;
 - ``static``: the site's files under ``/static/``;
 - ``wsgi``, ``asgi``: the hello endpoints through that interface;
@@ -224,6 +226,19 @@ def nginx_configurer(open_file_cache: bool) -> Callable[[Launch], object]:
     return configure
 
 
+def concurrency_example(name: str, title: str) -> Server:
+    """A teaching server from examples/concurrency/ (stdlib only: it runs on rush's venv Python)."""
+    return Server(
+        name=name,
+        title=title,
+        venv="rush",
+        apps={"root": ("{bin}/python", f"examples/concurrency/{name.replace('-', '_')}.py", "{port}", "{host}")},
+        version_argv=("{bin}/python", "--version"),
+        install_hint="make build",
+        notes="teaching example, stdlib only",
+    )
+
+
 GRANIAN_STATIC = ("--static-path-route", "/static", "--static-path-mount", "{site}")
 # granian serves a directory's index only through --static-path-dir-to-file; a path without a file
 # under the route falls through to the app, which answers /easter, /hello and the 404.
@@ -243,6 +258,7 @@ SERVERS: list[Server] = [
         venv="rush",
         apps={
             "hello": rush("benches.apps.rush_app:app", "--workers", "1"),
+            "root": rush("benches.apps.rush_app:app", "--workers", "{workers}"),
             "rush-v2": rush("benches.apps.rush_v2_app:app", "--workers", "1"),
             "static": rush("benches.apps.rush_static_app:app", "--workers", "1"),
             "wsgi": rush("benches.apps.wsgi_app:app", "--interface", "wsgi", "--workers", "1"),
@@ -429,6 +445,15 @@ SERVERS: list[Server] = [
         configure=nginx_configurer(open_file_cache=True),
         notes="as nginx, plus open_file_cache (descriptors and metadata of open files kept)",
     ),
+    concurrency_example("blocking-loop", "blocking single loop"),
+    concurrency_example("fork-per-request", "fork per request"),
+    concurrency_example("thread-per-request", "thread per request"),
+    concurrency_example("prefork", "prefork (processes accepting)"),
+    concurrency_example("threadpool-main-accept", "thread pool, accept in the main thread"),
+    concurrency_example("threadpool-worker-accept", "thread pool, accept in the workers"),
+    concurrency_example("busy-loop", "non-blocking busy loop"),
+    concurrency_example("select-loop", "select"),
+    concurrency_example("epoll-loop", "epoll"),
 ]
 
 

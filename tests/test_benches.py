@@ -709,3 +709,24 @@ def test_every_scenario_has_rush_and_at_least_one_other_server():
     for scenario in all_scenarios():
         serving = [server.name for server in SERVERS if server.default and server.serves(scenario)]
         assert "rush" in serving and len(serving) >= 2, (scenario.key, serving)
+
+
+def test_teaching_groups_stay_out_of_the_headline():
+    teaching = Scenario(name="root", group="concurrency-models", title="GET /", path="/", expect=Expectation())
+    document = results_for(
+        [run("rush", 1, 100.0, scenario=teaching.key), run("peer", 1, 50.0, scenario=teaching.key)], [teaching]
+    )
+    latest = merge_into_latest({"groups": {}}, document, ["concurrency-models"], "results/x.json")
+    assert headline_rows(latest) == []
+    assert "| GET / | peer | 50 | 0.50x |" in render_group("concurrency-models", latest["groups"]["concurrency-models"])
+
+
+def test_a_group_lists_only_its_servers_and_the_commands_it_used():
+    document = results_for([run("rush", 1, 100.0)], [HELLO])
+    document["servers"] = {
+        "rush": {"commands": {"hello": "rush hello-app", "wsgi": "rush wsgi-app"}},
+        "absent": {"commands": {"hello": "never ran"}},
+    }
+    latest = merge_into_latest({"groups": {}}, document, ["test"], "results/x.json")
+    assert latest["groups"]["test"]["servers"] == {"rush": {"commands": {"hello": "rush hello-app"}}}
+    assert "- rush (?): `rush hello-app`" in render_group("test", latest["groups"]["test"], chart_exists=False)
