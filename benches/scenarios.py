@@ -314,6 +314,27 @@ CONCURRENCY_GROUP: list[Scenario] = [
     ),
 ]
 
+RUST_SERVERS = ("rush", "actix-web", "hyper")
+# The seed's pipelined runs (shared/seeds/002) send 128 requests per write.
+RUST_PIPELINE = 128
+
+RUST_GROUP: list[Scenario] = [
+    Scenario(
+        name=f"{workers}-worker{'s' if workers > 1 else ''}{'-pipelined' if pipeline > 1 else ''}",
+        group="rust-frameworks",
+        app="root",
+        title=f"{workers} worker{'s' if workers > 1 else ''}{f', pipelined {pipeline} deep' if pipeline > 1 else ''}",
+        path="/",
+        expect=PLAIN_HELLO,
+        workers=workers,
+        pipeline=pipeline,
+        servers=RUST_SERVERS,
+        notes="hello world" + (" on the server's and wrk's cores together" if workers > 1 else ""),
+    )
+    for workers in (1, 2)
+    for pipeline in (1, RUST_PIPELINE)
+]
+
 # Group name -> its scenarios, in the order they run and appear in tables.
 GROUPS: dict[str, list[Scenario]] = {
     "hello": HELLO_GROUP,
@@ -321,6 +342,7 @@ GROUPS: dict[str, list[Scenario]] = {
     "static": STATIC_GROUP,
     "wsgi-asgi": WSGI_ASGI_GROUP,
     "concurrency-models": CONCURRENCY_GROUP,
+    "rust-frameworks": RUST_GROUP,
 }
 
 # Groups left out of the headline: their other servers are teaching examples, not peers one would pick.

@@ -13,7 +13,7 @@ measured on a scenario only if it has a command for that app:
 - ``hello``: the hello endpoints (``/``, ``/hello?name=``, ``/json``, the
   ``/easter`` redirect, a 404), from each interface's module in benches/apps/;
 - ``root``: only ``GET /`` -> ``Hello, World!`` (the teaching servers in
-  examples/concurrency/ serve nothing else);
+  examples/concurrency/ and the Rust peers serve nothing else);
 - ``rush-v2``: a static site at ``/`` (``index.html``), ``/easter`` and ``/hello``;
 - ``static``: the site's files under ``/static/``;
 - ``wsgi``, ``asgi``: the hello endpoints through that interface;
@@ -22,7 +22,8 @@ measured on a scenario only if it has a command for that app:
 Templates use ``{bin}`` (the venv's bin directory), ``{host}``, ``{port}``,
 ``{workers}`` (only servers whose template has it take part in multi-worker
 scenarios), ``{workdir}`` (a fresh directory per run, for generated config),
-``{site}`` (the static files) and ``{python}`` (the runner's interpreter, for version look-ups). The runner
+``{site}`` (the static files), ``{rust_bin}`` (the Rust peers' build) and
+``{python}`` (the runner's interpreter, for version look-ups). The runner
 prefixes ``taskset -c <cores>`` and runs them from the repository root with
 it on PYTHONPATH, so ``benches.apps.*`` import. A server with a `configure`
 hook (nginx) gets it called with the run's `Launch` first, to write its config.
@@ -47,6 +48,7 @@ from pathlib import Path
 from benches import REPO_ROOT
 from benches.apps.site import SITE_DIR
 from benches.nginx import write_config
+from benches.rust_peers import RUST_BIN_DIR
 from benches.scenarios import Scenario
 
 RUSH_VENV = REPO_ROOT / ".venv"
@@ -75,6 +77,7 @@ class Launch:
             "workers": self.workers,
             "workdir": self.workdir,
             "site": self.site_dir,
+            "rust_bin": RUST_BIN_DIR,
             "python": sys.executable,
         }
 
@@ -118,7 +121,7 @@ class Server:
     def executable(self, bin_dir: Path | None) -> Path | None:
         """The program every command of this server starts (None when it cannot be found)."""
         first = next(iter(self.apps.values()))[0]
-        program = first.format(bin=bin_dir, python=sys.executable)
+        program = first.format(bin=bin_dir, rust_bin=RUST_BIN_DIR, python=sys.executable)
         if "/" in program:
             return Path(program)
         found = shutil.which(program)
@@ -224,6 +227,10 @@ def nginx_configurer(open_file_cache: bool) -> Callable[[Launch], object]:
         )
 
     return configure
+
+
+def rust_peer(binary: str) -> tuple[str, ...]:
+    return (f"{{rust_bin}}/{binary}", "--host", "{host}", "--port", "{port}", "--workers", "{workers}")
 
 
 def concurrency_example(name: str, title: str) -> Server:
@@ -454,6 +461,24 @@ SERVERS: list[Server] = [
     concurrency_example("busy-loop", "non-blocking busy loop"),
     concurrency_example("select-loop", "select"),
     concurrency_example("epoll-loop", "epoll"),
+    Server(
+        name="actix-web",
+        title="actix-web (Rust)",
+        venv="system",
+        apps={"root": rust_peer("actix-hello")},
+        version_argv=("{python}", "-m", "benches.rust_peers", "version", "actix-web"),
+        install_hint="make bench-tools (builds benches/rust with cargo)",
+        notes="workers(N): N threads, each with its own single-threaded runtime, plus an accept thread",
+    ),
+    Server(
+        name="hyper",
+        title="hyper (Rust)",
+        venv="system",
+        apps={"root": rust_peer("hyper-hello")},
+        version_argv=("{python}", "-m", "benches.rust_peers", "version", "hyper"),
+        install_hint="make bench-tools (builds benches/rust with cargo)",
+        notes="tokio current-thread runtime for 1 worker, multi-thread runtime with N threads otherwise",
+    ),
 ]
 
 

@@ -9,6 +9,9 @@
   that fails to install is recorded in ``.venv-bench/peers-status.json`` with the
   reason and later skipped with that note, it never stops the others (the same
   file records a system package that failed to install);
+- the Rust peers (actix-web, hyper hello worlds in benches/rust/), built with
+  ``cargo build --release --locked`` at low priority (skipped with a note when
+  there is no cargo or with ``--no-rust``; cargo makes a second build a no-op);
 - with ``--oha``, the oha load generator from crates.io into benches/.tools/.
 
 A stamp file remembers the requirement sets already installed, so a second
@@ -27,7 +30,7 @@ import sys
 import venv
 from pathlib import Path
 
-from benches import BENCHES_DIR
+from benches import BENCHES_DIR, rust_peers
 from benches.servers import BENCH_VENV, PEER_STATUS_FILE, SERVERS
 
 CHART_REQUIREMENTS = ("matplotlib",)
@@ -179,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benches.tools", description=__doc__.split("\n\n")[0])
     parser.add_argument("--force", action="store_true", help="reinstall the peers even if the stamp says done")
     parser.add_argument("--oha", action="store_true", help="also build the oha load generator (slow)")
+    parser.add_argument("--no-rust", action="store_true", help="do not build the Rust peers (actix-web, hyper)")
     arguments = parser.parse_args(argv)
     wrk_ok = ensure_wrk()
     system_status = ensure_system_peers()
@@ -187,6 +191,16 @@ def main(argv: list[str] | None = None) -> int:
         # A peer needing both (bjoern: libev-dev, then pip) is usable only if both installed.
         if not entry["ok"] or name not in status:
             status[name] = entry
+    if arguments.no_rust:
+        say("Rust peers not built (--no-rust)")
+    else:
+        say("building the Rust peers (cargo build --release; a few minutes the first time)")
+        ok, note = rust_peers.build()
+        for server in SERVERS:
+            if any(part.startswith("{rust_bin}") for argv in server.apps.values() for part in argv):
+                status[server.name] = {"ok": ok, "note": note}
+        if not ok:
+            say(f"Rust peers will be skipped: {note}")
     PEER_STATUS_FILE.write_text(json.dumps(status, indent=2) + "\n")
     if arguments.oha:
         ensure_oha()

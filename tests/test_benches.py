@@ -40,6 +40,7 @@ from benches.report import (
 )
 from benches.results import RunRecord, latency_problem, results_document, summarise, wrk_failure
 from benches.runner import Settings, needed_open_files, plan, raise_open_file_limit
+from benches.rust_peers import RUST_DIR, build_command, locked_version
 from benches.scenarios import GROUPS, Expectation, Scenario, all_scenarios, select_scenarios
 from benches.servers import SERVERS, Launch, Server, select_servers
 from benches.wrk import (
@@ -730,3 +731,44 @@ def test_a_group_lists_only_its_servers_and_the_commands_it_used():
     latest = merge_into_latest({"groups": {}}, document, ["test"], "results/x.json")
     assert latest["groups"]["test"]["servers"] == {"rush": {"commands": {"hello": "rush hello-app"}}}
     assert "- rush (?): `rush hello-app`" in render_group("test", latest["groups"]["test"], chart_exists=False)
+
+
+# --- Rust peers -------------------------------------------------------------------------------
+
+CARGO_LOCK = """\
+version = 4
+
+[[package]]
+name = "hyper"
+version = "1.7.0"
+source = "registry+https://github.com/rust-lang/crates.io-index"
+
+[[package]]
+name = "hyper-util"
+version = "0.1.17"
+"""
+
+
+def test_framework_versions_come_from_cargo_lock():
+    assert locked_version("hyper", CARGO_LOCK) == "1.7.0"
+    assert locked_version("hyper-util", CARGO_LOCK) == "0.1.17"
+    assert locked_version("actix-web", CARGO_LOCK) is None
+    # The real lock file pins both frameworks the suite builds.
+    lock = (RUST_DIR / "Cargo.lock").read_text()
+    assert locked_version("actix-web", lock) and locked_version("hyper", lock)
+
+
+def test_rust_peers_are_a_workspace_of_their_own_built_in_release_mode():
+    manifest = (RUST_DIR / "Cargo.toml").read_text()
+    assert "\n[workspace]\n" in manifest
+    command = build_command()
+    assert command[:3] == ["nice", "-n", "10"] and "--release" in command and "--locked" in command
+    # cargo discovers benches/*.rs and benches/*/main.rs as bench targets of the root package.
+    assert not list(RUST_DIR.glob("*.rs")) and not (RUST_DIR / "main.rs").exists()
+
+
+def test_the_rust_group_runs_one_and_two_workers_with_and_without_pipelining():
+    shapes = [(scenario.workers, scenario.pipeline) for scenario in GROUPS["rust-frameworks"]]
+    assert shapes == [(1, 1), (1, 128), (2, 1), (2, 128)]
+    for scenario in GROUPS["rust-frameworks"]:
+        assert {server.name for server in SERVERS if server.serves(scenario)} == {"rush", "actix-web", "hyper"}
