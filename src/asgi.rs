@@ -148,6 +148,22 @@ pub fn build_scope<'py>(
     Ok(scope)
 }
 
+impl AsgiReceive {
+    /// A future for a `receive()` that must wait (for body, or the end).
+    fn wait(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        if let Some(future) = &self.waiter {
+            return Ok(future.clone_ref(py));
+        }
+        let future = py
+            .import("asyncio")?
+            .call_method0("get_running_loop")?
+            .call_method0("create_future")?
+            .unbind();
+        self.waiter = Some(future.clone_ref(py));
+        Ok(future)
+    }
+}
+
 /// Largest body piece handed over in one `http.request` message.
 const RECEIVE_CHUNK: usize = 64 * 1024;
 
@@ -159,36 +175,144 @@ pub struct AsgiReceive {
     body: OwnedBody,
     /// Body bytes handed over so far; `None` before the first message.
     delivered: Option<u64>,
-    /// An asyncio future resolved with `http.disconnect` when the response ends.
-    disconnect: Option<Py<PyAny>>,
+    /// A body still arriving (the app started before it was complete).
+    stream: Option<BodyStream>,
+    /// A future a waiting `receive()` returned: resolved with the next body
+    /// piece, or with `http.disconnect`.
+    waiter: Option<Py<PyAny>>,
     finished: bool,
+    /// Called (from the app's side) when the app drained a queue the loop
+    /// had stopped filling, so the loop reads on. Schedules; never re-enters.
+    pub notify: Option<Py<PyAny>>,
 }
+
+/// Body pieces that arrived and were not handed to the app yet.
+struct BodyStream {
+    queued: std::collections::VecDeque<Vec<u8>>,
+    queued_bytes: usize,
+    /// The whole body has arrived.
+    complete: bool,
+    /// The message with `more_body: False` was handed over.
+    final_sent: bool,
+    /// The loop stopped reading because the queue was full.
+    paused: bool,
+}
+
+/// The loop stops reading a streamed body while this much waits for the app.
+pub const STREAM_BACKLOG_LIMIT: usize = 1024 * 1024;
 
 impl AsgiReceive {
     pub fn new(body: OwnedBody) -> AsgiReceive {
         AsgiReceive {
             body,
             delivered: None,
-            disconnect: None,
+            stream: None,
+            waiter: None,
             finished: false,
+            notify: None,
         }
     }
 
-    /// The response is complete: any pending `receive()` sees `http.disconnect`.
-    pub fn finish(&mut self, py: Python<'_>) {
-        self.finished = true;
-        if let Some(future) = self.disconnect.take() {
-            let future = future.bind(py);
-            if !future
-                .call_method0("done")
-                .and_then(|done| done.is_truthy())
-                .unwrap_or(true)
-            {
-                if let Ok(message) = disconnect_message(py) {
-                    let _ = future.call_method1("set_result", (message,));
-                }
+    /// A receive for a body still arriving; `initial` is what came with the head.
+    pub fn streaming(initial: Vec<u8>) -> AsgiReceive {
+        let mut receive = AsgiReceive::new(OwnedBody::Bytes(Box::new([])));
+        let queued_bytes = initial.len();
+        let mut queued = std::collections::VecDeque::new();
+        if !initial.is_empty() {
+            queued.push_back(initial);
+        }
+        receive.stream = Some(BodyStream {
+            queued,
+            queued_bytes,
+            complete: false,
+            final_sent: false,
+            paused: false,
+        });
+        receive
+    }
+
+    /// More of a streamed body arrived (`complete`: it was the end).
+    pub fn push_body(&mut self, py: Python<'_>, data: &[u8], complete: bool) -> PyResult<()> {
+        let Some(stream) = &mut self.stream else {
+            return Ok(());
+        };
+        if !data.is_empty() {
+            stream.queued_bytes += data.len();
+            stream.queued.push_back(data.to_vec());
+        }
+        stream.complete |= complete;
+        if self.waiter.is_some() {
+            if let Some(message) = self.next_body_message(py)? {
+                self.resolve_waiter(py, message);
             }
         }
+        Ok(())
+    }
+
+    /// Whether the loop may read more of a streamed body now; when it may
+    /// not, the app's next `receive()` asks it to resume.
+    pub fn wants_more(&mut self) -> bool {
+        match &mut self.stream {
+            Some(stream) if stream.queued_bytes >= STREAM_BACKLOG_LIMIT => {
+                stream.paused = true;
+                false
+            }
+            _ => true,
+        }
+    }
+
+    /// The response is complete, or the client left: any pending or later
+    /// `receive()` sees `http.disconnect`.
+    pub fn finish(&mut self, py: Python<'_>) {
+        self.finished = true;
+        if let Ok(message) = disconnect_message(py) {
+            self.resolve_waiter(py, message.into_any());
+        }
+    }
+
+    fn resolve_waiter(&mut self, py: Python<'_>, message: Bound<'_, PyAny>) {
+        if let Some(future) = self.waiter.take() {
+            let future = future.bind(py);
+            let done = future
+                .call_method0("done")
+                .and_then(|done| done.is_truthy())
+                .unwrap_or(true);
+            if !done {
+                let _ = future.call_method1("set_result", (message,));
+            }
+        }
+    }
+
+    /// The next `http.request` message of a streamed body, if one is ready.
+    fn next_body_message<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Some(stream) = &mut self.stream else {
+            return Ok(None);
+        };
+        if stream.final_sent {
+            return Ok(None);
+        }
+        let piece = match stream.queued.pop_front() {
+            Some(piece) => piece,
+            None if stream.complete => Vec::new(),
+            None => return Ok(None),
+        };
+        stream.queued_bytes -= piece.len();
+        let more_body = !(stream.complete && stream.queued.is_empty());
+        stream.final_sent = !more_body;
+        let resume = stream.paused && stream.queued_bytes < STREAM_BACKLOG_LIMIT;
+        if resume {
+            stream.paused = false;
+        }
+        let message = PyDict::new(py);
+        message.set_item(pyo3::intern!(py, "type"), pyo3::intern!(py, "http.request"))?;
+        message.set_item(pyo3::intern!(py, "body"), PyBytes::new(py, &piece))?;
+        message.set_item(pyo3::intern!(py, "more_body"), more_body)?;
+        if resume {
+            if let Some(notify) = &self.notify {
+                notify.call0(py)?;
+            }
+        }
+        Ok(Some(message.into_any()))
     }
 }
 
@@ -201,8 +325,14 @@ fn disconnect_message(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 #[pymethods]
 impl AsgiReceive {
     fn __call__(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        if self.stream.is_some() && !self.finished {
+            if let Some(message) = self.next_body_message(py)? {
+                return Ok(ready(py, message.unbind())?.into_any());
+            }
+            return self.wait(py);
+        }
         let delivered = self.delivered.unwrap_or(0);
-        if self.delivered.is_none() || delivered < self.body.len() {
+        if self.stream.is_none() && (self.delivered.is_none() || delivered < self.body.len()) {
             let piece = self.body.read_at(delivered, RECEIVE_CHUNK)?;
             let delivered = delivered + piece.len() as u64;
             self.delivered = Some(delivered);
@@ -216,19 +346,7 @@ impl AsgiReceive {
             return Ok(ready(py, disconnect_message(py)?.into_any().unbind())?.into_any());
         }
         // Nothing more will arrive until the response is done: wait for that.
-        let future = match &self.disconnect {
-            Some(future) => future.clone_ref(py),
-            None => {
-                let future = py
-                    .import("asyncio")?
-                    .call_method0("get_running_loop")?
-                    .call_method0("create_future")?
-                    .unbind();
-                self.disconnect = Some(future.clone_ref(py));
-                future
-            }
-        };
-        Ok(future)
+        self.wait(py)
     }
 }
 

@@ -134,6 +134,9 @@ pub struct AwaitingResponse {
     pub allow: Option<Vec<u8>>,
     /// The request object, kept only when the app has a 500 handler.
     pub request: Option<pyo3::Py<crate::request::Request>>,
+    /// The body still arriving while an ASGI app already runs: the loop
+    /// reads it and hands it to the app's `receive()`.
+    pub body_stream: Option<BodyProgress>,
 }
 
 impl AwaitingResponse {
@@ -151,6 +154,7 @@ impl AwaitingResponse {
             asgi: None,
             allow: None,
             request: None,
+            body_stream: None,
         }
     }
 }

@@ -349,6 +349,7 @@ impl Server {
         };
         let (keep_alive, head_only, http10) =
             (awaiting.keep_alive, awaiting.head_only, awaiting.http10);
+        let unread_body = awaiting.body_stream.is_some();
         let request_line = awaiting.request_line.clone();
         let outcome = self.core.write_asgi(
             py,
@@ -362,8 +363,11 @@ impl Server {
             },
             &RequestLine::Owned(&request_line),
         );
-        if let Some(outcome) = outcome {
+        if let Some(mut outcome) = outcome {
             // The response is complete even if the app goes on (background work).
+            if unread_body && matches!(outcome, Outcome::KeepAlive) {
+                outcome = Outcome::Close;
+            }
             self.core.after_outcome(connection, outcome);
             self.core.detached_requests.insert(request_id, request_line);
         }
@@ -499,9 +503,13 @@ impl Server {
         let result = task.call_method0("result");
         let line = RequestLine::Owned(&awaiting.request_line);
         if let Some(exchange) = &awaiting.asgi {
-            let outcome = self
+            let mut outcome = self
                 .core
                 .complete_asgi(py, connection, &awaiting, exchange, &line, result);
+            if awaiting.body_stream.is_some() && matches!(outcome, Outcome::KeepAlive) {
+                // The app finished before its body fully arrived.
+                outcome = Outcome::Close;
+            }
             self.core.after_outcome(connection, outcome);
             let disposition =
                 match catch_unwind(AssertUnwindSafe(|| self.core.drive(py, connection, key))) {
@@ -742,8 +750,9 @@ impl Server {
             if now < connection.deadline {
                 continue;
             }
-            match connection.phase {
-                Phase::AwaitingHandler(_) => {}
+            match &connection.phase {
+                Phase::AwaitingHandler(awaiting) if awaiting.body_stream.is_none() => {}
+                Phase::AwaitingHandler(_) => expired.push(key),
                 Phase::ReadingHead | Phase::ReadingBody(_) if connection.output.is_empty() => {
                     // Best effort: one write attempt, then close.
                     connection.output.extend_from_slice(
@@ -788,18 +797,33 @@ impl Core {
                     continue;
                 }
             }
+            if self.feed_body_stream(py, connection).is_err() {
+                return Disposition::Close;
+            }
             match &connection.phase {
                 Phase::AwaitingHandler(awaiting) => {
-                    // The client closed while an ASGI app still runs (a stream,
-                    // say): its receive() now says http.disconnect.
-                    if connection.peer_sent_fin {
-                        if let Some(exchange) = &awaiting.asgi {
-                            if let Ok(mut receive) = exchange.receive.bind(py).try_borrow_mut() {
-                                receive.finish(py);
+                    let streaming = awaiting.body_stream.is_some()
+                        && awaiting.asgi.as_ref().is_some_and(|exchange| {
+                            exchange
+                                .receive
+                                .bind(py)
+                                .try_borrow_mut()
+                                .is_ok_and(|mut receive| receive.wants_more())
+                        });
+                    if !streaming {
+                        // The client closed while an ASGI app still runs (a
+                        // stream, say): its receive() now says http.disconnect.
+                        if connection.peer_sent_fin {
+                            if let Some(exchange) = &awaiting.asgi {
+                                if let Ok(mut receive) = exchange.receive.bind(py).try_borrow_mut()
+                                {
+                                    receive.finish(py);
+                                }
                             }
                         }
+                        return Disposition::Open;
                     }
-                    return Disposition::Open;
+                    // Read on: the body goes to the running app.
                 }
                 &Phase::Closing { linger } => {
                     if !linger || connection.peer_closed {
@@ -843,7 +867,7 @@ impl Core {
                         connection.phase = Phase::ReadingHead;
                         connection.deadline = self.now + self.config.header_timeout;
                     }
-                    if let Phase::ReadingBody(_) = connection.phase {
+                    if let Phase::ReadingBody(_) | Phase::AwaitingHandler(_) = connection.phase {
                         connection.deadline = self.now + self.config.body_timeout;
                     }
                     connection
@@ -943,6 +967,27 @@ impl Core {
                                 RequestBody::Bytes(&body),
                             );
                             self.after_outcome(connection, outcome);
+                        }
+                        Ok(BodyStart::Incomplete {
+                            body: BodyBuffer::Memory(initial),
+                            progress,
+                            consumed,
+                        }) if self.streams_body_to_asgi(head.path.of(head_bytes)) => {
+                            // An ASGI app starts now and receives the body as it comes.
+                            if head.expect_continue
+                                && consumed == 0
+                                && head.version == Version::Http11
+                            {
+                                connection.output.extend_from_slice(CONTINUE_100);
+                            }
+                            offset += head_end + consumed;
+                            let keep_alive = head.keep_alive && !self.draining;
+                            let body = AsgiBody::Streaming { initial, progress };
+                            let outcome = self.dispatch_asgi(
+                                py, connection, key, head_bytes, &head, body, keep_alive,
+                            );
+                            self.after_outcome(connection, outcome);
+                            connection.deadline = self.now + self.config.body_timeout;
                         }
                         Ok(BodyStart::Incomplete {
                             body,
@@ -1106,6 +1151,7 @@ impl Core {
                 }
             }
             RouteDecision::NotFound if self.asgi.is_some() => {
+                let body = AsgiBody::Complete(body);
                 return self.dispatch_asgi(py, connection, key, head_bytes, head, body, keep_alive);
             }
             RouteDecision::NotFound if self.wsgi.is_some() => {
@@ -1225,11 +1271,30 @@ impl Core {
         key: usize,
         head_bytes: &[u8],
         head: &RequestHead,
-        body: RequestBody<'_>,
+        body: AsgiBody<'_>,
         keep_alive: bool,
     ) -> Outcome {
         let mut awaiting = AwaitingResponse::new(head, keep_alive, 200);
         let line = RequestLine::Raw(head_bytes, head);
+        let (receive, body_stream) = match body {
+            AsgiBody::Complete(body) => (body.to_owned_body().map(AsgiReceive::new), None),
+            AsgiBody::Streaming { initial, progress } => {
+                (Ok(AsgiReceive::streaming(initial)), Some(progress))
+            }
+        };
+        let receive = match receive {
+            Ok(receive) => receive,
+            Err(error) => {
+                return self.finish(
+                    py,
+                    connection,
+                    &awaiting,
+                    head_bytes,
+                    &line,
+                    Err(error.into()),
+                )
+            }
+        };
         if connection.client_object.is_none() {
             match address_object(py, connection.client) {
                 Ok(client) => connection.client_object = Some(client),
@@ -1244,7 +1309,7 @@ impl Core {
         let app = settings.app.clone_ref(py);
         let client = connection.client_object.as_ref().expect("set just above");
         let started = build_scope(py, settings, head_bytes, head, client).and_then(|scope| {
-            let receive = Py::new(py, AsgiReceive::new(body.to_owned_body()?))?;
+            let receive = Py::new(py, receive)?;
             let send = Py::new(py, AsgiSend::new())?;
             let coroutine =
                 app.bind(py)
@@ -1265,23 +1330,39 @@ impl Core {
         };
         self.next_request_id += 1;
         awaiting.request_id = self.next_request_id;
+        // An app that answers before its body has fully arrived leaves the
+        // connection mid-body: it closes after the response.
+        let unread_body = |outcome: Outcome| match outcome {
+            Outcome::KeepAlive if body_stream.is_some() => Outcome::Close,
+            other => other,
+        };
         match self.start_coroutine(py, &coroutine, key, awaiting.request_id) {
-            Ok(CoroutineStart::Finished(_)) => self.complete_asgi(
+            Ok(CoroutineStart::Finished(_)) => unread_body(self.complete_asgi(
                 py,
                 connection,
                 &awaiting,
                 &exchange,
                 &line,
                 Ok(py.None().into_bound(py)),
-            ),
-            Err(error) => {
-                self.complete_asgi(py, connection, &awaiting, &exchange, &line, Err(error))
-            }
+            )),
+            Err(error) => unread_body(self.complete_asgi(
+                py,
+                connection,
+                &awaiting,
+                &exchange,
+                &line,
+                Err(error),
+            )),
             Ok(CoroutineStart::Continuing) => {
-                // The app goes on as a task: from now on each send() is flushed.
+                // The app goes on as a task: from now on each send() is flushed,
+                // and a drained body queue lets the loop read on.
                 if let Some(notifier) = &self.asgi_notifier {
                     match notifier.call1(py, (key, awaiting.request_id)) {
-                        Ok(notify) => exchange.send.bind(py).borrow_mut().notify = Some(notify),
+                        Ok(notify) => {
+                            exchange.receive.bind(py).borrow_mut().notify =
+                                Some(notify.clone_ref(py));
+                            exchange.send.bind(py).borrow_mut().notify = Some(notify);
+                        }
                         Err(error) => {
                             self.log_error(py, "cannot stream an ASGI response", Some(error))
                         }
@@ -1289,10 +1370,11 @@ impl Core {
                 }
                 // Whatever was sent before the first suspension goes out now.
                 if let Some(outcome) = self.write_asgi(py, connection, &exchange, write, &line) {
-                    return outcome;
+                    return unread_body(outcome);
                 }
                 awaiting.request_line = line.text().into_owned();
                 awaiting.asgi = Some(exchange);
+                awaiting.body_stream = body_stream;
                 connection.phase = Phase::AwaitingHandler(Box::new(awaiting));
                 Outcome::Pending
             }
@@ -1353,6 +1435,58 @@ impl Core {
                 Ok(CoroutineStart::Continuing)
             }
         }
+    }
+
+    /// Whether a request whose body is still arriving goes to the ASGI app
+    /// at once (no static mount answers its path).
+    fn streams_body_to_asgi(&self, raw_path: &[u8]) -> bool {
+        self.asgi.is_some() && self.static_files.find_mount(raw_path).is_none()
+    }
+
+    /// Hands body bytes that arrived for a running ASGI app to its
+    /// `receive()`. `Err` means the body was malformed (logged): close.
+    fn feed_body_stream(&mut self, py: Python<'_>, connection: &mut Connection) -> Result<(), ()> {
+        let Connection { phase, input, .. } = connection;
+        let Phase::AwaitingHandler(awaiting) = phase else {
+            return Ok(());
+        };
+        let Some(progress) = &mut awaiting.body_stream else {
+            return Ok(());
+        };
+        let scratch = &mut self.body_scratch;
+        scratch.clear();
+        let (consumed, done) = match progress {
+            BodyProgress::Remaining(remaining) => {
+                let take = (*remaining).min(input.len() as u64) as usize;
+                scratch.extend_from_slice(&input[..take]);
+                *remaining -= take as u64;
+                (take, *remaining == 0)
+            }
+            BodyProgress::Chunked(decoder) => match decoder.decode(input, scratch) {
+                Ok(progress) => (progress.consumed, progress.done),
+                Err(error) => {
+                    let message = format!("malformed request body while an ASGI app ran: {error}");
+                    self.log_error(py, &message, None);
+                    return Err(());
+                }
+            },
+        };
+        input.drain(..consumed);
+        if done {
+            awaiting.body_stream = None;
+        }
+        if let Some(exchange) = &awaiting.asgi {
+            if let Ok(mut receive) = exchange.receive.bind(py).try_borrow_mut() {
+                if let Err(error) = receive.push_body(py, &self.body_scratch, done) {
+                    self.log_error(
+                        py,
+                        "cannot hand a request body to the ASGI app",
+                        Some(error),
+                    );
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Finishes an ASGI exchange whose app returned (or raised).
@@ -1440,6 +1574,7 @@ impl Core {
                     asgi: None,
                     allow: None,
                     request: None,
+                    body_stream: None,
                 };
                 return Some(self.finish(py, connection, &awaiting, &[], line, Err(error)));
             }
@@ -1812,6 +1947,15 @@ impl Core {
             logging_error.print(py);
         }
     }
+}
+
+/// The body an ASGI app gets: complete, or still arriving.
+enum AsgiBody<'a> {
+    Complete(RequestBody<'a>),
+    Streaming {
+        initial: Vec<u8>,
+        progress: BodyProgress,
+    },
 }
 
 /// How an ASGI response body is delimited on the wire.
