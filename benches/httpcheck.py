@@ -189,7 +189,11 @@ def check_scenario(scenario: Scenario, host: str, port: int, timeout: float = 5.
                     raise CheckFailed(f"{scenario.method} {scenario.path}{where}: " + "; ".join(problems))
                 responses.append(response)
         except (TimeoutError, OSError) as error:
-            raise CheckFailed(f"{scenario.method} {scenario.path}: {error or type(error).__name__}") from error
+            # Say how far it got: a server that answers the first of 16 pipelined requests and then
+            # goes silent does not handle pipelining, which is not the same failure as silence.
+            where = f" (after {len(responses)} of {depth} responses)" if depth > 1 else ""
+            reason = error or type(error).__name__
+            raise CheckFailed(f"{scenario.method} {scenario.path}{where}: {reason}") from error
         if scenario.expect_close and not reader.at_eof(timeout):
             raise CheckFailed(f"{scenario.method} {scenario.path}: connection not closed after Connection: close")
     return responses

@@ -5,9 +5,14 @@ spawns its worker), so everything is measured over the whole process tree
 rooted at the PID we started:
 
 - CPU: utime + stime of every process in the tree (fields 14 and 15 of
-  /proc/<pid>/stat, all threads included), read before and after the
-  measured window; the difference divided by the requests served is the
-  server's CPU time per request.
+  /proc/<pid>/stat, all threads included), plus cutime + cstime (fields 16
+  and 17: the CPU of its children that have exited and been waited for),
+  read before and after the measured window; the difference divided by the
+  requests served is the server's CPU time per request. The children's part
+  matters for servers that fork short-lived processes (a process per
+  request): those are gone before the second reading, and their CPU would
+  otherwise be lost. A child alive at the first reading and reaped before the
+  second moves from its own entry to its parent's, so it is counted once.
 - Memory: VmRSS of every process, summed (the RSS right now), and VmHWM
   summed (each process's own peak RSS since it started); a background
   sampler also records the largest summed VmRSS it saw during the load.
@@ -32,15 +37,15 @@ PROC = Path("/proc")
 
 
 def read_stat(pid: int) -> tuple[int, int] | None:
-    """(parent PID, utime + stime in clock ticks) of ``pid``, or None if it is gone."""
+    """(parent PID, utime + stime + cutime + cstime in clock ticks) of ``pid``, or None if it is gone."""
     try:
         text = (PROC / str(pid) / "stat").read_text()
     except OSError:
         return None
     # The command name (field 2) is in parentheses and may itself contain spaces or ')'.
     fields = text[text.rindex(")") + 2 :].split()
-    # fields[0] is field 3 (state): ppid is field 4, utime 14, stime 15.
-    return int(fields[1]), int(fields[11]) + int(fields[12])
+    # fields[0] is field 3 (state): ppid is field 4, utime 14, stime 15, cutime 16, cstime 17.
+    return int(fields[1]), sum(int(field) for field in fields[11:15])
 
 
 def parent_map() -> dict[int, int]:

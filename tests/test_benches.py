@@ -772,3 +772,36 @@ def test_the_rust_group_runs_one_and_two_workers_with_and_without_pipelining():
     assert shapes == [(1, 1), (1, 128), (2, 1), (2, 128)]
     for scenario in GROUPS["rust-frameworks"]:
         assert {server.name for server in SERVERS if server.serves(scenario)} == {"rush", "actix-web", "hyper"}
+
+
+def test_cpu_of_children_that_exited_is_counted(tmp_path):
+    # The parent forks a child that burns CPU and exits, and waits for it: the child is gone from
+    # the tree, but its CPU time is in the parent's cutime, which the tree's CPU must include.
+    code = (
+        "import os, time\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    end = time.process_time() + 0.3\n"
+        "    while time.process_time() < end: pass\n"
+        "    os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+        "print('reaped', flush=True)\n"
+        "time.sleep(30)\n"
+    )
+    process = ServerProcess(
+        [sys.executable, "-c", code], cwd=tmp_path, env={"PATH": "/usr/bin:/bin"}, log_path=tmp_path / "log"
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while "reaped" not in (tmp_path / "log").read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert process_tree(process.pid) == [process.pid]
+        assert process.cpu_seconds() >= 0.25
+    finally:
+        process.stop(timeout=1)
+
+
+def test_a_server_that_stops_answering_a_pipelined_batch_is_reported_with_how_far_it_got():
+    with CannedServer(plain(b"Hello, World!")) as server:
+        with pytest.raises(CheckFailed, match=r"after 1 of 4 responses"):
+            check_scenario(PIPELINED_HELLO, "127.0.0.1", server.port, timeout=0.5)
