@@ -40,9 +40,10 @@ pytest: build
 
 test: lint cargo-test pytest
 
-# Benchmarks (method and results: benches/README.md). bench-tools installs wrk (apt) and the peer
-# servers into their own .venv-bench; a peer that fails to install is skipped, never fatal.
-# Options go through BENCH_ARGS, e.g. make bench BENCH_ARGS="--quick --scenarios hello/json".
+# Benchmarks (method and results: benches/README.md). bench-tools installs wrk and the peers' Debian
+# packages (nginx, libev-dev) with apt, the Python peers into their own .venv-bench, and builds the
+# Rust peers of benches/rust (cargo, release, niced); a peer that fails to install is skipped, never
+# fatal. Options go through BENCH_ARGS, e.g. make bench BENCH_ARGS="--quick --scenarios hello/json".
 .PHONY: bench-tools
 bench-tools: $(BIN)/.installed
 	$(BIN)/python -m benches.tools

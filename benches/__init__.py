@@ -19,7 +19,10 @@ Modules:
 - `benches.report`: the tables written into benches/README.md;
 - `benches.chart`: PNG charts (needs matplotlib: runs in the bench venv);
 - `benches.environment`: machine and tool versions recorded with results;
-- `benches.tools`: installs wrk, the bench venv and the peer servers.
+- `benches.tools`: installs wrk, the Debian packages, the bench venv and the peer servers;
+- `benches.nginx`: nginx's config, generated for each run;
+- `benches.rust_peers`: building the actix-web and hyper peers of benches/rust/;
+- `benches.apps`: the endpoints for each interface, peer launchers, and the static site.
 
 Importing this package uses the standard library only, so it works from
 rush's own ``.venv`` and from the tests without any benchmark tool installed.
