@@ -235,7 +235,11 @@ def render_group(name: str, group_data: dict | None, chart_exists: bool = True) 
         lines += ["", "Not measured: " + "; ".join(f"{name} ({reason})" for name, reason in skipped.items()) + "."]
     lines += ["", "<details><summary>Exact commands</summary>", ""]
     settings = group_data["settings"]
-    lines.append(f"Servers, each started with `taskset -c {settings['server_cpu']}` and a free PORT:")
+    pinning = f"`taskset -c {settings['server_cpu']}`"
+    if multi_worker:
+        cores = ",".join(str(cpu) for cpu in sorted({settings["server_cpu"], settings["client_cpu"]}))
+        pinning += f" (`taskset -c {cores}` with several workers)"
+    lines.append(f"Servers, each started with {pinning} and a free PORT:")
     lines.append("")
     for server_name, server in group_data["servers"].items():
         commands = server.get("commands") or {"": server.get("command", "?")}

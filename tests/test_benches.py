@@ -805,3 +805,14 @@ def test_a_server_that_stops_answering_a_pipelined_batch_is_reported_with_how_fa
     with CannedServer(plain(b"Hello, World!")) as server:
         with pytest.raises(CheckFailed, match=r"after 1 of 4 responses"):
             check_scenario(PIPELINED_HELLO, "127.0.0.1", server.port, timeout=0.5)
+
+
+def test_tables_say_that_several_workers_share_the_load_generators_core():
+    two = Scenario(name="two", group="test", title="2 workers", path="/", expect=Expectation(), workers=2)
+    document = results_for([run("rush", 1, 100.0, scenario=two.key)], [HELLO, two])
+    latest = merge_into_latest({"groups": {}}, document, ["test"], "results/x.json")
+    table = render_group("test", latest["groups"]["test"], chart_exists=False)
+    assert "runs on CPUs 0,1, sharing CPU 0 with wrk" in table
+    assert "(`taskset -c 0,1` with several workers)" in table
+    single = merge_into_latest({"groups": {}}, results_for([run("rush", 1, 1.0)], [HELLO]), ["test"], "x.json")
+    assert "sharing CPU" not in render_group("test", single["groups"]["test"], chart_exists=False)
