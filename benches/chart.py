@@ -19,7 +19,24 @@ from pathlib import Path
 from benches.report import CHARTS_DIR, LATEST_PATH, load_latest
 
 # One colour per server, stable across charts; rush first, in its own colour.
-PALETTE = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
+PALETTE = [
+    "#d62728",
+    "#1f77b4",
+    "#2ca02c",
+    "#9467bd",
+    "#ff7f0e",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+    "#aec7e8",
+    "#98df8a",
+    "#c5b0d5",
+    "#ffbb78",
+    "#c49c94",
+    "#f7b6d2",
+]
 
 
 def draw_group(name: str, group_data: dict, out_path: Path) -> Path:
@@ -35,20 +52,28 @@ def draw_group(name: str, group_data: dict, out_path: Path) -> Path:
     servers = list(group_data["servers"])
     colours = {server: PALETTE[index % len(PALETTE)] for index, server in enumerate(servers)}
     summaries = {(summary["scenario"], summary["server"]): summary for summary in group_data["summaries"]}
+    # Each panel lists only the servers measured on its scenario (a group's scenarios may need
+    # different apps, which not every server has), in the group's order.
+    measured_servers = {
+        f"{scenario['group']}/{scenario['name']}": [
+            server for server in servers if (f"{scenario['group']}/{scenario['name']}", server) in summaries
+        ]
+        for scenario in scenarios
+    }
+    tallest = max((len(names) for names in measured_servers.values()), default=1)
     columns = min(4, len(scenarios))
     rows = -(-len(scenarios) // columns)
     figure, panels = plt.subplots(
-        rows, columns, figsize=(3.6 * columns, 0.5 + rows * (0.45 * len(servers) + 1.0)), dpi=110, squeeze=False
+        rows, columns, figsize=(max(3.6 * columns, 9.0), 0.5 + rows * (0.45 * tallest + 1.0)), dpi=110, squeeze=False
     )
     for panel in panels.flat[len(scenarios) :]:
         panel.set_visible(False)
     for panel, scenario in zip(panels.flat, scenarios, strict=False):
         key = f"{scenario['group']}/{scenario['name']}"
-        measured = [summaries.get((key, server)) for server in servers]
-        top = max((s["medians"]["requests_per_second"] for s in measured if s and s["ok"]), default=1.0)
-        for row, (server, summary) in enumerate(zip(servers, measured, strict=True)):
-            if summary is None:
-                continue
+        panel_servers = measured_servers[key]
+        measured = [summaries[(key, server)] for server in panel_servers]
+        top = max((s["medians"]["requests_per_second"] for s in measured if s["ok"]), default=1.0)
+        for row, (server, summary) in enumerate(zip(panel_servers, measured, strict=True)):
             if not summary["ok"]:
                 panel.text(0, row, " failed", va="center", fontsize=8, color="#444444")
                 continue
@@ -57,8 +82,9 @@ def draw_group(name: str, group_data: dict, out_path: Path) -> Path:
             if summary.get("rps_min") is not None and summary["rps_min"] != summary["rps_max"]:
                 panel.hlines(row, summary["rps_min"], summary["rps_max"], color="black", linewidth=0.8)
             panel.text(rps + top * 0.02, row, f"{rps:,.0f}", va="center", fontsize=7)
-        panel.set_yticks(range(len(servers)), servers, fontsize=8)
-        panel.invert_yaxis()
+        panel.set_yticks(range(len(panel_servers)), panel_servers, fontsize=8)
+        # The same bar height in every panel, however many servers it has.
+        panel.set_ylim(tallest - 0.5, -0.5)
         panel.set_xlim(0, top * 1.35)
         panel.set_title(scenario["title"], fontsize=9)
         panel.tick_params(axis="x", labelsize=7)
