@@ -114,10 +114,6 @@ class Server:
         values = launch.placeholders()
         return [part.format(**values) for part in self.apps[launch.app]]
 
-    def command_template(self, app: str) -> str:
-        """The command as written in the README: readable, with placeholders left in."""
-        return " ".join(self.apps[app]).replace("{bin}/", "")
-
     def executable(self, bin_dir: Path | None) -> Path | None:
         """The program every command of this server starts (None when it cannot be found)."""
         first = next(iter(self.apps.values()))[0]
