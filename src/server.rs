@@ -52,6 +52,10 @@ const FILE_EVENTS: Token = Token(2);
 const COMPLETIONS: Token = Token(3);
 const FIRST_CONNECTION: usize = 4;
 
+/// Most connections one worker accepts per listener event. Every worker
+/// sharing the listening socket wakes for it; one that accepted until
+/// EAGAIN would take the whole queue and leave the others idle.
+const ACCEPT_BATCH: usize = 16;
 /// Bytes read per `read` call.
 const READ_CHUNK: usize = 64 * 1024;
 /// Stop turning input into responses while this much output is unsent.
@@ -667,6 +671,19 @@ impl Server {
         self.connections.try_remove(key);
     }
 
+    fn rearm_listener(&mut self) {
+        let registry = self.poll.registry();
+        let _ = match &mut self.listener {
+            Some(Listener::Tcp(socket)) => {
+                registry.reregister(socket, LISTENER, Interest::READABLE)
+            }
+            Some(Listener::Unix(socket)) => {
+                registry.reregister(socket, LISTENER, Interest::READABLE)
+            }
+            None => Ok(()),
+        };
+    }
+
     /// Accepting paused at the connection cap resumes once there is room.
     /// Edge-triggered: connections that queued meanwhile raise no new event,
     /// so the loop accepts them itself.
@@ -678,7 +695,14 @@ impl Server {
     }
 
     fn accept_connections(&mut self, py: Python<'_>) {
+        let mut accepted_now = 0;
         loop {
+            if accepted_now == ACCEPT_BATCH {
+                // Leave the rest of the queue to the other workers woken by the
+                // same event; re-arming raises a new event here if any remain.
+                self.rearm_listener();
+                return;
+            }
             if self.connections.len() >= self.core.config.max_connections {
                 self.accept_paused = true;
                 return;
@@ -695,7 +719,10 @@ impl Server {
                 None => return,
             };
             let (stream, client) = match accepted {
-                Ok(accepted) => accepted,
+                Ok(accepted) => {
+                    accepted_now += 1;
+                    accepted
+                }
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => return,
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
                 Err(error) => {
