@@ -254,7 +254,8 @@ pub fn header_fields(head: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
     })
 }
 
-fn trim_whitespace(mut value: &[u8]) -> &[u8] {
+/// Trims optional whitespace (SP and HTAB, RFC 9110 5.6.3) from both ends.
+pub fn trim_whitespace(mut value: &[u8]) -> &[u8] {
     while let [b' ' | b'\t', rest @ ..] = value {
         value = rest;
     }

@@ -25,7 +25,6 @@ use std::time::{Duration, Instant, SystemTime};
 use mio::net::{TcpListener, UnixListener};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
-use pyo3::exceptions::PyStopIteration;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyString, PyTuple};
@@ -41,7 +40,7 @@ use crate::connection::{
     AsgiExchange, AwaitingResponse, BodyProgress, Connection, PendingBody, Phase, Stream,
 };
 use crate::request::{decode_path, header_fields, Request, RequestParts};
-use crate::response::{finish_head, render_result, write_response, ResponseContext};
+use crate::response::{finish_head, render_result, write_status_page, ResponseContext};
 use crate::router::{Handler, RouteDecision, Router};
 use crate::static_files::{ConditionalHeaders, StaticFiles};
 use crate::wsgi::{build_environ, call_wsgi, WsgiSettings};
@@ -375,14 +374,7 @@ impl Server {
             self.core.after_outcome(connection, outcome);
             self.core.detached_requests.insert(request_id, request_line);
         }
-        let disposition =
-            match catch_unwind(AssertUnwindSafe(|| self.core.drive(py, connection, key))) {
-                Ok(disposition) => disposition,
-                Err(_) => Disposition::Close,
-            };
-        if disposition == Disposition::Close {
-            self.close_connection(key);
-        }
+        self.drive_connection(py, key);
     }
 
     /// Sets the callable `scheduler(app, environ, key, request_id)` that runs a
@@ -515,14 +507,7 @@ impl Server {
                 outcome = Outcome::Close;
             }
             self.core.after_outcome(connection, outcome);
-            let disposition =
-                match catch_unwind(AssertUnwindSafe(|| self.core.drive(py, connection, key))) {
-                    Ok(disposition) => disposition,
-                    Err(_) => Disposition::Close,
-                };
-            if disposition == Disposition::Close {
-                self.close_connection(key);
-            }
+            self.drive_connection(py, key);
             return;
         }
         let outcome = self.core.finish(
@@ -534,14 +519,7 @@ impl Server {
             result,
         );
         self.core.after_outcome(connection, outcome);
-        let disposition =
-            match catch_unwind(AssertUnwindSafe(|| self.core.drive(py, connection, key))) {
-                Ok(disposition) => disposition,
-                Err(_) => Disposition::Close,
-            };
-        if disposition == Disposition::Close {
-            self.close_connection(key);
-        }
+        self.drive_connection(py, key);
     }
 }
 
@@ -1076,12 +1054,10 @@ impl Core {
             BodyError::Protocol(error) => self.refuse(connection, &error),
             BodyError::Storage(error) => {
                 self.log_error(py, &format!("cannot store a request body: {error}"), None);
-                write_response(
+                write_status_page(
                     &mut connection.output,
                     500,
-                    b"text/plain; charset=utf-8",
                     std::iter::empty(),
-                    b"Internal Server Error",
                     &ResponseContext {
                         date_line: self.date.header_line(),
                         head_only: false,
@@ -1137,7 +1113,13 @@ impl Core {
             RouteDecision::Redirect(redirect) => {
                 connection.output.extend_from_slice(&redirect.head_prefix);
                 finish_head(&mut connection.output, &context, false);
-                self.access_log(py, connection, head_bytes, head, redirect.status, 0);
+                self.access_log(
+                    py,
+                    connection,
+                    &RequestLine::Raw(head_bytes, head),
+                    redirect.status,
+                    0,
+                );
                 return keep_or_close(keep_alive);
             }
             RouteDecision::NotFound
@@ -1172,7 +1154,13 @@ impl Core {
                     _ => {
                         connection.body = outcome.body;
                         let length = outcome.body_length as usize;
-                        self.access_log(py, connection, head_bytes, head, outcome.status, length);
+                        self.access_log(
+                            py,
+                            connection,
+                            &RequestLine::Raw(head_bytes, head),
+                            outcome.status,
+                            length,
+                        );
                         return keep_or_close(keep_alive);
                     }
                 }
@@ -1187,17 +1175,20 @@ impl Core {
             RouteDecision::NotFound => match router.error_handler(404) {
                 Some(handler) => (handler, 404),
                 None => {
-                    let body = b"Not Found";
-                    write_response(
+                    let length = write_status_page(
                         &mut connection.output,
                         404,
-                        b"text/plain; charset=utf-8",
                         std::iter::empty(),
-                        body,
                         &context,
                         false,
                     );
-                    self.access_log(py, connection, head_bytes, head, 404, body.len());
+                    self.access_log(
+                        py,
+                        connection,
+                        &RequestLine::Raw(head_bytes, head),
+                        404,
+                        length,
+                    );
                     return keep_or_close(keep_alive);
                 }
             },
@@ -1207,17 +1198,21 @@ impl Core {
                     (handler, 405)
                 }
                 None => {
-                    let body = b"Method Not Allowed";
-                    write_response(
+                    let allow_header = std::iter::once((&b"Allow"[..], allow));
+                    let length = write_status_page(
                         &mut connection.output,
                         405,
-                        b"text/plain; charset=utf-8",
-                        std::iter::once((&b"Allow"[..], allow)),
-                        body,
+                        allow_header,
                         &context,
                         false,
                     );
-                    self.access_log(py, connection, head_bytes, head, 405, body.len());
+                    self.access_log(
+                        py,
+                        connection,
+                        &RequestLine::Raw(head_bytes, head),
+                        405,
+                        length,
+                    );
                     return keep_or_close(keep_alive);
                 }
             },
@@ -1707,16 +1702,7 @@ impl Core {
                 None,
             );
         }
-        if let Some(logger) = &self.access_logger {
-            let entry = format!(
-                "{} - \"{}\" {} {}",
-                client_text(connection),
-                line.text(),
-                status,
-                length
-            );
-            let _ = logger.call1(py, (entry,));
-        }
+        self.access_log(py, connection, line, status, length as usize);
         Some(keep_or_close(!close))
     }
 
@@ -1759,12 +1745,10 @@ impl Core {
             request_head: &[],
             allow: None,
         };
-        write_response(
+        write_status_page(
             &mut connection.output,
             500,
-            b"text/plain; charset=utf-8",
             std::iter::empty(),
-            b"Internal Server Error",
             &context,
             false,
         );
@@ -1876,31 +1860,19 @@ impl Core {
                         (rendered.status, rendered.body_length, rendered.close)
                     }
                     None => {
-                        let body = b"Internal Server Error";
-                        write_response(
+                        let length = write_status_page(
                             &mut connection.output,
                             500,
-                            b"text/plain; charset=utf-8",
                             std::iter::empty(),
-                            body,
                             &context,
                             false,
                         );
-                        (500, body.len(), false)
+                        (500, length, false)
                     }
                 }
             }
         };
-        if let Some(logger) = &self.access_logger {
-            let line = format!(
-                "{} - \"{}\" {} {}",
-                client_text(connection),
-                line.text(),
-                status,
-                length
-            );
-            let _ = logger.call1(py, (line,));
-        }
+        self.access_log(py, connection, line, status, length);
         keep_or_close(awaiting.keep_alive && !close && !self.draining)
     }
 
@@ -1920,18 +1892,13 @@ impl Core {
         if handler.is_async {
             // A 500 page that awaits something is not worth a second
             // suspension; it must answer in its first step.
-            value = value.and_then(|coroutine| {
-                match coroutine.call_method1(pyo3::intern!(py, "send"), (py.None(),)) {
-                    Ok(_) => {
-                        let _ = coroutine.call_method0(pyo3::intern!(py, "close"));
-                        Err(pyo3::exceptions::PyRuntimeError::new_err(
-                            "an async 500 handler must not suspend",
-                        ))
-                    }
-                    Err(stop) if stop.is_instance_of::<PyStopIteration>(py) => {
-                        stop.value(py).getattr(pyo3::intern!(py, "value"))
-                    }
-                    Err(error) => Err(error),
+            value = value.and_then(|coroutine| match send_none(py, &coroutine)? {
+                Step::Returned(value) => Ok(value),
+                Step::Yielded(_) => {
+                    let _ = coroutine.call_method0(pyo3::intern!(py, "close"));
+                    Err(pyo3::exceptions::PyRuntimeError::new_err(
+                        "an async 500 handler must not suspend",
+                    ))
                 }
             });
         }
@@ -1946,24 +1913,24 @@ impl Core {
         }
     }
 
+    /// One access-log line, if the access log is on.
     fn access_log(
         &self,
         py: Python<'_>,
         connection: &Connection,
-        head_bytes: &[u8],
-        head: &RequestHead,
+        line: &RequestLine<'_>,
         status: u16,
         length: usize,
     ) {
         if let Some(logger) = &self.access_logger {
-            let line = format!(
+            let entry = format!(
                 "{} - \"{}\" {} {}",
                 client_text(connection),
-                request_line(head_bytes, head),
+                line.text(),
                 status,
                 length
             );
-            let _ = logger.call1(py, (line,));
+            let _ = logger.call1(py, (entry,));
         }
     }
 

@@ -33,6 +33,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
 
+use crate::request::trim_whitespace as trim;
 use crate::response::{finish_head, ResponseContext};
 use rush_proto::response::{write_content_length, write_status_line};
 
@@ -758,18 +759,6 @@ fn accepts_encoding(accept: &[u8], coding: &[u8]) -> bool {
         }
     }
     wildcard
-}
-
-fn trim(value: &[u8]) -> &[u8] {
-    let start = value
-        .iter()
-        .position(|byte| !byte.is_ascii_whitespace())
-        .unwrap_or(value.len());
-    let end = value
-        .iter()
-        .rposition(|byte| !byte.is_ascii_whitespace())
-        .map_or(start, |position| position + 1);
-    &value[start..end]
 }
 
 /// RFC 9110 13.2.2: If-None-Match decides when present; otherwise If-Modified-Since.

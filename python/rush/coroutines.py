@@ -102,6 +102,3 @@ class CoroutineRunner:
             assignment.set_result((coroutine, yielded, context))
             self._make_spare()
         task.add_done_callback(partial(self.on_done, key, request_id))
-
-    def close(self) -> None:
-        self.spare.cancel()
