@@ -6,9 +6,13 @@
 //! on the loop thread, and writes. The module is private; the public API is
 //! the `rush` Python package that wraps it.
 
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 mod asgi;
 mod body;
-mod connection;
+mod conn;
+mod coroutine;
+mod dispatch;
 mod request;
 mod response;
 mod router;

@@ -1,0 +1,121 @@
+//! Every call into CPython's coroutine machinery, in one place.
+//!
+//! How it works: a coroutine's first step runs right here on the loop
+//! thread ([`start`]), with `PyIter_Send` (no StopIteration is raised for a
+//! coroutine that returns) and with the runner's spare asyncio task made
+//! current, so libraries that ask for `current_task()` (anyio) see a real
+//! task. A coroutine that returns is answered in the same pass; one that
+//! suspends is handed to the runner (python/rush/coroutines.py), which
+//! continues it as that same task and reports its end to the loop.
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+
+/// Runs a coroutine's first step inline, as the runner's spare asyncio
+/// task (see python/rush/coroutines.py), in a fresh context copy. A
+/// coroutine that suspends is handed to `runner.adopt(...)` and goes on
+/// as that task. Without a runner (no asyncio loop), a coroutine that
+/// finishes at once is still fine; one that would suspend is an error.
+pub(crate) fn start<'py>(
+    py: Python<'py>,
+    runner: Option<&Py<PyAny>>,
+    coroutine: &Bound<'py, PyAny>,
+    key: usize,
+    request_id: u64,
+) -> PyResult<CoroutineStart<'py>> {
+    let Some(runner) = runner else {
+        return match send_none(py, coroutine)? {
+            Step::Returned(value) => Ok(CoroutineStart::Finished(value)),
+            Step::Yielded(_) => {
+                let _ = coroutine.call_method0(pyo3::intern!(py, "close"));
+                Err(pyo3::exceptions::PyRuntimeError::new_err(
+                    "a coroutine suspended but no asyncio loop is running",
+                ))
+            }
+        };
+    };
+    let runner = runner.bind(py);
+    let task = runner.getattr(pyo3::intern!(py, "spare"))?;
+    let event_loop = runner.getattr(pyo3::intern!(py, "loop"))?;
+    let (enter_task, leave_task) = task_switchers(py)?;
+    // SAFETY: called with the GIL held; returns a new reference or NULL
+    // with an exception set, which from_owned_ptr_or_err turns into Err.
+    let context = unsafe { Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyContext_CopyCurrent())? };
+    enter_task.call1((&event_loop, &task))?;
+    // SAFETY: `context` is a live Context object; Enter/Exit are paired
+    // below whatever the step does, on this thread, with the GIL held.
+    let entered = unsafe { pyo3::ffi::PyContext_Enter(context.as_ptr()) };
+    let step = if entered == 0 {
+        let step = send_none(py, coroutine);
+        // SAFETY: pairs the successful PyContext_Enter above.
+        unsafe { pyo3::ffi::PyContext_Exit(context.as_ptr()) };
+        step
+    } else {
+        Err(PyErr::fetch(py))
+    };
+    leave_task.call1((&event_loop, &task))?;
+    match step? {
+        Step::Returned(value) => Ok(CoroutineStart::Finished(value)),
+        Step::Yielded(yielded) => {
+            runner.call_method1(
+                pyo3::intern!(py, "adopt"),
+                (coroutine, yielded, context, key, request_id),
+            )?;
+            Ok(CoroutineStart::Continuing)
+        }
+    }
+}
+
+/// What `coroutine.send(None)` did.
+pub(crate) enum Step<'py> {
+    Returned(Bound<'py, PyAny>),
+    Yielded(Bound<'py, PyAny>),
+}
+
+/// `coroutine.send(None)` without the StopIteration exception that a
+/// Python-level `send` raises on return (creating it costs about as much as
+/// a small handler).
+pub(crate) fn send_none<'py>(
+    py: Python<'py>,
+    coroutine: &Bound<'py, PyAny>,
+) -> PyResult<Step<'py>> {
+    let mut result: *mut pyo3::ffi::PyObject = std::ptr::null_mut();
+    // SAFETY: the GIL is held, `coroutine` is a live object and Py_None a
+    // valid borrowed argument; PyIter_Send stores a new reference in
+    // `result` for PYGEN_RETURN and PYGEN_NEXT, and sets an exception
+    // (leaving `result` NULL) for PYGEN_ERROR.
+    let status =
+        unsafe { pyo3::ffi::PyIter_Send(coroutine.as_ptr(), pyo3::ffi::Py_None(), &mut result) };
+    match status {
+        pyo3::ffi::PySendResult::PYGEN_RETURN => {
+            // SAFETY: a new reference returned by PyIter_Send (see above).
+            Ok(Step::Returned(unsafe { Bound::from_owned_ptr(py, result) }))
+        }
+        pyo3::ffi::PySendResult::PYGEN_NEXT => {
+            // SAFETY: a new reference returned by PyIter_Send (see above).
+            Ok(Step::Yielded(unsafe { Bound::from_owned_ptr(py, result) }))
+        }
+        pyo3::ffi::PySendResult::PYGEN_ERROR => Err(PyErr::fetch(py)),
+    }
+}
+
+pub(crate) static ENTER_TASK: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+pub(crate) static LEAVE_TASK: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// asyncio's `_enter_task` and `_leave_task`, which make a task current.
+pub(crate) fn task_switchers(py: Python<'_>) -> PyResult<(&Bound<'_, PyAny>, &Bound<'_, PyAny>)> {
+    let load = |name: &str| -> PyResult<Py<PyAny>> {
+        Ok(py.import("asyncio.tasks")?.getattr(name)?.unbind())
+    };
+    let enter = ENTER_TASK.get_or_try_init(py, || load("_enter_task"))?;
+    let leave = LEAVE_TASK.get_or_try_init(py, || load("_leave_task"))?;
+    Ok((enter.bind(py), leave.bind(py)))
+}
+
+/// What the first step of a coroutine led to.
+pub(crate) enum CoroutineStart<'py> {
+    /// It returned this value.
+    Finished(Bound<'py, PyAny>),
+    /// It suspended and continues as an asyncio task.
+    Continuing,
+}

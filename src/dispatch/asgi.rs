@@ -1,0 +1,361 @@
+//! ASGI dispatch: start the app with its scope, run its first step inline,
+//! and write what it sends (framed by the server) as it sends it.
+
+use pyo3::prelude::*;
+use rush_proto::RequestHead;
+
+use super::{keep_or_close, Core, Outcome, RequestLine};
+use crate::asgi::{address_object, build_scope, AsgiReceive, AsgiSend, SendState};
+use crate::body::RequestBody;
+use crate::conn::{AsgiExchange, AwaitingResponse, BodyProgress, Connection, Phase};
+use crate::coroutine::CoroutineStart;
+use crate::response::{finish_head, ResponseContext};
+
+impl Core {
+    /// Runs the ASGI app for a request: first step inline, the rest (if it
+    /// suspends) as an asyncio task.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn dispatch_asgi(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        key: usize,
+        head_bytes: &[u8],
+        head: &RequestHead,
+        body: AsgiBody<'_>,
+        keep_alive: bool,
+    ) -> Outcome {
+        let mut awaiting = AwaitingResponse::new(head, keep_alive, 200);
+        let line = RequestLine::Raw(head_bytes, head);
+        let (receive, body_stream) = match body {
+            AsgiBody::Complete(body) => (body.to_owned_body().map(AsgiReceive::new), None),
+            AsgiBody::Streaming { initial, progress } => {
+                (Ok(AsgiReceive::streaming(initial)), Some(progress))
+            }
+        };
+        let receive = match receive {
+            Ok(receive) => receive,
+            Err(error) => {
+                return self.finish(
+                    py,
+                    connection,
+                    &awaiting,
+                    head_bytes,
+                    &line,
+                    Err(error.into()),
+                )
+            }
+        };
+        if connection.client_object.is_none() {
+            match address_object(py, connection.client) {
+                Ok(client) => connection.client_object = Some(client),
+                Err(error) => {
+                    return self.finish(py, connection, &awaiting, head_bytes, &line, Err(error))
+                }
+            }
+        }
+        let Some(settings) = &self.asgi else {
+            unreachable!("dispatch_asgi is called only with an ASGI app");
+        };
+        let app = settings.app.clone_ref(py);
+        let client = connection.client_object.as_ref().expect("set just above");
+        let started = build_scope(py, settings, head_bytes, head, client).and_then(|scope| {
+            let receive = Py::new(py, receive)?;
+            let send = Py::new(py, AsgiSend::new())?;
+            let coroutine =
+                app.bind(py)
+                    .call1((scope, receive.clone_ref(py), send.clone_ref(py)))?;
+            Ok((coroutine, AsgiExchange { send, receive }))
+        });
+        let (coroutine, exchange) = match started {
+            Ok(started) => started,
+            Err(error) => {
+                return self.finish(py, connection, &awaiting, head_bytes, &line, Err(error))
+            }
+        };
+        let write = AsgiWrite {
+            keep_alive,
+            head_only: awaiting.head_only,
+            http10: awaiting.http10,
+            app_finished: false,
+        };
+        self.next_request_id += 1;
+        awaiting.request_id = self.next_request_id;
+        // An app that answers before its body has fully arrived leaves the
+        // connection mid-body: it closes after the response.
+        let unread_body = |outcome: Outcome| match outcome {
+            Outcome::KeepAlive if body_stream.is_some() => Outcome::Close,
+            other => other,
+        };
+        match self.start_coroutine(py, &coroutine, key, awaiting.request_id) {
+            Ok(CoroutineStart::Finished(_)) => unread_body(self.complete_asgi(
+                py,
+                connection,
+                &awaiting,
+                &exchange,
+                &line,
+                Ok(py.None().into_bound(py)),
+            )),
+            Err(error) => unread_body(self.complete_asgi(
+                py,
+                connection,
+                &awaiting,
+                &exchange,
+                &line,
+                Err(error),
+            )),
+            Ok(CoroutineStart::Continuing) => {
+                // The app goes on as a task: from now on each send() is flushed,
+                // and a drained body queue lets the loop read on.
+                if let Some(notifier) = &self.asgi_notifier {
+                    match notifier.call1(py, (key, awaiting.request_id)) {
+                        Ok(notify) => {
+                            exchange.receive.bind(py).borrow_mut().notify =
+                                Some(notify.clone_ref(py));
+                            exchange.send.bind(py).borrow_mut().notify = Some(notify);
+                        }
+                        Err(error) => {
+                            self.log_error(py, "cannot stream an ASGI response", Some(error))
+                        }
+                    }
+                }
+                // Whatever was sent before the first suspension goes out now.
+                if let Some(outcome) = self.write_asgi(py, connection, &exchange, write, &line) {
+                    return unread_body(outcome);
+                }
+                awaiting.request_line = line.text().into_owned();
+                awaiting.asgi = Some(exchange);
+                awaiting.body_stream = body_stream;
+                connection.phase = Phase::AwaitingHandler(Box::new(awaiting));
+                Outcome::Pending
+            }
+        }
+    }
+
+    /// Runs a coroutine's first step inline, as the runner's spare asyncio
+    /// task (see python/rush/coroutines.py), in a fresh context copy. A
+    /// coroutine that suspends is handed to `runner.adopt(...)` and goes on
+    /// as that task. Without a runner (no asyncio loop), a coroutine that
+    /// finishes at once is still fine; one that would suspend is an error.
+    pub(crate) fn complete_asgi(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        awaiting: &AwaitingResponse,
+        exchange: &AsgiExchange,
+        line: &RequestLine<'_>,
+        result: PyResult<Bound<'_, PyAny>>,
+    ) -> Outcome {
+        let (head_written, complete) = {
+            let send = exchange.send.bind(py).borrow();
+            (send.head_written, send.state == SendState::Complete)
+        };
+        let write = AsgiWrite {
+            keep_alive: awaiting.keep_alive,
+            head_only: awaiting.head_only,
+            http10: awaiting.http10,
+            app_finished: true,
+        };
+        if let Err(error) = result {
+            self.log_error(
+                py,
+                &format!("Exception in ASGI app for {}", line.text()),
+                Some(error),
+            );
+            if complete {
+                // The app sent its whole response (an error page, say) and then
+                // raised, for the server to log: the client gets that response.
+                return self
+                    .write_asgi(py, connection, exchange, write, line)
+                    .unwrap_or(Outcome::Close);
+            }
+            exchange.receive.bind(py).borrow_mut().finish(py);
+            if !head_written {
+                return self.write_internal_error(connection, awaiting);
+            }
+            // Part of the response is on the wire: all we can do is close.
+            return Outcome::Close;
+        }
+        match self.write_asgi(py, connection, exchange, write, line) {
+            Some(outcome) => outcome,
+            None => Outcome::Close,
+        }
+    }
+
+    /// Writes what the app has sent so far. Returns the outcome once the
+    /// response is complete (or can never be), `None` while it goes on.
+    pub(crate) fn write_asgi(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        exchange: &AsgiExchange,
+        write: AsgiWrite,
+        line: &RequestLine<'_>,
+    ) -> Option<Outcome> {
+        let send = exchange.send.bind(py);
+        let mut send = send.borrow_mut();
+        if !send.head_written {
+            let unfinished = send.state != SendState::Complete;
+            if send.state == SendState::AwaitingStart && !write.app_finished {
+                return None;
+            }
+            if unfinished && write.app_finished {
+                // Nothing is on the wire yet: the app's incomplete response
+                // becomes a 500 (a complete one is sent as the app made it).
+                let message = if send.state == SendState::AwaitingStart {
+                    "the ASGI app returned without sending a response"
+                } else {
+                    "the ASGI app returned before finishing its response"
+                };
+                drop(send);
+                exchange.receive.bind(py).borrow_mut().finish(py);
+                let error = pyo3::exceptions::PyRuntimeError::new_err(message);
+                let awaiting = AwaitingResponse {
+                    request_id: 0,
+                    head_only: write.head_only,
+                    keep_alive: write.keep_alive,
+                    http10: write.http10,
+                    default_status: 500,
+                    request_line: String::new(),
+                    request_head: Vec::new(),
+                    asgi: None,
+                    allow: None,
+                    request: None,
+                    body_stream: None,
+                };
+                return Some(self.finish(py, connection, &awaiting, &[], line, Err(error)));
+            }
+            let bodyless = send.status < 200 || send.status == 204 || send.status == 304;
+            let complete = send.state == SendState::Complete;
+            let framing = if bodyless {
+                AsgiFraming::NoBody
+            } else if let Some(length) = send.declared_length {
+                AsgiFraming::Length(length)
+            } else if complete {
+                AsgiFraming::Length(send.pending_body.len() as u64)
+            } else if !write.http10 {
+                AsgiFraming::Chunked
+            } else {
+                AsgiFraming::UntilClose
+            };
+            let app_close = send.headers.iter().any(|(name, value)| {
+                name.eq_ignore_ascii_case(b"connection")
+                    && value
+                        .to_ascii_lowercase()
+                        .windows(5)
+                        .any(|window| window == b"close")
+            });
+            let close = app_close || framing == AsgiFraming::UntilClose;
+            let out = &mut connection.output;
+            rush_proto::response::write_status_line(out, send.status);
+            for (name, value) in &send.headers {
+                if crate::asgi::is_server_framing_header(name) {
+                    continue;
+                }
+                out.extend_from_slice(name);
+                out.extend_from_slice(b": ");
+                out.extend_from_slice(value);
+                out.extend_from_slice(b"\r\n");
+            }
+            match framing {
+                AsgiFraming::Length(length) => {
+                    rush_proto::response::write_content_length(out, length)
+                }
+                AsgiFraming::Chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
+                AsgiFraming::NoBody | AsgiFraming::UntilClose => {}
+            }
+            let context = ResponseContext {
+                date_line: self.date.header_line(),
+                head_only: write.head_only,
+                keep_alive: write.keep_alive && !close && !self.draining,
+                http10: write.http10,
+                request_head: &[],
+                allow: None,
+            };
+            finish_head(out, &context, close);
+            send.head_written = true;
+            send.framing_chunked = framing == AsgiFraming::Chunked;
+            send.framing_close = close;
+            send.bodyless = bodyless;
+        }
+        let pending = std::mem::take(&mut send.pending_body);
+        send.body_written += pending.len() as u64;
+        if !write.head_only && !send.bodyless && !pending.is_empty() {
+            let out = &mut connection.output;
+            if send.framing_chunked {
+                out.extend_from_slice(format!("{:x}\r\n", pending.len()).as_bytes());
+                out.extend_from_slice(&pending);
+                out.extend_from_slice(b"\r\n");
+            } else {
+                out.extend_from_slice(&pending);
+            }
+        }
+        let complete = send.state == SendState::Complete;
+        if !complete && !write.app_finished {
+            return None;
+        }
+        // The response is over: complete, or cut short by the app returning.
+        // A cut-short response is never made to look complete: no final
+        // chunk, and the connection closes.
+        if complete && send.framing_chunked && !write.head_only {
+            connection.output.extend_from_slice(b"0\r\n\r\n");
+        }
+        let short = send.declared_length.is_some_and(|declared| {
+            !write.head_only && !send.bodyless && send.body_written < declared
+        });
+        let close = send.framing_close || short || !complete || !write.keep_alive;
+        let status = send.status;
+        let length = send.body_written;
+        drop(send);
+        exchange.receive.bind(py).borrow_mut().finish(py);
+        if !complete {
+            self.log_error(
+                py,
+                &format!(
+                    "the ASGI app for {} returned before finishing its response; closing the connection",
+                    line.text()
+                ),
+                None,
+            );
+        } else if short {
+            self.log_error(
+                py,
+                &format!(
+                    "the ASGI app for {} sent less body than its Content-Length; closing the connection",
+                    line.text()
+                ),
+                None,
+            );
+        }
+        self.access_log(py, connection, line, status, length as usize);
+        Some(keep_or_close(!close))
+    }
+}
+/// The body an ASGI app gets: complete, or still arriving.
+pub(crate) enum AsgiBody<'a> {
+    Complete(RequestBody<'a>),
+    Streaming {
+        initial: Vec<u8>,
+        progress: BodyProgress,
+    },
+}
+
+/// How an ASGI response body is delimited on the wire.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AsgiFraming {
+    NoBody,
+    Length(u64),
+    Chunked,
+    /// HTTP/1.0 without a known length: the body ends when the connection does.
+    UntilClose,
+}
+
+/// The request facts `write_asgi` needs.
+#[derive(Clone, Copy)]
+pub(crate) struct AsgiWrite {
+    pub(crate) keep_alive: bool,
+    pub(crate) head_only: bool,
+    pub(crate) http10: bool,
+    /// The app returned: whatever is unsent now ends the response.
+    pub(crate) app_finished: bool,
+}

@@ -1,0 +1,327 @@
+//! Dispatch: from a parsed request to a response in the connection's output.
+//!
+//! How it works: [`Core`] holds what every request of the worker needs (the
+//! router, static files, the app settings, the date, loggers). The native
+//! App's routing ([`native`]) runs first for every request: redirects, static
+//! mounts, 404/405 and routes are answered there, and whatever no route
+//! claims goes to the WSGI ([`wsgi`]) or ASGI ([`asgi`]) app when one is
+//! served. Each path ends in an [`Outcome`] that the connection's state
+//! machine turns into its next state. A handler that is still running
+//! (a suspended coroutine, a pool thread) is `Outcome::Pending`, finished
+//! later through [`crate::server::Server::complete`].
+
+mod asgi;
+mod native;
+mod wsgi;
+
+use std::time::Instant;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+use rush_proto::{DateCache, HeaderSpan, RequestHead};
+
+use crate::asgi::AsgiSettings;
+use crate::conn::{AwaitingResponse, Connection};
+use crate::coroutine::{self, send_none, CoroutineStart, Step};
+use crate::request::Request;
+use crate::response::{render_result, write_status_page, ResponseContext};
+use crate::router::{Handler, Router};
+use crate::server::options::LoopConfig;
+use crate::static_files::StaticFiles;
+use crate::wsgi::WsgiSettings;
+
+pub(crate) use asgi::{AsgiBody, AsgiWrite};
+
+/// What every request of one worker needs besides its connection.
+pub(crate) struct Core {
+    pub(crate) router: Py<Router>,
+    pub(crate) static_files: StaticFiles,
+    pub(crate) config: LoopConfig,
+    pub(crate) date: DateCache,
+    pub(crate) now: Instant,
+    pub(crate) read_buffer: Vec<u8>,
+    pub(crate) header_scratch: Vec<HeaderSpan>,
+    /// Decoded chunked-body bytes on their way to a `BodyBuffer`.
+    pub(crate) body_scratch: Vec<u8>,
+    pub(crate) error_logger: Py<PyAny>,
+    pub(crate) access_logger: Option<Py<PyAny>>,
+    pub(crate) async_scheduler: Option<Py<PyAny>>,
+    /// Runs `call_wsgi(app, environ)` on a thread pool (`--threads`):
+    /// called as `scheduler(app, environ, key, request_id)`.
+    pub(crate) blocking_scheduler: Option<Py<PyAny>>,
+    pub(crate) wsgi: Option<WsgiSettings>,
+    pub(crate) asgi: Option<AsgiSettings>,
+    /// `notifier(key, request_id)` returns the callable an ASGI `send` calls
+    /// after each message once the app has suspended.
+    pub(crate) asgi_notifier: Option<Py<PyAny>>,
+    /// The id given to the next request that continues off the loop.
+    pub(crate) next_request_id: u64,
+    /// Request lines of ASGI apps still running after their response was
+    /// complete (background work), by request id: a late exception is
+    /// logged with the request it belongs to.
+    pub(crate) detached_requests: std::collections::HashMap<u64, String>,
+    pub(crate) draining: bool,
+}
+/// What became of a dispatched request.
+pub(crate) enum Outcome {
+    /// Answered; the connection may serve the next request.
+    KeepAlive,
+    /// Answered; close after writing.
+    Close,
+    /// An async handler is still running.
+    Pending,
+}
+impl Core {
+    /// Runs a coroutine's first step (see [`coroutine::start`]).
+    pub(crate) fn start_coroutine<'py>(
+        &self,
+        py: Python<'py>,
+        coroutine: &Bound<'py, PyAny>,
+        key: usize,
+        request_id: u64,
+    ) -> PyResult<CoroutineStart<'py>> {
+        coroutine::start(
+            py,
+            self.async_scheduler.as_ref(),
+            coroutine,
+            key,
+            request_id,
+        )
+    }
+
+    /// Logs the exception of a task that finished after its response was
+    /// complete or its connection gone.
+    pub(crate) fn log_late_failure(
+        &self,
+        py: Python<'_>,
+        task: &Bound<'_, PyAny>,
+        line: Option<&str>,
+    ) {
+        let cancelled = task
+            .call_method0(pyo3::intern!(py, "cancelled"))
+            .and_then(|cancelled| cancelled.is_truthy())
+            .unwrap_or(false);
+        if cancelled {
+            return;
+        }
+        if let Ok(exception) = task.call_method0(pyo3::intern!(py, "exception")) {
+            if !exception.is_none() {
+                let error = PyErr::from_value(exception);
+                let message = match line {
+                    Some(line) => {
+                        format!("Exception in ASGI app for {line} after its response was complete")
+                    }
+                    None => "Exception in an app whose client had left".to_owned(),
+                };
+                self.log_error(py, &message, Some(error));
+            }
+        }
+    }
+
+    /// A native 500 for an error that was already logged.
+    pub(crate) fn write_internal_error(
+        &self,
+        connection: &mut Connection,
+        awaiting: &AwaitingResponse,
+    ) -> Outcome {
+        let keep_alive = awaiting.keep_alive && !self.draining;
+        let context = ResponseContext {
+            date_line: self.date.header_line(),
+            head_only: awaiting.head_only,
+            keep_alive,
+            http10: awaiting.http10,
+            request_head: &[],
+            allow: None,
+        };
+        write_status_page(
+            &mut connection.output,
+            500,
+            std::iter::empty(),
+            &context,
+            false,
+        );
+        keep_or_close(keep_alive)
+    }
+
+    /// Runs the WSGI app for a request, on this thread or on the pool.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn finish(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        awaiting: &AwaitingResponse,
+        request_head: &[u8],
+        line: &RequestLine<'_>,
+        result: PyResult<Bound<'_, PyAny>>,
+    ) -> Outcome {
+        let context = ResponseContext {
+            date_line: self.date.header_line(),
+            head_only: awaiting.head_only,
+            // A drain that began while the handler ran closes after its response.
+            keep_alive: awaiting.keep_alive && !self.draining,
+            http10: awaiting.http10,
+            request_head,
+            allow: awaiting.allow.as_deref(),
+        };
+        let start = connection.output.len();
+        let rendered = result.and_then(|value| {
+            render_result(
+                py,
+                &value,
+                awaiting.default_status,
+                &context,
+                &mut connection.output,
+            )
+        });
+        let (status, length, close) = match rendered {
+            Ok(rendered) => {
+                connection.body = rendered.body;
+                (rendered.status, rendered.body_length, rendered.close)
+            }
+            Err(error) => {
+                connection.output.truncate(start);
+                self.log_error(
+                    py,
+                    &format!("Exception in handler for {}", line.text()),
+                    Some(error),
+                );
+                match self.render_error_page(py, awaiting, &context, &mut connection.output) {
+                    Some(rendered) => {
+                        connection.body = rendered.body;
+                        (rendered.status, rendered.body_length, rendered.close)
+                    }
+                    None => {
+                        let length = write_status_page(
+                            &mut connection.output,
+                            500,
+                            std::iter::empty(),
+                            &context,
+                            false,
+                        );
+                        (500, length, false)
+                    }
+                }
+            }
+        };
+        self.access_log(py, connection, line, status, length);
+        keep_or_close(awaiting.keep_alive && !close && !self.draining)
+    }
+
+    /// The app's 500 page for a request whose handler raised, if it has one
+    /// and it answers at once; `None` means the native 500.
+    pub(crate) fn render_error_page(
+        &self,
+        py: Python<'_>,
+        awaiting: &AwaitingResponse,
+        context: &ResponseContext<'_>,
+        out: &mut Vec<u8>,
+    ) -> Option<crate::response::Rendered> {
+        let request = awaiting.request.as_ref()?;
+        let router = self.router.bind(py).borrow();
+        let handler = router.error_handler(500)?;
+        let mut value = handler.callable.bind(py).call1((request.bind(py),));
+        if handler.is_async {
+            // A 500 page that awaits something is not worth a second
+            // suspension; it must answer in its first step.
+            value = value.and_then(|coroutine| match send_none(py, &coroutine)? {
+                Step::Returned(value) => Ok(value),
+                Step::Yielded(_) => {
+                    let _ = coroutine.call_method0(pyo3::intern!(py, "close"));
+                    Err(pyo3::exceptions::PyRuntimeError::new_err(
+                        "an async 500 handler must not suspend",
+                    ))
+                }
+            });
+        }
+        let start = out.len();
+        match value.and_then(|value| render_result(py, &value, 500, context, out)) {
+            Ok(rendered) => Some(rendered),
+            Err(error) => {
+                out.truncate(start);
+                self.log_error(py, "the app's 500 handler failed too", Some(error));
+                None
+            }
+        }
+    }
+
+    /// One access-log line, if the access log is on.
+    pub(crate) fn access_log(
+        &self,
+        py: Python<'_>,
+        connection: &Connection,
+        line: &RequestLine<'_>,
+        status: u16,
+        length: usize,
+    ) {
+        if let Some(logger) = &self.access_logger {
+            let entry = format!(
+                "{} - \"{}\" {} {}",
+                client_text(connection),
+                line.text(),
+                status,
+                length
+            );
+            let _ = logger.call1(py, (entry,));
+        }
+    }
+
+    pub(crate) fn log_error(&self, py: Python<'_>, message: &str, error: Option<PyErr>) {
+        let exception = error.map(|error| error.into_value(py).into_any());
+        if let Err(logging_error) = self.error_logger.call1(py, (message, exception)) {
+            // The logger itself failed: say so on stderr rather than nowhere.
+            logging_error.print(py);
+        }
+    }
+}
+pub(crate) fn keep_or_close(keep_alive: bool) -> Outcome {
+    if keep_alive {
+        Outcome::KeepAlive
+    } else {
+        Outcome::Close
+    }
+}
+
+pub(crate) fn client_text(connection: &Connection) -> String {
+    match connection.client {
+        Some(address) => address.to_string(),
+        None => "unix".to_owned(),
+    }
+}
+
+/// `METHOD target HTTP/x.y` of a request, formatted only when a log needs it.
+pub(crate) enum RequestLine<'a> {
+    Raw(&'a [u8], &'a RequestHead),
+    Owned(&'a str),
+}
+
+impl RequestLine<'_> {
+    pub(crate) fn text(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            RequestLine::Raw(head_bytes, head) => request_line(head_bytes, head).into(),
+            RequestLine::Owned(text) => (*text).into(),
+        }
+    }
+}
+
+pub(crate) fn request_line(head_bytes: &[u8], head: &RequestHead) -> String {
+    format!(
+        "{} {} HTTP/{}",
+        String::from_utf8_lossy(head.method_span.of(head_bytes)),
+        String::from_utf8_lossy(head.target.of(head_bytes)),
+        head.version.as_str()
+    )
+}
+
+/// Calls a handler with the request and its path parameters as keywords.
+pub(crate) fn call_handler<'py>(
+    py: Python<'py>,
+    handler: &Handler,
+    request: &Bound<'py, Request>,
+    params: Option<&Bound<'py, PyDict>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let callable = handler.callable.bind(py);
+    match params {
+        None => callable.call1((request,)),
+        Some(params) => callable.call(PyTuple::new(py, [request])?, Some(params)),
+    }
+}

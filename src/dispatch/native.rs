@@ -1,0 +1,219 @@
+//! The native App's dispatch: routes, redirects, static mounts, 404/405,
+//! and calling a handler (sync, or async with its first step inline).
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use rush_proto::{Method, RequestHead, Version};
+
+use super::{call_handler, keep_or_close, Core, Outcome, RequestLine};
+use crate::body::RequestBody;
+use crate::conn::{AwaitingResponse, Connection, Phase};
+use crate::coroutine::CoroutineStart;
+use crate::request::{decode_path, header_fields, Request, RequestParts};
+use crate::response::{finish_head, write_status_page, ResponseContext};
+use crate::router::RouteDecision;
+use crate::static_files::ConditionalHeaders;
+
+use super::asgi::AsgiBody;
+
+impl Core {
+    /// Routes one complete request and answers it (or starts its async handler).
+    pub(crate) fn dispatch(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        key: usize,
+        head_bytes: &[u8],
+        head: &RequestHead,
+        body: RequestBody<'_>,
+    ) -> Outcome {
+        let keep_alive = head.keep_alive && !self.draining;
+        let context = ResponseContext {
+            date_line: self.date.header_line(),
+            head_only: head.method == Method::Head,
+            keep_alive,
+            http10: head.version == Version::Http10,
+            request_head: head_bytes,
+            allow: None,
+        };
+        let method = head.method_span.of(head_bytes);
+        let path = decode_path(head.path.of(head_bytes));
+        let router = self.router.clone_ref(py);
+        let router = router.bind(py).borrow();
+        let decision = router.route(method, &path);
+        let mut params: Option<Bound<'_, PyDict>> = None;
+        let mut allow_for_handler: Option<Vec<u8>> = None;
+        let (handler, default_status) = match decision {
+            RouteDecision::Redirect(redirect) => {
+                connection.output.extend_from_slice(&redirect.head_prefix);
+                finish_head(&mut connection.output, &context, false);
+                self.access_log(
+                    py,
+                    connection,
+                    &RequestLine::Raw(head_bytes, head),
+                    redirect.status,
+                    0,
+                );
+                return keep_or_close(keep_alive);
+            }
+            RouteDecision::NotFound
+                if !self.static_files.is_empty() && {
+                    let raw_path = head.path.of(head_bytes);
+                    self.static_files.find_mount(raw_path).is_some()
+                } =>
+            {
+                let raw_path = head.path.of(head_bytes);
+                let (mount, rest) = self
+                    .static_files
+                    .find_mount(raw_path)
+                    .expect("mount found by the guard");
+                let conditional = ConditionalHeaders::from_fields(header_fields(head_bytes));
+                let start = connection.output.len();
+                let outcome = self.static_files.respond(
+                    mount,
+                    rest,
+                    raw_path,
+                    head.query.map(|query| query.of(head_bytes)),
+                    matches!(head.method, Method::Get | Method::Head),
+                    &conditional,
+                    &context,
+                    &mut connection.output,
+                );
+                match router.error_handler(404) {
+                    // The app's own 404 page wins over the native one.
+                    Some(handler) if outcome.status == 404 => {
+                        connection.output.truncate(start);
+                        (handler, 404)
+                    }
+                    _ => {
+                        connection.body = outcome.body;
+                        let length = outcome.body_length as usize;
+                        self.access_log(
+                            py,
+                            connection,
+                            &RequestLine::Raw(head_bytes, head),
+                            outcome.status,
+                            length,
+                        );
+                        return keep_or_close(keep_alive);
+                    }
+                }
+            }
+            RouteDecision::NotFound if self.asgi.is_some() => {
+                let body = AsgiBody::Complete(body);
+                return self.dispatch_asgi(py, connection, key, head_bytes, head, body, keep_alive);
+            }
+            RouteDecision::NotFound if self.wsgi.is_some() => {
+                return self.dispatch_wsgi(py, connection, key, head_bytes, head, body, keep_alive);
+            }
+            RouteDecision::NotFound => match router.error_handler(404) {
+                Some(handler) => (handler, 404),
+                None => {
+                    let length = write_status_page(
+                        &mut connection.output,
+                        404,
+                        std::iter::empty(),
+                        &context,
+                        false,
+                    );
+                    self.access_log(
+                        py,
+                        connection,
+                        &RequestLine::Raw(head_bytes, head),
+                        404,
+                        length,
+                    );
+                    return keep_or_close(keep_alive);
+                }
+            },
+            RouteDecision::MethodNotAllowed { allow } => match router.error_handler(405) {
+                Some(handler) => {
+                    allow_for_handler = Some(allow.to_vec());
+                    (handler, 405)
+                }
+                None => {
+                    let allow_header = std::iter::once((&b"Allow"[..], allow));
+                    let length = write_status_page(
+                        &mut connection.output,
+                        405,
+                        allow_header,
+                        &context,
+                        false,
+                    );
+                    self.access_log(
+                        py,
+                        connection,
+                        &RequestLine::Raw(head_bytes, head),
+                        405,
+                        length,
+                    );
+                    return keep_or_close(keep_alive);
+                }
+            },
+            RouteDecision::Handler {
+                handler,
+                params: matched,
+            } => {
+                if !matched.is_empty() {
+                    let dict = PyDict::new(py);
+                    for (name, value) in matched.iter() {
+                        if dict.set_item(name, value).is_err() {
+                            break;
+                        }
+                    }
+                    params = Some(dict);
+                }
+                (handler, 200)
+            }
+        };
+        let request = body.to_owned_body().map_err(PyErr::from).and_then(|body| {
+            Bound::new(
+                py,
+                Request::new(RequestParts {
+                    head: head_bytes,
+                    method: head.method_span,
+                    target: head.target,
+                    path: head.path,
+                    query: head.query,
+                    version: head.version,
+                    body,
+                    client: connection.client,
+                }),
+            )
+        });
+        let mut awaiting = AwaitingResponse::new(head, keep_alive, default_status);
+        awaiting.allow = allow_for_handler;
+        if router.error_handler(500).is_some() {
+            // Kept for the app's 500 handler, should this one raise.
+            awaiting.request = request
+                .as_ref()
+                .ok()
+                .map(|request| request.clone().unbind());
+        }
+        let line = RequestLine::Raw(head_bytes, head);
+        let result =
+            request.and_then(|request| call_handler(py, handler, &request, params.as_ref()));
+        match result {
+            Err(error) => self.finish(py, connection, &awaiting, head_bytes, &line, Err(error)),
+            Ok(coroutine) if handler.is_async => {
+                self.next_request_id += 1;
+                awaiting.request_id = self.next_request_id;
+                match self.start_coroutine(py, &coroutine, key, awaiting.request_id) {
+                    Ok(CoroutineStart::Finished(result)) => {
+                        self.finish(py, connection, &awaiting, head_bytes, &line, Ok(result))
+                    }
+                    Ok(CoroutineStart::Continuing) => {
+                        awaiting.request_line = line.text().into_owned();
+                        awaiting.request_head = head_bytes.to_vec();
+                        connection.phase = Phase::AwaitingHandler(Box::new(awaiting));
+                        Outcome::Pending
+                    }
+                    Err(error) => {
+                        self.finish(py, connection, &awaiting, head_bytes, &line, Err(error))
+                    }
+                }
+            }
+            Ok(value) => self.finish(py, connection, &awaiting, head_bytes, &line, Ok(value)),
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! The pump of the worker's loop: wait in epoll, accept, route each event
+//! to its connection, sweep deadlines.
+
+use std::io;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::{Duration, Instant, SystemTime};
+
+use mio::{Events, Interest, Token};
+use pyo3::prelude::*;
+
+use super::{Listener, Server};
+use crate::conn::{Connection, Disposition, Phase, Stream};
+
+pub(crate) const LISTENER: Token = Token(0);
+pub(crate) const WAKEUP: Token = Token(1);
+pub(crate) const FILE_EVENTS: Token = Token(2);
+pub(crate) const COMPLETIONS: Token = Token(3);
+pub(crate) const FIRST_CONNECTION: usize = 4;
+
+/// Most connections one worker accepts per listener event. Every worker
+/// sharing the listening socket wakes for it; one that accepted until
+/// EAGAIN would take the whole queue and leave the others idle.
+pub(crate) const ACCEPT_BATCH: usize = 16;
+impl Server {
+    pub(crate) fn drain_finished(&self) -> bool {
+        match self.drain_deadline {
+            Some(deadline) => self.connections.is_empty() || Instant::now() >= deadline,
+            None => false,
+        }
+    }
+
+    pub(crate) fn close_all(&mut self) {
+        self.connections.clear();
+    }
+
+    /// One epoll wait (without the GIL when it may block) and the work it reports.
+    pub(crate) fn run_once(&mut self, py: Python<'_>, timeout: Option<Duration>) -> PyResult<()> {
+        let poll = &mut self.poll;
+        let events = &mut self.events;
+        let result = if timeout == Some(Duration::ZERO) {
+            poll.poll(events, timeout)
+        } else {
+            py.detach(|| poll.poll(events, timeout))
+        };
+        match result {
+            Ok(()) => {}
+            // A signal arrived: let Python run its handlers (which may raise).
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {
+                return py.check_signals();
+            }
+            Err(error) => return Err(error.into()),
+        }
+        self.core.now = Instant::now();
+        self.core.date.refresh(SystemTime::now());
+        let events = std::mem::replace(&mut self.events, Events::with_capacity(0));
+        // A file change reported in the same batch as a request must be seen
+        // first, or that request could get the stale cached file.
+        if events.iter().any(|event| event.token() == FILE_EVENTS) {
+            self.core.static_files.handle_file_events();
+        }
+        let mut check_signals = false;
+        let mut completions = false;
+        for event in events.iter() {
+            match event.token() {
+                LISTENER => self.accept_connections(py),
+                WAKEUP => check_signals = true,
+                FILE_EVENTS => {}
+                COMPLETIONS => completions = true,
+                Token(token) => {
+                    let key = token - FIRST_CONNECTION;
+                    // Writability matters only to a connection with output waiting.
+                    let writable_only = event.is_writable()
+                        && !event.is_readable()
+                        && !event.is_error()
+                        && !event.is_write_closed();
+                    if writable_only
+                        && self
+                            .connections
+                            .get(key)
+                            .is_some_and(|connection| !connection.has_pending_output())
+                    {
+                        continue;
+                    }
+                    if event.is_read_closed() || event.is_error() || event.is_write_closed() {
+                        if let Some(connection) = self.connections.get_mut(key) {
+                            connection.peer_sent_fin = true;
+                        }
+                    }
+                    self.drive_connection(py, key);
+                }
+            }
+        }
+        self.events = events;
+        if self.core.now >= self.next_sweep {
+            self.sweep_deadlines();
+        }
+        if completions {
+            self.complete_finished_work(py)?;
+        }
+        self.resume_accepting(py);
+        if check_signals {
+            py.check_signals()?;
+        }
+        Ok(())
+    }
+
+    /// Completes requests whose work finished on a pool thread.
+    pub(crate) fn complete_finished_work(&mut self, py: Python<'_>) -> PyResult<()> {
+        let Some((fd, drain)) = &self.completion_source else {
+            return Ok(());
+        };
+        let mut scratch = [0u8; 256];
+        // SAFETY: `fd` is the non-blocking read end registered by
+        // `set_completion_source`, kept open by its Python owner; `scratch`
+        // is a live local buffer of the length passed.
+        while unsafe { libc::read(*fd, scratch.as_mut_ptr().cast(), scratch.len()) } > 0 {}
+        let finished = drain.call0(py)?;
+        for item in finished.bind(py).try_iter()? {
+            let (key, request_id, future): (usize, u64, Bound<'_, PyAny>) = item?.extract()?;
+            self.complete(py, key, request_id, &future);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn drive_connection(&mut self, py: Python<'_>, key: usize) {
+        let Some(connection) = self.connections.get_mut(key) else {
+            return;
+        };
+        let core = &mut self.core;
+        let disposition = match catch_unwind(AssertUnwindSafe(|| core.drive(py, connection, key))) {
+            Ok(disposition) => disposition,
+            Err(_) => {
+                core.log_error(
+                    py,
+                    "internal error while serving a connection; closing it",
+                    None,
+                );
+                Disposition::Close
+            }
+        };
+        if disposition == Disposition::Close {
+            self.close_connection(key);
+        }
+    }
+
+    pub(crate) fn close_connection(&mut self, key: usize) {
+        self.connections.try_remove(key);
+    }
+
+    pub(crate) fn rearm_listener(&mut self) {
+        let registry = self.poll.registry();
+        let _ = match &mut self.listener {
+            Some(Listener::Tcp(socket)) => {
+                registry.reregister(socket, LISTENER, Interest::READABLE)
+            }
+            Some(Listener::Unix(socket)) => {
+                registry.reregister(socket, LISTENER, Interest::READABLE)
+            }
+            None => Ok(()),
+        };
+    }
+
+    /// Accepting paused at the connection cap resumes once there is room.
+    /// Edge-triggered: connections that queued meanwhile raise no new event,
+    /// so the loop accepts them itself.
+    pub(crate) fn resume_accepting(&mut self, py: Python<'_>) {
+        if self.accept_paused && self.connections.len() < self.core.config.max_connections {
+            self.accept_paused = false;
+            self.accept_connections(py);
+        }
+    }
+
+    pub(crate) fn accept_connections(&mut self, py: Python<'_>) {
+        let mut accepted_now = 0;
+        loop {
+            if accepted_now == ACCEPT_BATCH {
+                // Leave the rest of the queue to the other workers woken by the
+                // same event; re-arming raises a new event here if any remain.
+                self.rearm_listener();
+                return;
+            }
+            if self.connections.len() >= self.core.config.max_connections {
+                self.accept_paused = true;
+                return;
+            }
+            let accepted = match &self.listener {
+                Some(Listener::Tcp(listener)) => listener.accept().map(|(stream, address)| {
+                    // Responses are written whole; Nagle would only delay them.
+                    let _ = stream.set_nodelay(true);
+                    (Stream::Tcp(stream), Some(address))
+                }),
+                Some(Listener::Unix(listener)) => listener
+                    .accept()
+                    .map(|(stream, _)| (Stream::Unix(stream), None)),
+                None => return,
+            };
+            let (stream, client) = match accepted {
+                Ok(accepted) => {
+                    accepted_now += 1;
+                    accepted
+                }
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => return,
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+                Err(error) => {
+                    // EMFILE, ENFILE, ENOBUFS, ECONNABORTED: the listener stays
+                    // usable; log and let the next event retry.
+                    self.core
+                        .log_error(py, &format!("accept failed: {error}"), None);
+                    return;
+                }
+            };
+            let deadline = self.core.now + self.core.config.keep_alive_timeout;
+            let key = self
+                .connections
+                .insert(Connection::new(stream, client, deadline));
+            // A connection accepted now may carry a request sent after a file
+            // changed, later than this batch's inotify events: read them first.
+            if !self.core.static_files.is_empty() {
+                self.core.static_files.handle_file_events();
+            }
+            // The listener has TCP_DEFER_ACCEPT, so the request is usually here
+            // already: serve it now, and register with epoll only a connection
+            // that stays open (a `Connection: close` exchange never needs to).
+            self.drive_connection(py, key);
+            let Some(connection) = self.connections.get_mut(key) else {
+                continue;
+            };
+            let token = Token(key + FIRST_CONNECTION);
+            if self
+                .poll
+                .registry()
+                .register(
+                    &mut connection.stream,
+                    token,
+                    Interest::READABLE | Interest::WRITABLE,
+                )
+                .is_err()
+            {
+                self.connections.remove(key);
+            }
+        }
+    }
+
+    /// Closes connections whose deadline passed; a client that stalled in
+    /// the middle of a request gets a 408 first.
+    pub(crate) fn sweep_deadlines(&mut self) {
+        let now = self.core.now;
+        self.next_sweep = now + Duration::from_secs(1);
+        let mut expired = Vec::new();
+        self.core.date.refresh(SystemTime::now());
+        let date_line = self.core.date.header_line();
+        for (key, connection) in self.connections.iter_mut() {
+            if now < connection.deadline {
+                continue;
+            }
+            match &connection.phase {
+                Phase::AwaitingHandler(awaiting) if awaiting.body_stream.is_none() => {}
+                Phase::AwaitingHandler(_) => expired.push(key),
+                Phase::ReadingHead | Phase::ReadingBody(_) if connection.output.is_empty() => {
+                    // Best effort: one write attempt, then close.
+                    connection.output.extend_from_slice(
+                        b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n",
+                    );
+                    connection.output.extend_from_slice(date_line);
+                    connection.output.extend_from_slice(b"\r\n");
+                    let _ = connection.write_output();
+                    expired.push(key);
+                }
+                _ => expired.push(key),
+            }
+        }
+        for key in expired {
+            self.connections.remove(key);
+        }
+    }
+}

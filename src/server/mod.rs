@@ -1,0 +1,416 @@
+//! The worker's event loop: one epoll instance, every socket, every request.
+//!
+//! How it works:
+//! * All sockets are registered edge-triggered (mio). An event means "drive
+//!   this connection": process buffered requests, write, read, repeat until
+//!   the kernel says EAGAIN ([`Server::drive`]).
+//! * Every complete request in the buffer is answered, in order, into one
+//!   output buffer, which is written once (pipelining costs nothing extra).
+//! * Python handlers are called right here on the loop thread with the GIL
+//!   held. The GIL is released only while the loop sleeps in `epoll_wait`.
+//! * `async def` handlers are first driven with `coroutine.send(None)`: one
+//!   that finishes without suspending never touches asyncio. One that
+//!   suspends is handed to asyncio (the worker then runs this loop as an
+//!   asyncio reader), and its connection waits in `Phase::AwaitingHandler`
+//!   with its later pipelined requests buffered, so order is kept.
+//! * Deadlines are checked by a sweep once a second: O(connections) per
+//!   second is far below the per-request work and needs no timer structure.
+
+mod completion;
+mod event_loop;
+pub(crate) mod options;
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use mio::net::{TcpListener, UnixListener};
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use rush_proto::{DateCache, Limits};
+use slab::Slab;
+
+use crate::asgi::AsgiSettings;
+use crate::conn::Connection;
+use crate::dispatch::Core;
+use crate::router::Router;
+use crate::static_files::StaticFiles;
+use crate::wsgi::WsgiSettings;
+use event_loop::{COMPLETIONS, FILE_EVENTS, LISTENER, WAKEUP};
+use options::{seconds, seconds_or_zero, LoopConfig, OUTPUT_HIGH_WATER, READ_CHUNK};
+
+/// Set from a Python signal handler while `serve` runs; checked by the loop.
+#[pyclass(module = "rush._rush", frozen)]
+pub struct StopHandle {
+    requested: AtomicBool,
+}
+
+#[pymethods]
+impl StopHandle {
+    #[new]
+    fn new() -> Self {
+        StopHandle {
+            requested: AtomicBool::new(false),
+        }
+    }
+
+    /// Asks the loop to stop accepting and drain (graceful shutdown).
+    fn set(&self) {
+        self.requested.store(true, Ordering::SeqCst);
+    }
+
+    fn is_set(&self) -> bool {
+        self.requested.load(Ordering::SeqCst)
+    }
+}
+/// The listening socket a worker accepts from.
+enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+/// The native server loop of one worker.
+#[pyclass(module = "rush._rush", unsendable)]
+pub struct Server {
+    poll: Poll,
+    events: Events,
+    listener: Option<Listener>,
+    connections: Slab<Connection>,
+    core: Core,
+    accept_paused: bool,
+    drain_deadline: Option<Instant>,
+    next_sweep: Instant,
+    /// Pool threads signal finished work here; `completion_drain()` returns
+    /// `(key, request_id, future)` tuples to complete.
+    completion_source: Option<(RawFd, Py<PyAny>)>,
+}
+#[pymethods]
+impl Server {
+    #[new]
+    #[pyo3(signature = (
+        listener_fd, router, error_logger, *, unix=false, access_logger=None, wakeup_fd=None,
+        max_request_line=8192, max_head_size=16384, max_headers=100,
+        max_body_size=16 * 1024 * 1024, max_connections=10000,
+        keep_alive_timeout=5.0, header_timeout=10.0, body_timeout=30.0, send_timeout=30.0,
+        wsgi_app=None, root_path=String::new(), wsgi_multithread=false, wsgi_multiprocess=false,
+        asgi_app=None, asgi_state=None, max_worker_output=64 * 1024 * 1024,
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        listener_fd: RawFd,
+        router: Py<Router>,
+        error_logger: Py<PyAny>,
+        unix: bool,
+        access_logger: Option<Py<PyAny>>,
+        wakeup_fd: Option<RawFd>,
+        max_request_line: usize,
+        max_head_size: usize,
+        max_headers: usize,
+        max_body_size: u64,
+        max_connections: usize,
+        keep_alive_timeout: f64,
+        header_timeout: f64,
+        body_timeout: f64,
+        send_timeout: f64,
+        wsgi_app: Option<Py<PyAny>>,
+        root_path: String,
+        wsgi_multithread: bool,
+        wsgi_multiprocess: bool,
+        asgi_app: Option<Py<PyAny>>,
+        asgi_state: Option<Py<PyDict>>,
+        max_worker_output: usize,
+    ) -> PyResult<Self> {
+        let config = LoopConfig {
+            limits: Limits {
+                max_request_line,
+                max_head_size,
+                max_headers,
+                max_body_size,
+                ..Limits::default()
+            },
+            max_connections: max_connections.max(1),
+            keep_alive_timeout: seconds("keep_alive_timeout", keep_alive_timeout)?,
+            header_timeout: seconds("header_timeout", header_timeout)?,
+            body_timeout: seconds("body_timeout", body_timeout)?,
+            send_timeout: seconds("send_timeout", send_timeout)?,
+            output_budget: max_worker_output.max(OUTPUT_HIGH_WATER),
+        };
+        let owned = adopt_listening_socket(listener_fd)?;
+        let poll = Poll::new()?;
+        let mut listener = if unix {
+            let listener = std::os::unix::net::UnixListener::from(owned);
+            listener.set_nonblocking(true)?;
+            Listener::Unix(UnixListener::from_std(listener))
+        } else {
+            let listener = std::net::TcpListener::from(owned);
+            listener.set_nonblocking(true)?;
+            Listener::Tcp(TcpListener::from_std(listener))
+        };
+        match &mut listener {
+            Listener::Tcp(socket) => {
+                poll.registry()
+                    .register(socket, LISTENER, Interest::READABLE)?
+            }
+            Listener::Unix(socket) => {
+                poll.registry()
+                    .register(socket, LISTENER, Interest::READABLE)?
+            }
+        }
+        if let Some(fd) = wakeup_fd {
+            poll.registry()
+                .register(&mut SourceFd(&fd), WAKEUP, Interest::READABLE)?;
+        }
+        let server_address = match &listener {
+            Listener::Tcp(socket) => socket.local_addr().ok(),
+            Listener::Unix(_) => None,
+        };
+        let asgi = asgi_app
+            .map(|app| AsgiSettings::new(py, app, root_path.clone(), asgi_state, server_address))
+            .transpose()?;
+        let wsgi = wsgi_app
+            .map(|app| {
+                WsgiSettings::new(
+                    py,
+                    app,
+                    root_path,
+                    wsgi_multithread,
+                    wsgi_multiprocess,
+                    server_address,
+                )
+            })
+            .transpose()?;
+        let mut warnings = Vec::new();
+        let static_files = StaticFiles::new(router.bind(py).borrow().static_mounts(), |warning| {
+            warnings.push(warning)
+        });
+        for warning in warnings {
+            error_logger.call1(py, (warning, py.None()))?;
+        }
+        if let Some(fd) = static_files.event_fd() {
+            poll.registry()
+                .register(&mut SourceFd(&fd), FILE_EVENTS, Interest::READABLE)?;
+        }
+        let now = Instant::now();
+        Ok(Server {
+            poll,
+            events: Events::with_capacity(1024),
+            listener: Some(listener),
+            connections: Slab::with_capacity(1024),
+            core: Core {
+                router,
+                static_files,
+                config,
+                date: DateCache::new(SystemTime::now()),
+                now,
+                read_buffer: vec![0; READ_CHUNK],
+                header_scratch: Vec::with_capacity(32),
+                body_scratch: Vec::new(),
+                error_logger,
+                access_logger,
+                async_scheduler: None,
+                blocking_scheduler: None,
+                wsgi,
+                asgi,
+                asgi_notifier: None,
+                next_request_id: 0,
+                detached_requests: std::collections::HashMap::new(),
+                draining: false,
+            },
+            accept_paused: false,
+            drain_deadline: None,
+            next_sweep: now + Duration::from_secs(1),
+            completion_source: None,
+        })
+    }
+
+    /// The epoll fd, for registering this loop as a reader with asyncio.
+    fn fileno(&self) -> RawFd {
+        self.poll.as_raw_fd()
+    }
+
+    /// Sets the `CoroutineRunner` (python/rush/coroutines.py): its `spare`
+    /// task is current while a coroutine's first step runs here, and its
+    /// `adopt(...)` continues a coroutine that suspended, as that task,
+    /// which later calls [`Server::complete`].
+    fn set_async_scheduler(&mut self, runner: Py<PyAny>) {
+        self.core.async_scheduler = Some(runner);
+    }
+
+    /// Sets `notifier(key, request_id)`, returning the no-argument callable an
+    /// ASGI `send` calls after each message once its app has suspended (it
+    /// should schedule `flush_asgi(key, request_id)` on the event loop).
+    fn set_asgi_notifier(&mut self, notifier: Py<PyAny>) {
+        self.core.asgi_notifier = Some(notifier);
+    }
+
+    /// Sets the callable `scheduler(app, environ, key, request_id)` that runs a
+    /// WSGI app on a thread pool instead of the loop thread.
+    fn set_blocking_scheduler(&mut self, scheduler: Py<PyAny>) {
+        self.core.blocking_scheduler = Some(scheduler);
+    }
+
+    /// Registers `fd` (made readable by pool threads when work finishes) and
+    /// `drain()`, which returns the finished `(key, request_id, future)` tuples.
+    fn set_completion_source(&mut self, fd: RawFd, drain: Py<PyAny>) -> PyResult<()> {
+        self.poll
+            .registry()
+            .register(&mut SourceFd(&fd), COMPLETIONS, Interest::READABLE)?;
+        self.completion_source = Some((fd, drain));
+        Ok(())
+    }
+
+    /// Runs the loop until a graceful shutdown (requested through `stop`)
+    /// has drained every connection or timed out.
+    #[pyo3(signature = (stop, graceful_timeout=30.0))]
+    fn serve(
+        &mut self,
+        py: Python<'_>,
+        stop: &Bound<'_, StopHandle>,
+        graceful_timeout: f64,
+    ) -> PyResult<()> {
+        let graceful_timeout = seconds_or_zero("graceful_timeout", graceful_timeout)?;
+        loop {
+            if self.drain_deadline.is_none() && stop.get().is_set() {
+                self.guarded(py, None, |server| server.start_drain(graceful_timeout));
+            }
+            if self.drain_finished() {
+                self.close_all();
+                return Ok(());
+            }
+            let timeout = if self.drain_deadline.is_some() {
+                Duration::from_millis(100)
+            } else {
+                Duration::from_secs(1)
+            };
+            self.guarded(py, None, |server| server.run_once(py, Some(timeout)))
+                .unwrap_or(Ok(()))?;
+        }
+    }
+
+    /// Handles whatever is ready without blocking (asyncio mode calls this
+    /// when the epoll fd is readable).
+    fn poll(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.guarded(py, None, |server| server.run_once(py, Some(Duration::ZERO)))
+            .unwrap_or(Ok(()))
+    }
+
+    /// Checks deadlines; returns True once a requested shutdown has drained
+    /// (asyncio mode calls this periodically).
+    fn tick(&mut self, py: Python<'_>) -> bool {
+        self.guarded(py, None, |server| {
+            server.core.now = Instant::now();
+            server.sweep_deadlines();
+            server.resume_accepting(py);
+        });
+        if self.drain_finished() {
+            self.close_all();
+            return true;
+        }
+        false
+    }
+
+    /// Writes what a suspended ASGI app has sent so far (scheduled by its notifier).
+    fn flush_asgi(&mut self, py: Python<'_>, key: usize, request_id: u64) {
+        self.guarded(py, Some(key), |server| {
+            server.write_asgi_progress(py, key, request_id)
+        });
+    }
+
+    /// Stops accepting, closes idle connections, and lets busy ones finish
+    /// their current request (answered with `Connection: close`).
+    fn begin_shutdown(&mut self, py: Python<'_>, graceful_timeout: f64) -> PyResult<()> {
+        let graceful_timeout = seconds_or_zero("graceful_timeout", graceful_timeout)?;
+        self.guarded(py, None, |server| server.start_drain(graceful_timeout));
+        Ok(())
+    }
+
+    /// Finishes the request whose async handler was scheduled for
+    /// request `request_id` on connection `key`: `task` is the finished
+    /// asyncio task (or pool future).
+    fn complete(&mut self, py: Python<'_>, key: usize, request_id: u64, task: &Bound<'_, PyAny>) {
+        self.guarded(py, Some(key), |server| {
+            server.complete_request(py, key, request_id, task)
+        });
+    }
+
+    /// Number of open connections.
+    #[getter]
+    fn connection_count(&self) -> usize {
+        self.connections.len()
+    }
+}
+
+impl Server {
+    /// The one way Python's calls reach the loop: `work` runs under
+    /// `catch_unwind`, and a panic (a bug of ours) is logged and costs at
+    /// most the connection `key` the work was for, never the worker.
+    /// `None` means the work panicked.
+    fn guarded<R>(
+        &mut self,
+        py: Python<'_>,
+        key: Option<usize>,
+        work: impl FnOnce(&mut Server) -> R,
+    ) -> Option<R> {
+        match catch_unwind(AssertUnwindSafe(|| work(self))) {
+            Ok(result) => Some(result),
+            Err(_) => {
+                let message = match key {
+                    Some(_) => "internal error while serving a connection; closing it",
+                    None => "internal error in the worker's loop; serving on",
+                };
+                self.core.log_error(py, message, None);
+                if let Some(key) = key {
+                    self.close_connection(key);
+                }
+                None
+            }
+        }
+    }
+}
+
+/// A descriptor of our own for the listening socket `fd`, which the caller
+/// keeps. A number that is not an open listening socket is a `ValueError`,
+/// never undefined behaviour: the fd is duplicated with `fcntl`, which
+/// checks it, before anything treats it as a socket.
+fn adopt_listening_socket(fd: RawFd) -> PyResult<OwnedFd> {
+    let invalid = |why: &str| {
+        pyo3::exceptions::PyValueError::new_err(format!(
+            "listener_fd {fd} is not a listening socket: {why}"
+        ))
+    };
+    if fd < 0 {
+        return Err(invalid("negative"));
+    }
+    // SAFETY: F_DUPFD_CLOEXEC reads no memory of ours; on a number that is
+    // not an open descriptor it fails with EBADF and changes nothing.
+    let duplicate = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if duplicate < 0 {
+        return Err(invalid(&std::io::Error::last_os_error().to_string()));
+    }
+    // SAFETY: `duplicate` is a fresh descriptor that nothing else owns.
+    let owned = unsafe { OwnedFd::from_raw_fd(duplicate) };
+    let mut listening: libc::c_int = 0;
+    let mut length = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `owned` is open; `listening` and `length` are live locals of
+    // the sizes passed. On a non-socket this fails with ENOTSOCK.
+    let result = unsafe {
+        libc::getsockopt(
+            owned.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ACCEPTCONN,
+            (&mut listening as *mut libc::c_int).cast(),
+            &mut length,
+        )
+    };
+    if result != 0 {
+        return Err(invalid(&std::io::Error::last_os_error().to_string()));
+    }
+    if listening == 0 {
+        return Err(invalid("listen() was not called on it"));
+    }
+    Ok(owned)
+}

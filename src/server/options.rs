@@ -1,0 +1,93 @@
+//! The bounds a worker's loop runs under: sizes, timeouts and budgets,
+//! fixed for the life of the worker.
+//!
+//! Every duration reaches the loop through [`seconds`], which refuses what
+//! `Duration` and `Instant` arithmetic cannot hold (NaN, infinity, zero,
+//! more than a day): the Python `Config` checks the same bounds first, so a
+//! bad value is a start-up error, never a panic in a running worker.
+
+use std::time::Duration;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::PyResult;
+use rush_proto::Limits;
+
+/// Bytes read per `read` call.
+pub(crate) const READ_CHUNK: usize = 64 * 1024;
+/// Stop turning input into responses (and make an app's `send()` wait)
+/// while a connection has this much output unsent.
+pub(crate) const OUTPUT_HIGH_WATER: usize = 1024 * 1024;
+/// Below this much unsent output, a paused sender may go on: half the high
+/// water, so a sender does not wake for every packet the kernel takes.
+pub(crate) const OUTPUT_LOW_WATER: usize = OUTPUT_HIGH_WATER / 2;
+/// How long to discard input after refusing a request, before closing.
+pub(crate) const LINGER_TIMEOUT: Duration = Duration::from_secs(2);
+/// Most bytes discarded while lingering.
+pub(crate) const LINGER_MAX_BYTES: usize = 1024 * 1024;
+/// The longest timeout accepted: a day. Longer ones are almost certainly a
+/// unit mistake, and every `Instant + timeout` stays far from overflow.
+pub(crate) const MAX_TIMEOUT_SECONDS: f64 = 86_400.0;
+
+/// Bounds and timeouts of one worker's loop.
+pub(crate) struct LoopConfig {
+    pub(crate) limits: Limits,
+    pub(crate) max_connections: usize,
+    pub(crate) keep_alive_timeout: Duration,
+    pub(crate) header_timeout: Duration,
+    pub(crate) body_timeout: Duration,
+    pub(crate) send_timeout: Duration,
+    /// Unsent output summed over every connection of the worker: past it,
+    /// the connections holding the most output stop reading requests.
+    pub(crate) output_budget: usize,
+}
+
+/// A timeout in seconds as a `Duration`, or a `ValueError` naming `name`.
+pub(crate) fn seconds(name: &str, value: f64) -> PyResult<Duration> {
+    checked_seconds(name, value, false).map_err(PyValueError::new_err)
+}
+
+/// Like [`seconds`], but 0 is allowed (a graceful timeout of 0 stops at once).
+pub(crate) fn seconds_or_zero(name: &str, value: f64) -> PyResult<Duration> {
+    checked_seconds(name, value, true).map_err(PyValueError::new_err)
+}
+
+fn checked_seconds(name: &str, value: f64, zero_allowed: bool) -> Result<Duration, String> {
+    if zero_allowed && value == 0.0 {
+        return Ok(Duration::ZERO);
+    }
+    if value.is_finite() && value > 0.0 && value <= MAX_TIMEOUT_SECONDS {
+        Ok(Duration::from_secs_f64(value))
+    } else {
+        Err(format!(
+            "{name} must be a number of seconds above 0 and at most {MAX_TIMEOUT_SECONDS} (got {value})"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_that_duration_arithmetic_cannot_hold_are_refused() {
+        for bad in [
+            f64::NAN,
+            f64::INFINITY,
+            -1.0,
+            0.0,
+            1e19,
+            MAX_TIMEOUT_SECONDS + 1.0,
+        ] {
+            assert!(
+                checked_seconds("keep_alive_timeout", bad, false).is_err(),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            checked_seconds("x", 0.5, false),
+            Ok(Duration::from_millis(500))
+        );
+        assert_eq!(checked_seconds("x", 0.0, true), Ok(Duration::ZERO));
+        assert!(checked_seconds("x", f64::INFINITY, true).is_err());
+    }
+}
