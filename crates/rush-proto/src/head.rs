@@ -611,7 +611,7 @@ impl TransferCodings {
 
 /// The elements of a comma-separated field value, with the optional
 /// whitespace around each removed; empty elements are kept (as empty slices).
-fn list_elements(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+pub(crate) fn list_elements(value: &[u8]) -> impl Iterator<Item = &[u8]> {
     value.split(|&byte| byte == b',').map(trim_whitespace)
 }
 

@@ -14,6 +14,8 @@
 //! * [`parse_request_head`]: one request head, validated, with its framing.
 //! * [`ChunkedDecoder`]: a resumable `Transfer-Encoding: chunked` decoder.
 //! * [`response`]: status lines, header validation, canned error responses.
+//! * [`encode`]: response framing: Content-Length, chunked or close-delimited
+//!   bodies, HEAD and bodyless statuses, `Connection` tokens.
 //! * [`DateCache`]: the `Date` header, formatted once a second.
 //!
 //! Incomplete input is always [`HeadStatus::Partial`] / "need more", never an
@@ -27,12 +29,14 @@
 
 mod chunked;
 mod date;
+pub mod encode;
 mod error;
 mod head;
 pub mod response;
 
 pub use chunked::{ChunkedDecoder, ChunkedProgress};
 pub use date::DateCache;
+pub use encode::{BodyEncoder, BodyKind, EncodeError, FramingHeader, FramingPlan};
 pub use error::ProtoError;
 pub use head::{parse_request_head, HeadStatus, RequestHead};
 

@@ -232,7 +232,7 @@ pub fn write_error_response(out: &mut Vec<u8>, error: &ProtoError, date_line: &[
 /// `date_line` (a whole `Date: ...\r\n` line), the blank line, then the
 /// body, given as pieces so callers can assemble it without allocating.
 ///
-/// Every canned answer (refusals, the request timeout)
+/// Every canned answer (refusals, [`crate::encode::write_request_timeout`])
 /// goes through here, so they cannot drift apart in layout.
 pub(crate) fn write_closing_response(
     out: &mut Vec<u8>,
