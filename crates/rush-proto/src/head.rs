@@ -49,6 +49,7 @@ const MAX_LEADING_EMPTY_LINES: usize = 8;
 /// to [`parse_request_head`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestHead {
+    /// The method, classified; [`Method::Other`] for extension methods.
     pub method: Method,
     /// The method token exactly as sent.
     pub method_span: Span,
@@ -60,9 +61,11 @@ pub struct RequestHead {
     pub path: Span,
     /// The query part of the target, after the `?` (without it); `None` when there is no `?`.
     pub query: Option<Span>,
+    /// HTTP/1.0 or HTTP/1.1; any other version was refused.
     pub version: Version,
     /// Length of the head in bytes including the final empty line: the body (or the next request) starts here.
     pub head_len: usize,
+    /// How the request body after the head is delimited.
     pub framing: BodyFraming,
     /// Whether the connection may serve another request after this one:
     /// HTTP/1.1 unless a `Connection: close` token; HTTP/1.0 only with a `Connection: keep-alive` token.
@@ -608,7 +611,7 @@ impl TransferCodings {
 
 /// The elements of a comma-separated field value, with the optional
 /// whitespace around each removed; empty elements are kept (as empty slices).
-fn list_elements(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+pub(crate) fn list_elements(value: &[u8]) -> impl Iterator<Item = &[u8]> {
     value.split(|&byte| byte == b',').map(trim_whitespace)
 }
 

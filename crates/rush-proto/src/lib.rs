@@ -14,19 +14,29 @@
 //! * [`parse_request_head`]: one request head, validated, with its framing.
 //! * [`ChunkedDecoder`]: a resumable `Transfer-Encoding: chunked` decoder.
 //! * [`response`]: status lines, header validation, canned error responses.
+//! * [`encode`]: response framing: Content-Length, chunked or close-delimited
+//!   bodies, HEAD and bodyless statuses, `Connection` tokens.
 //! * [`DateCache`]: the `Date` header, formatted once a second.
 //!
 //! Incomplete input is always [`HeadStatus::Partial`] / "need more", never an
 //! error, so the same input split at any offset gives the same result.
+//!
+//! Like httparse, the crate forbids `unsafe` code and requires documentation
+//! on every public item.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 mod chunked;
 mod date;
+pub mod encode;
 mod error;
 mod head;
 pub mod response;
 
 pub use chunked::{ChunkedDecoder, ChunkedProgress};
 pub use date::DateCache;
+pub use encode::{BodyEncoder, BodyKind, EncodeError, FramingHeader, FramingPlan};
 pub use error::ProtoError;
 pub use head::{parse_request_head, HeadStatus, RequestHead};
 
@@ -64,11 +74,15 @@ impl Default for Limits {
 /// A byte range inside the buffer that was parsed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Span {
+    /// Offset of the first byte.
     pub start: u32,
+    /// Offset just past the last byte (`start == end` for an empty span).
     pub end: u32,
 }
 
 impl Span {
+    /// The span `start..end`. Offsets are stored as `u32` to keep spans
+    /// small; heads are bounded far below 4 GiB by [`Limits`].
     pub fn new(start: usize, end: usize) -> Span {
         Span {
             start: start as u32,
@@ -82,11 +96,13 @@ impl Span {
         &buffer[self.start as usize..self.end as usize]
     }
 
+    /// How many bytes the span covers.
     #[inline]
     pub fn len(&self) -> usize {
         (self.end - self.start) as usize
     }
 
+    /// Whether the span covers no bytes (an empty value, for instance).
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.start == self.end
@@ -96,7 +112,9 @@ impl Span {
 /// One header field of a parsed head, as offsets into the parsed buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct HeaderSpan {
+    /// The field name, as sent (case preserved).
     pub name: Span,
+    /// The field value without its leading and trailing whitespace.
     pub value: Span,
 }
 
@@ -104,15 +122,25 @@ pub struct HeaderSpan {
 /// (the exact token is still available through [`RequestHead::method_span`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
+    /// `GET`.
     Get,
+    /// `HEAD`: answered like GET, but the response carries no body.
     Head,
+    /// `POST`.
     Post,
+    /// `PUT`.
     Put,
+    /// `DELETE`.
     Delete,
+    /// `PATCH`.
     Patch,
+    /// `OPTIONS`.
     Options,
+    /// `CONNECT`: its target is in authority-form (`host:port`).
     Connect,
+    /// `TRACE`.
     Trace,
+    /// Any other valid method token (extension methods).
     Other,
 }
 
@@ -137,7 +165,9 @@ impl Method {
 /// The HTTP versions a request may carry; anything else is refused with 505.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Version {
+    /// HTTP/1.0: no chunked bodies, keep-alive only when asked for.
     Http10,
+    /// HTTP/1.1: persistent connections by default, Host required.
     Http11,
 }
 

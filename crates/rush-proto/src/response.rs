@@ -214,27 +214,44 @@ pub fn write_content_length(out: &mut Vec<u8>, length: u64) {
 /// `400 Bad Request: bare CR\n`.
 pub fn write_error_response(out: &mut Vec<u8>, error: &ProtoError, date_line: &[u8]) {
     let status = error.status();
-    let reason = reason_phrase(status);
-    let message = error.message();
     let mut status_digits = itoa::Buffer::new();
-    let status_text = status_digits.format(status).as_bytes();
+    let body = [
+        status_digits.format(status).as_bytes(),
+        b" ",
+        reason_phrase(status).as_bytes(),
+        b": ",
+        error.message().as_bytes(),
+        b"\n",
+    ];
+    write_closing_response(out, status, date_line, &body);
+}
 
-    // "<status> <reason>: <message>\n"
-    let body_length = status_text.len() + 1 + reason.len() + 2 + message.len() + 1;
-
+/// Appends a whole response the server answers on its own before closing
+/// the connection: status line, `Content-Type: text/plain; charset=utf-8`
+/// (only when there is a body), `Content-Length`, `Connection: close`,
+/// `date_line` (a whole `Date: ...\r\n` line), the blank line, then the
+/// body, given as pieces so callers can assemble it without allocating.
+///
+/// Every canned answer (refusals, [`crate::encode::write_request_timeout`])
+/// goes through here, so they cannot drift apart in layout.
+pub(crate) fn write_closing_response(
+    out: &mut Vec<u8>,
+    status: u16,
+    date_line: &[u8],
+    body: &[&[u8]],
+) {
+    let body_length: usize = body.iter().map(|piece| piece.len()).sum();
     write_status_line(out, status);
-    out.extend_from_slice(b"Content-Type: text/plain; charset=utf-8\r\n");
+    if body_length > 0 {
+        out.extend_from_slice(b"Content-Type: text/plain; charset=utf-8\r\n");
+    }
     write_content_length(out, body_length as u64);
     out.extend_from_slice(b"Connection: close\r\n");
     out.extend_from_slice(date_line);
     out.extend_from_slice(b"\r\n");
-
-    out.extend_from_slice(status_text);
-    out.push(b' ');
-    out.extend_from_slice(reason.as_bytes());
-    out.extend_from_slice(b": ");
-    out.extend_from_slice(message.as_bytes());
-    out.push(b'\n');
+    for piece in body {
+        out.extend_from_slice(piece);
+    }
 }
 
 #[cfg(test)]
