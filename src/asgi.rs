@@ -27,6 +27,7 @@ use rush_proto::{RequestHead, Version};
 
 use crate::body::OwnedBody;
 use crate::request::{decode_path, header_fields};
+use crate::server::options::OUTPUT_HIGH_WATER;
 
 /// `(host, port)` as ASGI spells an address, or None (Unix sockets).
 pub fn address_object(py: Python<'_>, address: Option<SocketAddr>) -> PyResult<Py<PyAny>> {
@@ -272,14 +273,9 @@ impl AsgiReceive {
 
     fn resolve_waiter(&mut self, py: Python<'_>, message: Bound<'_, PyAny>) {
         if let Some(future) = self.waiter.take() {
-            let future = future.bind(py);
-            let done = future
-                .call_method0("done")
-                .and_then(|done| done.is_truthy())
-                .unwrap_or(true);
-            if !done {
-                let _ = future.call_method1("set_result", (message,));
-            }
+            settle(py, future.bind(py), |future| {
+                future.call_method1("set_result", (message,))
+            });
         }
     }
 
@@ -381,6 +377,12 @@ pub struct AsgiSend {
     pub notify: Option<Py<PyAny>>,
     /// The client is gone: sending raises (ASGI: an OSError subclass).
     pub disconnected: bool,
+    /// The connection's unsent output is over its high-water mark: the
+    /// next `send()` waits (the loop sets and clears this).
+    pub paused: bool,
+    /// The future a waiting `send()` returned: resolved when the output
+    /// drains, or failed when the client is gone.
+    drain_waiter: Option<Py<PyAny>>,
 }
 
 impl AsgiSend {
@@ -398,13 +400,15 @@ impl AsgiSend {
             bodyless: false,
             notify: None,
             disconnected: false,
+            paused: false,
+            drain_waiter: None,
         }
     }
 }
 
 #[pymethods]
 impl AsgiSend {
-    fn __call__(&mut self, py: Python<'_>, message: &Bound<'_, PyDict>) -> PyResult<Py<Ready>> {
+    fn __call__(&mut self, py: Python<'_>, message: &Bound<'_, PyDict>) -> PyResult<Py<PyAny>> {
         if self.disconnected {
             return Err(pyo3::exceptions::PyConnectionResetError::new_err(
                 "the client disconnected",
@@ -493,7 +497,68 @@ impl AsgiSend {
         if let Some(notify) = &self.notify {
             notify.call0(py)?;
         }
-        ready(py, py.None())
+        if (self.paused || self.pending_body.len() >= OUTPUT_HIGH_WATER)
+            && self.state != SendState::Complete
+        {
+            // Backpressure: the client reads slower than the app sends. The
+            // message is taken; the app waits until the loop has written
+            // enough of it (or the client is gone, and it raises).
+            let future = py
+                .import("asyncio")?
+                .call_method0("get_running_loop")?
+                .call_method0("create_future")?
+                .unbind();
+            self.drain_waiter = Some(future.clone_ref(py));
+            self.paused = true;
+            return Ok(future);
+        }
+        Ok(ready(py, py.None())?.into_any())
+    }
+}
+
+impl AsgiSend {
+    /// Whether a `send()` is waiting for the output to drain.
+    pub fn is_waiting(&self) -> bool {
+        self.drain_waiter.is_some()
+    }
+
+    /// The output drained below the low-water mark: a waiting `send()` returns.
+    pub fn resume(&mut self, py: Python<'_>) {
+        self.paused = false;
+        if let Some(future) = self.drain_waiter.take() {
+            settle(py, future.bind(py), |future| {
+                future.call_method1("set_result", (py.None(),))
+            });
+        }
+    }
+
+    /// The client is gone: every later `send()` raises, and a waiting one
+    /// raises now (`ConnectionResetError`, an `OSError` as ASGI asks).
+    pub fn disconnect(&mut self, py: Python<'_>) {
+        self.disconnected = true;
+        if let Some(future) = self.drain_waiter.take() {
+            settle(py, future.bind(py), |future| {
+                let error =
+                    pyo3::exceptions::PyConnectionResetError::new_err("the client disconnected");
+                future.call_method1("set_exception", (error.into_value(py),))
+            });
+        }
+    }
+}
+
+/// Resolves an asyncio future unless it is already done (cancelled by its
+/// task, say). Errors are ignored: the future belongs to a task that is gone.
+fn settle<'py>(
+    py: Python<'py>,
+    future: &Bound<'py, PyAny>,
+    resolve: impl FnOnce(&Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>>,
+) {
+    let done = future
+        .call_method0(pyo3::intern!(py, "done"))
+        .and_then(|done| done.is_truthy())
+        .unwrap_or(true);
+    if !done {
+        let _ = resolve(future);
     }
 }
 

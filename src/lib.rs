@@ -13,6 +13,7 @@ mod body;
 mod conn;
 mod coroutine;
 mod dispatch;
+mod http_write;
 mod request;
 mod response;
 mod router;

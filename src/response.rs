@@ -11,46 +11,17 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
-use rush_proto::response::{
-    is_valid_header_name, is_valid_header_value, write_content_length, write_status_line,
-};
+use rush_proto::response::{is_valid_header_name, is_valid_header_value};
 
-use crate::static_files::{load_single_file, serve_file, ConditionalHeaders, OutgoingBody};
-use crate::wsgi::{is_framing_header, WsgiResponse};
+pub use crate::http_write::{finish_head, write_response, write_status_page, ResponseContext};
+use crate::http_write::{Rendered, TEXT_PLAIN};
+use crate::static_files::{load_single_file, serve_file, ConditionalHeaders};
+use crate::wsgi::{render_collected, WsgiResponse};
 
-const TEXT_PLAIN: &[u8] = b"text/plain; charset=utf-8";
 const OCTET_STREAM: &[u8] = b"application/octet-stream";
 const APPLICATION_JSON: &[u8] = b"application/json";
 
 static JSON_DUMPS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-
-/// How the response to one request must be framed.
-pub struct ResponseContext<'a> {
-    /// A whole `Date: ...\r\n` line.
-    pub date_line: &'a [u8],
-    /// HEAD: send the headers (with the body's length) but not the body.
-    pub head_only: bool,
-    /// Whether the connection stays open after this response.
-    pub keep_alive: bool,
-    /// HTTP/1.0 clients need an explicit `Connection: keep-alive`.
-    pub http10: bool,
-    /// The request's head bytes (for `Response.file`'s conditional and range
-    /// handling); empty when not available.
-    pub request_head: &'a [u8],
-    /// An `Allow` value every response to this request must carry (a 405
-    /// answered by an app's error handler).
-    pub allow: Option<&'a [u8]>,
-}
-
-/// What [`render_result`] did, for the access log and the connection.
-pub struct Rendered {
-    pub status: u16,
-    pub body_length: usize,
-    /// A body to send after the head without copying (`Response.file`).
-    pub body: Option<OutgoingBody>,
-    /// The app asked for `Connection: close`.
-    pub close: bool,
-}
 
 #[pyclass(module = "rush", name = "Response", subclass)]
 pub struct Response {
@@ -218,71 +189,6 @@ impl Response {
     }
 }
 
-/// Appends a complete response to `out`.
-#[allow(clippy::too_many_arguments)]
-pub fn write_response<'h>(
-    out: &mut Vec<u8>,
-    status: u16,
-    content_type: &[u8],
-    extra_headers: impl Iterator<Item = (&'h [u8], &'h [u8])>,
-    body: &[u8],
-    context: &ResponseContext<'_>,
-    close: bool,
-) {
-    write_status_line(out, status);
-    if !content_type.is_empty() {
-        out.extend_from_slice(b"Content-Type: ");
-        out.extend_from_slice(content_type);
-        out.extend_from_slice(b"\r\n");
-    }
-    for (name, value) in extra_headers {
-        out.extend_from_slice(name);
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value);
-        out.extend_from_slice(b"\r\n");
-    }
-    // 1xx, 204 and 304 responses carry no body (RFC 9110 8.6, 15.3.5, 15.4.5).
-    let bodyless = status < 200 || status == 204 || status == 304;
-    if !bodyless {
-        write_content_length(out, body.len() as u64);
-    }
-    finish_head(out, context, close);
-    if !context.head_only && !bodyless {
-        out.extend_from_slice(body);
-    }
-}
-
-/// Appends a native text/plain answer whose body is the reason phrase
-/// (`Not Found`, `Internal Server Error`...); returns the body length.
-pub fn write_status_page<'h>(
-    out: &mut Vec<u8>,
-    status: u16,
-    extra_headers: impl Iterator<Item = (&'h [u8], &'h [u8])>,
-    context: &ResponseContext<'_>,
-    close: bool,
-) -> usize {
-    let body = rush_proto::response::reason_phrase(status).as_bytes();
-    write_response(out, status, TEXT_PLAIN, extra_headers, body, context, close);
-    body.len()
-}
-
-/// Appends `Date`, the `Connection` header when one is needed, and the blank line.
-pub fn finish_head(out: &mut Vec<u8>, context: &ResponseContext<'_>, close: bool) {
-    if let Some(allow) = context.allow {
-        out.extend_from_slice(b"Allow: ");
-        out.extend_from_slice(allow);
-        out.extend_from_slice(b"\r\n");
-    }
-    out.extend_from_slice(context.date_line);
-    if close || !context.keep_alive {
-        out.extend_from_slice(b"Connection: close\r\n\r\n");
-    } else if context.http10 {
-        out.extend_from_slice(b"Connection: keep-alive\r\n\r\n");
-    } else {
-        out.extend_from_slice(b"\r\n");
-    }
-}
-
 /// Appends the response for a handler's return value `result`. On a value
 /// the server cannot send, nothing is appended and the error says why.
 pub fn render_result(
@@ -331,7 +237,7 @@ pub fn render_result(
         return Ok(rendered(response.status, body.len(), response.close));
     }
     if let Ok(wsgi) = result.cast::<WsgiResponse>() {
-        return render_wsgi(&mut wsgi.borrow_mut(), context, out);
+        return render_collected(&mut wsgi.borrow_mut(), context, out);
     }
     if result.is_instance_of::<PyDict>() || result.is_instance_of::<PyList>() {
         let dumps = JSON_DUMPS
@@ -394,69 +300,5 @@ fn render_file(
         body_length: outcome.body_length as usize,
         body: outcome.body,
         close: response.close,
-    })
-}
-
-/// Frames a WSGI app's response. A declared Content-Length that disagrees
-/// with the body is an app error (a 500), never a malformed response.
-fn render_wsgi(
-    response: &mut WsgiResponse,
-    context: &ResponseContext<'_>,
-    out: &mut Vec<u8>,
-) -> PyResult<Rendered> {
-    let file = response.file.take();
-    let actual_length = match &file {
-        Some((_, _, length)) => *length,
-        None => response.body.len() as u64,
-    };
-    let length = match response.declared_length {
-        // A HEAD response may declare the GET body's length without a body.
-        Some(declared) if context.head_only => declared,
-        Some(declared) if declared != actual_length => {
-            return Err(pyo3::exceptions::PyRuntimeError::new_err(format!(
-                "the WSGI app declared Content-Length {declared} but produced {actual_length} bytes"
-            )));
-        }
-        _ => actual_length,
-    };
-    let close = response.headers.iter().any(|(name, value)| {
-        name.eq_ignore_ascii_case("connection")
-            && value
-                .windows(5)
-                .any(|window| window.eq_ignore_ascii_case(b"close"))
-    });
-    write_status_line(out, response.status);
-    for (name, value) in &response.headers {
-        if is_framing_header(name) {
-            continue;
-        }
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value);
-        out.extend_from_slice(b"\r\n");
-    }
-    let bodyless = response.status < 200 || response.status == 204 || response.status == 304;
-    if !bodyless {
-        write_content_length(out, length);
-    }
-    finish_head(out, context, close);
-    let mut body = None;
-    if !context.head_only && !bodyless {
-        match file {
-            Some((file, offset, length)) => {
-                body = Some(OutgoingBody::File {
-                    file: std::rc::Rc::new(file),
-                    offset,
-                    end: offset + length,
-                });
-            }
-            None => out.extend_from_slice(&response.body),
-        }
-    }
-    Ok(Rendered {
-        status: response.status,
-        body_length: length as usize,
-        body,
-        close,
     })
 }

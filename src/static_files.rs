@@ -33,8 +33,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
 
+use crate::http_write::{finish_head, ResponseContext};
 use crate::request::trim_whitespace as trim;
-use crate::response::{finish_head, ResponseContext};
 use rush_proto::response::{write_content_length, write_status_line};
 
 /// Bodies up to this size are copied into the output buffer (so pipelined
@@ -529,7 +529,7 @@ fn load_variant(
         return None;
     }
     let length = metadata.len();
-    let modified = metadata.modified().unwrap_or(UNIX_EPOCH);
+    let modified = clamp_to_http_date_range(metadata.modified().unwrap_or(UNIX_EPOCH));
     let modified_seconds = modified
         .duration_since(UNIX_EPOCH)
         .map(|duration| duration.as_secs())
@@ -561,6 +561,15 @@ fn load_variant(
         variant.file = Some(Rc::new(file));
     }
     Some((variant, modified))
+}
+
+/// HTTP dates cover 1970 to 9999 (httpdate panics outside them); a file
+/// dated otherwise (a touched `-d 1960` file, a clock gone wrong) is
+/// served with the nearest representable date.
+fn clamp_to_http_date_range(modified: SystemTime) -> SystemTime {
+    const LAST_HTTP_DATE: u64 = 253_402_300_799; // 9999-12-31T23:59:59Z
+    let latest = UNIX_EPOCH + std::time::Duration::from_secs(LAST_HTTP_DATE);
+    modified.clamp(UNIX_EPOCH, latest)
 }
 
 fn content_type_for(path: &Path) -> String {
@@ -864,7 +873,7 @@ fn write_plain(
     extra: &[(&[u8], &[u8])],
     context: &ResponseContext<'_>,
 ) -> StaticOutcome {
-    crate::response::write_response(
+    crate::http_write::write_response(
         out,
         status,
         if body.is_empty() {

@@ -30,8 +30,13 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use rush_proto::response::{is_valid_header_name, is_valid_header_value};
 use rush_proto::{RequestHead, Version};
 
+use rush_proto::encode::{connection_has_close, is_framing_header, status_has_no_body};
+use rush_proto::response::{write_content_length, write_status_line};
+
 use crate::body::RequestBody;
+use crate::http_write::{finish_head, Rendered, ResponseContext};
 use crate::request::header_fields;
+use crate::static_files::OutgoingBody;
 
 static BYTES_IO: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static STDERR: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -342,15 +347,87 @@ pub struct WsgiResponse {
     pub file: Option<(File, u64, u64)>,
     /// The app's declared Content-Length, if any.
     pub declared_length: Option<u64>,
+    /// A body to stream: the app's iterable (not a list or tuple), iterated
+    /// by the loop chunk by chunk as the client takes them. `body` then
+    /// holds only what the app passed to `write()`.
+    pub stream: Option<BodyIterator>,
 }
 
-/// Calls a WSGI app and collects its response. Runs on the loop thread or
+/// The iterator over a WSGI body, and the object whose `close()` PEP 3333
+/// requires once the server is done with it (the client gone included).
+pub struct BodyIterator {
+    iterator: Py<PyAny>,
+    result: Option<Py<PyAny>>,
+}
+
+impl BodyIterator {
+    /// The next chunk: `Ok(None)` at the end; a chunk that is not bytes is an error.
+    pub fn next_chunk<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let iterator = self.iterator.bind(py);
+        // SAFETY: the GIL is held and `iterator` is a live iterator object
+        // (made by `try_iter`); PyIter_Next returns a new reference, or NULL
+        // at the end (no exception set) or on error (exception set).
+        let item = unsafe { pyo3::ffi::PyIter_Next(iterator.as_ptr()) };
+        if item.is_null() {
+            return match PyErr::take(py) {
+                Some(error) => Err(error),
+                None => Ok(None),
+            };
+        }
+        // SAFETY: a new, non-NULL reference from PyIter_Next.
+        let item = unsafe { Bound::from_owned_ptr(py, item) };
+        let chunk = item.cast_into::<PyBytes>().map_err(|_| {
+            pyo3::exceptions::PyTypeError::new_err("WSGI body chunks must be bytes")
+        })?;
+        Ok(Some(chunk))
+    }
+
+    /// Calls the iterable's `close()` (once; later calls do nothing).
+    pub fn close(&mut self, py: Python<'_>) -> PyResult<()> {
+        match self.result.take() {
+            Some(result) => close_result(result.bind(py)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for BodyIterator {
+    /// A stream abandoned (the client left, the worker drains) still gets
+    /// its `close()`, as PEP 3333 requires.
+    fn drop(&mut self) {
+        if let Some(result) = self.result.take() {
+            Python::attach(|py| {
+                if let Err(error) = close_result(result.bind(py)) {
+                    error.print(py);
+                }
+            });
+        }
+    }
+}
+
+/// PEP 3333: `close()` must be called whether iteration succeeded or not.
+/// (A list or tuple has none; asking would raise and format an error.)
+fn close_result(result: &Bound<'_, PyAny>) -> PyResult<()> {
+    let py = result.py();
+    let plain_sequence =
+        result.is_exact_instance_of::<PyList>() || result.is_exact_instance_of::<PyTuple>();
+    if !plain_sequence && result.hasattr(pyo3::intern!(py, "close"))? {
+        result.call_method0(pyo3::intern!(py, "close"))?;
+    }
+    Ok(())
+}
+
+/// Calls a WSGI app and returns its response. With `stream`, a body that
+/// is neither a list nor a tuple is left to iterate later (the loop
+/// streams it); without, it is collected here. Runs on the loop thread or
 /// a pool thread (it needs only the GIL).
 #[pyfunction]
+#[pyo3(signature = (app, environ, stream=false))]
 pub fn call_wsgi(
     py: Python<'_>,
     app: &Bound<'_, PyAny>,
     environ: &Bound<'_, PyDict>,
+    stream: bool,
 ) -> PyResult<WsgiResponse> {
     let start_response = Bound::new(
         py,
@@ -362,6 +439,9 @@ pub fn call_wsgi(
     )?;
     let result = app.call1((environ, &start_response))?;
     let mut file = None;
+    let mut iterator = None;
+    let plain_sequence =
+        result.is_exact_instance_of::<PyList>() || result.is_exact_instance_of::<PyTuple>();
     let collected = if let Ok(wrapper) = result.cast::<FileWrapper>() {
         match sendfile_source(py, &wrapper.borrow()) {
             Some(source) => {
@@ -370,26 +450,53 @@ pub fn call_wsgi(
             }
             None => collect_body(&result),
         }
+    } else if stream && !plain_sequence {
+        match result.try_iter() {
+            Ok(iter) => {
+                iterator = Some(BodyIterator {
+                    iterator: iter.into_any().unbind(),
+                    result: Some(result.clone().unbind()),
+                });
+                Ok(Vec::new())
+            }
+            Err(error) => Err(error),
+        }
     } else {
         collect_body(&result)
     };
-    // PEP 3333: close() must be called whether iteration succeeded or not.
-    // (A list or tuple has none; asking would raise and format an error.)
-    let plain_sequence =
-        result.is_exact_instance_of::<PyList>() || result.is_exact_instance_of::<PyTuple>();
-    let closed = if !plain_sequence && result.hasattr(pyo3::intern!(py, "close"))? {
-        result.call_method0(pyo3::intern!(py, "close")).map(|_| ())
-    } else {
-        Ok(())
+    let closed = match iterator {
+        Some(_) => Ok(()),
+        None => close_result(&result),
     };
     let mut body = collected?;
     closed?;
     let mut start = start_response.borrow_mut();
     let Some(status) = start.status else {
+        // A generator app calls start_response only once iterated: take
+        // its first chunk now, so the status is known before anything is sent.
+        if let Some(stream) = &iterator {
+            if let Some(first) = stream.next_chunk(py)? {
+                body.extend_from_slice(first.as_bytes());
+            }
+            if let Some(status) = start.status {
+                return finish_response(&mut start, status, body, file, iterator);
+            }
+        }
         return Err(PyRuntimeError::new_err(
             "the WSGI app returned without calling start_response",
         ));
     };
+    finish_response(&mut start, status, body, file, iterator)
+}
+
+/// Puts the `write()` bytes first and reads the declared length.
+fn finish_response(
+    start: &mut StartResponse,
+    status: u16,
+    mut body: Vec<u8>,
+    file: Option<(File, u64, u64)>,
+    stream: Option<BodyIterator>,
+) -> PyResult<WsgiResponse> {
     if !start.written.is_empty() {
         let mut written = std::mem::take(&mut start.written);
         written.extend_from_slice(&body);
@@ -413,6 +520,7 @@ pub fn call_wsgi(
         body,
         file,
         declared_length,
+        stream,
     })
 }
 
@@ -462,9 +570,70 @@ fn sendfile_source(py: Python<'_>, wrapper: &FileWrapper) -> Option<(File, u64, 
     Some((file, position, length))
 }
 
-/// Framing headers the server sets itself; an app's are not copied.
-pub fn is_framing_header(name: &str) -> bool {
-    name.eq_ignore_ascii_case("content-length")
-        || name.eq_ignore_ascii_case("transfer-encoding")
-        || name.eq_ignore_ascii_case("connection")
+impl WsgiResponse {
+    /// Whether the app's headers ask to close the connection.
+    pub fn requests_close(&self) -> bool {
+        self.headers.iter().any(|(name, value)| {
+            name.eq_ignore_ascii_case("connection") && connection_has_close(value)
+        })
+    }
+}
+
+/// Frames a WSGI app's response. A declared Content-Length that disagrees
+/// with the body is an app error (a 500), never a malformed response.
+pub fn render_collected(
+    response: &mut WsgiResponse,
+    context: &ResponseContext<'_>,
+    out: &mut Vec<u8>,
+) -> PyResult<Rendered> {
+    let file = response.file.take();
+    let actual_length = match &file {
+        Some((_, _, length)) => *length,
+        None => response.body.len() as u64,
+    };
+    let length = match response.declared_length {
+        // A HEAD response may declare the GET body's length without a body.
+        Some(declared) if context.head_only => declared,
+        Some(declared) if declared != actual_length => {
+            return Err(pyo3::exceptions::PyRuntimeError::new_err(format!(
+                "the WSGI app declared Content-Length {declared} but produced {actual_length} bytes"
+            )));
+        }
+        _ => actual_length,
+    };
+    let close = response.requests_close();
+    write_status_line(out, response.status);
+    for (name, value) in &response.headers {
+        if is_framing_header(name.as_bytes()) {
+            continue;
+        }
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    }
+    let bodyless = status_has_no_body(response.status);
+    if !bodyless {
+        write_content_length(out, length);
+    }
+    finish_head(out, context, close);
+    let mut body = None;
+    if !context.head_only && !bodyless {
+        match file {
+            Some((file, offset, length)) => {
+                body = Some(OutgoingBody::File {
+                    file: std::rc::Rc::new(file),
+                    offset,
+                    end: offset + length,
+                });
+            }
+            None => out.extend_from_slice(&response.body),
+        }
+    }
+    Ok(Rendered {
+        status: response.status,
+        body_length: length as usize,
+        body,
+        close,
+    })
 }

@@ -11,7 +11,7 @@ use super::input::BodyError;
 use super::{Connection, Phase};
 use crate::dispatch::{Core, Outcome};
 use crate::response::{write_status_page, ResponseContext};
-use crate::server::options::{LINGER_MAX_BYTES, LINGER_TIMEOUT};
+use crate::server::options::{LINGER_MAX_BYTES, LINGER_TIMEOUT, OUTPUT_LOW_WATER};
 
 /// Whether a connection survives a drive.
 #[derive(PartialEq, Eq)]
@@ -33,6 +33,13 @@ impl Core {
         // would only say EAGAIN saves a third of the syscalls per request.
         let mut socket_may_have_input = true;
         loop {
+            if matches!(connection.phase, Phase::StreamingWsgi(_))
+                && connection.output.len() < OUTPUT_LOW_WATER
+            {
+                if let Some(outcome) = self.pump_wsgi(py, connection) {
+                    self.after_outcome(connection, outcome);
+                }
+            }
             if connection.can_process() && !connection.input.is_empty() {
                 self.process_input(py, connection, key);
             }
@@ -40,10 +47,13 @@ impl Core {
                 if connection.write_output().is_err() {
                     return Disposition::Close;
                 }
+                connection.track_write_progress(self.now, self.config.send_timeout);
                 if connection.has_pending_output() {
                     // Socket full: wait for EPOLLOUT; read nothing meanwhile (backpressure).
-                    connection.deadline = self.now + self.config.send_timeout;
                     return Disposition::Open;
+                }
+                if matches!(connection.phase, Phase::StreamingWsgi(_)) {
+                    continue;
                 }
                 if connection.can_process() && !connection.input.is_empty() {
                     continue;
@@ -77,6 +87,9 @@ impl Core {
                     }
                     // Read on: the body goes to the running app.
                 }
+                // Later pipelined requests wait in the socket, not in memory,
+                // until the streamed body is done.
+                Phase::StreamingWsgi(_) => return Disposition::Open,
                 &Phase::Closing { linger } => {
                     if !linger || connection.peer_closed {
                         return Disposition::Close;

@@ -13,7 +13,6 @@ use rush_proto::{
 use super::{BodyProgress, Connection, PendingBody, Phase};
 use crate::body::{BodyBuffer, RequestBody};
 use crate::dispatch::{AsgiBody, Core};
-use crate::server::options::OUTPUT_HIGH_WATER;
 
 pub(crate) const CONTINUE_100: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 impl Core {
@@ -28,10 +27,7 @@ impl Core {
     ) {
         let input = std::mem::take(&mut connection.input);
         let mut offset = 0;
-        while offset < input.len()
-            && connection.can_process()
-            && connection.output.len() < OUTPUT_HIGH_WATER
-        {
+        while offset < input.len() && connection.can_process() && self.may_produce(connection) {
             let available = &input[offset..];
             if let Phase::ReadingBody(pending) = &mut connection.phase {
                 match continue_body(pending, available, &mut self.body_scratch) {

@@ -98,6 +98,9 @@ pub enum Phase {
     /// An async handler is running. Input stays buffered until it finishes,
     /// so responses leave in request order. No deadline.
     AwaitingHandler(Box<AwaitingResponse>),
+    /// A WSGI body is being streamed. Later pipelined requests wait in
+    /// `input`. Deadline: the send timeout, while output is pending.
+    StreamingWsgi(Box<crate::dispatch::WsgiStream>),
     /// The last response is queued; close once it is written. With `linger`,
     /// (after refusing a request) shut the write side and discard input
     /// until the peer closes, so the client reads our answer instead of a reset.
@@ -131,6 +134,16 @@ pub struct Connection {
     pub peer_closed: bool,
     /// epoll reported the peer's FIN (EPOLLRDHUP); reads go on until EOF.
     pub peer_sent_fin: bool,
+    /// Bytes written to the socket so far: a change means write progress.
+    pub written: u64,
+    /// While output is pending: when the connection is dropped unless the
+    /// client reads some of it first (the send timeout, in every state,
+    /// also while a handler runs).
+    pub write_deadline: Option<Instant>,
+    /// `written` when `write_deadline` was last set.
+    written_at_deadline: u64,
+    /// Unsent output bytes counted in the worker's output budget.
+    pub accounted_output: usize,
 }
 
 impl Connection {
@@ -147,6 +160,10 @@ impl Connection {
             deadline,
             peer_closed: false,
             peer_sent_fin: false,
+            written: 0,
+            write_deadline: None,
+            written_at_deadline: 0,
+            accounted_output: 0,
         }
     }
 
@@ -157,6 +174,18 @@ impl Connection {
                 self.phase,
                 Phase::Idle | Phase::ReadingHead | Phase::ReadingBody(_)
             )
+    }
+
+    /// Renews the send deadline after a write attempt: it moves only when
+    /// the client took some bytes since it was last set, so an app that
+    /// keeps sending to a client that never reads is still cut off.
+    pub fn track_write_progress(&mut self, now: Instant, send_timeout: std::time::Duration) {
+        if !self.has_pending_output() {
+            self.write_deadline = None;
+        } else if self.write_deadline.is_none() || self.written != self.written_at_deadline {
+            self.write_deadline = Some(now + send_timeout);
+            self.written_at_deadline = self.written;
+        }
     }
 
     /// Whether anything is still to be written.
@@ -173,7 +202,7 @@ impl Drop for Connection {
             if let Some(exchange) = &awaiting.asgi {
                 pyo3::Python::attach(|py| {
                     if let Ok(mut send) = exchange.send.bind(py).try_borrow_mut() {
-                        send.disconnected = true;
+                        send.disconnect(py);
                     }
                     if let Ok(mut receive) = exchange.receive.bind(py).try_borrow_mut() {
                         receive.finish(py);

@@ -101,7 +101,10 @@ impl Connection {
         while written < self.output.len() {
             match self.stream.write(&self.output[written..]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(count) => written += count,
+                Ok(count) => {
+                    written += count;
+                    self.written += count as u64;
+                }
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => break,
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
                 Err(error) => return Err(error),
@@ -139,6 +142,7 @@ impl Connection {
                         Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                         Ok(count) => {
                             *offset += count;
+                            self.written += count as u64;
                             count
                         }
                         Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
@@ -177,6 +181,7 @@ impl Connection {
                         return Err(io::ErrorKind::UnexpectedEof.into());
                     } else {
                         *offset = file_offset as u64;
+                        self.written += result as u64;
                         result as usize
                     }
                 }

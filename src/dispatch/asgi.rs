@@ -10,8 +10,30 @@ use crate::body::RequestBody;
 use crate::conn::{AsgiExchange, AwaitingResponse, BodyProgress, Connection, Phase};
 use crate::coroutine::CoroutineStart;
 use crate::response::{finish_head, ResponseContext};
+use crate::server::options::{OUTPUT_HIGH_WATER, OUTPUT_LOW_WATER};
 
 impl Core {
+    /// Backpressure for a running ASGI app: its `send()` waits while the
+    /// connection's unsent output is over the high-water mark, and goes on
+    /// once it fell below the low-water mark.
+    pub(crate) fn pace_asgi_sender(&self, py: Python<'_>, connection: &Connection) {
+        let Phase::AwaitingHandler(awaiting) = &connection.phase else {
+            return;
+        };
+        let Some(exchange) = &awaiting.asgi else {
+            return;
+        };
+        let Ok(mut send) = exchange.send.bind(py).try_borrow_mut() else {
+            return;
+        };
+        let unsent = connection.output.len();
+        if unsent >= OUTPUT_HIGH_WATER {
+            send.paused = true;
+        } else if send.paused && unsent < OUTPUT_LOW_WATER {
+            send.resume(py);
+        }
+    }
+
     /// Runs the ASGI app for a request: first step inline, the rest (if it
     /// suspends) as an asyncio task.
     #[allow(clippy::too_many_arguments)]

@@ -26,11 +26,12 @@ use crate::coroutine::{self, send_none, CoroutineStart, Step};
 use crate::request::Request;
 use crate::response::{render_result, write_status_page, ResponseContext};
 use crate::router::{Handler, Router};
-use crate::server::options::LoopConfig;
+use crate::server::options::{LoopConfig, OUTPUT_FAIR_SHARE, OUTPUT_HIGH_WATER};
 use crate::static_files::StaticFiles;
 use crate::wsgi::WsgiSettings;
 
 pub(crate) use asgi::{AsgiBody, AsgiWrite};
+pub(crate) use wsgi::WsgiStream;
 
 /// What every request of one worker needs besides its connection.
 pub(crate) struct Core {
@@ -61,6 +62,9 @@ pub(crate) struct Core {
     /// logged with the request it belongs to.
     pub(crate) detached_requests: std::collections::HashMap<u64, String>,
     pub(crate) draining: bool,
+    /// Unsent output summed over the worker's connections (as of each
+    /// connection's last drive).
+    pub(crate) output_total: usize,
 }
 /// What became of a dispatched request.
 pub(crate) enum Outcome {
@@ -72,6 +76,28 @@ pub(crate) enum Outcome {
     Pending,
 }
 impl Core {
+    /// Brings the worker's output total up to date with `connection`.
+    pub(crate) fn account_output(&mut self, connection: &mut Connection) {
+        let unsent = connection.output.len();
+        self.output_total = self.output_total - connection.accounted_output + unsent;
+        connection.accounted_output = unsent;
+    }
+
+    /// Takes a closed connection's output off the worker's total.
+    pub(crate) fn unaccount_output(&mut self, connection: &Connection) {
+        self.output_total -= connection.accounted_output;
+    }
+
+    /// Whether `connection` may turn more input into responses: under its
+    /// own high-water mark, and, once the worker's output is over budget,
+    /// only if it holds little output itself (the connections holding the
+    /// most wait until their clients read).
+    pub(crate) fn may_produce(&self, connection: &Connection) -> bool {
+        let unsent = connection.output.len();
+        unsent < OUTPUT_HIGH_WATER
+            && (self.output_total <= self.config.output_budget || unsent < OUTPUT_FAIR_SHARE)
+    }
+
     /// Runs a coroutine's first step (see [`coroutine::start`]).
     pub(crate) fn start_coroutine<'py>(
         &self,
@@ -215,7 +241,7 @@ impl Core {
         awaiting: &AwaitingResponse,
         context: &ResponseContext<'_>,
         out: &mut Vec<u8>,
-    ) -> Option<crate::response::Rendered> {
+    ) -> Option<crate::http_write::Rendered> {
         let request = awaiting.request.as_ref()?;
         let router = self.router.bind(py).borrow();
         let handler = router.error_handler(500)?;

@@ -1,14 +1,26 @@
 //! WSGI dispatch: build `environ`, call the app on the loop thread or hand
 //! it to the `--threads` pool, and frame what it returns.
+//!
+//! A body that is a list or tuple is sent whole (its length is known, its
+//! Content-Length checked). Any other iterable is streamed: the connection
+//! enters `Phase::StreamingWsgi` and [`Core::pump_wsgi`] pulls chunks while
+//! the client keeps up, pausing at the high-water mark and resuming when
+//! the socket drains, so memory stays flat for any body size. The
+//! iterable's `close()` is called when the body ends or the client leaves.
 
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use rush_proto::RequestHead;
 
-use super::{Core, Outcome, RequestLine};
+use rush_proto::encode::{is_framing_header, BodyEncoder, EncodeError, FramingPlan};
+use rush_proto::response::write_status_line;
+
+use super::{keep_or_close, Core, Outcome, RequestLine};
 use crate::body::RequestBody;
 use crate::conn::{AwaitingResponse, Connection, Phase};
-use crate::wsgi::{build_environ, call_wsgi};
+use crate::http_write::{finish_head, ResponseContext};
+use crate::server::options::OUTPUT_HIGH_WATER;
+use crate::wsgi::{build_environ, call_wsgi, BodyIterator, WsgiResponse};
 
 impl Core {
     /// Runs the WSGI app for a request, on this thread or on the pool.
@@ -64,8 +76,210 @@ impl Core {
                 Err(error) => self.finish(py, connection, &awaiting, head_bytes, &line, Err(error)),
             };
         }
-        let result = call_wsgi(py, app.bind(py), &environ)
-            .and_then(|response| Ok(Bound::new(py, response)?.into_any()));
-        self.finish(py, connection, &awaiting, head_bytes, &line, result)
+        match call_wsgi(py, app.bind(py), &environ, true) {
+            Ok(mut response) if response.stream.is_some() => {
+                self.start_wsgi_stream(py, connection, &awaiting, &line, &mut response)
+            }
+            result => {
+                let result = result.and_then(|response| Ok(Bound::new(py, response)?.into_any()));
+                self.finish(py, connection, &awaiting, head_bytes, &line, result)
+            }
+        }
     }
+
+    /// Writes the head of a streamed WSGI response and starts pumping its
+    /// body. The framing is the app's Content-Length, else chunked (or, for
+    /// an HTTP/1.0 client, the end of the connection).
+    fn start_wsgi_stream(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        awaiting: &AwaitingResponse,
+        line: &RequestLine<'_>,
+        response: &mut WsgiResponse,
+    ) -> Outcome {
+        let Some(body) = response.stream.take() else {
+            unreachable!("called for a streamed response");
+        };
+        let encoder = BodyEncoder::choose(FramingPlan {
+            status: response.status,
+            head_request: awaiting.head_only,
+            declared_length: response.declared_length,
+            known_length: None,
+            http10: awaiting.http10,
+        });
+        let keep_alive = awaiting.keep_alive
+            && !self.draining
+            && !response.requests_close()
+            && !encoder.closes_connection();
+        let out = &mut connection.output;
+        write_status_line(out, response.status);
+        for (name, value) in &response.headers {
+            if is_framing_header(name.as_bytes()) {
+                continue;
+            }
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value);
+            out.extend_from_slice(b"\r\n");
+        }
+        encoder.write_framing_header(out);
+        let context = ResponseContext {
+            date_line: self.date.header_line(),
+            head_only: awaiting.head_only,
+            keep_alive,
+            http10: awaiting.http10,
+            request_head: &[],
+            allow: None,
+        };
+        finish_head(out, &context, !keep_alive);
+        let mut stream = Box::new(WsgiStream {
+            body,
+            encoder,
+            status: response.status,
+            keep_alive,
+            request_line: line.text().into_owned(),
+            unflushed: false,
+        });
+        // What the app passed to write(), and a generator's first chunk.
+        if let Err(error) = stream
+            .encoder
+            .encode(&response.body, &mut connection.output)
+        {
+            return self.end_wsgi_stream(py, connection, *stream, StreamEnd::Misframed(error));
+        }
+        stream.unflushed = !response.body.is_empty();
+        connection.phase = Phase::StreamingWsgi(stream);
+        self.pump_wsgi(py, connection).unwrap_or(Outcome::Pending)
+    }
+
+    /// Moves a streamed WSGI body on: takes chunks from the app's iterable
+    /// while the connection's unsent output is under the high-water mark,
+    /// writing each to the socket before asking for the next (the app may
+    /// block producing it: what it made so far must not wait with it).
+    /// `None`: paused until the client reads; `Some`: the response is over.
+    pub(crate) fn pump_wsgi(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+    ) -> Option<Outcome> {
+        loop {
+            let Phase::StreamingWsgi(stream) = &mut connection.phase else {
+                return None;
+            };
+            if stream.unflushed {
+                stream.unflushed = false;
+                if connection.write_output().is_err() {
+                    let Phase::StreamingWsgi(stream) =
+                        std::mem::replace(&mut connection.phase, Phase::Idle)
+                    else {
+                        unreachable!("phase checked above");
+                    };
+                    return Some(self.end_wsgi_stream(
+                        py,
+                        connection,
+                        stream,
+                        StreamEnd::ClientLeft,
+                    ));
+                }
+                connection.track_write_progress(self.now, self.config.send_timeout);
+            }
+            if connection.output.len() >= OUTPUT_HIGH_WATER {
+                return None;
+            }
+            let Phase::StreamingWsgi(stream) = &mut connection.phase else {
+                return None;
+            };
+            let end = match stream.body.next_chunk(py) {
+                Ok(Some(chunk)) => match stream
+                    .encoder
+                    .encode(chunk.as_bytes(), &mut connection.output)
+                {
+                    Ok(()) => {
+                        stream.unflushed = true;
+                        continue;
+                    }
+                    Err(error) => StreamEnd::Misframed(error),
+                },
+                Ok(None) => match stream.encoder.finish(&mut connection.output) {
+                    Ok(()) => StreamEnd::Complete,
+                    Err(error) => StreamEnd::Misframed(error),
+                },
+                Err(error) => {
+                    self.log_error(
+                        py,
+                        &format!(
+                            "Exception in WSGI app for {} while streaming its body",
+                            stream.request_line
+                        ),
+                        Some(error),
+                    );
+                    StreamEnd::AppRaised
+                }
+            };
+            let Phase::StreamingWsgi(stream) =
+                std::mem::replace(&mut connection.phase, Phase::Idle)
+            else {
+                unreachable!("phase checked above");
+            };
+            return Some(self.end_wsgi_stream(py, connection, *stream, end));
+        }
+    }
+
+    /// Closes the app's iterable and logs the request. A body that broke
+    /// off (the app raised, sent more or less than its Content-Length, or
+    /// the client left) was never completed on the wire: the connection
+    /// closes so the client cannot take it for a whole response.
+    fn end_wsgi_stream(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        mut stream: WsgiStream,
+        end: StreamEnd,
+    ) -> Outcome {
+        if let Err(error) = stream.body.close(py) {
+            self.log_error(py, "the WSGI body's close() raised", Some(error));
+        }
+        if let StreamEnd::Misframed(error) = &end {
+            let message = format!(
+                "the WSGI app's body for {} does not match its framing ({error}); closing the connection",
+                stream.request_line
+            );
+            self.log_error(py, &message, None);
+        }
+        let line = RequestLine::Owned(&stream.request_line);
+        self.access_log(
+            py,
+            connection,
+            &line,
+            stream.status,
+            stream.encoder.written() as usize,
+        );
+        let complete = matches!(end, StreamEnd::Complete);
+        keep_or_close(complete && stream.keep_alive && !self.draining)
+    }
+}
+
+/// How a streamed WSGI body ended.
+enum StreamEnd {
+    /// The iterable ran out and the framing is complete.
+    Complete,
+    /// Writing failed: the client is gone.
+    ClientLeft,
+    /// The iterable raised (already logged).
+    AppRaised,
+    /// More or less than the app's Content-Length, or a chunk after the end.
+    Misframed(EncodeError),
+}
+
+/// A WSGI body being streamed: the app's iterable, pulled as the client
+/// takes the bytes, and the encoder that frames each chunk.
+pub(crate) struct WsgiStream {
+    body: BodyIterator,
+    encoder: BodyEncoder,
+    status: u16,
+    keep_alive: bool,
+    request_line: String,
+    /// Chunks were added to the output since it was last written.
+    unflushed: bool,
 }

@@ -7,7 +7,11 @@ use std::time::{Duration, Instant, SystemTime};
 
 use pyo3::prelude::*;
 
+use super::event_loop::ACCEPT_BATCH;
 use super::{Listener, Server};
+
+/// Most accept batches a draining worker takes from its backlog.
+const BACKLOG_DRAIN_BATCHES: usize = 64;
 use crate::conn::{AsgiExchange, Phase};
 use crate::dispatch::{AsgiWrite, Outcome, RequestLine};
 
@@ -58,12 +62,21 @@ impl Server {
         self.drive_connection(py, key);
     }
 
-    pub(super) fn start_drain(&mut self, graceful_timeout: Duration) {
+    pub(super) fn start_drain(&mut self, py: Python<'_>, graceful_timeout: Duration) {
         if self.drain_deadline.is_some() {
             return;
         }
         self.core.draining = true;
         self.drain_deadline = Some(Instant::now() + graceful_timeout);
+        // Connections already queued on the listening socket were accepted by
+        // the kernel: serve them (with `Connection: close`) rather than let
+        // them be reset when this worker's copy of the socket closes.
+        // Bounded, so a flood cannot hold the drain open.
+        for _ in 0..BACKLOG_DRAIN_BATCHES {
+            if self.accept_connections(py) < ACCEPT_BATCH {
+                break;
+            }
+        }
         if let Some(mut listener) = self.listener.take() {
             let registry = self.poll.registry();
             let _ = match &mut listener {
@@ -80,7 +93,7 @@ impl Server {
             .map(|(key, _)| key)
             .collect();
         for key in idle {
-            self.connections.remove(key);
+            self.close_connection(key);
         }
     }
 

@@ -21,6 +21,8 @@ pub(crate) const FIRST_CONNECTION: usize = 4;
 /// sharing the listening socket wakes for it; one that accepted until
 /// EAGAIN would take the whole queue and leave the others idle.
 pub(crate) const ACCEPT_BATCH: usize = 16;
+/// How long accepting pauses after an error such as EMFILE.
+pub(crate) const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 impl Server {
     pub(crate) fn drain_finished(&self) -> bool {
         match self.drain_deadline {
@@ -62,7 +64,9 @@ impl Server {
         let mut completions = false;
         for event in events.iter() {
             match event.token() {
-                LISTENER => self.accept_connections(py),
+                LISTENER => {
+                    self.accept_connections(py);
+                }
                 WAKEUP => check_signals = true,
                 FILE_EVENTS => {}
                 COMPLETIONS => completions = true,
@@ -127,7 +131,14 @@ impl Server {
             return;
         };
         let core = &mut self.core;
-        let disposition = match catch_unwind(AssertUnwindSafe(|| core.drive(py, connection, key))) {
+        let disposition = match catch_unwind(AssertUnwindSafe(|| {
+            let disposition = core.drive(py, connection, key);
+            if disposition == Disposition::Open {
+                core.pace_asgi_sender(py, connection);
+            }
+            core.account_output(connection);
+            disposition
+        })) {
             Ok(disposition) => disposition,
             Err(_) => {
                 core.log_error(
@@ -143,8 +154,12 @@ impl Server {
         }
     }
 
+    /// Closes a connection (dropping it closes the socket and tells a
+    /// running app), and takes its output off the worker's budget.
     pub(crate) fn close_connection(&mut self, key: usize) {
-        self.connections.try_remove(key);
+        if let Some(connection) = self.connections.try_remove(key) {
+            self.core.unaccount_output(&connection);
+        }
     }
 
     pub(crate) fn rearm_listener(&mut self) {
@@ -163,25 +178,36 @@ impl Server {
     /// Accepting paused at the connection cap resumes once there is room.
     /// Edge-triggered: connections that queued meanwhile raise no new event,
     /// so the loop accepts them itself.
+    /// Also retries accepting after an error (EMFILE, ENFILE) once its
+    /// back-off has passed.
     pub(crate) fn resume_accepting(&mut self, py: Python<'_>) {
+        if let Some(retry_at) = self.accept_retry_at {
+            if self.core.now < retry_at {
+                return;
+            }
+            self.accept_retry_at = None;
+            self.accept_connections(py);
+        }
         if self.accept_paused && self.connections.len() < self.core.config.max_connections {
             self.accept_paused = false;
             self.accept_connections(py);
         }
     }
 
-    pub(crate) fn accept_connections(&mut self, py: Python<'_>) {
+    /// Accepts (and serves at once) queued connections, at most one batch;
+    /// returns how many it accepted.
+    pub(crate) fn accept_connections(&mut self, py: Python<'_>) -> usize {
         let mut accepted_now = 0;
         loop {
             if accepted_now == ACCEPT_BATCH {
                 // Leave the rest of the queue to the other workers woken by the
                 // same event; re-arming raises a new event here if any remain.
                 self.rearm_listener();
-                return;
+                return accepted_now;
             }
             if self.connections.len() >= self.core.config.max_connections {
                 self.accept_paused = true;
-                return;
+                return accepted_now;
             }
             let accepted = match &self.listener {
                 Some(Listener::Tcp(listener)) => listener.accept().map(|(stream, address)| {
@@ -192,21 +218,29 @@ impl Server {
                 Some(Listener::Unix(listener)) => listener
                     .accept()
                     .map(|(stream, _)| (Stream::Unix(stream), None)),
-                None => return,
+                None => return accepted_now,
             };
             let (stream, client) = match accepted {
                 Ok(accepted) => {
                     accepted_now += 1;
                     accepted
                 }
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => return,
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => return accepted_now,
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
                 Err(error) => {
-                    // EMFILE, ENFILE, ENOBUFS, ECONNABORTED: the listener stays
-                    // usable; log and let the next event retry.
-                    self.core
-                        .log_error(py, &format!("accept failed: {error}"), None);
-                    return;
+                    // EMFILE, ENFILE, ENOBUFS: the queue is still there, but
+                    // the edge-triggered listener will not report it again
+                    // until someone new arrives. Retry after a pause (the
+                    // loop wakes for it), logging once per back-off.
+                    if self.accept_retry_at.is_none() {
+                        let message = format!(
+                            "accept failed: {error}; retrying in {} ms",
+                            ACCEPT_RETRY.as_millis()
+                        );
+                        self.core.log_error(py, &message, None);
+                    }
+                    self.accept_retry_at = Some(self.core.now + ACCEPT_RETRY);
+                    return accepted_now;
                 }
             };
             let deadline = self.core.now + self.core.config.keep_alive_timeout;
@@ -236,7 +270,7 @@ impl Server {
                 )
                 .is_err()
             {
-                self.connections.remove(key);
+                self.close_connection(key);
             }
         }
     }
@@ -250,19 +284,24 @@ impl Server {
         self.core.date.refresh(SystemTime::now());
         let date_line = self.core.date.header_line();
         for (key, connection) in self.connections.iter_mut() {
+            if let Some(write_deadline) = connection.write_deadline {
+                // Output is pending: only the send timeout applies, in every
+                // state (a slow download is not an idle connection).
+                if now >= write_deadline {
+                    expired.push(key);
+                }
+                continue;
+            }
             if now < connection.deadline {
                 continue;
             }
             match &connection.phase {
                 Phase::AwaitingHandler(awaiting) if awaiting.body_stream.is_none() => {}
+                Phase::StreamingWsgi(_) => {}
                 Phase::AwaitingHandler(_) => expired.push(key),
-                Phase::ReadingHead | Phase::ReadingBody(_) if connection.output.is_empty() => {
+                Phase::ReadingHead | Phase::ReadingBody(_) => {
                     // Best effort: one write attempt, then close.
-                    connection.output.extend_from_slice(
-                        b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n",
-                    );
-                    connection.output.extend_from_slice(date_line);
-                    connection.output.extend_from_slice(b"\r\n");
+                    rush_proto::encode::write_request_timeout(&mut connection.output, date_line);
                     let _ = connection.write_output();
                     expired.push(key);
                 }
@@ -270,7 +309,7 @@ impl Server {
             }
         }
         for key in expired {
-            self.connections.remove(key);
+            self.close_connection(key);
         }
     }
 }

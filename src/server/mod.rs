@@ -81,6 +81,8 @@ pub struct Server {
     connections: Slab<Connection>,
     core: Core,
     accept_paused: bool,
+    /// After an accept error: when to try again.
+    accept_retry_at: Option<Instant>,
     drain_deadline: Option<Instant>,
     next_sweep: Instant,
     /// Pool threads signal finished work here; `completion_drain()` returns
@@ -219,8 +221,10 @@ impl Server {
                 next_request_id: 0,
                 detached_requests: std::collections::HashMap::new(),
                 draining: false,
+                output_total: 0,
             },
             accept_paused: false,
+            accept_retry_at: None,
             drain_deadline: None,
             next_sweep: now + Duration::from_secs(1),
             completion_source: None,
@@ -275,13 +279,13 @@ impl Server {
         let graceful_timeout = seconds_or_zero("graceful_timeout", graceful_timeout)?;
         loop {
             if self.drain_deadline.is_none() && stop.get().is_set() {
-                self.guarded(py, None, |server| server.start_drain(graceful_timeout));
+                self.guarded(py, None, |server| server.start_drain(py, graceful_timeout));
             }
             if self.drain_finished() {
                 self.close_all();
                 return Ok(());
             }
-            let timeout = if self.drain_deadline.is_some() {
+            let timeout = if self.drain_deadline.is_some() || self.accept_retry_at.is_some() {
                 Duration::from_millis(100)
             } else {
                 Duration::from_secs(1)
@@ -324,7 +328,7 @@ impl Server {
     /// their current request (answered with `Connection: close`).
     fn begin_shutdown(&mut self, py: Python<'_>, graceful_timeout: f64) -> PyResult<()> {
         let graceful_timeout = seconds_or_zero("graceful_timeout", graceful_timeout)?;
-        self.guarded(py, None, |server| server.start_drain(graceful_timeout));
+        self.guarded(py, None, |server| server.start_drain(py, graceful_timeout));
         Ok(())
     }
 

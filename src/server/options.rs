@@ -20,6 +20,9 @@ pub(crate) const OUTPUT_HIGH_WATER: usize = 1024 * 1024;
 /// Below this much unsent output, a paused sender may go on: half the high
 /// water, so a sender does not wake for every packet the kernel takes.
 pub(crate) const OUTPUT_LOW_WATER: usize = OUTPUT_HIGH_WATER / 2;
+/// Once the worker's output budget is spent, a connection holding more
+/// unsent output than this stops turning requests into responses.
+pub(crate) const OUTPUT_FAIR_SHARE: usize = 64 * 1024;
 /// How long to discard input after refusing a request, before closing.
 pub(crate) const LINGER_TIMEOUT: Duration = Duration::from_secs(2);
 /// Most bytes discarded while lingering.

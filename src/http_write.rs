@@ -1,0 +1,105 @@
+//! Writing HTTP/1.1 response heads and small complete responses into a
+//! connection's output buffer: the pieces every kind of response shares
+//! (the native App's, WSGI's, static files', the native error pages).
+//! Framing decisions (which statuses have a body, chunked or length) come
+//! from `rush_proto::encode`.
+
+use rush_proto::encode::status_has_no_body;
+use rush_proto::response::{write_content_length, write_status_line};
+
+use crate::static_files::OutgoingBody;
+
+/// The content type of rush's own text answers.
+pub const TEXT_PLAIN: &[u8] = b"text/plain; charset=utf-8";
+
+/// How the response to one request must be framed.
+pub struct ResponseContext<'a> {
+    /// A whole `Date: ...\r\n` line.
+    pub date_line: &'a [u8],
+    /// HEAD: send the headers (with the body's length) but not the body.
+    pub head_only: bool,
+    /// Whether the connection stays open after this response.
+    pub keep_alive: bool,
+    /// HTTP/1.0 clients need an explicit `Connection: keep-alive`.
+    pub http10: bool,
+    /// The request's head bytes (for `Response.file`'s conditional and range
+    /// handling); empty when not available.
+    pub request_head: &'a [u8],
+    /// An `Allow` value every response to this request must carry (a 405
+    /// answered by an app's error handler).
+    pub allow: Option<&'a [u8]>,
+}
+
+/// What [`render_result`] did, for the access log and the connection.
+pub struct Rendered {
+    pub status: u16,
+    pub body_length: usize,
+    /// A body to send after the head without copying (`Response.file`).
+    pub body: Option<OutgoingBody>,
+    /// The app asked for `Connection: close`.
+    pub close: bool,
+}
+
+/// Appends a complete response to `out`.
+#[allow(clippy::too_many_arguments)]
+pub fn write_response<'h>(
+    out: &mut Vec<u8>,
+    status: u16,
+    content_type: &[u8],
+    extra_headers: impl Iterator<Item = (&'h [u8], &'h [u8])>,
+    body: &[u8],
+    context: &ResponseContext<'_>,
+    close: bool,
+) {
+    write_status_line(out, status);
+    if !content_type.is_empty() {
+        out.extend_from_slice(b"Content-Type: ");
+        out.extend_from_slice(content_type);
+        out.extend_from_slice(b"\r\n");
+    }
+    for (name, value) in extra_headers {
+        out.extend_from_slice(name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    }
+    let bodyless = status_has_no_body(status);
+    if !bodyless {
+        write_content_length(out, body.len() as u64);
+    }
+    finish_head(out, context, close);
+    if !context.head_only && !bodyless {
+        out.extend_from_slice(body);
+    }
+}
+
+/// Appends a native text/plain answer whose body is the reason phrase
+/// (`Not Found`, `Internal Server Error`...); returns the body length.
+pub fn write_status_page<'h>(
+    out: &mut Vec<u8>,
+    status: u16,
+    extra_headers: impl Iterator<Item = (&'h [u8], &'h [u8])>,
+    context: &ResponseContext<'_>,
+    close: bool,
+) -> usize {
+    let body = rush_proto::response::reason_phrase(status).as_bytes();
+    write_response(out, status, TEXT_PLAIN, extra_headers, body, context, close);
+    body.len()
+}
+
+/// Appends `Date`, the `Connection` header when one is needed, and the blank line.
+pub fn finish_head(out: &mut Vec<u8>, context: &ResponseContext<'_>, close: bool) {
+    if let Some(allow) = context.allow {
+        out.extend_from_slice(b"Allow: ");
+        out.extend_from_slice(allow);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(context.date_line);
+    if close || !context.keep_alive {
+        out.extend_from_slice(b"Connection: close\r\n\r\n");
+    } else if context.http10 {
+        out.extend_from_slice(b"Connection: keep-alive\r\n\r\n");
+    } else {
+        out.extend_from_slice(b"\r\n");
+    }
+}
