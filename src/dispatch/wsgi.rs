@@ -178,7 +178,7 @@ impl Core {
                     return Some(self.end_wsgi_stream(
                         py,
                         connection,
-                        stream,
+                        *stream,
                         StreamEnd::ClientLeft,
                     ));
                 }
