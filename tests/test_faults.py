@@ -1,0 +1,197 @@
+"""Faults around the loop: what one slow client, one hostile number or one
+app that ignores a bound could once cost a whole worker.
+
+Each test runs real rush processes over real sockets:
+
+* ASGI ``send()`` waits while the client does not read, and a client that
+  never reads is cut off by ``--send-timeout`` with the app told (its
+  ``send()`` raises an ``OSError``), instead of the worker buffering the
+  whole stream;
+* WSGI bodies are streamed: each chunk is on the wire before the next is
+  made, memory stays flat for any size, ``close()`` runs when the client
+  leaves;
+* a static file dated before 1970, a non-socket or negative listener fd:
+  served or refused cleanly, never a panic;
+* ``accept()`` failing with EMFILE does not strand the connections queued
+  behind it.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+from support import GUARD_TIMEOUT, RUSH, RushServer, ServerFactory, request, wait_for
+
+MIB = 1024 * 1024
+
+
+def peak_rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    raise AssertionError(f"no VmHWM for {pid}")
+
+
+def read_until(connection_socket: socket.socket, marker: bytes, limit: int = 1 << 20) -> bytes:
+    data = b""
+    while marker not in data:
+        piece = connection_socket.recv(65536)
+        assert piece, f"closed before {marker!r} arrived; got {data[-200:]!r}"
+        data += piece
+        assert len(data) < limit
+    return data
+
+
+# -- ASGI: backpressure and the send deadline --------------------------------
+
+
+def test_asgi_send_waits_for_a_slow_client_and_the_send_timeout_stops_it(rush_server: ServerFactory) -> None:
+    server = rush_server("tests.apps.pressure:asgi_app", "--interface", "asgi", "--send-timeout", "1")
+    worker = server.single_worker()
+    with server.connect(rcvbuf=4096) as connection:
+        connection.send(request("GET", "/flood?id=stalled"))
+        # The client reads nothing. The app must be held at send() and, once
+        # no byte has moved for --send-timeout, see its send() raise.
+        with httpx.Client(base_url=server.url, timeout=GUARD_TIMEOUT) as client:
+            record = wait_for(
+                lambda: client.get("/record", params={"id": "stalled"}).json(),
+                "the flooding app was never stopped",
+            )
+    assert record["error"] == "ConnectionResetError"
+    # What the app could hand over: the 1 MiB high-water mark, the kernel's
+    # socket buffers and one message; never the unbounded stream.
+    assert record["bytes"] < 16 * MIB, record
+    assert peak_rss_kib(worker) < 120 * 1024
+
+
+# -- WSGI: streamed bodies ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def wsgi_server(module_servers: ServerFactory) -> RushServer:
+    return module_servers("tests.apps.pressure:wsgi_app", "--interface", "wsgi")
+
+
+def test_wsgi_chunks_are_sent_as_the_app_makes_them(wsgi_server: RushServer, tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    with wsgi_server.connect() as connection:
+        connection.send(request("GET", f"/lines?gate={gate}"))
+        # The generator is now waiting for the gate before its second line:
+        # the first must already be here.
+        head = read_until(connection.sock, b"one\n")
+        assert head.startswith(b"HTTP/1.1 200 ")
+        assert b"Transfer-Encoding: chunked" in head
+        assert b"two" not in head
+        gate.touch()
+        rest = read_until(connection.sock, b"0\r\n\r\n")
+    assert b"two\n" in rest
+
+
+def test_a_large_wsgi_body_streams_in_flat_memory(wsgi_server: RushServer) -> None:
+    size = 200 * MIB
+    worker = wsgi_server.single_worker()
+    with wsgi_server.connect() as connection:
+        connection.send(request("GET", f"/bytes?size={size}", [("Connection", "close")]))
+        received = 0
+        while piece := connection.sock.recv(1 << 20):
+            received += len(piece)
+    # The chunked framing adds a few bytes per 64 KiB chunk to the body.
+    assert size < received < size + size // 100
+    # Before streaming, the body was collected whole (427 MB for 200 MiB).
+    assert peak_rss_kib(worker) < 100 * 1024
+
+
+def test_a_wsgi_body_is_closed_when_its_client_leaves(wsgi_server: RushServer) -> None:
+    with wsgi_server.connect(rcvbuf=8192) as connection:
+        connection.send(request("GET", "/endless?id=left"))
+        read_until(connection.sock, b"eeee")
+        # Unread data on close makes the kernel send a reset: the server's
+        # next write fails, as it does for any client that went away.
+    with httpx.Client(base_url=wsgi_server.url, timeout=GUARD_TIMEOUT) as client:
+        wait_for(
+            lambda: client.get("/closed", params={"id": "left"}).json()["closes"] == 1,
+            "close() was not called after the client left",
+        )
+    wsgi_server.assert_running()
+
+
+# -- values that used to panic ---------------------------------------------
+
+
+def test_a_static_file_dated_before_1970_is_served(rush_server: ServerFactory, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    old = site / "old.txt"
+    old.write_text("from the past")
+    ten_years_before_1970 = -10 * 365 * 86400
+    os.utime(old, (ten_years_before_1970, ten_years_before_1970))
+    server = rush_server("", "--static", f"/s={site}")
+    response = httpx.get(f"{server.url}/s/old.txt", timeout=GUARD_TIMEOUT)
+    assert response.status_code == 200
+    assert response.text == "from the past"
+    assert response.headers["last-modified"] == "Thu, 01 Jan 1970 00:00:00 GMT"
+
+
+@pytest.mark.parametrize("kind", ["negative", "closed", "regular-file", "not-listening"])
+def test_server_refuses_a_listener_fd_that_is_not_a_listening_socket(kind: str, tmp_path: Path) -> None:
+    code = f"""
+import os, socket
+from rush._rush import Router, Server
+kind = {kind!r}
+if kind == "negative":
+    fd = -1
+elif kind == "closed":
+    fd = os.open(os.devnull, os.O_RDONLY); os.close(fd)
+elif kind == "regular-file":
+    fd = os.open(os.devnull, os.O_RDONLY)
+else:
+    fd = socket.socket().detach()
+try:
+    Server(fd, Router(), lambda message, error: None)
+except ValueError as error:
+    print("refused:", error)
+"""
+    result = subprocess.run(
+        [str(RUSH.parent / "python"), "-c", code], capture_output=True, text=True, timeout=GUARD_TIMEOUT
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("refused: listener_fd"), result.stdout + result.stderr
+
+
+# -- accept() errors ---------------------------------------------------------
+
+
+def test_connections_queued_behind_emfile_are_served_once_fds_free_up(rush_server: ServerFactory) -> None:
+    # A worker allowed few descriptors: accept() fails with EMFILE while
+    # connections wait in the backlog. Once some close, the queued ones must
+    # be served without waiting for another newcomer to wake the listener.
+    server = rush_server("basic", command=["prlimit", "--nofile=48:48", str(RUSH)])
+    clients = [server.connect() for _ in range(60)]
+    try:
+        for client in clients:
+            client.send(request("GET", "/"))
+        answered: list[int] = []
+
+        def some_answered() -> bool:
+            readable, _, _ = select.select([client.sock for client in clients], [], [], 0.05)
+            answered.extend(index for index, client in enumerate(clients) if client.sock in readable)
+            return bool(answered)
+
+        wait_for(some_answered, "no connection was served at all")
+        waiting = [client for index, client in enumerate(clients) if index not in set(answered)]
+        assert waiting, "every connection was accepted: the fd limit did not bite"
+        server.wait_for_log("accept failed")
+        for index in set(answered):
+            clients[index].close()
+        for client in waiting:
+            assert client.read_response().status == 200
+    finally:
+        for client in clients:
+            client.close()
