@@ -471,6 +471,7 @@ OPTIONS = [
     "uds",
     "fd",
     "workers",
+    "allow-many-workers",
     "backlog",
     "keep-alive-timeout",
     "header-timeout",
@@ -547,11 +548,11 @@ def test_no_app_is_a_usage_error() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--workers", "0"], "workers must be at least 1"),
+        (["--workers", "0"], "--workers must be between 1 and"),
         (["--port", "http"], "--port"),
         (["--port", "70000"], "port must be between 0 and 65535"),
         (["--max-body-size", "lots"], "--max-body-size"),
-        (["--log-level", "chatty"], "unknown log level"),
+        (["--log-level", "chatty"], "--log-level must be critical, error, warning, info or debug"),
         (["--no-such-flag"], "unrecognized arguments"),
     ],
 )
