@@ -2,18 +2,28 @@
 
 It owns no connections. Workers inherit its listening socket (so ``--fd``,
 ``--uds`` and systemd socket activation work the same way as TCP) and each
-runs its own event loop. The supervisor's loop only waits: signal handlers
-queue the signal and wake it through a pipe, and the loop handles queued
-signals and dead children one at a time:
+runs its own event loop, in one of ``--workers`` numbered *slots*.
 
-* a worker that dies is replaced (unless it failed to load the app, which
-  would only fail again: then everything stops with an error);
+The supervisor's loop only waits: signal handlers queue the signal and wake
+it through a pipe, and the loop handles queued signals and dead children
+one at a time:
+
+* a worker that dies is replaced in its slot (unless it failed to load the
+  app, which would only fail again: then everything stops with an error).
+  One that dies early (within ``EARLY_DEATH`` seconds of its start, or before
+  it was ready) is replaced only after a delay that starts at 0.1 s and
+  doubles with each consecutive early death of its slot, up to 5 s; the
+  delay is a deadline the loop waits for, so signals are still handled.
+  After ``CRASH_LOOP_LIMIT`` early deaths in a row the server stops, exiting
+  with ``EXIT_CRASH_LOOP``. A worker that lived longer resets the count;
 * SIGTERM or SIGINT: every worker drains gracefully, then the supervisor
   exits 0 (SIGKILL for any worker past ``graceful_timeout``);
 * SIGQUIT (or a second SIGINT): immediate stop;
 * SIGHUP: workers are replaced one by one, each new one ready before its
   predecessor is asked to drain, so the port never stops answering;
-* SIGTTIN / SIGTTOU: one worker more / fewer.
+* SIGTTIN: one slot more, unless that would pass `Config.max_workers`
+  (then a warning, and nothing changes). SIGTTOU: the highest slot is
+  retired, and its worker asked to drain.
 
 Workers are forked before the supervisor creates any thread, as fork needs.
 """
@@ -47,6 +57,17 @@ HANDLED_SIGNALS = (
 
 # How long a new worker may take to load the app before a reload gives up on it.
 WORKER_READY_TIMEOUT = 60.0
+
+# A worker that dies within this many seconds of its start (or before it was
+# ready) died early: its replacement waits RESPAWN_DELAY_FIRST seconds,
+# doubling with each consecutive early death of its slot up to
+# RESPAWN_DELAY_MAX, and CRASH_LOOP_LIMIT early deaths in a row stop the
+# server with EXIT_CRASH_LOOP.
+EARLY_DEATH = 1.0
+RESPAWN_DELAY_FIRST = 0.1
+RESPAWN_DELAY_MAX = 5.0
+CRASH_LOOP_LIMIT = 10
+EXIT_CRASH_LOOP = 1
 
 
 def create_listener(config: Config) -> socket.socket:
@@ -89,8 +110,20 @@ def describe(listener: socket.socket) -> str:
 
 
 @dataclass
+class Slot:
+    """A place for one worker, with the socket its worker listens on."""
+
+    index: int
+    listener: socket.socket
+    # Consecutive early deaths of this slot's workers, and when the next may start.
+    early_deaths: int = 0
+    respawn_at: float = 0.0
+
+
+@dataclass
 class Worker:
     pid: int
+    slot: int
     ready_reader: int
     started: float
     ready: bool = False
@@ -102,7 +135,10 @@ class Worker:
 class Supervisor:
     def __init__(self, config: Config, listener: socket.socket) -> None:
         self.config = config
+        self.address = describe(listener)
+        self.family = listener.family
         self.listener = listener
+        self.slots: dict[int, Slot] = {0: Slot(0, listener)}
         self.workers: dict[int, Worker] = {}
         # Workers asked to drain (reload, fewer workers): not replaced when they exit.
         self.retiring: set[int] = set()
@@ -111,9 +147,31 @@ class Supervisor:
         self.stopping = False
         self.stop_deadline = 0.0
         self.exit_code = 0
+        for index in range(1, self.target_workers):
+            self.open_slot(index)
         self.wake_reader, self.wake_writer = os.pipe()
         os.set_blocking(self.wake_reader, False)
         os.set_blocking(self.wake_writer, False)
+
+    # Slots.
+    def open_slot(self, index: int) -> Slot:
+        slot = Slot(index, self.listener)
+        self.slots[index] = slot
+        return slot
+
+    def retire_slot(self, index: int) -> None:
+        """Asks the slot's workers to drain; the slot is not refilled."""
+        self.slots.pop(index, None)
+        for worker in [worker for worker in self.workers.values() if worker.slot == index]:
+            self.retire(worker.pid)
+
+    def retire(self, pid: int, signum: int = signal.SIGTERM) -> None:
+        """Asks a worker to drain (or kills it); it is not replaced when it exits."""
+        self.signal_worker(pid, signum)
+        worker = self.workers.pop(pid, None)
+        if worker is not None and worker.ready_reader >= 0:
+            os.close(worker.ready_reader)
+        self.retiring.add(pid)
 
     # Signals: the handler only queues; the loop acts.
     def _queue_signal(self, signum: int, frame: object) -> None:
@@ -129,12 +187,10 @@ class Supervisor:
         logs.error_logger.info(
             "rush %s serving on %s with %d worker(s) (supervisor pid %d)",
             _version(),
-            describe(self.listener),
+            self.address,
             self.target_workers,
             os.getpid(),
         )
-        for _ in range(self.target_workers):
-            self.spawn()
         while True:
             self.reap()
             while self.signal_queue:
@@ -147,7 +203,7 @@ class Supervisor:
                 continue
             self.maintain_worker_count()
             self.mark_ready_workers()
-            self.wait(1.0)
+            self.wait(self.next_wake())
         self.cleanup()
         logs.error_logger.info("rush stopped")
         return self.exit_code
@@ -164,7 +220,20 @@ class Supervisor:
             except BlockingIOError:
                 pass
 
-    def spawn(self) -> Worker:
+    def next_wake(self) -> float:
+        """How long the loop may wait: at most a second, less if a delayed
+        respawn is due sooner."""
+        timeout = 1.0
+        now = time.monotonic()
+        for index in self.empty_slots():
+            timeout = min(timeout, self.slots[index].respawn_at - now)
+        return max(timeout, 0.0)
+
+    def empty_slots(self) -> list[int]:
+        occupied = {worker.slot for worker in self.workers.values()}
+        return [index for index in range(self.target_workers) if index not in occupied]
+
+    def spawn(self, slot: Slot) -> Worker:
         ready_reader, ready_writer = os.pipe()
         supervisor_pid = os.getpid()
         pid = os.fork()
@@ -178,11 +247,15 @@ class Supervisor:
             os.close(ready_reader)
             os.close(self.wake_reader)
             os.close(self.wake_writer)
+            # The other workers' ready pipes do not leak into this one.
+            for worker in self.workers.values():
+                if worker.ready_reader >= 0:
+                    os.close(worker.ready_reader)
             for signum in HANDLED_SIGNALS:
                 signal.signal(signum, signal.SIG_DFL)
-            worker_main(self.config, self.listener, ready_writer)
+            worker_main(self.config, slot.listener, ready_writer)
         os.close(ready_writer)
-        worker = Worker(pid, ready_reader, time.monotonic())
+        worker = Worker(pid, slot.index, ready_reader, time.monotonic())
         self.workers[pid] = worker
         logs.error_logger.info("started worker %d", pid)
         return worker
@@ -222,31 +295,70 @@ class Supervisor:
                 self.retiring.discard(pid)
                 continue
             if worker.ready_reader >= 0:
+                # A worker that said it was ready before dying left the byte in its pipe.
+                self.poll_ready(worker, 0)
+            if worker.ready_reader >= 0:
                 os.close(worker.ready_reader)
             code = os.waitstatus_to_exitcode(status)
             if self.stopping:
                 logs.error_logger.info("worker %d exited (%s)", pid, _describe_exit(code))
-                continue
-            if code == EXIT_BOOT_FAILURE and worker.replacing:
-                logs.error_logger.error(
-                    "the new worker %d could not load the application; reload aborted, the old workers go on", pid
-                )
-                continue
-            if code == EXIT_BOOT_FAILURE:
+            elif worker.replacing:
+                if code == EXIT_BOOT_FAILURE:
+                    logs.error_logger.error(
+                        "the new worker %d could not load the application; reload aborted, the old workers go on",
+                        pid,
+                    )
+                else:
+                    logs.error_logger.error(
+                        "the new worker %d died (%s); reload aborted, the old workers go on", pid, _describe_exit(code)
+                    )
+            elif code == EXIT_BOOT_FAILURE:
                 logs.error_logger.error("worker %d could not load the application; stopping", pid)
                 self.exit_code = EXIT_BOOT_FAILURE
                 self.begin_stop(graceful=True)
-                continue
-            logs.error_logger.warning("worker %d died (%s); starting a new one", pid, _describe_exit(code))
+            else:
+                self.schedule_respawn(worker, code)
+
+    def schedule_respawn(self, worker: Worker, code: int) -> None:
+        """Decides when the dead worker's slot gets a new one (or that the
+        server stops, after too many early deaths in a row)."""
+        slot = self.slots.get(worker.slot)
+        if slot is None:
+            return  # its slot was retired meanwhile
+        now = time.monotonic()
+        lived = now - worker.started
+        if worker.ready and lived >= EARLY_DEATH:
+            slot.early_deaths = 0
+            slot.respawn_at = now
+            logs.error_logger.warning("worker %d died (%s); starting a new one", worker.pid, _describe_exit(code))
+            return
+        slot.early_deaths += 1
+        when = f"{lived:.1f} s after it started" + ("" if worker.ready else ", before it was ready")
+        if slot.early_deaths >= CRASH_LOOP_LIMIT:
+            logs.error_logger.error(
+                "worker %d died (%s) %s: %d workers in a row died within %g s of starting; stopping",
+                worker.pid,
+                _describe_exit(code),
+                when,
+                slot.early_deaths,
+                EARLY_DEATH,
+            )
+            self.exit_code = EXIT_CRASH_LOOP
+            self.begin_stop(graceful=True)
+            return
+        delay = min(RESPAWN_DELAY_FIRST * 2 ** (slot.early_deaths - 1), RESPAWN_DELAY_MAX)
+        slot.respawn_at = now + delay
+        logs.error_logger.warning(
+            "worker %d died (%s) %s; starting a new one in %.1f s", worker.pid, _describe_exit(code), when, delay
+        )
 
     def maintain_worker_count(self) -> None:
-        while len(self.workers) < self.target_workers:
-            self.spawn()
-        excess = len(self.workers) - self.target_workers
-        for pid in sorted(self.workers)[:excess] if excess > 0 else []:
-            self.signal_worker(pid, signal.SIGTERM)
-            self.workers.pop(pid, None)
-            self.retiring.add(pid)
+        """Starts a worker in every empty slot whose respawn delay is over."""
+        now = time.monotonic()
+        for index in self.empty_slots():
+            slot = self.slots[index]
+            if now >= slot.respawn_at:
+                self.spawn(slot)
 
     def handle_signal(self, signum: int) -> None:
         if signum == signal.SIGCHLD:
@@ -262,9 +374,21 @@ class Supervisor:
         elif signum == signal.SIGHUP and not self.stopping:
             self.reload()
         elif signum == signal.SIGTTIN and not self.stopping:
-            self.target_workers += 1
+            self.add_slot()
         elif signum == signal.SIGTTOU and not self.stopping and self.target_workers > 1:
             self.target_workers -= 1
+            self.retire_slot(self.target_workers)
+
+    def add_slot(self) -> None:
+        limit = self.config.max_workers()
+        if self.target_workers >= limit:
+            hint = "" if self.config.allow_many_workers else " (--allow-many-workers raises the limit)"
+            logs.error_logger.warning(
+                "received SIGTTIN: ignored, %d workers is the most allowed%s", self.target_workers, hint
+            )
+            return
+        self.open_slot(self.target_workers)
+        self.target_workers += 1
 
     def begin_stop(self, graceful: bool) -> None:
         """Asks every worker to stop; the main loop waits for them, still
@@ -285,10 +409,15 @@ class Supervisor:
             self.signal_worker(pid, signal.SIGKILL)
 
     def reload(self) -> None:
-        """Replaces every worker, one at a time, new before old."""
+        """Replaces every worker, one at a time, new before old; each new
+        worker takes over its predecessor's slot."""
         logs.error_logger.info("received SIGHUP: replacing workers one by one")
-        for old_pid in list(self.workers):
-            new_worker = self.spawn()
+        for old in list(self.workers.values()):
+            if self.stopping:
+                return  # reap() saw a worker fail to load the app: everything stops
+            if old.pid not in self.workers or old.slot not in self.slots:
+                continue  # it died meanwhile: its slot is refilled the usual way
+            new_worker = self.spawn(self.slots[old.slot])
             new_worker.replacing = True
             deadline = time.monotonic() + WORKER_READY_TIMEOUT
             while not self.poll_ready(new_worker, 0.1):
@@ -297,15 +426,11 @@ class Supervisor:
                     return  # reap() logged why: the old workers go on.
                 if time.monotonic() > deadline:
                     logs.error_logger.error("the new worker did not become ready in time; reload aborted")
-                    self.signal_worker(new_worker.pid, signal.SIGKILL)
-                    self.workers.pop(new_worker.pid, None)
-                    self.retiring.add(new_worker.pid)
+                    self.retire(new_worker.pid, signal.SIGKILL)
                     return
             new_worker.replacing = False
-            self.signal_worker(old_pid, signal.SIGTERM)
-            # Forget it now: its exit must not trigger a respawn.
-            self.workers.pop(old_pid, None)
-            self.retiring.add(old_pid)
+            # Forget the old one now: its exit must not trigger a respawn.
+            self.retire(old.pid)
 
     def signal_worker(self, pid: int, signum: int) -> None:
         try:
@@ -314,7 +439,7 @@ class Supervisor:
             pass
 
     def cleanup(self) -> None:
-        if self.listener.family == socket.AF_UNIX and self.config.uds:
+        if self.family == socket.AF_UNIX and self.config.uds:
             try:
                 os.unlink(self.config.uds)
             except OSError as error:
