@@ -1,8 +1,23 @@
-"""The supervisor: binds the socket, forks workers, and keeps them running.
+"""The supervisor: binds the listening sockets, forks workers, and keeps them running.
 
-It owns no connections. Workers inherit its listening socket (so ``--fd``,
-``--uds`` and systemd socket activation work the same way as TCP) and each
-runs its own event loop, in one of ``--workers`` numbered *slots*.
+It owns no connections. Each worker runs its own event loop in one of
+``--workers`` *slots*, and listens on its slot's socket:
+
+* When rush binds TCP itself (``--host``/``--port``), every slot has its own
+  listening socket, all bound to the same address with ``SO_REUSEPORT``, so
+  the kernel spreads new connections evenly over the slots (by a hash of
+  each connection's addresses) instead of the worker that wakes first taking
+  a batch from one shared queue. The supervisor keeps every slot's socket
+  open for the slot's whole life, and a worker gets only its own slot's
+  socket: a worker that dies or is replaced by a reload hands its socket,
+  with the connections queued in its backlog, to its successor. With
+  ``--port 0`` the first socket picks the port and the others bind that one.
+  Before binding, rush checks that no other process listens on the port:
+  ``SO_REUSEPORT`` would otherwise let a second server started by the same
+  user on the same port silently take half of its connections.
+* An inherited socket (``--fd``, systemd's ``LISTEN_FDS``) or a Unix socket
+  (``--uds``) cannot be multiplied that way: every worker shares that one
+  socket, as it is.
 
 The supervisor's loop only waits: signal handlers queue the signal and wake
 it through a pipe, and the loop handles queued signals and dead children
@@ -16,14 +31,18 @@ one at a time:
   delay is a deadline the loop waits for, so signals are still handled.
   After ``CRASH_LOOP_LIMIT`` early deaths in a row the server stops, exiting
   with ``EXIT_CRASH_LOOP``. A worker that lived longer resets the count;
-* SIGTERM or SIGINT: every worker drains gracefully, then the supervisor
-  exits 0 (SIGKILL for any worker past ``graceful_timeout``);
+* SIGTERM or SIGINT: the supervisor closes its listening sockets, every
+  worker drains gracefully, then the supervisor exits 0 (SIGKILL for any
+  worker past ``graceful_timeout``);
 * SIGQUIT (or a second SIGINT): immediate stop;
-* SIGHUP: workers are replaced one by one, each new one ready before its
-  predecessor is asked to drain, so the port never stops answering;
-* SIGTTIN: one slot more, unless that would pass `Config.max_workers`
-  (then a warning, and nothing changes). SIGTTOU: the highest slot is
-  retired, and its worker asked to drain.
+* SIGHUP: workers are replaced one by one, each new one ready (on its
+  predecessor's socket) before its predecessor is asked to drain, so the
+  port never stops answering;
+* SIGTTIN: one slot more (its socket is bound and listening before its
+  worker is forked), unless that would pass `Config.max_workers` (then a
+  warning, and nothing changes). SIGTTOU: the highest slot is retired: the
+  supervisor closes its copy of the slot's socket first, then asks the
+  slot's worker to drain, so the socket closes once that worker lets go.
 
 Workers are forked before the supervisor creates any thread, as fork needs.
 """
@@ -43,7 +62,7 @@ from dataclasses import dataclass
 from rush import logs
 from rush._rush import exit_with_parent
 from rush.config import Config
-from rush.worker import EXIT_BOOT_FAILURE, worker_main
+from rush.worker import EXIT_BOOT_FAILURE, raise_open_file_limit, worker_main
 
 HANDLED_SIGNALS = (
     signal.SIGTERM,
@@ -70,11 +89,24 @@ CRASH_LOOP_LIMIT = 10
 EXIT_CRASH_LOOP = 1
 
 
+def systemd_activated() -> bool:
+    """Whether systemd passed this process its listening socket (as fd 3)."""
+    return os.environ.get("LISTEN_PID") == str(os.getpid()) and bool(os.environ.get("LISTEN_FDS"))
+
+
+def binds_tcp_itself(config: Config) -> bool:
+    """True when rush binds a TCP address itself, so each worker slot gets its
+    own SO_REUSEPORT socket; False for one shared socket (``--fd``, systemd
+    socket activation, ``--uds``)."""
+    return config.fd is None and not systemd_activated() and config.uds is None
+
+
 def create_listener(config: Config) -> socket.socket:
-    """Binds (or adopts) the listening socket that every worker inherits."""
+    """Binds (or adopts) the first listening socket: the one every worker
+    shares, or slot 0's when rush binds TCP itself."""
     if config.fd is not None:
         listener = socket.socket(fileno=config.fd)
-    elif os.environ.get("LISTEN_PID") == str(os.getpid()) and os.environ.get("LISTEN_FDS"):
+    elif systemd_activated():
         # systemd socket activation: the first passed socket is fd 3.
         listener = socket.socket(fileno=3)
     elif config.uds is not None:
@@ -88,16 +120,41 @@ def create_listener(config: Config) -> socket.socket:
         listener.listen(config.backlog)
         return listener
     else:
-        family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
-        listener = socket.socket(family, socket.SOCK_STREAM)
+        if config.port != 0:
+            check_port_unused(config)
+        return bind_tcp(config, (config.host, config.port))
+    listener.listen(config.backlog)
+    return listener
+
+
+def _tcp_family(config: Config) -> int:
+    return socket.AF_INET6 if ":" in config.host else socket.AF_INET
+
+
+def check_port_unused(config: Config) -> None:
+    """Raises OSError (EADDRINUSE) if some socket listens on the port already.
+    A probe without SO_REUSEPORT cannot bind next to a listening socket,
+    while rush's own SO_REUSEPORT sockets could join another process's."""
+    with socket.socket(_tcp_family(config), socket.SOCK_STREAM) as probe:
+        # SO_REUSEADDR, as the real sockets: connections left in TIME_WAIT do not count.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((config.host, config.port))
+
+
+def bind_tcp(config: Config, address: tuple[object, ...]) -> socket.socket:
+    """A listening TCP socket with SO_REUSEPORT, so each slot can have one on the same address."""
+    listener = socket.socket(_tcp_family(config), socket.SOCK_STREAM)
+    try:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         # Accept only once the request's first bytes arrived: the worker can
         # serve a new connection at once instead of waiting for epoll first.
         listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_DEFER_ACCEPT, 1)
-        listener.bind((config.host, config.port))
+        listener.bind(address)
         listener.listen(config.backlog)
-        return listener
-    listener.listen(config.backlog)
+    except BaseException:
+        listener.close()
+        raise
     return listener
 
 
@@ -115,6 +172,8 @@ class Slot:
 
     index: int
     listener: socket.socket
+    # The listener is this slot's own (SO_REUSEPORT), not the shared one.
+    owned: bool
     # Consecutive early deaths of this slot's workers, and when the next may start.
     early_deaths: int = 0
     respawn_at: float = 0.0
@@ -137,8 +196,8 @@ class Supervisor:
         self.config = config
         self.address = describe(listener)
         self.family = listener.family
-        self.listener = listener
-        self.slots: dict[int, Slot] = {0: Slot(0, listener)}
+        self.per_slot = listener.family != socket.AF_UNIX and binds_tcp_itself(config)
+        self.slots: dict[int, Slot] = {0: Slot(0, listener, owned=self.per_slot)}
         self.workers: dict[int, Worker] = {}
         # Workers asked to drain (reload, fewer workers): not replaced when they exit.
         self.retiring: set[int] = set()
@@ -147,21 +206,35 @@ class Supervisor:
         self.stopping = False
         self.stop_deadline = 0.0
         self.exit_code = 0
-        for index in range(1, self.target_workers):
-            self.open_slot(index)
+        # One socket per slot, and a ready pipe per starting worker.
+        raise_open_file_limit()
+        try:
+            for index in range(1, self.target_workers):
+                self.open_slot(index)
+        except BaseException:
+            self.close_listeners()
+            raise
         self.wake_reader, self.wake_writer = os.pipe()
         os.set_blocking(self.wake_reader, False)
         os.set_blocking(self.wake_writer, False)
 
-    # Slots.
+    # Slots and their sockets.
     def open_slot(self, index: int) -> Slot:
-        slot = Slot(index, self.listener)
+        """A new slot; with per-slot sockets, its socket is bound and listening on return."""
+        if self.per_slot:
+            # The first socket's address: with --port 0, the port it picked.
+            slot = Slot(index, bind_tcp(self.config, self.slots[0].listener.getsockname()), owned=True)
+        else:
+            slot = Slot(index, self.slots[0].listener, owned=False)
         self.slots[index] = slot
         return slot
 
     def retire_slot(self, index: int) -> None:
-        """Asks the slot's workers to drain; the slot is not refilled."""
-        self.slots.pop(index, None)
+        """Closes the supervisor's copy of the slot's socket, then asks the
+        slot's workers to drain: the socket closes once they let go of it."""
+        slot = self.slots.pop(index, None)
+        if slot is not None and slot.owned:
+            slot.listener.close()
         for worker in [worker for worker in self.workers.values() if worker.slot == index]:
             self.retire(worker.pid)
 
@@ -172,6 +245,10 @@ class Supervisor:
         if worker is not None and worker.ready_reader >= 0:
             os.close(worker.ready_reader)
         self.retiring.add(pid)
+
+    def close_listeners(self) -> None:
+        for slot in self.slots.values():
+            slot.listener.close()
 
     # Signals: the handler only queues; the loop acts.
     def _queue_signal(self, signum: int, frame: object) -> None:
@@ -247,7 +324,11 @@ class Supervisor:
             os.close(ready_reader)
             os.close(self.wake_reader)
             os.close(self.wake_writer)
-            # The other workers' ready pipes do not leak into this one.
+            # Only its own slot's socket stays open in the worker; nor do the
+            # other workers' ready pipes leak into it.
+            for other in self.slots.values():
+                if other.owned and other.index != slot.index:
+                    other.listener.close()
             for worker in self.workers.values():
                 if worker.ready_reader >= 0:
                     os.close(worker.ready_reader)
@@ -387,12 +468,20 @@ class Supervisor:
                 "received SIGTTIN: ignored, %d workers is the most allowed%s", self.target_workers, hint
             )
             return
-        self.open_slot(self.target_workers)
+        try:
+            self.open_slot(self.target_workers)
+        except OSError as error:
+            logs.error_logger.error("received SIGTTIN: ignored, cannot listen on another socket: %s", error)
+            return
         self.target_workers += 1
 
     def begin_stop(self, graceful: bool) -> None:
         """Asks every worker to stop; the main loop waits for them, still
         handling signals (a second SIGINT or a SIGQUIT stops at once)."""
+        if not self.stopping:
+            # Let go of the listening sockets, so that they close (and the
+            # port refuses new connections) as soon as the workers stop accepting.
+            self.close_listeners()
         self.stopping = True
         for pid in list(self.workers) + list(self.retiring):
             self.signal_worker(pid, signal.SIGTERM if graceful else signal.SIGKILL)
@@ -410,7 +499,7 @@ class Supervisor:
 
     def reload(self) -> None:
         """Replaces every worker, one at a time, new before old; each new
-        worker takes over its predecessor's slot."""
+        worker takes over its predecessor's slot (and socket)."""
         logs.error_logger.info("received SIGHUP: replacing workers one by one")
         for old in list(self.workers.values()):
             if self.stopping:
@@ -445,7 +534,7 @@ class Supervisor:
             except OSError as error:
                 if error.errno != errno.ENOENT:
                     raise
-        self.listener.close()
+        self.close_listeners()
 
 
 def _describe_exit(code: int) -> str:
