@@ -2,7 +2,9 @@
 respawned while the server keeps answering; SIGTERM/SIGINT drain (the
 in-flight request finishes with 200, idle connections close, exit 0); SIGQUIT
 stops at once; SIGHUP replaces every worker while requests keep succeeding;
-SIGTTIN/SIGTTOU change the worker count; --uds; configuration through RUSH_*
+SIGTTIN/SIGTTOU change the worker count (SIGTTIN not past the cap); a
+worker that keeps dying at start is respawned with a growing delay, during
+which signals are still handled, until rush gives up; --uds; configuration through RUSH_*
 environment variables, ``python -m rush`` and ``rush.run``; ``--help``,
 ``--version``, the access log and log level; and clear, non-zero exits for an
 app that cannot be loaded or a port that cannot be bound.
@@ -20,6 +22,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from rush.config import worker_cap
 from support import (
     GUARD_TIMEOUT,
     PYTHON,
@@ -183,6 +186,60 @@ def test_sigttin_and_sigttou_add_and_remove_a_worker(rush_server: ServerFactory)
     server.send_signal(signal.SIGTTOU)
     server.wait_for_workers(1)
     get_pid(server)
+
+
+def test_sigttin_past_the_worker_cap_is_ignored_with_a_warning(rush_server: ServerFactory) -> None:
+    cap = worker_cap()
+    server = rush_server("basic", "--workers", str(cap))
+    workers = server.wait_for_workers(cap)
+    server.send_signal(signal.SIGTTIN)
+    server.wait_for_log(rf"received SIGTTIN: ignored, {cap} workers is the most allowed \(--allow-many-workers")
+    # The loop handled the signal (and logged it) without starting anyone.
+    server.send_signal(signal.SIGTTOU)
+    assert server.wait_for_workers(cap - 1) < workers
+    assert len(re.findall(r"started worker \d+", server.stderr_text())) == cap
+
+
+# ---------------------------------------------------------------------------
+# Respawning a worker that keeps dying
+
+
+def crash_loop(rush_server: ServerFactory) -> RushServer:
+    """A server whose every worker exits with status 7 as it starts (tests/apps/crashing.py)."""
+    env = clean_environment({"RUSHTEST_EXIT_AT_START": "7"})
+    return rush_server("crashing", env=env, wait=False, allow_worker_deaths=True)
+
+
+def test_a_worker_dying_at_start_is_respawned_with_a_growing_delay_then_rush_stops(
+    rush_server: ServerFactory,
+) -> None:
+    server = crash_loop(rush_server)
+    # The delays add up to about 21 s: the guard is longer.
+    assert server.wait_exit(timeout=90) == 1
+    log = server.stderr_text()
+    started = re.findall(r"started worker (\d+)", log)
+    delays = re.findall(r"worker \d+ died \(exit code 7\) .*; starting a new one in ([\d.]+) s", log)
+    print(f"\n{len(started)} workers started; delays announced: {delays}")
+    assert len(started) == 10
+    assert delays == ["0.1", "0.2", "0.4", "0.8", "1.6", "3.2", "5.0", "5.0", "5.0"]
+    last = started[-1]
+    assert re.search(
+        rf"worker {last} died \(exit code 7\) .*: 10 workers in a row died within 1 s of starting; stopping", log
+    )
+    assert log.rstrip().endswith("rush stopped")
+
+
+def test_signals_are_handled_while_a_respawn_waits(rush_server: ServerFactory) -> None:
+    server = crash_loop(rush_server)
+    server.wait_for_log(r"starting a new one in 3\.2 s")
+    server.send_signal(signal.SIGTERM)
+    assert server.wait_exit() == 0
+    log = server.stderr_text()
+    waiting = log[log.index("starting a new one in 3.2 s") :]
+    # TERM was handled during the delay: no worker started after it.
+    assert "received SIGTERM" in waiting
+    assert "started worker" not in waiting
+    assert len(re.findall(r"started worker \d+", log)) == 6
 
 
 def test_workers_exit_when_the_supervisor_is_killed(rush_server: ServerFactory) -> None:
@@ -471,6 +528,7 @@ OPTIONS = [
     "uds",
     "fd",
     "workers",
+    "allow-many-workers",
     "backlog",
     "keep-alive-timeout",
     "header-timeout",
@@ -547,11 +605,11 @@ def test_no_app_is_a_usage_error() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--workers", "0"], "workers must be at least 1"),
+        (["--workers", "0"], "--workers must be between 1 and"),
         (["--port", "http"], "--port"),
         (["--port", "70000"], "port must be between 0 and 65535"),
         (["--max-body-size", "lots"], "--max-body-size"),
-        (["--log-level", "chatty"], "unknown log level"),
+        (["--log-level", "chatty"], "--log-level must be critical, error, warning, info or debug"),
         (["--no-such-flag"], "unrecognized arguments"),
     ],
 )

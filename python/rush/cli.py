@@ -1,7 +1,10 @@
 """The ``rush`` command: ``rush MODULE:ATTRIBUTE [options]``.
 
 Flags are generated from `rush.Config`, so the CLI, the environment
-variables (``RUSH_<FLAG>``) and `rush.run` keywords always agree.
+variables (``RUSH_<FLAG>``) and `rush.run` keywords always agree. A value
+that `Config` refuses (from a flag or a variable) is reported on one line,
+``rush: error: --workers must be ...``, with exit status 2, before anything
+is bound or forked.
 """
 
 from __future__ import annotations
@@ -10,8 +13,17 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from rush.config import ENVIRONMENT_PREFIX, Config
+from rush.config import ENVIRONMENT_PREFIX, Config, OptionError
 from rush.main import serve
+
+# The exit status of a usage error, as argparse uses.
+EXIT_USAGE = 2
+
+
+def usage_error(message: str) -> int:
+    """Reports a refused option value on one line; returns the exit status."""
+    print(f"rush: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,13 +75,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         try:
             explicit[name] = Config.convert(known[name], value) if isinstance(value, str) else value
-        except ValueError as error:
-            parser.error(f"--{name.replace('_', '-')}: {error}")
+        except OptionError as error:
+            return usage_error(str(error))
     explicit["app"] = arguments["app"]
     try:
         config = Config.from_sources(explicit)
     except (TypeError, ValueError) as error:
-        parser.error(str(error))
+        return usage_error(str(error))
     if config.app is None and not config.static:
         parser.error("no application given (rush MODULE:ATTRIBUTE, or --static PREFIX=DIR to serve files)")
     try:

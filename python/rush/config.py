@@ -5,6 +5,15 @@ CLI's flags are generated from these fields, every flag also reads the
 environment variable ``RUSH_<FLAG>`` (``--max-body-size`` ->
 ``RUSH_MAX_BODY_SIZE``), and `rush.run` takes the same names as keyword
 arguments. Precedence: keyword or flag, then environment, then default.
+
+`Config.validate` checks every option before anything is bound or forked,
+and refuses a bad value with an `OptionError` (a ValueError) whose one-line
+message names the flag, and the environment variable when the value came
+from one: ``--keep-alive-timeout must be a finite number of seconds between
+0 and 86400 (got inf)``. The limits keep every value inside what the native
+loop and the kernel accept (timeouts become Rust Durations, sizes u64), and
+the worker count under a cap (`worker_cap`) that only
+``--allow-many-workers`` lifts, so a typo cannot fork until memory runs out.
 """
 
 from __future__ import annotations
@@ -12,22 +21,77 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from decimal import Decimal
 from typing import Any
 
 ENVIRONMENT_PREFIX = "RUSH_"
 
-_SIZE_SUFFIXES = {"k": 1024, "m": 1024**2, "g": 1024**3}
+_SIZE_SUFFIXES = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+_SIZE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([kmg]?)(?:i?b)?", re.IGNORECASE)
+
+# Longest timeout accepted: one day.
+MAX_SECONDS = 86400
+# Largest size or count accepted: it must fit a signed 64-bit integer.
+MAX_SIZE = 2**63 - 1
+# Most header fields a request may be allowed: the native parser reserves a
+# slot per allowed field for every request head.
+MAX_HEADERS_LIMIT = 10000
+# Most threads per worker (--threads).
+MAX_THREADS = 1024
+# Even with --allow-many-workers, no more worker processes than this.
+WORKERS_HARD_LIMIT = 4096
+
+
+def worker_cap() -> int:
+    """The most workers allowed without ``--allow-many-workers``: four per
+    CPU, at least 32, at most 512."""
+    return min(max(4 * (os.cpu_count() or 1), 32), 512)
+
+
+class OptionError(ValueError):
+    """An option's value is refused. The message is one line naming the
+    flag (and the environment variable the value came from, if it did)."""
+
+    def __init__(self, name: str, problem: str, value: Any, variable: str | None = None) -> None:
+        self.name = name
+        self.problem = problem
+        self.value = value
+        self.variable = variable
+        where = flag_name(name) + (f" (from {variable})" if variable else "")
+        super().__init__(f"{where} {problem} (got {_shown(value)})")
+
+    def from_variable(self, variable: str) -> OptionError:
+        """The same error, naming the environment variable that set the value."""
+        return OptionError(self.name, self.problem, self.value, variable)
+
+
+def _shown(value: Any) -> str:
+    """A refused value as an error message quotes it: short, on one line."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        return f"a {value.bit_length()}-bit number"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:60] + "..." + text[-10:]
+
+
+def flag_name(name: str) -> str:
+    """``"max_body_size"`` -> ``"--max-body-size"``."""
+    return "--" + name.replace("_", "-")
 
 
 def parse_size(text: str) -> int:
-    """``"16M"`` -> 16777216; plain numbers are bytes."""
-    text = text.strip().lower().removesuffix("b").removesuffix("i")
-    if text and text[-1] in _SIZE_SUFFIXES:
-        return int(float(text[:-1]) * _SIZE_SUFFIXES[text[-1]])
-    return int(text)
+    """``"16M"`` -> 16777216; plain numbers are bytes. Suffixes K, M and G
+    (also KB, KiB...) are powers of 1024. Raises ValueError for anything
+    else, including negative numbers."""
+    match = _SIZE.fullmatch(text.strip())
+    if match is None:
+        raise ValueError(f"not a size: {text!r}")
+    number, suffix = match.groups()
+    # Decimal, not float: exact, and no overflow however many digits.
+    return int(Decimal(number) * _SIZE_SUFFIXES[suffix.lower()])
 
 
 def parse_bool(text: str) -> bool:
@@ -56,6 +120,9 @@ class Config:
         None, "serve on this already-bound listening socket fd (systemd, supervisors)", metavar="N"
     )
     workers: int = _option(1, "worker processes (each runs one event loop on one core)")
+    allow_many_workers: bool = _option(
+        False, "allow more workers than 4 per CPU (at least 32, at most 512), up to 4096", kind="bool"
+    )
     backlog: int = _option(2048, "listen() backlog: connections the kernel queues before accepting")
     keep_alive_timeout: float = _option(5.0, "seconds an idle keep-alive connection stays open")
     header_timeout: float = _option(10.0, "seconds a client has to send a complete request head")
@@ -97,6 +164,7 @@ class Config:
         means not given), then ``RUSH_*`` environment variables, then defaults."""
         environment = os.environ if environment is None else environment
         values: dict[str, Any] = {}
+        variables: dict[str, str] = {}  # option -> the environment variable that set it
         known = {option.name: option for option in fields(cls)}
         unknown = set(explicit) - set(known)
         if unknown:
@@ -104,58 +172,127 @@ class Config:
         for name, option in known.items():
             value = explicit.get(name)
             if value is None:
-                text = environment.get(ENVIRONMENT_PREFIX + name.upper())
+                variable = ENVIRONMENT_PREFIX + name.upper()
+                text = environment.get(variable)
                 if text is not None:
-                    value = cls.convert(option, text)
+                    variables[name] = variable
+                    try:
+                        value = cls.convert(option, text)
+                    except OptionError as error:
+                        raise error.from_variable(variable) from None
             if value is not None:
                 values[name] = value
         config = cls(**values)
-        config.validate()
+        try:
+            config.validate()
+        except OptionError as error:
+            if error.name in variables:
+                raise error.from_variable(variables[error.name]) from None
+            raise
         return config
 
     @staticmethod
     def convert(option: dataclasses.Field[Any], text: str) -> Any:
-        """Converts a string (from the environment or a flag) to the option's type."""
+        """Converts a string (from the environment or a flag) to the option's
+        type; raises `OptionError` if it is not one."""
         kind = option.metadata.get("kind")
         if kind == "mounts":
             return [item.strip() for item in text.split(",") if item.strip()]
-        if kind == "size":
-            return parse_size(text)
-        if kind == "bool":
-            return parse_bool(text)
         default = option.default
-        if isinstance(default, bool):
-            return parse_bool(text)
-        if isinstance(default, int) or option.type in ("int | None", "int"):
-            return int(text)
-        if isinstance(default, float):
-            return float(text)
+        try:
+            if kind == "size":
+                return parse_size(text)
+            if kind == "bool" or isinstance(default, bool):
+                return parse_bool(text)
+            if isinstance(default, int) or option.type in ("int | None", "int"):
+                return int(text)
+            if isinstance(default, float):
+                return float(text)
+        except ValueError:
+            if kind == "size":
+                expected = "a size in bytes such as 16M, 64K or 1048576"
+            elif kind == "bool" or isinstance(default, bool):
+                expected = "true or false"
+            elif isinstance(default, float):
+                expected = "a number"
+            else:
+                expected = "a whole number"
+            raise OptionError(option.name, f"must be {expected}", text) from None
         return text
 
+    def max_workers(self) -> int:
+        """The most workers this configuration allows (also for SIGTTIN)."""
+        return WORKERS_HARD_LIMIT if self.allow_many_workers else worker_cap()
+
     def validate(self) -> None:
-        if self.workers < 1:
-            raise ValueError("workers must be at least 1")
-        if not 0 <= self.port <= 65535:
-            raise ValueError("port must be between 0 and 65535")
-        for name in ("max_body_size", "max_request_line", "max_head_size", "max_headers", "max_connections"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive")
+        """Checks every option; raises `OptionError` naming the first bad one."""
+        self._check_whole("workers", 1, self.max_workers(), self._workers_problem())
+        self._check_whole("port", 0, 65535)
+        if self.fd is not None:
+            self._check_whole("fd", 0, 2**31 - 1)
+        self._check_whole("backlog", 1, 2**31 - 1)
+        for name in ("keep_alive_timeout", "header_timeout", "body_timeout", "send_timeout"):
+            self._check_seconds(name, zero_allowed=False)
+        self._check_seconds("graceful_timeout", zero_allowed=True)
+        for name in ("max_body_size", "max_request_line", "max_head_size", "max_connections"):
+            self._check_whole(name, 1, MAX_SIZE)
+        self._check_whole("max_headers", 1, MAX_HEADERS_LIMIT)
+        self._check_whole("threads", 0, MAX_THREADS)
+        for name in ("host", "interface", "root_path", "lifespan", "static_cache", "log_level"):
+            if not isinstance(getattr(self, name), str):
+                raise OptionError(name, "must be a string", getattr(self, name))
+        for name in ("access_log", "allow_many_workers"):
+            if not isinstance(getattr(self, name), bool):
+                raise OptionError(name, "must be true or false", getattr(self, name))
+        if self.uds is not None and (not isinstance(self.uds, str) or not self.uds):
+            raise OptionError("uds", "must be a path", self.uds)
+        if isinstance(self.static, str):
+            raise OptionError("static", "must be a list of PREFIX=DIRECTORY strings", self.static)
         for mount in self.static or []:
-            prefix, separator, directory = mount.partition("=")
+            prefix, separator, directory = str(mount).partition("=")
             if not separator or not prefix.startswith("/") or not directory:
-                raise ValueError(f"--static takes PREFIX=DIRECTORY, e.g. /assets=./public (got {mount!r})")
-        if self.interface not in ("auto", "rush", "wsgi", "asgi"):
-            raise ValueError("interface must be auto, rush, wsgi or asgi")
-        if self.lifespan not in ("auto", "on", "off"):
-            raise ValueError("lifespan must be auto, on or off")
-        if self.threads < 0:
-            raise ValueError("threads must be 0 or more")
+                raise OptionError("static", "takes PREFIX=DIRECTORY, e.g. /assets=./public", mount)
+        self._check_choice("interface", ("auto", "rush", "wsgi", "asgi"))
+        self._check_choice("lifespan", ("auto", "on", "off"))
         if self.root_path and (not self.root_path.startswith("/") or self.root_path.endswith("/")):
-            raise ValueError("root_path must start with '/' and not end with it, e.g. /api")
-        if self.static_cache not in ("memory", "filesystem"):
-            raise ValueError("static_cache must be 'memory' or 'filesystem'")
-        if self.log_level.lower() not in ("critical", "error", "warning", "info", "debug"):
-            raise ValueError(f"unknown log level {self.log_level!r}")
+            raise OptionError("root_path", "must start with '/' and not end with it, e.g. /api", self.root_path)
+        self._check_choice("static_cache", ("memory", "filesystem"))
+        self._check_choice("log_level", ("critical", "error", "warning", "info", "debug"), self.log_level.lower())
+
+    def _workers_problem(self) -> str:
+        if self.allow_many_workers:
+            return f"must be between 1 and {WORKERS_HARD_LIMIT}"
+        return (
+            f"must be between 1 and {worker_cap()} on this machine (4 per CPU, at least 32, at most 512); "
+            "--allow-many-workers (RUSH_ALLOW_MANY_WORKERS=1) raises the limit to "
+            f"{WORKERS_HARD_LIMIT}"
+        )
+
+    def _check_whole(self, name: str, low: int, high: int, problem: str | None = None) -> None:
+        value = getattr(self, name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise OptionError(name, "must be a whole number", value)
+        if not low <= value <= high:
+            raise OptionError(name, problem or f"must be between {low} and {high}", value)
+
+    def _check_seconds(self, name: str, zero_allowed: bool) -> None:
+        value = getattr(self, name)
+        if zero_allowed:
+            problem = f"must be a finite number of seconds from 0 to {MAX_SECONDS}"
+        else:
+            problem = f"must be a finite number of seconds between 0 and {MAX_SECONDS}"
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise OptionError(name, problem, value)
+        # NaN fails every comparison, so it is refused too (as are the infinities).
+        low_ok = 0 <= value if zero_allowed else 0 < value
+        if not (low_ok and value <= MAX_SECONDS):
+            raise OptionError(name, problem, value)
+
+    def _check_choice(self, name: str, choices: tuple[str, ...], value: str | None = None) -> None:
+        value = getattr(self, name) if value is None else value
+        if value not in choices:
+            listed = ", ".join(choices[:-1]) + " or " + choices[-1]
+            raise OptionError(name, f"must be {listed}", getattr(self, name))
 
     def static_mounts(self) -> list[tuple[str, str]]:
         """The ``--static`` mounts as (prefix, directory) pairs."""

@@ -10,7 +10,9 @@ from rush.supervisor import Supervisor, create_listener
 
 
 def serve(config: Config) -> int:
-    """Binds, forks the workers and supervises them until shutdown; returns the exit code."""
+    """Binds, forks the workers and supervises them until shutdown; returns the exit code.
+    Raises `rush.config.OptionError` (a ValueError) for a bad option, before binding."""
+    config.validate()
     logs.configure(config.log_level)
     listener = create_listener(config)
     return Supervisor(config, listener).run()
@@ -21,6 +23,7 @@ def run(app: Any, **options: Any) -> int:
 
     Options are those of `rush.Config` (``host``, ``port``, ``workers``,
     ``max_body_size``...); unset ones come from ``RUSH_*`` environment
-    variables, then defaults.
+    variables, then defaults. A bad value raises ValueError (`rush.config.OptionError`)
+    naming the option's flag, before anything is bound or forked.
     """
     return serve(Config.from_sources({"app": app, **options}))

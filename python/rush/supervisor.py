@@ -1,19 +1,48 @@
-"""The supervisor: binds the socket, forks workers, and keeps them running.
+"""The supervisor: binds the listening sockets, forks workers, and keeps them running.
 
-It owns no connections. Workers inherit its listening socket (so ``--fd``,
-``--uds`` and systemd socket activation work the same way as TCP) and each
-runs its own event loop. The supervisor's loop only waits: signal handlers
-queue the signal and wake it through a pipe, and the loop handles queued
-signals and dead children one at a time:
+It owns no connections. Each worker runs its own event loop in one of
+``--workers`` *slots*, and listens on its slot's socket:
 
-* a worker that dies is replaced (unless it failed to load the app, which
-  would only fail again: then everything stops with an error);
-* SIGTERM or SIGINT: every worker drains gracefully, then the supervisor
-  exits 0 (SIGKILL for any worker past ``graceful_timeout``);
+* When rush binds TCP itself (``--host``/``--port``), every slot has its own
+  listening socket, all bound to the same address with ``SO_REUSEPORT``, so
+  the kernel spreads new connections evenly over the slots (by a hash of
+  each connection's addresses) instead of the worker that wakes first taking
+  a batch from one shared queue. The supervisor keeps every slot's socket
+  open for the slot's whole life, and a worker gets only its own slot's
+  socket: a worker that dies or is replaced by a reload hands its socket,
+  with the connections queued in its backlog, to its successor. With
+  ``--port 0`` the first socket picks the port and the others bind that one.
+  Before binding, rush checks that no other process listens on the port:
+  ``SO_REUSEPORT`` would otherwise let a second server started by the same
+  user on the same port silently take half of its connections.
+* An inherited socket (``--fd``, systemd's ``LISTEN_FDS``) or a Unix socket
+  (``--uds``) cannot be multiplied that way: every worker shares that one
+  socket, as it is.
+
+The supervisor's loop only waits: signal handlers queue the signal and wake
+it through a pipe, and the loop handles queued signals and dead children
+one at a time:
+
+* a worker that dies is replaced in its slot (unless it failed to load the
+  app, which would only fail again: then everything stops with an error).
+  One that dies early (within ``EARLY_DEATH`` seconds of its start, or before
+  it was ready) is replaced only after a delay that starts at 0.1 s and
+  doubles with each consecutive early death of its slot, up to 5 s; the
+  delay is a deadline the loop waits for, so signals are still handled.
+  After ``CRASH_LOOP_LIMIT`` early deaths in a row the server stops, exiting
+  with ``EXIT_CRASH_LOOP``. A worker that lived longer resets the count;
+* SIGTERM or SIGINT: the supervisor closes its listening sockets, every
+  worker drains gracefully, then the supervisor exits 0 (SIGKILL for any
+  worker past ``graceful_timeout``);
 * SIGQUIT (or a second SIGINT): immediate stop;
-* SIGHUP: workers are replaced one by one, each new one ready before its
-  predecessor is asked to drain, so the port never stops answering;
-* SIGTTIN / SIGTTOU: one worker more / fewer.
+* SIGHUP: workers are replaced one by one, each new one ready (on its
+  predecessor's socket) before its predecessor is asked to drain, so the
+  port never stops answering;
+* SIGTTIN: one slot more (its socket is bound and listening before its
+  worker is forked), unless that would pass `Config.max_workers` (then a
+  warning, and nothing changes). SIGTTOU: the highest slot is retired: the
+  supervisor closes its copy of the slot's socket first, then asks the
+  slot's worker to drain, so the socket closes once that worker lets go.
 
 Workers are forked before the supervisor creates any thread, as fork needs.
 """
@@ -33,7 +62,7 @@ from dataclasses import dataclass
 from rush import logs
 from rush._rush import exit_with_parent
 from rush.config import Config
-from rush.worker import EXIT_BOOT_FAILURE, worker_main
+from rush.worker import EXIT_BOOT_FAILURE, raise_open_file_limit, worker_main
 
 HANDLED_SIGNALS = (
     signal.SIGTERM,
@@ -48,12 +77,36 @@ HANDLED_SIGNALS = (
 # How long a new worker may take to load the app before a reload gives up on it.
 WORKER_READY_TIMEOUT = 60.0
 
+# A worker that dies within this many seconds of its start (or before it was
+# ready) died early: its replacement waits RESPAWN_DELAY_FIRST seconds,
+# doubling with each consecutive early death of its slot up to
+# RESPAWN_DELAY_MAX, and CRASH_LOOP_LIMIT early deaths in a row stop the
+# server with EXIT_CRASH_LOOP.
+EARLY_DEATH = 1.0
+RESPAWN_DELAY_FIRST = 0.1
+RESPAWN_DELAY_MAX = 5.0
+CRASH_LOOP_LIMIT = 10
+EXIT_CRASH_LOOP = 1
+
+
+def systemd_activated() -> bool:
+    """Whether systemd passed this process its listening socket (as fd 3)."""
+    return os.environ.get("LISTEN_PID") == str(os.getpid()) and bool(os.environ.get("LISTEN_FDS"))
+
+
+def binds_tcp_itself(config: Config) -> bool:
+    """True when rush binds a TCP address itself, so each worker slot gets its
+    own SO_REUSEPORT socket; False for one shared socket (``--fd``, systemd
+    socket activation, ``--uds``)."""
+    return config.fd is None and not systemd_activated() and config.uds is None
+
 
 def create_listener(config: Config) -> socket.socket:
-    """Binds (or adopts) the listening socket that every worker inherits."""
+    """Binds (or adopts) the first listening socket: the one every worker
+    shares, or slot 0's when rush binds TCP itself."""
     if config.fd is not None:
         listener = socket.socket(fileno=config.fd)
-    elif os.environ.get("LISTEN_PID") == str(os.getpid()) and os.environ.get("LISTEN_FDS"):
+    elif systemd_activated():
         # systemd socket activation: the first passed socket is fd 3.
         listener = socket.socket(fileno=3)
     elif config.uds is not None:
@@ -67,16 +120,41 @@ def create_listener(config: Config) -> socket.socket:
         listener.listen(config.backlog)
         return listener
     else:
-        family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
-        listener = socket.socket(family, socket.SOCK_STREAM)
+        if config.port != 0:
+            check_port_unused(config)
+        return bind_tcp(config, (config.host, config.port))
+    listener.listen(config.backlog)
+    return listener
+
+
+def _tcp_family(config: Config) -> int:
+    return socket.AF_INET6 if ":" in config.host else socket.AF_INET
+
+
+def check_port_unused(config: Config) -> None:
+    """Raises OSError (EADDRINUSE) if some socket listens on the port already.
+    A probe without SO_REUSEPORT cannot bind next to a listening socket,
+    while rush's own SO_REUSEPORT sockets could join another process's."""
+    with socket.socket(_tcp_family(config), socket.SOCK_STREAM) as probe:
+        # SO_REUSEADDR, as the real sockets: connections left in TIME_WAIT do not count.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((config.host, config.port))
+
+
+def bind_tcp(config: Config, address: tuple[object, ...]) -> socket.socket:
+    """A listening TCP socket with SO_REUSEPORT, so each slot can have one on the same address."""
+    listener = socket.socket(_tcp_family(config), socket.SOCK_STREAM)
+    try:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         # Accept only once the request's first bytes arrived: the worker can
         # serve a new connection at once instead of waiting for epoll first.
         listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_DEFER_ACCEPT, 1)
-        listener.bind((config.host, config.port))
+        listener.bind(address)
         listener.listen(config.backlog)
-        return listener
-    listener.listen(config.backlog)
+    except BaseException:
+        listener.close()
+        raise
     return listener
 
 
@@ -89,8 +167,22 @@ def describe(listener: socket.socket) -> str:
 
 
 @dataclass
+class Slot:
+    """A place for one worker, with the socket its worker listens on."""
+
+    index: int
+    listener: socket.socket
+    # The listener is this slot's own (SO_REUSEPORT), not the shared one.
+    owned: bool
+    # Consecutive early deaths of this slot's workers, and when the next may start.
+    early_deaths: int = 0
+    respawn_at: float = 0.0
+
+
+@dataclass
 class Worker:
     pid: int
+    slot: int
     ready_reader: int
     started: float
     ready: bool = False
@@ -102,7 +194,10 @@ class Worker:
 class Supervisor:
     def __init__(self, config: Config, listener: socket.socket) -> None:
         self.config = config
-        self.listener = listener
+        self.address = describe(listener)
+        self.family = listener.family
+        self.per_slot = listener.family != socket.AF_UNIX and binds_tcp_itself(config)
+        self.slots: dict[int, Slot] = {0: Slot(0, listener, owned=self.per_slot)}
         self.workers: dict[int, Worker] = {}
         # Workers asked to drain (reload, fewer workers): not replaced when they exit.
         self.retiring: set[int] = set()
@@ -111,9 +206,49 @@ class Supervisor:
         self.stopping = False
         self.stop_deadline = 0.0
         self.exit_code = 0
+        # One socket per slot, and a ready pipe per starting worker.
+        raise_open_file_limit()
+        try:
+            for index in range(1, self.target_workers):
+                self.open_slot(index)
+        except BaseException:
+            self.close_listeners()
+            raise
         self.wake_reader, self.wake_writer = os.pipe()
         os.set_blocking(self.wake_reader, False)
         os.set_blocking(self.wake_writer, False)
+
+    # Slots and their sockets.
+    def open_slot(self, index: int) -> Slot:
+        """A new slot; with per-slot sockets, its socket is bound and listening on return."""
+        if self.per_slot:
+            # The first socket's address: with --port 0, the port it picked.
+            slot = Slot(index, bind_tcp(self.config, self.slots[0].listener.getsockname()), owned=True)
+        else:
+            slot = Slot(index, self.slots[0].listener, owned=False)
+        self.slots[index] = slot
+        return slot
+
+    def retire_slot(self, index: int) -> None:
+        """Closes the supervisor's copy of the slot's socket, then asks the
+        slot's workers to drain: the socket closes once they let go of it."""
+        slot = self.slots.pop(index, None)
+        if slot is not None and slot.owned:
+            slot.listener.close()
+        for worker in [worker for worker in self.workers.values() if worker.slot == index]:
+            self.retire(worker.pid)
+
+    def retire(self, pid: int, signum: int = signal.SIGTERM) -> None:
+        """Asks a worker to drain (or kills it); it is not replaced when it exits."""
+        self.signal_worker(pid, signum)
+        worker = self.workers.pop(pid, None)
+        if worker is not None and worker.ready_reader >= 0:
+            os.close(worker.ready_reader)
+        self.retiring.add(pid)
+
+    def close_listeners(self) -> None:
+        for slot in self.slots.values():
+            slot.listener.close()
 
     # Signals: the handler only queues; the loop acts.
     def _queue_signal(self, signum: int, frame: object) -> None:
@@ -129,12 +264,10 @@ class Supervisor:
         logs.error_logger.info(
             "rush %s serving on %s with %d worker(s) (supervisor pid %d)",
             _version(),
-            describe(self.listener),
+            self.address,
             self.target_workers,
             os.getpid(),
         )
-        for _ in range(self.target_workers):
-            self.spawn()
         while True:
             self.reap()
             while self.signal_queue:
@@ -147,7 +280,7 @@ class Supervisor:
                 continue
             self.maintain_worker_count()
             self.mark_ready_workers()
-            self.wait(1.0)
+            self.wait(self.next_wake())
         self.cleanup()
         logs.error_logger.info("rush stopped")
         return self.exit_code
@@ -164,7 +297,20 @@ class Supervisor:
             except BlockingIOError:
                 pass
 
-    def spawn(self) -> Worker:
+    def next_wake(self) -> float:
+        """How long the loop may wait: at most a second, less if a delayed
+        respawn is due sooner."""
+        timeout = 1.0
+        now = time.monotonic()
+        for index in self.empty_slots():
+            timeout = min(timeout, self.slots[index].respawn_at - now)
+        return max(timeout, 0.0)
+
+    def empty_slots(self) -> list[int]:
+        occupied = {worker.slot for worker in self.workers.values()}
+        return [index for index in range(self.target_workers) if index not in occupied]
+
+    def spawn(self, slot: Slot) -> Worker:
         ready_reader, ready_writer = os.pipe()
         supervisor_pid = os.getpid()
         pid = os.fork()
@@ -178,11 +324,19 @@ class Supervisor:
             os.close(ready_reader)
             os.close(self.wake_reader)
             os.close(self.wake_writer)
+            # Only its own slot's socket stays open in the worker; nor do the
+            # other workers' ready pipes leak into it.
+            for other in self.slots.values():
+                if other.owned and other.index != slot.index:
+                    other.listener.close()
+            for worker in self.workers.values():
+                if worker.ready_reader >= 0:
+                    os.close(worker.ready_reader)
             for signum in HANDLED_SIGNALS:
                 signal.signal(signum, signal.SIG_DFL)
-            worker_main(self.config, self.listener, ready_writer)
+            worker_main(self.config, slot.listener, ready_writer)
         os.close(ready_writer)
-        worker = Worker(pid, ready_reader, time.monotonic())
+        worker = Worker(pid, slot.index, ready_reader, time.monotonic())
         self.workers[pid] = worker
         logs.error_logger.info("started worker %d", pid)
         return worker
@@ -222,31 +376,70 @@ class Supervisor:
                 self.retiring.discard(pid)
                 continue
             if worker.ready_reader >= 0:
+                # A worker that said it was ready before dying left the byte in its pipe.
+                self.poll_ready(worker, 0)
+            if worker.ready_reader >= 0:
                 os.close(worker.ready_reader)
             code = os.waitstatus_to_exitcode(status)
             if self.stopping:
                 logs.error_logger.info("worker %d exited (%s)", pid, _describe_exit(code))
-                continue
-            if code == EXIT_BOOT_FAILURE and worker.replacing:
-                logs.error_logger.error(
-                    "the new worker %d could not load the application; reload aborted, the old workers go on", pid
-                )
-                continue
-            if code == EXIT_BOOT_FAILURE:
+            elif worker.replacing:
+                if code == EXIT_BOOT_FAILURE:
+                    logs.error_logger.error(
+                        "the new worker %d could not load the application; reload aborted, the old workers go on",
+                        pid,
+                    )
+                else:
+                    logs.error_logger.error(
+                        "the new worker %d died (%s); reload aborted, the old workers go on", pid, _describe_exit(code)
+                    )
+            elif code == EXIT_BOOT_FAILURE:
                 logs.error_logger.error("worker %d could not load the application; stopping", pid)
                 self.exit_code = EXIT_BOOT_FAILURE
                 self.begin_stop(graceful=True)
-                continue
-            logs.error_logger.warning("worker %d died (%s); starting a new one", pid, _describe_exit(code))
+            else:
+                self.schedule_respawn(worker, code)
+
+    def schedule_respawn(self, worker: Worker, code: int) -> None:
+        """Decides when the dead worker's slot gets a new one (or that the
+        server stops, after too many early deaths in a row)."""
+        slot = self.slots.get(worker.slot)
+        if slot is None:
+            return  # its slot was retired meanwhile
+        now = time.monotonic()
+        lived = now - worker.started
+        if worker.ready and lived >= EARLY_DEATH:
+            slot.early_deaths = 0
+            slot.respawn_at = now
+            logs.error_logger.warning("worker %d died (%s); starting a new one", worker.pid, _describe_exit(code))
+            return
+        slot.early_deaths += 1
+        when = f"{lived:.1f} s after it started" + ("" if worker.ready else ", before it was ready")
+        if slot.early_deaths >= CRASH_LOOP_LIMIT:
+            logs.error_logger.error(
+                "worker %d died (%s) %s: %d workers in a row died within %g s of starting; stopping",
+                worker.pid,
+                _describe_exit(code),
+                when,
+                slot.early_deaths,
+                EARLY_DEATH,
+            )
+            self.exit_code = EXIT_CRASH_LOOP
+            self.begin_stop(graceful=True)
+            return
+        delay = min(RESPAWN_DELAY_FIRST * 2 ** (slot.early_deaths - 1), RESPAWN_DELAY_MAX)
+        slot.respawn_at = now + delay
+        logs.error_logger.warning(
+            "worker %d died (%s) %s; starting a new one in %.1f s", worker.pid, _describe_exit(code), when, delay
+        )
 
     def maintain_worker_count(self) -> None:
-        while len(self.workers) < self.target_workers:
-            self.spawn()
-        excess = len(self.workers) - self.target_workers
-        for pid in sorted(self.workers)[:excess] if excess > 0 else []:
-            self.signal_worker(pid, signal.SIGTERM)
-            self.workers.pop(pid, None)
-            self.retiring.add(pid)
+        """Starts a worker in every empty slot whose respawn delay is over."""
+        now = time.monotonic()
+        for index in self.empty_slots():
+            slot = self.slots[index]
+            if now >= slot.respawn_at:
+                self.spawn(slot)
 
     def handle_signal(self, signum: int) -> None:
         if signum == signal.SIGCHLD:
@@ -262,13 +455,33 @@ class Supervisor:
         elif signum == signal.SIGHUP and not self.stopping:
             self.reload()
         elif signum == signal.SIGTTIN and not self.stopping:
-            self.target_workers += 1
+            self.add_slot()
         elif signum == signal.SIGTTOU and not self.stopping and self.target_workers > 1:
             self.target_workers -= 1
+            self.retire_slot(self.target_workers)
+
+    def add_slot(self) -> None:
+        limit = self.config.max_workers()
+        if self.target_workers >= limit:
+            hint = "" if self.config.allow_many_workers else " (--allow-many-workers raises the limit)"
+            logs.error_logger.warning(
+                "received SIGTTIN: ignored, %d workers is the most allowed%s", self.target_workers, hint
+            )
+            return
+        try:
+            self.open_slot(self.target_workers)
+        except OSError as error:
+            logs.error_logger.error("received SIGTTIN: ignored, cannot listen on another socket: %s", error)
+            return
+        self.target_workers += 1
 
     def begin_stop(self, graceful: bool) -> None:
         """Asks every worker to stop; the main loop waits for them, still
         handling signals (a second SIGINT or a SIGQUIT stops at once)."""
+        if not self.stopping:
+            # Let go of the listening sockets, so that they close (and the
+            # port refuses new connections) as soon as the workers stop accepting.
+            self.close_listeners()
         self.stopping = True
         for pid in list(self.workers) + list(self.retiring):
             self.signal_worker(pid, signal.SIGTERM if graceful else signal.SIGKILL)
@@ -285,10 +498,15 @@ class Supervisor:
             self.signal_worker(pid, signal.SIGKILL)
 
     def reload(self) -> None:
-        """Replaces every worker, one at a time, new before old."""
+        """Replaces every worker, one at a time, new before old; each new
+        worker takes over its predecessor's slot (and socket)."""
         logs.error_logger.info("received SIGHUP: replacing workers one by one")
-        for old_pid in list(self.workers):
-            new_worker = self.spawn()
+        for old in list(self.workers.values()):
+            if self.stopping:
+                return  # reap() saw a worker fail to load the app: everything stops
+            if old.pid not in self.workers or old.slot not in self.slots:
+                continue  # it died meanwhile: its slot is refilled the usual way
+            new_worker = self.spawn(self.slots[old.slot])
             new_worker.replacing = True
             deadline = time.monotonic() + WORKER_READY_TIMEOUT
             while not self.poll_ready(new_worker, 0.1):
@@ -297,15 +515,11 @@ class Supervisor:
                     return  # reap() logged why: the old workers go on.
                 if time.monotonic() > deadline:
                     logs.error_logger.error("the new worker did not become ready in time; reload aborted")
-                    self.signal_worker(new_worker.pid, signal.SIGKILL)
-                    self.workers.pop(new_worker.pid, None)
-                    self.retiring.add(new_worker.pid)
+                    self.retire(new_worker.pid, signal.SIGKILL)
                     return
             new_worker.replacing = False
-            self.signal_worker(old_pid, signal.SIGTERM)
-            # Forget it now: its exit must not trigger a respawn.
-            self.workers.pop(old_pid, None)
-            self.retiring.add(old_pid)
+            # Forget the old one now: its exit must not trigger a respawn.
+            self.retire(old.pid)
 
     def signal_worker(self, pid: int, signum: int) -> None:
         try:
@@ -314,13 +528,13 @@ class Supervisor:
             pass
 
     def cleanup(self) -> None:
-        if self.listener.family == socket.AF_UNIX and self.config.uds:
+        if self.family == socket.AF_UNIX and self.config.uds:
             try:
                 os.unlink(self.config.uds)
             except OSError as error:
                 if error.errno != errno.ENOENT:
                     raise
-        self.listener.close()
+        self.close_listeners()
 
 
 def _describe_exit(code: int) -> str:

@@ -1,6 +1,7 @@
 """One worker process: load the app, build the native loop, serve until told to stop.
 
-A worker is forked by the supervisor with the listening socket inherited.
+A worker is forked by the supervisor with one listening socket inherited:
+its slot's own socket, or the socket all workers share (see supervisor.py).
 It serves in one of two modes:
 
 * **native** (no ``async def`` handler): the Rust loop runs by itself in
@@ -63,7 +64,11 @@ def detect_interface(app: Any, requested: str) -> str:
 
 
 def build_server(config: Config, listener: socket.socket, router: Router, wakeup_fd: int | None, **app: Any) -> Server:
-    return Server(
+    """The native server, listening on its own duplicate of ``listener``'s fd.
+    ``listener`` is closed once the server has its copy: when the server lets go
+    of the socket on shutdown, this worker holds no other copy that would keep
+    it listening (and queueing connections nobody accepts) until the process exits."""
+    server = Server(
         listener.fileno(),
         router,
         logs.log_handler_error,
@@ -82,6 +87,8 @@ def build_server(config: Config, listener: socket.socket, router: Router, wakeup
         root_path=config.root_path,
         **app,
     )
+    listener.close()
+    return server
 
 
 def run_worker(config: Config, listener: socket.socket, ready_fd: int | None) -> int:
