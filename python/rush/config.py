@@ -133,6 +133,12 @@ class Config:
         16 * 1024**2, "largest request body in bytes (413 beyond); suffixes K, M, G", kind="size"
     )
     max_connections: int = _option(10000, "open connections per worker; beyond it, accepting pauses")
+    max_worker_output: int = _option(
+        64 * 1024**2,
+        "unsent response bytes per worker, summed over its connections; beyond it, the connections "
+        "holding the most output stop reading requests until their clients catch up; suffixes K, M, G",
+        kind="size",
+    )
     max_request_line: int = _option(8192, "longest request line in bytes (414 beyond)", kind="size")
     max_head_size: int = _option(16384, "largest request head in bytes (431 beyond)", kind="size")
     max_headers: int = _option(100, "most header fields per request (431 beyond)")
@@ -234,7 +240,7 @@ class Config:
         for name in ("keep_alive_timeout", "header_timeout", "body_timeout", "send_timeout"):
             self._check_seconds(name, zero_allowed=False)
         self._check_seconds("graceful_timeout", zero_allowed=True)
-        for name in ("max_body_size", "max_request_line", "max_head_size", "max_connections"):
+        for name in ("max_body_size", "max_request_line", "max_head_size", "max_connections", "max_worker_output"):
             self._check_whole(name, 1, MAX_SIZE)
         self._check_whole("max_headers", 1, MAX_HEADERS_LIMIT)
         self._check_whole("threads", 0, MAX_THREADS)

@@ -84,6 +84,7 @@ def build_server(config: Config, listener: socket.socket, router: Router, wakeup
         header_timeout=config.header_timeout,
         body_timeout=config.body_timeout,
         send_timeout=config.send_timeout,
+        max_worker_output=config.max_worker_output,
         root_path=config.root_path,
         **app,
     )
