@@ -248,6 +248,16 @@ WSGI_ASGI_GROUP: list[Scenario] = [
         notes="the raw WSGI callable, 16 requests per write",
     ),
     Scenario(
+        name="wsgi-generator-1k",
+        group="wsgi-asgi",
+        app="wsgi",
+        title="WSGI: a 1 KiB body from a generator",
+        path="/generated",
+        expect=Expectation(status=200, body=b"g" * 1024),
+        notes="a generator body without Content-Length: streamed (chunked) where the server streams, "
+        "collected where it collects",
+    ),
+    Scenario(
         name="asgi-hello",
         group="wsgi-asgi",
         app="asgi",

@@ -254,6 +254,17 @@ GRANIAN_SITE_ROOT = (
     "index.html",
 )
 
+# The previous build of rush, to measure a change against (not a default server): the
+# `rush` package with its compiled extension, copied into this folder, e.g. from a
+# checkout of the older commit after `make build`: cp -r python/rush BENCH_BASELINE/.
+RUSH_BASELINE = Path(__file__).resolve().parent / ".tools" / "rush-baseline"
+
+
+def rush_baseline(app: str, *options: str) -> tuple[str, ...]:
+    """The baseline build serving ``app`` (same flags as :func:`rush`)."""
+    return ("/usr/bin/env", f"PYTHONPATH={RUSH_BASELINE}", "{bin}/python", "-m", "rush", *rush(app, *options)[1:])
+
+
 SERVERS: list[Server] = [
     Server(
         name="rush",
@@ -273,6 +284,22 @@ SERVERS: list[Server] = [
         version_argv=("{bin}/rush", "--version"),
         install_hint="make build",
         notes="a supervisor process forks the workers; CPU and RSS count all of them",
+    ),
+    Server(
+        name="rush-baseline",
+        title="rush (baseline build)",
+        venv="rush",
+        apps={
+            "hello": rush_baseline("benches.apps.rush_app:app", "--workers", "1"),
+            "static": rush_baseline("benches.apps.rush_static_app:app", "--workers", "1"),
+            "wsgi": rush_baseline("benches.apps.wsgi_app:app", "--interface", "wsgi", "--workers", "1"),
+            "asgi": rush_baseline("benches.apps.asgi_app:app", "--interface", "asgi", "--workers", "1"),
+        },
+        probe="import rush._rush",
+        version_argv=("{bin}/rush", "--version"),
+        install_hint="copy an older build's python/rush into benches/.tools/rush-baseline/",
+        default=False,
+        notes="the previous build of rush (benches/.tools/rush-baseline), to measure a change against",
     ),
     Server(
         name="granian-rsgi",

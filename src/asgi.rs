@@ -12,10 +12,15 @@
 //!   the [`AsgiSend`] object calls its `notify` hook, which asks the loop
 //!   (through asyncio's `call_soon`, never re-entrantly) to write what was
 //!   sent: chunked, or raw under the app's own Content-Length.
-//! * The request body is read whole before the app is called (within
-//!   `--max-body-size`) and handed over in one `http.request` message.
-//!   After it, `receive` waits until the response is complete, then says
-//!   `http.disconnect`.
+//! * Backpressure: once the connection has 1 MiB unsent, `send` returns a
+//!   pending future instead, resolved by the loop when the output drains
+//!   (`Core::pace_asgi_sender`), or failed with `ConnectionResetError`
+//!   when the client is gone.
+//! * The request body is handed over in `http.request` messages: whole when
+//!   it had arrived with the head, or as it arrives (the app starts at the
+//!   head, and the loop feeds `receive` through [`AsgiReceive::push_body`]).
+//!   After it, `receive` waits until the response is complete or the client
+//!   left, then says `http.disconnect`.
 
 use std::net::SocketAddr;
 
@@ -560,11 +565,4 @@ fn settle<'py>(
     if !done {
         let _ = resolve(future);
     }
-}
-
-/// Whether the app's header list sets a framing header the server owns.
-pub fn is_server_framing_header(name: &[u8]) -> bool {
-    name.eq_ignore_ascii_case(b"content-length")
-        || name.eq_ignore_ascii_case(b"transfer-encoding")
-        || name.eq_ignore_ascii_case(b"connection")
 }

@@ -18,8 +18,18 @@ NOT_FOUND = b"Not Found"
 NOT_FOUND_HEADERS = [("Content-Type", TEXT), ("Content-Length", str(len(NOT_FOUND)))]
 
 
+GENERATED = b"g" * 1024
+
+
+def generated():
+    yield GENERATED
+
+
 def app(environ, start_response):
     path = environ["PATH_INFO"]
+    if path == "/generated":
+        start_response("200 OK", [("Content-Type", TEXT)])
+        return generated()
     if path == "/":
         start_response("200 OK", HELLO_HEADERS)
         return [HELLO]

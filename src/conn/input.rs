@@ -5,6 +5,7 @@
 use std::io;
 
 use pyo3::prelude::*;
+use rush_proto::encode::CONTINUE_100;
 use rush_proto::{
     parse_request_head, BodyFraming, ChunkedDecoder, HeadStatus, Limits, ProtoError, RequestHead,
     Version,
@@ -14,7 +15,6 @@ use super::{BodyProgress, Connection, PendingBody, Phase};
 use crate::body::{BodyBuffer, RequestBody};
 use crate::dispatch::{AsgiBody, Core};
 
-pub(crate) const CONTINUE_100: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 impl Core {
     /// Turns buffered input into responses until it runs out, a response
     /// closes the connection, an async handler suspends, or output is over

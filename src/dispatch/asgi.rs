@@ -2,6 +2,7 @@
 //! and write what it sends (framed by the server) as it sends it.
 
 use pyo3::prelude::*;
+use rush_proto::encode::{connection_has_close, is_framing_header, status_has_no_body};
 use rush_proto::RequestHead;
 
 use super::{keep_or_close, Core, Outcome, RequestLine};
@@ -247,7 +248,7 @@ impl Core {
                 };
                 return Some(self.finish(py, connection, &awaiting, &[], line, Err(error)));
             }
-            let bodyless = send.status < 200 || send.status == 204 || send.status == 304;
+            let bodyless = status_has_no_body(send.status);
             let complete = send.state == SendState::Complete;
             let framing = if bodyless {
                 AsgiFraming::NoBody
@@ -261,17 +262,13 @@ impl Core {
                 AsgiFraming::UntilClose
             };
             let app_close = send.headers.iter().any(|(name, value)| {
-                name.eq_ignore_ascii_case(b"connection")
-                    && value
-                        .to_ascii_lowercase()
-                        .windows(5)
-                        .any(|window| window == b"close")
+                name.eq_ignore_ascii_case(b"connection") && connection_has_close(value)
             });
             let close = app_close || framing == AsgiFraming::UntilClose;
             let out = &mut connection.output;
             rush_proto::response::write_status_line(out, send.status);
             for (name, value) in &send.headers {
-                if crate::asgi::is_server_framing_header(name) {
+                if is_framing_header(name) {
                     continue;
                 }
                 out.extend_from_slice(name);
