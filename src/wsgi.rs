@@ -571,6 +571,21 @@ fn sendfile_source(py: Python<'_>, wrapper: &FileWrapper) -> Option<(File, u64, 
 }
 
 impl WsgiResponse {
+    /// Writes the status line and the app's headers, less the framing
+    /// headers the server sets itself.
+    pub fn write_status_and_headers(&self, out: &mut Vec<u8>) {
+        write_status_line(out, self.status);
+        for (name, value) in &self.headers {
+            if is_framing_header(name.as_bytes()) {
+                continue;
+            }
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+
     /// Whether the app's headers ask to close the connection.
     pub fn requests_close(&self) -> bool {
         self.headers.iter().any(|(name, value)| {
@@ -602,16 +617,7 @@ pub fn render_collected(
         _ => actual_length,
     };
     let close = response.requests_close();
-    write_status_line(out, response.status);
-    for (name, value) in &response.headers {
-        if is_framing_header(name.as_bytes()) {
-            continue;
-        }
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value);
-        out.extend_from_slice(b"\r\n");
-    }
+    response.write_status_and_headers(out);
     let bodyless = status_has_no_body(response.status);
     if !bodyless {
         write_content_length(out, length);

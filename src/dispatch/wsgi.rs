@@ -12,8 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyString;
 use rush_proto::RequestHead;
 
-use rush_proto::encode::{is_framing_header, BodyEncoder, EncodeError, FramingPlan};
-use rush_proto::response::write_status_line;
+use rush_proto::encode::{BodyEncoder, EncodeError, FramingPlan};
 
 use super::{keep_or_close, Core, Outcome, RequestLine};
 use crate::body::RequestBody;
@@ -113,16 +112,7 @@ impl Core {
             && !response.requests_close()
             && !encoder.closes_connection();
         let out = &mut connection.output;
-        write_status_line(out, response.status);
-        for (name, value) in &response.headers {
-            if is_framing_header(name.as_bytes()) {
-                continue;
-            }
-            out.extend_from_slice(name.as_bytes());
-            out.extend_from_slice(b": ");
-            out.extend_from_slice(value);
-            out.extend_from_slice(b"\r\n");
-        }
+        response.write_status_and_headers(out);
         encoder.write_framing_header(out);
         let context = ResponseContext {
             date_line: self.date.header_line(),
