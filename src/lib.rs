@@ -60,6 +60,7 @@ fn _rush(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<asgi::AsgiSend>()?;
     module.add_class::<asgi::AsgiReceive>()?;
     module.add_class::<wsgi::WsgiResponse>()?;
+    module.add_class::<wsgi::WsgiBody>()?;
     module.add_function(wrap_pyfunction!(wsgi::call_wsgi, module)?)?;
     module.add_function(wrap_pyfunction!(exit_with_parent, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -351,6 +351,42 @@ pub struct WsgiResponse {
     /// by the loop chunk by chunk as the client takes them. `body` then
     /// holds only what the app passed to `write()`.
     pub stream: Option<BodyIterator>,
+    /// A body streamed from a `--threads` pool thread instead: the
+    /// `rush.threads.BodyChannel` its chunks come through.
+    pub channel: Option<Py<PyAny>>,
+}
+
+#[pymethods]
+impl WsgiResponse {
+    /// Takes the body iterator out, for a pool thread to iterate (None when
+    /// the body is not streamed).
+    fn take_body(&mut self) -> Option<WsgiBody> {
+        self.stream.take().map(|body| WsgiBody { body })
+    }
+
+    /// Says that the body comes through `channel` (a `BodyChannel`).
+    fn attach_channel(&mut self, channel: Py<PyAny>) {
+        self.channel = Some(channel);
+    }
+}
+
+/// A streamed WSGI body iterated by a pool thread (`--threads`).
+#[pyclass(module = "rush._rush")]
+pub struct WsgiBody {
+    body: BodyIterator,
+}
+
+#[pymethods]
+impl WsgiBody {
+    /// The next chunk, or None at the end; raises what the app raises.
+    fn next_chunk<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        self.body.next_chunk(py)
+    }
+
+    /// Calls the app's `close()` (once).
+    fn close(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.body.close(py)
+    }
 }
 
 /// The iterator over a WSGI body, and the object whose `close()` PEP 3333
@@ -521,6 +557,7 @@ fn finish_response(
         file,
         declared_length,
         stream,
+        channel: None,
     })
 }
 

@@ -74,9 +74,12 @@ def test_asgi_send_waits_for_a_slow_client_and_the_send_timeout_stops_it(rush_se
 # -- WSGI: streamed bodies ---------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def wsgi_server(module_servers: ServerFactory) -> RushServer:
-    return module_servers("tests.apps.pressure:wsgi_app", "--interface", "wsgi")
+@pytest.fixture(scope="module", params=["loop-thread", "threads-2"])
+def wsgi_server(request: pytest.FixtureRequest, module_servers: ServerFactory) -> RushServer:
+    """The streaming app on the loop thread, and on a pool of two threads
+    (where a body whose client left used to hold its thread forever)."""
+    threads = ("--threads", "2") if request.param == "threads-2" else ()
+    return module_servers("tests.apps.pressure:wsgi_app", "--interface", "wsgi", *threads)
 
 
 def test_wsgi_chunks_are_sent_as_the_app_makes_them(wsgi_server: RushServer, tmp_path: Path) -> None:
@@ -109,16 +112,21 @@ def test_a_large_wsgi_body_streams_in_flat_memory(wsgi_server: RushServer) -> No
 
 
 def test_a_wsgi_body_is_closed_when_its_client_leaves(wsgi_server: RushServer) -> None:
-    with wsgi_server.connect(rcvbuf=8192) as connection:
-        connection.send(request("GET", "/endless?id=left"))
-        read_until(connection.sock, b"eeee")
-        # Unread data on close makes the kernel send a reset: the server's
-        # next write fails, as it does for any client that went away.
-    with httpx.Client(base_url=wsgi_server.url, timeout=GUARD_TIMEOUT) as client:
-        wait_for(
-            lambda: client.get("/closed", params={"id": "left"}).json()["closes"] == 1,
-            "close() was not called after the client left",
-        )
+    # Four endless bodies one after the other: with two pool threads, a body
+    # that kept its thread after its client left would leave none for the
+    # third (and /closed itself needs a thread).
+    for index in range(4):
+        key = f"left-{index}"
+        with wsgi_server.connect(rcvbuf=8192) as connection:
+            connection.send(request("GET", f"/endless?id={key}"))
+            read_until(connection.sock, b"eeee")
+            # Unread data on close makes the kernel send a reset: the server's
+            # next write fails, as it does for any client that went away.
+        with httpx.Client(base_url=wsgi_server.url, timeout=GUARD_TIMEOUT) as client:
+            wait_for(
+                lambda key=key: client.get("/closed", params={"id": key}).json()["closes"] == 1,
+                f"close() was not called after client {index} left",
+            )
     wsgi_server.assert_running()
 
 

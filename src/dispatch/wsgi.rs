@@ -89,7 +89,7 @@ impl Core {
     /// Writes the head of a streamed WSGI response and starts pumping its
     /// body. The framing is the app's Content-Length, else chunked (or, for
     /// an HTTP/1.0 client, the end of the connection).
-    fn start_wsgi_stream(
+    pub(crate) fn start_wsgi_stream(
         &mut self,
         py: Python<'_>,
         connection: &mut Connection,
@@ -97,8 +97,10 @@ impl Core {
         line: &RequestLine<'_>,
         response: &mut WsgiResponse,
     ) -> Outcome {
-        let Some(body) = response.stream.take() else {
-            unreachable!("called for a streamed response");
+        let body = match (response.stream.take(), response.channel.take()) {
+            (Some(iterator), _) => BodySource::Iterator(iterator),
+            (None, Some(channel)) => BodySource::Pool(PoolChannel(channel)),
+            (None, None) => unreachable!("called for a streamed response"),
         };
         let encoder = BodyEncoder::choose(FramingPlan {
             status: response.status,
@@ -129,6 +131,7 @@ impl Core {
             status: response.status,
             keep_alive,
             request_line: line.text().into_owned(),
+            request_id: awaiting.request_id,
             unflushed: false,
         });
         // What the app passed to write(), and a generator's first chunk.
@@ -180,33 +183,54 @@ impl Core {
             let Phase::StreamingWsgi(stream) = &mut connection.phase else {
                 return None;
             };
-            let end = match stream.body.next_chunk(py) {
-                Ok(Some(chunk)) => match stream
-                    .encoder
-                    .encode(chunk.as_bytes(), &mut connection.output)
-                {
-                    Ok(()) => {
-                        stream.unflushed = true;
-                        continue;
+            let end = match &stream.body {
+                BodySource::Iterator(iterator) => match iterator.next_chunk(py) {
+                    Ok(Some(chunk)) => match stream
+                        .encoder
+                        .encode(chunk.as_bytes(), &mut connection.output)
+                    {
+                        Ok(()) => {
+                            stream.unflushed = true;
+                            continue;
+                        }
+                        Err(error) => StreamEnd::Misframed(error),
+                    },
+                    Ok(None) => stream.finish(&mut connection.output),
+                    Err(error) => StreamEnd::Raised(error),
+                },
+                BodySource::Pool(channel) => match channel.take(py) {
+                    // Nothing new: the pool thread tells the loop when there is.
+                    Ok(Taken::Chunks(chunks)) if chunks.is_empty() => return None,
+                    Ok(Taken::Chunks(chunks)) => {
+                        match stream.encode_all(&chunks, &mut connection.output) {
+                            // Written by the drive loop: the pool thread is not
+                            // waiting on this thread, so nothing is held back.
+                            Ok(()) => return None,
+                            Err(error) => StreamEnd::Misframed(error),
+                        }
                     }
-                    Err(error) => StreamEnd::Misframed(error),
+                    Ok(Taken::Last(chunks)) => {
+                        match stream.encode_all(&chunks, &mut connection.output) {
+                            Ok(()) => stream.finish(&mut connection.output),
+                            Err(error) => StreamEnd::Misframed(error),
+                        }
+                    }
+                    Err(error) => StreamEnd::Raised(error),
                 },
-                Ok(None) => match stream.encoder.finish(&mut connection.output) {
-                    Ok(()) => StreamEnd::Complete,
-                    Err(error) => StreamEnd::Misframed(error),
-                },
-                Err(error) => {
-                    self.log_error(
-                        py,
-                        &format!(
-                            "Exception in WSGI app for {} while streaming its body",
-                            stream.request_line
-                        ),
-                        Some(error),
-                    );
-                    StreamEnd::AppRaised
-                }
             };
+            if let StreamEnd::Raised(error) = end {
+                let message = format!(
+                    "Exception in WSGI app for {} while streaming its body",
+                    stream.request_line
+                );
+                self.log_error(py, &message, Some(error));
+                let Phase::StreamingWsgi(stream) =
+                    std::mem::replace(&mut connection.phase, Phase::Idle)
+                else {
+                    unreachable!("phase checked above");
+                };
+                return Some(self.end_wsgi_stream(py, connection, *stream, StreamEnd::AppRaised));
+            }
             let Phase::StreamingWsgi(stream) =
                 std::mem::replace(&mut connection.phase, Phase::Idle)
             else {
@@ -227,8 +251,10 @@ impl Core {
         mut stream: WsgiStream,
         end: StreamEnd,
     ) -> Outcome {
-        if let Err(error) = stream.body.close(py) {
-            self.log_error(py, "the WSGI body's close() raised", Some(error));
+        if let BodySource::Iterator(iterator) = &mut stream.body {
+            if let Err(error) = iterator.close(py) {
+                self.log_error(py, "the WSGI body's close() raised", Some(error));
+            }
         }
         if let StreamEnd::Misframed(error) = &end {
             let message = format!(
@@ -256,20 +282,85 @@ enum StreamEnd {
     Complete,
     /// Writing failed: the client is gone.
     ClientLeft,
+    /// The iterable raised (logged when it is turned into `AppRaised`).
+    Raised(PyErr),
     /// The iterable raised (already logged).
     AppRaised,
     /// More or less than the app's Content-Length, or a chunk after the end.
     Misframed(EncodeError),
 }
 
-/// A WSGI body being streamed: the app's iterable, pulled as the client
-/// takes the bytes, and the encoder that frames each chunk.
+/// A WSGI body being streamed: where its chunks come from, and the
+/// encoder that frames each.
 pub(crate) struct WsgiStream {
-    body: BodyIterator,
+    body: BodySource,
     encoder: BodyEncoder,
     status: u16,
     keep_alive: bool,
     request_line: String,
+    /// The request this body answers: a pool thread's notices name it.
+    pub(crate) request_id: u64,
     /// Chunks were added to the output since it was last written.
     unflushed: bool,
+}
+
+impl WsgiStream {
+    fn encode_all(&mut self, chunks: &[Vec<u8>], out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        chunks
+            .iter()
+            .try_for_each(|chunk| self.encoder.encode(chunk, out))
+    }
+
+    fn finish(&mut self, out: &mut Vec<u8>) -> StreamEnd {
+        match self.encoder.finish(out) {
+            Ok(()) => StreamEnd::Complete,
+            Err(error) => StreamEnd::Misframed(error),
+        }
+    }
+}
+
+/// Where a streamed body's chunks come from.
+enum BodySource {
+    /// The app's iterable, iterated here on the loop thread.
+    Iterator(BodyIterator),
+    /// A `--threads` pool thread iterating it (python/rush/threads.py).
+    Pool(PoolChannel),
+}
+
+/// The `BodyChannel` a pool thread sends a body's chunks through.
+struct PoolChannel(Py<PyAny>);
+
+/// What `BodyChannel.take()` gave.
+enum Taken {
+    /// Chunks (maybe none); more to come.
+    Chunks(Vec<Vec<u8>>),
+    /// The last chunks: the body is over.
+    Last(Vec<Vec<u8>>),
+}
+
+impl PoolChannel {
+    fn take(&self, py: Python<'_>) -> PyResult<Taken> {
+        let (chunks, done, error): (Vec<Vec<u8>>, bool, Option<Bound<'_, PyAny>>) = self
+            .0
+            .bind(py)
+            .call_method0(pyo3::intern!(py, "take"))?
+            .extract()?;
+        match (error, done) {
+            (Some(error), _) => Err(PyErr::from_value(error)),
+            (None, true) => Ok(Taken::Last(chunks)),
+            (None, false) => Ok(Taken::Chunks(chunks)),
+        }
+    }
+}
+
+impl Drop for PoolChannel {
+    /// The stream is over or abandoned (the client left): the pool thread
+    /// stops at its next chunk and closes the app's iterable.
+    fn drop(&mut self) {
+        Python::attach(|py| {
+            if let Err(error) = self.0.bind(py).call_method0(pyo3::intern!(py, "cancel")) {
+                error.print(py);
+            }
+        });
+    }
 }

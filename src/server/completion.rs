@@ -14,6 +14,7 @@ use super::{Listener, Server};
 const BACKLOG_DRAIN_BATCHES: usize = 64;
 use crate::conn::{AsgiExchange, Phase};
 use crate::dispatch::{AsgiWrite, Outcome, RequestLine};
+use crate::wsgi::WsgiResponse;
 
 impl Server {
     pub(super) fn write_asgi_progress(&mut self, py: Python<'_>, key: usize, request_id: u64) {
@@ -126,6 +127,23 @@ impl Server {
         };
         let result = task.call_method0("result");
         let line = RequestLine::Owned(&awaiting.request_line);
+        let wsgi = match &result {
+            Ok(value) => value.cast::<WsgiResponse>().ok(),
+            Err(_) => None,
+        };
+        if let Some(response) = wsgi {
+            let mut response = response.borrow_mut();
+            if response.channel.is_some() {
+                // A pool thread goes on iterating the body: stream it.
+                let outcome =
+                    self.core
+                        .start_wsgi_stream(py, connection, &awaiting, &line, &mut response);
+                drop(response);
+                self.core.after_outcome(connection, outcome);
+                self.drive_connection(py, key);
+                return;
+            }
+        }
         if let Some(exchange) = &awaiting.asgi {
             let mut outcome = self
                 .core

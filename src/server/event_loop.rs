@@ -121,9 +121,23 @@ impl Server {
         let finished = drain.call0(py)?;
         for item in finished.bind(py).try_iter()? {
             let (key, request_id, future): (usize, u64, Bound<'_, PyAny>) = item?.extract()?;
+            if future.is_none() {
+                // A pool thread streaming a body queued more of it.
+                if self.is_streaming_from_pool(key, request_id) {
+                    self.drive_connection(py, key);
+                }
+                continue;
+            }
             self.complete(py, key, request_id, &future);
         }
         Ok(())
+    }
+
+    /// Whether connection `key` is streaming the body of request `request_id`.
+    fn is_streaming_from_pool(&self, key: usize, request_id: u64) -> bool {
+        self.connections.get(key).is_some_and(|connection| {
+            matches!(&connection.phase, Phase::StreamingWsgi(stream) if stream.request_id == request_id)
+        })
     }
 
     pub(crate) fn drive_connection(&mut self, py: Python<'_>, key: usize) {
