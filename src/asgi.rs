@@ -31,8 +31,8 @@ use rush_proto::response::{is_valid_header_name, is_valid_header_value};
 use rush_proto::{RequestHead, Version};
 
 use crate::body::OwnedBody;
+use crate::options::OUTPUT_HIGH_WATER;
 use crate::request::{decode_path, header_fields};
-use crate::server::options::OUTPUT_HIGH_WATER;
 
 /// `(host, port)` as ASGI spells an address, or None (Unix sockets).
 pub fn address_object(py: Python<'_>, address: Option<SocketAddr>) -> PyResult<Py<PyAny>> {

@@ -4,10 +4,26 @@
 //! Framing decisions (which statuses have a body, chunked or length) come
 //! from `rush_proto::encode`.
 
+use std::fs::File;
+use std::rc::Rc;
+use std::sync::Arc;
+
 use rush_proto::encode::status_has_no_body;
 use rush_proto::response::{write_content_length, write_status_line};
 
-use crate::static_files::OutgoingBody;
+/// A response body sent after the head, without copying it into the output buffer.
+pub enum OutgoingBody {
+    Shared {
+        data: Arc<[u8]>,
+        offset: usize,
+        end: usize,
+    },
+    File {
+        file: Rc<File>,
+        offset: u64,
+        end: u64,
+    },
+}
 
 /// The content type of rush's own text answers.
 pub const TEXT_PLAIN: &[u8] = b"text/plain; charset=utf-8";

@@ -34,9 +34,9 @@ use rush_proto::encode::{connection_has_close, is_framing_header, status_has_no_
 use rush_proto::response::{write_content_length, write_status_line};
 
 use crate::body::RequestBody;
+use crate::http_write::OutgoingBody;
 use crate::http_write::{finish_head, Rendered, ResponseContext};
 use crate::request::header_fields;
-use crate::static_files::OutgoingBody;
 
 static BYTES_IO: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static STDERR: PyOnceLock<Py<PyAny>> = PyOnceLock::new();

@@ -1,125 +1,38 @@
-//! One client connection: its socket, its buffers, and where it stands.
+//! One client connection: its transport, its buffers, and where it stands.
 //!
-//! The state is an explicit enum ([`Phase`]) so every place that acts on a
-//! connection says which states it handles, and each state names the
-//! deadline that applies to it. Buffers are per connection but stay small:
-//! `input` holds only bytes not yet consumed (usually a partial request or
-//! nothing), `output` only bytes the kernel has not taken yet.
+//! Where it stands is a [`ConnState`] (`state.rs`): a read state and a
+//! write state, changed only through its event methods, each state naming
+//! the timer that applies to it. The response still being produced (a
+//! running handler, a streamed body) is an opaque [`InFlight`] kept here for
+//! the dispatchers. Buffers are per connection but stay small: `input`
+//! holds only bytes not yet consumed (usually a partial request or nothing),
+//! `output` only bytes the kernel has not taken yet.
 
-mod drive;
-mod input;
+pub mod state;
 mod transport;
 
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use rush_proto::{ChunkedDecoder, RequestHead};
+use crate::http_write::OutgoingBody;
+use crate::inflight::{InFlight, PeerObjects};
+use crate::options::{LoopConfig, LINGER_TIMEOUT};
 
-use crate::static_files::OutgoingBody;
-
-pub(crate) use drive::Disposition;
+pub(crate) use state::{BodyProgress, ConnState, PendingBody, ReadState, Timer, WriteState};
 pub(crate) use transport::Stream;
 
-/// A request whose head is complete but whose body is still arriving.
-pub struct PendingBody {
-    /// A copy of the head; the spans in `head` are offsets into it.
-    pub head_bytes: Vec<u8>,
-    pub head: RequestHead,
-    pub body: crate::body::BodyBuffer,
-    pub framing: BodyProgress,
-}
-
-pub enum BodyProgress {
-    /// Content-Length: this many bytes are still to come.
-    Remaining(u64),
-    Chunked(ChunkedDecoder),
-}
-
-/// What the loop needs to finish a request whose async handler is running.
-pub struct AwaitingResponse {
-    /// Names this request in completions from asyncio or the pool: unique
-    /// per worker, so a late completion can never land on a later request
-    /// of the same connection.
-    pub request_id: u64,
-    pub head_only: bool,
-    pub keep_alive: bool,
-    pub http10: bool,
-    pub default_status: u16,
-    /// `METHOD target HTTP/x.y`, for the access log and error messages.
-    pub request_line: String,
-    /// A copy of the request head, for `Response.file` (conditional, ranges).
-    pub request_head: Vec<u8>,
-    /// For an ASGI app: its `send` and `receive` objects.
-    pub asgi: Option<AsgiExchange>,
-    /// The `Allow` value when an app's 405 handler answers.
-    pub allow: Option<Vec<u8>>,
-    /// The request object, kept only when the app has a 500 handler.
-    pub request: Option<pyo3::Py<crate::request::Request>>,
-    /// The body still arriving while an ASGI app already runs: the loop
-    /// reads it and hands it to the app's `receive()`.
-    pub body_stream: Option<BodyProgress>,
-}
-
-impl AwaitingResponse {
-    /// The facts about `head` that answering it needs; the rest is filled
-    /// in only when the request continues off the loop.
-    pub fn new(head: &RequestHead, keep_alive: bool, default_status: u16) -> AwaitingResponse {
-        AwaitingResponse {
-            request_id: 0,
-            head_only: head.method == rush_proto::Method::Head,
-            keep_alive,
-            http10: head.version == rush_proto::Version::Http10,
-            default_status,
-            request_line: String::new(),
-            request_head: Vec::new(),
-            asgi: None,
-            allow: None,
-            request: None,
-            body_stream: None,
-        }
-    }
-}
-
-pub struct AsgiExchange {
-    pub send: pyo3::Py<crate::asgi::AsgiSend>,
-    pub receive: pyo3::Py<crate::asgi::AsgiReceive>,
-}
-
-/// Where a connection stands. Each phase has its own deadline.
-pub enum Phase {
-    /// Between requests, nothing buffered. Deadline: keep-alive timeout.
-    Idle,
-    /// Some bytes of a head have arrived. Deadline: header timeout, counted
-    /// from the first byte, so a slow drip cannot hold the connection.
-    ReadingHead,
-    /// The head is complete, the body is arriving. Deadline: body timeout,
-    /// renewed whenever body bytes arrive.
-    ReadingBody(Box<PendingBody>),
-    /// An async handler is running. Input stays buffered until it finishes,
-    /// so responses leave in request order. No deadline.
-    AwaitingHandler(Box<AwaitingResponse>),
-    /// A WSGI body is being streamed. Later pipelined requests wait in
-    /// `input`. Deadline: the send timeout, while output is pending.
-    StreamingWsgi(Box<crate::dispatch::WsgiStream>),
-    /// The last response is queued; close once it is written. With `linger`,
-    /// (after refusing a request) shut the write side and discard input
-    /// until the peer closes, so the client reads our answer instead of a reset.
-    Closing { linger: bool },
-    /// Write side shut, discarding input. Deadline: linger timeout.
-    Lingering,
+/// Whether a connection survives a drive.
+#[derive(PartialEq, Eq)]
+pub(crate) enum Disposition {
+    Open,
+    Close,
 }
 
 pub struct Connection {
     pub stream: Stream,
     pub client: Option<SocketAddr>,
-    /// `client` as a Python `(host, port)` tuple (or None), made once per
-    /// connection when an ASGI scope first needs it.
-    pub client_object: Option<pyo3::Py<pyo3::PyAny>>,
-    /// WSGI's REMOTE_ADDR and REMOTE_PORT strings, made once per connection.
-    pub remote_strings: Option<(
-        pyo3::Py<pyo3::types::PyString>,
-        pyo3::Py<pyo3::types::PyString>,
-    )>,
+    /// The client's address as Python objects, made once when needed.
+    pub peer_objects: PeerObjects,
     /// Received bytes not consumed yet.
     pub input: Vec<u8>,
     /// Response bytes not written yet.
@@ -128,8 +41,13 @@ pub struct Connection {
     /// wire. While it is pending, no further request is processed, so
     /// responses keep their order.
     pub body: Option<OutgoingBody>,
-    pub phase: Phase,
-    pub deadline: Instant,
+    /// What the connection is reading and writing (see [`state`]).
+    pub state: ConnState,
+    /// The response still being produced, if any (a running handler, a
+    /// streamed body): the dispatchers' business, kept here.
+    pub in_flight: Option<InFlight>,
+    /// When the state's timer ([`ConnState::timer`]) runs out, if one applies.
+    pub deadline: Option<Instant>,
     /// The peer closed its side (read returned 0).
     pub peer_closed: bool,
     /// epoll reported the peer's FIN (EPOLLRDHUP); reads go on until EOF.
@@ -147,17 +65,22 @@ pub struct Connection {
 }
 
 impl Connection {
-    pub fn new(stream: Stream, client: Option<SocketAddr>, deadline: Instant) -> Self {
+    pub fn new(
+        stream: Stream,
+        client: Option<SocketAddr>,
+        now: Instant,
+        config: &LoopConfig,
+    ) -> Self {
         Connection {
             stream,
             client,
-            client_object: None,
-            remote_strings: None,
+            peer_objects: PeerObjects::default(),
             input: Vec::new(),
             output: Vec::new(),
             body: None,
-            phase: Phase::Idle,
-            deadline,
+            state: ConnState::default(),
+            in_flight: None,
+            deadline: Some(now + config.keep_alive_timeout),
             peer_closed: false,
             peer_sent_fin: false,
             written: 0,
@@ -169,11 +92,20 @@ impl Connection {
 
     /// Whether buffered input may be turned into requests now.
     pub fn can_process(&self) -> bool {
-        self.body.is_none()
-            && matches!(
-                self.phase,
-                Phase::Idle | Phase::ReadingHead | Phase::ReadingBody(_)
-            )
+        self.body.is_none() && self.state.can_process()
+    }
+
+    /// Starts `timer` (or none): the deadline the sweep checks while no
+    /// output is pending.
+    pub fn start_timer(&mut self, timer: Option<Timer>, now: Instant, config: &LoopConfig) {
+        self.deadline = timer.map(|timer| {
+            now + match timer {
+                Timer::KeepAlive => config.keep_alive_timeout,
+                Timer::Header => config.header_timeout,
+                Timer::Body => config.body_timeout,
+                Timer::Linger => LINGER_TIMEOUT,
+            }
+        });
     }
 
     /// Renews the send deadline after a write attempt: it moves only when
@@ -195,20 +127,11 @@ impl Connection {
 }
 
 impl Drop for Connection {
-    /// A connection closed while an ASGI app still runs: its `receive()`
-    /// says `http.disconnect` and its `send()` raises from now on.
+    /// A connection closed while its response is still being produced: the
+    /// app is told (see [`InFlight::client_gone`]).
     fn drop(&mut self) {
-        if let Phase::AwaitingHandler(awaiting) = &self.phase {
-            if let Some(exchange) = &awaiting.asgi {
-                pyo3::Python::attach(|py| {
-                    if let Ok(mut send) = exchange.send.bind(py).try_borrow_mut() {
-                        send.disconnect(py);
-                    }
-                    if let Ok(mut receive) = exchange.receive.bind(py).try_borrow_mut() {
-                        receive.finish(py);
-                    }
-                });
-            }
+        if let Some(in_flight) = &self.in_flight {
+            in_flight.client_gone();
         }
     }
 }

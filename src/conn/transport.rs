@@ -11,7 +11,7 @@ use mio::net::{TcpStream, UnixStream};
 use mio::{Interest, Registry, Token};
 
 use super::Connection;
-use crate::static_files::OutgoingBody;
+use crate::http_write::OutgoingBody;
 
 /// A TCP or Unix stream socket.
 pub enum Stream {

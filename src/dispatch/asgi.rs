@@ -8,17 +8,104 @@ use rush_proto::RequestHead;
 use super::{keep_or_close, Core, Outcome, RequestLine};
 use crate::asgi::{address_object, build_scope, AsgiReceive, AsgiSend, SendState};
 use crate::body::RequestBody;
-use crate::conn::{AsgiExchange, AwaitingResponse, BodyProgress, Connection, Phase};
+use crate::conn::{BodyProgress, Connection, ReadState};
 use crate::coroutine::CoroutineStart;
+use crate::inflight::{AsgiExchange, AwaitingResponse, InFlight};
+use crate::options::{OUTPUT_HIGH_WATER, OUTPUT_LOW_WATER};
 use crate::response::{finish_head, ResponseContext};
-use crate::server::options::{OUTPUT_HIGH_WATER, OUTPUT_LOW_WATER};
 
 impl Core {
+    /// Hands body bytes that arrived for a running ASGI app to its
+    /// `receive()`. `Err` means the body was malformed (logged): close.
+    pub(crate) fn feed_app_body(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+    ) -> Result<(), ()> {
+        let Connection {
+            state,
+            input,
+            in_flight,
+            ..
+        } = connection;
+        let ReadState::BodyToApp(progress) = state.read_mut() else {
+            return Ok(());
+        };
+        let scratch = &mut self.body_scratch;
+        scratch.clear();
+        let (consumed, done) = match progress {
+            BodyProgress::Remaining(remaining) => {
+                let take = (*remaining).min(input.len() as u64) as usize;
+                scratch.extend_from_slice(&input[..take]);
+                *remaining -= take as u64;
+                (take, *remaining == 0)
+            }
+            BodyProgress::Chunked(decoder) => match decoder.decode(input, scratch) {
+                Ok(progress) => (progress.consumed, progress.done),
+                Err(error) => {
+                    let message = format!("malformed request body while an ASGI app ran: {error}");
+                    self.log_error(py, &message, None);
+                    return Err(());
+                }
+            },
+        };
+        input.drain(..consumed);
+        if done {
+            state.body_to_app_complete();
+        }
+        let Some(InFlight::Handler(awaiting)) = in_flight else {
+            return Ok(());
+        };
+        if let Some(exchange) = &awaiting.asgi {
+            if let Ok(mut receive) = exchange.receive.bind(py).try_borrow_mut() {
+                if let Err(error) = receive.push_body(py, &self.body_scratch, done) {
+                    self.log_error(
+                        py,
+                        "cannot hand a request body to the ASGI app",
+                        Some(error),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the running app takes more of its request body now (its
+    /// queue is under its bound); when it does not, its next `receive()`
+    /// asks the loop to read on.
+    pub(crate) fn app_takes_body(&self, py: Python<'_>, connection: &Connection) -> bool {
+        if !matches!(connection.state.read(), ReadState::BodyToApp(_)) {
+            return false;
+        }
+        let Some(InFlight::Handler(awaiting)) = &connection.in_flight else {
+            return false;
+        };
+        awaiting.asgi.as_ref().is_some_and(|exchange| {
+            exchange
+                .receive
+                .bind(py)
+                .try_borrow_mut()
+                .is_ok_and(|mut receive| receive.wants_more())
+        })
+    }
+
+    /// The client closed its side while the app runs: its `receive()` says
+    /// `http.disconnect` (its `send()` still works until the socket fails).
+    pub(crate) fn tell_app_client_left(&self, py: Python<'_>, connection: &Connection) {
+        if let Some(InFlight::Handler(awaiting)) = &connection.in_flight {
+            if let Some(exchange) = &awaiting.asgi {
+                if let Ok(mut receive) = exchange.receive.bind(py).try_borrow_mut() {
+                    receive.finish(py);
+                }
+            }
+        }
+    }
+
     /// Backpressure for a running ASGI app: its `send()` waits while the
     /// connection's unsent output is over the high-water mark, and goes on
     /// once it fell below the low-water mark.
     pub(crate) fn pace_asgi_sender(&self, py: Python<'_>, connection: &Connection) {
-        let Phase::AwaitingHandler(awaiting) = &connection.phase else {
+        let Some(InFlight::Handler(awaiting)) = &connection.in_flight else {
             return;
         };
         let Some(exchange) = &awaiting.asgi else {
@@ -69,9 +156,9 @@ impl Core {
                 )
             }
         };
-        if connection.client_object.is_none() {
+        if connection.peer_objects.address.is_none() {
             match address_object(py, connection.client) {
-                Ok(client) => connection.client_object = Some(client),
+                Ok(client) => connection.peer_objects.address = Some(client),
                 Err(error) => {
                     return self.finish(py, connection, &awaiting, head_bytes, &line, Err(error))
                 }
@@ -81,7 +168,11 @@ impl Core {
             unreachable!("dispatch_asgi is called only with an ASGI app");
         };
         let app = settings.app.clone_ref(py);
-        let client = connection.client_object.as_ref().expect("set just above");
+        let client = connection
+            .peer_objects
+            .address
+            .as_ref()
+            .expect("set just above");
         let started = build_scope(py, settings, head_bytes, head, client).and_then(|scope| {
             let receive = Py::new(py, receive)?;
             let send = Py::new(py, AsgiSend::new())?;
@@ -148,8 +239,8 @@ impl Core {
                 }
                 awaiting.request_line = line.text().into_owned();
                 awaiting.asgi = Some(exchange);
-                awaiting.body_stream = body_stream;
-                connection.phase = Phase::AwaitingHandler(Box::new(awaiting));
+                connection.state.handler_pending(body_stream);
+                connection.in_flight = Some(InFlight::Handler(Box::new(awaiting)));
                 Outcome::Pending
             }
         }
@@ -244,7 +335,6 @@ impl Core {
                     asgi: None,
                     allow: None,
                     request: None,
-                    body_stream: None,
                 };
                 return Some(self.finish(py, connection, &awaiting, &[], line, Err(error)));
             }

@@ -21,17 +21,17 @@ use pyo3::types::{PyDict, PyTuple};
 use rush_proto::{DateCache, HeaderSpan, RequestHead};
 
 use crate::asgi::AsgiSettings;
-use crate::conn::{AwaitingResponse, Connection};
+use crate::conn::Connection;
 use crate::coroutine::{self, send_none, CoroutineStart, Step};
+use crate::inflight::AwaitingResponse;
+use crate::options::{LoopConfig, OUTPUT_FAIR_SHARE, OUTPUT_HIGH_WATER};
 use crate::request::Request;
 use crate::response::{render_result, write_status_page, ResponseContext};
 use crate::router::{Handler, Router};
-use crate::server::options::{LoopConfig, OUTPUT_FAIR_SHARE, OUTPUT_HIGH_WATER};
 use crate::static_files::StaticFiles;
 use crate::wsgi::WsgiSettings;
 
 pub(crate) use asgi::{AsgiBody, AsgiWrite};
-pub(crate) use wsgi::WsgiStream;
 
 /// What every request of one worker needs besides its connection.
 pub(crate) struct Core {

@@ -7,8 +7,9 @@ use rush_proto::{Method, RequestHead, Version};
 
 use super::{call_handler, keep_or_close, Core, Outcome, RequestLine};
 use crate::body::RequestBody;
-use crate::conn::{AwaitingResponse, Connection, Phase};
+use crate::conn::Connection;
 use crate::coroutine::CoroutineStart;
+use crate::inflight::{AwaitingResponse, InFlight};
 use crate::request::{decode_path, header_fields, Request, RequestParts};
 use crate::response::{finish_head, write_status_page, ResponseContext};
 use crate::router::RouteDecision;
@@ -205,7 +206,8 @@ impl Core {
                     Ok(CoroutineStart::Continuing) => {
                         awaiting.request_line = line.text().into_owned();
                         awaiting.request_head = head_bytes.to_vec();
-                        connection.phase = Phase::AwaitingHandler(Box::new(awaiting));
+                        connection.state.handler_pending(None);
+                        connection.in_flight = Some(InFlight::Handler(Box::new(awaiting)));
                         Outcome::Pending
                     }
                     Err(error) => {

@@ -3,23 +3,25 @@
 //!
 //! A body that is a list or tuple is sent whole (its length is known, its
 //! Content-Length checked). Any other iterable is streamed: the connection
-//! enters `Phase::StreamingWsgi` and [`Core::pump_wsgi`] pulls chunks while
+//! enters the `Streaming` write state and [`Core::pump_wsgi`] pulls chunks while
 //! the client keeps up, pausing at the high-water mark and resuming when
 //! the socket drains, so memory stays flat for any body size. The
 //! iterable's `close()` is called when the body ends or the client leaves.
 
 use pyo3::prelude::*;
-use pyo3::types::PyString;
 use rush_proto::RequestHead;
 
-use rush_proto::encode::{BodyEncoder, EncodeError, FramingPlan};
+use rush_proto::encode::{BodyEncoder, FramingPlan};
 
 use super::{keep_or_close, Core, Outcome, RequestLine};
 use crate::body::RequestBody;
-use crate::conn::{AwaitingResponse, Connection, Phase};
+use crate::conn::Connection;
 use crate::http_write::{finish_head, ResponseContext};
-use crate::server::options::OUTPUT_HIGH_WATER;
-use crate::wsgi::{build_environ, call_wsgi, BodyIterator, WsgiResponse};
+use crate::inflight::{
+    AwaitingResponse, BodySource, InFlight, PoolChannel, StreamEnd, Taken, WsgiStream,
+};
+use crate::options::OUTPUT_HIGH_WATER;
+use crate::wsgi::{build_environ, call_wsgi, WsgiResponse};
 
 impl Core {
     /// Runs the WSGI app for a request, on this thread or on the pool.
@@ -36,26 +38,14 @@ impl Core {
     ) -> Outcome {
         let mut awaiting = AwaitingResponse::new(head, keep_alive, 200);
         let line = RequestLine::Raw(head_bytes, head);
-        if connection.remote_strings.is_none() {
-            if let Some(client) = connection.client {
-                connection.remote_strings = Some((
-                    PyString::new(py, &client.ip().to_string()).unbind(),
-                    PyString::new(py, &client.port().to_string()).unbind(),
-                ));
-            }
-        }
+        let remote = connection
+            .peer_objects
+            .remote_strings(py, connection.client);
         let Some(settings) = &self.wsgi else {
             unreachable!("dispatch_wsgi is called only with a WSGI app");
         };
         let app = settings.app.clone_ref(py);
-        let environ = build_environ(
-            py,
-            settings,
-            head_bytes,
-            head,
-            body,
-            connection.remote_strings.as_ref(),
-        );
+        let environ = build_environ(py, settings, head_bytes, head, body, remote);
         let environ = match environ {
             Ok(environ) => environ,
             Err(error) => {
@@ -69,7 +59,8 @@ impl Core {
                 Ok(_) => {
                     awaiting.request_line = line.text().into_owned();
                     awaiting.request_head = head_bytes.to_vec();
-                    connection.phase = Phase::AwaitingHandler(Box::new(awaiting));
+                    connection.state.handler_pending(None);
+                    connection.in_flight = Some(InFlight::Handler(Box::new(awaiting)));
                     Outcome::Pending
                 }
                 Err(error) => self.finish(py, connection, &awaiting, head_bytes, &line, Err(error)),
@@ -142,7 +133,8 @@ impl Core {
             return self.end_wsgi_stream(py, connection, *stream, StreamEnd::Misframed(error));
         }
         stream.unflushed = !response.body.is_empty();
-        connection.phase = Phase::StreamingWsgi(stream);
+        connection.state.streaming_started();
+        connection.in_flight = Some(InFlight::Stream(stream));
         self.pump_wsgi(py, connection).unwrap_or(Outcome::Pending)
     }
 
@@ -157,16 +149,14 @@ impl Core {
         connection: &mut Connection,
     ) -> Option<Outcome> {
         loop {
-            let Phase::StreamingWsgi(stream) = &mut connection.phase else {
+            let Some(InFlight::Stream(stream)) = &mut connection.in_flight else {
                 return None;
             };
             if stream.unflushed {
                 stream.unflushed = false;
                 if connection.write_output().is_err() {
-                    let Phase::StreamingWsgi(stream) =
-                        std::mem::replace(&mut connection.phase, Phase::Idle)
-                    else {
-                        unreachable!("phase checked above");
+                    let Some(InFlight::Stream(stream)) = connection.in_flight.take() else {
+                        unreachable!("checked above");
                     };
                     return Some(self.end_wsgi_stream(
                         py,
@@ -180,7 +170,7 @@ impl Core {
             if connection.output.len() >= OUTPUT_HIGH_WATER {
                 return None;
             }
-            let Phase::StreamingWsgi(stream) = &mut connection.phase else {
+            let Some(InFlight::Stream(stream)) = &mut connection.in_flight else {
                 return None;
             };
             let end = match &stream.body {
@@ -224,17 +214,13 @@ impl Core {
                     stream.request_line
                 );
                 self.log_error(py, &message, Some(error));
-                let Phase::StreamingWsgi(stream) =
-                    std::mem::replace(&mut connection.phase, Phase::Idle)
-                else {
-                    unreachable!("phase checked above");
+                let Some(InFlight::Stream(stream)) = connection.in_flight.take() else {
+                    unreachable!("checked above");
                 };
                 return Some(self.end_wsgi_stream(py, connection, *stream, StreamEnd::AppRaised));
             }
-            let Phase::StreamingWsgi(stream) =
-                std::mem::replace(&mut connection.phase, Phase::Idle)
-            else {
-                unreachable!("phase checked above");
+            let Some(InFlight::Stream(stream)) = connection.in_flight.take() else {
+                unreachable!("checked above");
             };
             return Some(self.end_wsgi_stream(py, connection, *stream, end));
         }
@@ -273,94 +259,5 @@ impl Core {
         );
         let complete = matches!(end, StreamEnd::Complete);
         keep_or_close(complete && stream.keep_alive && !self.draining)
-    }
-}
-
-/// How a streamed WSGI body ended.
-enum StreamEnd {
-    /// The iterable ran out and the framing is complete.
-    Complete,
-    /// Writing failed: the client is gone.
-    ClientLeft,
-    /// The iterable raised (logged when it is turned into `AppRaised`).
-    Raised(PyErr),
-    /// The iterable raised (already logged).
-    AppRaised,
-    /// More or less than the app's Content-Length, or a chunk after the end.
-    Misframed(EncodeError),
-}
-
-/// A WSGI body being streamed: where its chunks come from, and the
-/// encoder that frames each.
-pub(crate) struct WsgiStream {
-    body: BodySource,
-    encoder: BodyEncoder,
-    status: u16,
-    keep_alive: bool,
-    request_line: String,
-    /// The request this body answers: a pool thread's notices name it.
-    pub(crate) request_id: u64,
-    /// Chunks were added to the output since it was last written.
-    unflushed: bool,
-}
-
-impl WsgiStream {
-    fn encode_all(&mut self, chunks: &[Vec<u8>], out: &mut Vec<u8>) -> Result<(), EncodeError> {
-        chunks
-            .iter()
-            .try_for_each(|chunk| self.encoder.encode(chunk, out))
-    }
-
-    fn finish(&mut self, out: &mut Vec<u8>) -> StreamEnd {
-        match self.encoder.finish(out) {
-            Ok(()) => StreamEnd::Complete,
-            Err(error) => StreamEnd::Misframed(error),
-        }
-    }
-}
-
-/// Where a streamed body's chunks come from.
-enum BodySource {
-    /// The app's iterable, iterated here on the loop thread.
-    Iterator(BodyIterator),
-    /// A `--threads` pool thread iterating it (python/rush/threads.py).
-    Pool(PoolChannel),
-}
-
-/// The `BodyChannel` a pool thread sends a body's chunks through.
-struct PoolChannel(Py<PyAny>);
-
-/// What `BodyChannel.take()` gave.
-enum Taken {
-    /// Chunks (maybe none); more to come.
-    Chunks(Vec<Vec<u8>>),
-    /// The last chunks: the body is over.
-    Last(Vec<Vec<u8>>),
-}
-
-impl PoolChannel {
-    fn take(&self, py: Python<'_>) -> PyResult<Taken> {
-        let (chunks, done, error): (Vec<Vec<u8>>, bool, Option<Bound<'_, PyAny>>) = self
-            .0
-            .bind(py)
-            .call_method0(pyo3::intern!(py, "take"))?
-            .extract()?;
-        match (error, done) {
-            (Some(error), _) => Err(PyErr::from_value(error)),
-            (None, true) => Ok(Taken::Last(chunks)),
-            (None, false) => Ok(Taken::Chunks(chunks)),
-        }
-    }
-}
-
-impl Drop for PoolChannel {
-    /// The stream is over or abandoned (the client left): the pool thread
-    /// stops at its next chunk and closes the app's iterable.
-    fn drop(&mut self) {
-        Python::attach(|py| {
-            if let Err(error) = self.0.bind(py).call_method0(pyo3::intern!(py, "cancel")) {
-                error.print(py);
-            }
-        });
     }
 }

@@ -12,8 +12,9 @@ use super::{Listener, Server};
 
 /// Most accept batches a draining worker takes from its backlog.
 const BACKLOG_DRAIN_BATCHES: usize = 64;
-use crate::conn::{AsgiExchange, Phase};
+use crate::conn::{ReadState, WriteState};
 use crate::dispatch::{AsgiWrite, Outcome, RequestLine};
+use crate::inflight::{AsgiExchange, InFlight};
 use crate::wsgi::WsgiResponse;
 
 impl Server {
@@ -23,7 +24,7 @@ impl Server {
         let Some(connection) = self.connections.get_mut(key) else {
             return;
         };
-        let Phase::AwaitingHandler(awaiting) = &connection.phase else {
+        let Some(InFlight::Handler(awaiting)) = &connection.in_flight else {
             return;
         };
         if awaiting.request_id != request_id {
@@ -38,7 +39,7 @@ impl Server {
         };
         let (keep_alive, head_only, http10) =
             (awaiting.keep_alive, awaiting.head_only, awaiting.http10);
-        let unread_body = awaiting.body_stream.is_some();
+        let unread_body = matches!(connection.state.read(), ReadState::BodyToApp(_));
         let request_line = awaiting.request_line.clone();
         let outcome = self.core.write_asgi(
             py,
@@ -89,7 +90,9 @@ impl Server {
             .connections
             .iter()
             .filter(|(_, connection)| {
-                matches!(connection.phase, Phase::Idle) && !connection.has_pending_output()
+                matches!(connection.state.read(), ReadState::Idle)
+                    && connection.state.write() == WriteState::Ready
+                    && !connection.has_pending_output()
             })
             .map(|(key, _)| key)
             .collect();
@@ -108,7 +111,7 @@ impl Server {
         self.core.now = Instant::now();
         self.core.date.refresh(SystemTime::now());
         let current = self.connections.get(key).is_some_and(|connection| {
-            matches!(&connection.phase, Phase::AwaitingHandler(awaiting) if awaiting.request_id == request_id)
+            matches!(&connection.in_flight, Some(InFlight::Handler(awaiting)) if awaiting.request_id == request_id)
         });
         if !current {
             // The response was already complete (an ASGI app working on after
@@ -120,9 +123,7 @@ impl Server {
         let Some(connection) = self.connections.get_mut(key) else {
             return;
         };
-        let Phase::AwaitingHandler(awaiting) =
-            std::mem::replace(&mut connection.phase, Phase::Idle)
-        else {
+        let Some(InFlight::Handler(awaiting)) = connection.in_flight.take() else {
             return;
         };
         let result = task.call_method0("result");
@@ -148,7 +149,9 @@ impl Server {
             let mut outcome = self
                 .core
                 .complete_asgi(py, connection, &awaiting, exchange, &line, result);
-            if awaiting.body_stream.is_some() && matches!(outcome, Outcome::KeepAlive) {
+            if matches!(connection.state.read(), ReadState::BodyToApp(_))
+                && matches!(outcome, Outcome::KeepAlive)
+            {
                 // The app finished before its body fully arrived.
                 outcome = Outcome::Close;
             }

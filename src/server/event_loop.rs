@@ -9,7 +9,8 @@ use mio::{Events, Interest, Token};
 use pyo3::prelude::*;
 
 use super::{Listener, Server};
-use crate::conn::{Connection, Disposition, Phase, Stream};
+use crate::conn::{Connection, Disposition, ReadState, Stream};
+use crate::inflight::InFlight;
 
 pub(crate) const LISTENER: Token = Token(0);
 pub(crate) const WAKEUP: Token = Token(1);
@@ -136,7 +137,7 @@ impl Server {
     /// Whether connection `key` is streaming the body of request `request_id`.
     fn is_streaming_from_pool(&self, key: usize, request_id: u64) -> bool {
         self.connections.get(key).is_some_and(|connection| {
-            matches!(&connection.phase, Phase::StreamingWsgi(stream) if stream.request_id == request_id)
+            matches!(&connection.in_flight, Some(InFlight::Stream(stream)) if stream.request_id == request_id)
         })
     }
 
@@ -257,10 +258,12 @@ impl Server {
                     return accepted_now;
                 }
             };
-            let deadline = self.core.now + self.core.config.keep_alive_timeout;
-            let key = self
-                .connections
-                .insert(Connection::new(stream, client, deadline));
+            let key = self.connections.insert(Connection::new(
+                stream,
+                client,
+                self.core.now,
+                &self.core.config,
+            ));
             // A connection accepted now may carry a request sent after a file
             // changed, later than this batch's inotify events: read them first.
             if !self.core.static_files.is_empty() {
@@ -306,21 +309,16 @@ impl Server {
                 }
                 continue;
             }
-            if now < connection.deadline {
+            if connection.deadline.is_none_or(|deadline| now < deadline) {
                 continue;
             }
-            match &connection.phase {
-                Phase::AwaitingHandler(awaiting) if awaiting.body_stream.is_none() => {}
-                Phase::StreamingWsgi(_) => {}
-                Phase::AwaitingHandler(_) => expired.push(key),
-                Phase::ReadingHead | Phase::ReadingBody(_) => {
-                    // Best effort: one write attempt, then close.
-                    rush_proto::encode::write_request_timeout(&mut connection.output, date_line);
-                    let _ = connection.write_output();
-                    expired.push(key);
-                }
-                _ => expired.push(key),
+            if let ReadState::Head | ReadState::Body(_) = connection.state.read() {
+                // A client that stalled in the middle of a request: best
+                // effort, one write attempt of a 408, then close.
+                rush_proto::encode::write_request_timeout(&mut connection.output, date_line);
+                let _ = connection.write_output();
             }
+            expired.push(key);
         }
         for key in expired {
             self.close_connection(key);

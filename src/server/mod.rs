@@ -18,7 +18,6 @@
 
 mod completion;
 mod event_loop;
-pub(crate) mod options;
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -36,11 +35,11 @@ use slab::Slab;
 use crate::asgi::AsgiSettings;
 use crate::conn::Connection;
 use crate::dispatch::Core;
+use crate::options::{seconds, seconds_or_zero, LoopConfig, OUTPUT_HIGH_WATER, READ_CHUNK};
 use crate::router::Router;
 use crate::static_files::StaticFiles;
 use crate::wsgi::WsgiSettings;
 use event_loop::{COMPLETIONS, FILE_EVENTS, LISTENER, WAKEUP};
-use options::{seconds, seconds_or_zero, LoopConfig, OUTPUT_HIGH_WATER, READ_CHUNK};
 
 /// Set from a Python signal handler while `serve` runs; checked by the loop.
 #[pyclass(module = "rush._rush", frozen)]

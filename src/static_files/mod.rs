@@ -40,6 +40,7 @@ use serve::write_plain;
 use serve::*;
 pub use serve::{load_single_file, serve_file};
 
+pub use crate::http_write::OutgoingBody;
 use crate::http_write::ResponseContext;
 
 /// Bodies up to this size are copied into the output buffer (so pipelined
@@ -69,20 +70,6 @@ pub struct MountSpec {
     pub cache_control: Option<String>,
     pub dotfiles: bool,
     pub allow_symlinks_outside: bool,
-}
-
-/// A response body sent after the head, without copying it into the output buffer.
-pub enum OutgoingBody {
-    Shared {
-        data: Arc<[u8]>,
-        offset: usize,
-        end: usize,
-    },
-    File {
-        file: Rc<File>,
-        offset: u64,
-        end: u64,
-    },
 }
 
 /// One representation of a file: the file itself or a precompressed sibling.

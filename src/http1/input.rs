@@ -11,8 +11,8 @@ use rush_proto::{
     Version,
 };
 
-use super::{BodyProgress, Connection, PendingBody, Phase};
 use crate::body::{BodyBuffer, RequestBody};
+use crate::conn::{BodyProgress, Connection, PendingBody, ReadState};
 use crate::dispatch::{AsgiBody, Core};
 
 impl Core {
@@ -29,7 +29,7 @@ impl Core {
         let mut offset = 0;
         while offset < input.len() && connection.can_process() && self.may_produce(connection) {
             let available = &input[offset..];
-            if let Phase::ReadingBody(pending) = &mut connection.phase {
+            if let ReadState::Body(pending) = connection.state.read_mut() {
                 match continue_body(pending, available, &mut self.body_scratch) {
                     Ok((consumed, false)) => {
                         offset += consumed;
@@ -37,10 +37,8 @@ impl Core {
                     }
                     Ok((consumed, true)) => {
                         offset += consumed;
-                        let Phase::ReadingBody(pending) =
-                            std::mem::replace(&mut connection.phase, Phase::Idle)
-                        else {
-                            unreachable!("phase checked above");
+                        let Some(pending) = connection.state.body_complete() else {
+                            unreachable!("state checked above");
                         };
                         let outcome = self.dispatch(
                             py,
@@ -61,9 +59,9 @@ impl Core {
             }
             match parse_request_head(available, &self.config.limits, &mut self.header_scratch) {
                 Ok(HeadStatus::Partial) => {
-                    if let Phase::Idle = connection.phase {
-                        connection.phase = Phase::ReadingHead;
-                        connection.deadline = self.now + self.config.header_timeout;
+                    // A pipelined head that began after the last response.
+                    if let Some(timer) = connection.state.bytes_arrived() {
+                        connection.start_timer(Some(timer), self.now, &self.config);
                     }
                     break;
                 }
@@ -81,6 +79,7 @@ impl Core {
                         }
                         Ok(BodyStart::Complete { body, consumed }) => {
                             offset += head_end + consumed;
+                            connection.state.request_dispatched();
                             let outcome = self.dispatch(
                                 py,
                                 connection,
@@ -93,6 +92,7 @@ impl Core {
                         }
                         Ok(BodyStart::Decoded { body, consumed }) => {
                             offset += head_end + consumed;
+                            connection.state.request_dispatched();
                             let outcome = self.dispatch(
                                 py,
                                 connection,
@@ -118,11 +118,11 @@ impl Core {
                             offset += head_end + consumed;
                             let keep_alive = head.keep_alive && !self.draining;
                             let body = AsgiBody::Streaming { initial, progress };
+                            connection.state.request_dispatched();
                             let outcome = self.dispatch_asgi(
                                 py, connection, key, head_bytes, &head, body, keep_alive,
                             );
                             self.after_outcome(connection, outcome);
-                            connection.deadline = self.now + self.config.body_timeout;
                         }
                         Ok(BodyStart::Incomplete {
                             body,
@@ -136,13 +136,13 @@ impl Core {
                                 connection.output.extend_from_slice(CONTINUE_100);
                             }
                             offset += head_end + consumed;
-                            connection.phase = Phase::ReadingBody(Box::new(PendingBody {
+                            let timer = connection.state.body_started(Box::new(PendingBody {
                                 head_bytes: head_bytes.to_vec(),
                                 head,
                                 body,
                                 framing: progress,
                             }));
-                            connection.deadline = self.now + self.config.body_timeout;
+                            connection.start_timer(Some(timer), self.now, &self.config);
                         }
                     }
                 }
@@ -157,65 +157,16 @@ impl Core {
         } else {
             input.drain(..offset);
         }
-        if matches!(connection.phase, Phase::Closing { .. } | Phase::Lingering) {
+        if connection.state.closes().is_some() {
             input.clear();
         }
         connection.input = input;
     }
 
-    /// Sets the connection's phase from what became of a request.
+    /// Whether a request whose body is still arriving goes to the ASGI app
+    /// at once (no static mount answers its path).
     pub(crate) fn streams_body_to_asgi(&self, raw_path: &[u8]) -> bool {
         self.asgi.is_some() && self.static_files.find_mount(raw_path).is_none()
-    }
-
-    /// Hands body bytes that arrived for a running ASGI app to its
-    /// `receive()`. `Err` means the body was malformed (logged): close.
-    pub(crate) fn feed_body_stream(
-        &mut self,
-        py: Python<'_>,
-        connection: &mut Connection,
-    ) -> Result<(), ()> {
-        let Connection { phase, input, .. } = connection;
-        let Phase::AwaitingHandler(awaiting) = phase else {
-            return Ok(());
-        };
-        let Some(progress) = &mut awaiting.body_stream else {
-            return Ok(());
-        };
-        let scratch = &mut self.body_scratch;
-        scratch.clear();
-        let (consumed, done) = match progress {
-            BodyProgress::Remaining(remaining) => {
-                let take = (*remaining).min(input.len() as u64) as usize;
-                scratch.extend_from_slice(&input[..take]);
-                *remaining -= take as u64;
-                (take, *remaining == 0)
-            }
-            BodyProgress::Chunked(decoder) => match decoder.decode(input, scratch) {
-                Ok(progress) => (progress.consumed, progress.done),
-                Err(error) => {
-                    let message = format!("malformed request body while an ASGI app ran: {error}");
-                    self.log_error(py, &message, None);
-                    return Err(());
-                }
-            },
-        };
-        input.drain(..consumed);
-        if done {
-            awaiting.body_stream = None;
-        }
-        if let Some(exchange) = &awaiting.asgi {
-            if let Ok(mut receive) = exchange.receive.bind(py).try_borrow_mut() {
-                if let Err(error) = receive.push_body(py, &self.body_scratch, done) {
-                    self.log_error(
-                        py,
-                        "cannot hand a request body to the ASGI app",
-                        Some(error),
-                    );
-                }
-            }
-        }
-        Ok(())
     }
 }
 /// Why a body could not be received.

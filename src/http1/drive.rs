@@ -8,17 +8,11 @@ use pyo3::prelude::*;
 use rush_proto::ProtoError;
 
 use super::input::BodyError;
-use super::{Connection, Phase};
+use crate::conn::{Connection, Disposition, ReadState, WriteState};
 use crate::dispatch::{Core, Outcome};
+use crate::options::{LINGER_MAX_BYTES, OUTPUT_LOW_WATER};
 use crate::response::{write_status_page, ResponseContext};
-use crate::server::options::{LINGER_MAX_BYTES, LINGER_TIMEOUT, OUTPUT_LOW_WATER};
 
-/// Whether a connection survives a drive.
-#[derive(PartialEq, Eq)]
-pub(crate) enum Disposition {
-    Open,
-    Close,
-}
 impl Core {
     /// Processes, writes and reads until the connection would block, closes,
     /// or waits for an async handler.
@@ -33,7 +27,7 @@ impl Core {
         // would only say EAGAIN saves a third of the syscalls per request.
         let mut socket_may_have_input = true;
         loop {
-            if matches!(connection.phase, Phase::StreamingWsgi(_))
+            if connection.state.write() == WriteState::Streaming
                 && connection.output.len() < OUTPUT_LOW_WATER
             {
                 if let Some(outcome) = self.pump_wsgi(py, connection) {
@@ -52,54 +46,42 @@ impl Core {
                     // Socket full: wait for EPOLLOUT; read nothing meanwhile (backpressure).
                     return Disposition::Open;
                 }
-                if matches!(connection.phase, Phase::StreamingWsgi(_)) {
+                if connection.state.write() == WriteState::Streaming {
                     continue;
                 }
                 if connection.can_process() && !connection.input.is_empty() {
                     continue;
                 }
             }
-            if self.feed_body_stream(py, connection).is_err() {
+            if self.feed_app_body(py, connection).is_err() {
                 return Disposition::Close;
             }
-            match &connection.phase {
-                Phase::AwaitingHandler(awaiting) => {
-                    let streaming = awaiting.body_stream.is_some()
-                        && awaiting.asgi.as_ref().is_some_and(|exchange| {
-                            exchange
-                                .receive
-                                .bind(py)
-                                .try_borrow_mut()
-                                .is_ok_and(|mut receive| receive.wants_more())
-                        });
-                    if !streaming {
-                        // The client closed while an ASGI app still runs (a
-                        // stream, say): its receive() now says http.disconnect.
-                        if connection.peer_sent_fin {
-                            if let Some(exchange) = &awaiting.asgi {
-                                if let Ok(mut receive) = exchange.receive.bind(py).try_borrow_mut()
-                                {
-                                    receive.finish(py);
-                                }
-                            }
-                        }
-                        return Disposition::Open;
-                    }
-                    // Read on: the body goes to the running app.
-                }
-                // Later pipelined requests wait in the socket, not in memory,
-                // until the streamed body is done.
-                Phase::StreamingWsgi(_) => return Disposition::Open,
-                &Phase::Closing { linger } => {
-                    if !linger || connection.peer_closed {
-                        return Disposition::Close;
-                    }
+            if let Some(linger) = connection.state.closes() {
+                if matches!(connection.state.read(), ReadState::Lingering) {
+                    // Discarding input until the peer closes (below).
+                } else if !linger || connection.peer_closed {
+                    return Disposition::Close;
+                } else {
                     connection.stream.shutdown_write();
-                    connection.phase = Phase::Lingering;
+                    let timer = connection.state.linger_started();
+                    connection.start_timer(Some(timer), self.now, &self.config);
                     connection.input = Vec::new();
-                    connection.deadline = self.now + LINGER_TIMEOUT;
                 }
-                _ => {}
+            }
+            if connection.state.write() == WriteState::Handler
+                && !self.app_takes_body(py, connection)
+            {
+                if connection.peer_sent_fin {
+                    // The client closed while the app still runs (a stream,
+                    // say): its receive() now says http.disconnect.
+                    self.tell_app_client_left(py, connection);
+                }
+                return Disposition::Open;
+            }
+            if !connection.state.reads_input() {
+                // Later pipelined requests wait in the socket, not in memory,
+                // until the response in progress is done.
+                return Disposition::Open;
             }
             if connection.peer_closed {
                 return Disposition::Close;
@@ -110,9 +92,7 @@ impl Core {
             match connection.stream.read(&mut self.read_buffer) {
                 Ok(0) => {
                     connection.peer_closed = true;
-                    if !connection.can_process()
-                        && !matches!(connection.phase, Phase::Closing { .. })
-                    {
+                    if !connection.can_process() && connection.state.closes().is_none() {
                         return Disposition::Close;
                     }
                 }
@@ -120,7 +100,7 @@ impl Core {
                     // With the peer's FIN already signalled, read on to see the EOF.
                     socket_may_have_input =
                         count == self.read_buffer.len() || connection.peer_sent_fin;
-                    if let Phase::Lingering = connection.phase {
+                    if let ReadState::Lingering = connection.state.read() {
                         // Count discarded bytes in `input`'s length without keeping them.
                         if connection.input.capacity() + count > LINGER_MAX_BYTES {
                             return Disposition::Close;
@@ -128,12 +108,8 @@ impl Core {
                         connection.input.reserve(count);
                         continue;
                     }
-                    if let Phase::Idle = connection.phase {
-                        connection.phase = Phase::ReadingHead;
-                        connection.deadline = self.now + self.config.header_timeout;
-                    }
-                    if let Phase::ReadingBody(_) | Phase::AwaitingHandler(_) = connection.phase {
-                        connection.deadline = self.now + self.config.body_timeout;
+                    if let Some(timer) = connection.state.bytes_arrived() {
+                        connection.start_timer(Some(timer), self.now, &self.config);
                     }
                     connection
                         .input
@@ -148,21 +124,23 @@ impl Core {
         }
     }
 
-    /// Turns buffered input into responses until it runs out, a response
-    /// closes the connection, an async handler suspends, or output is over
-    /// the high-water mark.
+    /// Moves the connection's state on from what became of a request.
     pub(crate) fn after_outcome(&self, connection: &mut Connection, outcome: Outcome) {
-        match outcome {
-            Outcome::Pending => {}
-            Outcome::Close => connection.phase = Phase::Closing { linger: false },
-            Outcome::KeepAlive if self.draining => {
-                connection.phase = Phase::Closing { linger: false };
+        let keep_alive = match outcome {
+            Outcome::Pending => {
+                // A handler or a stream goes on: its state says which timer
+                // (the body's, while its body flows to the app) applies.
+                let timer = connection.state.timer();
+                return connection.start_timer(timer, self.now, &self.config);
             }
-            Outcome::KeepAlive => {
-                connection.phase = Phase::Idle;
-                connection.deadline = self.now + self.config.keep_alive_timeout;
-            }
-        }
+            Outcome::Close => false,
+            Outcome::KeepAlive => !self.draining,
+        };
+        // The response is complete: whatever still runs (an ASGI app's
+        // background work) is no longer this connection's business.
+        connection.in_flight = None;
+        let timer = connection.state.response_complete(keep_alive);
+        connection.start_timer(timer, self.now, &self.config);
     }
 
     /// Answers a request whose body could not be received, and closes.
@@ -190,7 +168,7 @@ impl Core {
                     },
                     true,
                 );
-                connection.phase = Phase::Closing { linger: true };
+                connection.state.refused();
             }
         }
     }
@@ -202,6 +180,6 @@ impl Core {
             error,
             self.date.header_line(),
         );
-        connection.phase = Phase::Closing { linger: true };
+        connection.state.refused();
     }
 }

@@ -1,0 +1,465 @@
+//! Where a connection stands, as data: what it is reading and what it is
+//! writing, as two separate states, and every transition between them.
+//!
+//! How it works (the h11 idea, for one HTTP/1.1 connection):
+//! * [`ReadState`] says what incoming bytes mean now: the start of the next
+//!   head, more of a head, a body being collected, a body flowing to a
+//!   running app, nothing (held in the socket until the response is done),
+//!   or bytes to discard after a refusal.
+//! * [`WriteState`] says what the connection owes the client: nothing
+//!   (ready for a request), the response of a running handler, a streamed
+//!   body, or a last response followed by a close.
+//! * An ASGI app streaming its response while its body still arrives is
+//!   just `BodyToApp` + `Handler`; no flag combinations.
+//! * Each transition is one method of [`ConnState`], named after the event
+//!   that causes it; nothing else assigns the states. The read state
+//!   decides which timer applies ([`ConnState::timer`]); unsent output puts
+//!   the send timeout above any of them (kept by the connection, since it
+//!   depends on write progress, not on state).
+//!
+//! No I/O and no Python here: the table of transitions is unit-tested below.
+
+use rush_proto::{ChunkedDecoder, RequestHead};
+
+use crate::body::BodyBuffer;
+
+/// A request whose head is complete but whose body is still arriving.
+pub struct PendingBody {
+    /// A copy of the head; the spans in `head` are offsets into it.
+    pub head_bytes: Vec<u8>,
+    pub head: RequestHead,
+    pub body: BodyBuffer,
+    pub framing: BodyProgress,
+}
+
+/// How much of a body is still to come.
+pub enum BodyProgress {
+    /// Content-Length: this many bytes are still to come.
+    Remaining(u64),
+    Chunked(ChunkedDecoder),
+}
+
+/// What incoming bytes are, now.
+pub enum ReadState {
+    /// Between requests, nothing buffered. Timer: keep-alive.
+    Idle,
+    /// Some bytes of a head have arrived. Timer: header timeout, counted
+    /// from the first byte, so a slow drip cannot hold the connection.
+    Head,
+    /// A body collected before its request is dispatched (WSGI, the App).
+    /// Timer: body timeout, renewed whenever body bytes arrive.
+    Body(Box<PendingBody>),
+    /// A body flowing to the app that already runs (ASGI). Timer: body
+    /// timeout, renewed whenever body bytes arrive.
+    BodyToApp(BodyProgress),
+    /// Not reading: a response is in progress, and later pipelined bytes
+    /// wait (in the buffer or the socket) so responses keep their order.
+    Held,
+    /// Write side shut after a refusal; input is discarded until the peer
+    /// closes, so it reads our answer rather than a reset. Timer: linger.
+    Lingering,
+}
+
+/// What the connection owes the client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteState {
+    /// Nothing: the next request may be answered.
+    Ready,
+    /// The response of a handler that is still running (a suspended
+    /// coroutine, a pool thread).
+    Handler,
+    /// A response body streamed as the app produces it.
+    Streaming,
+    /// The last response is queued; close once it is written. With
+    /// `linger` (after a refusal), shut the write side and linger first.
+    Closing { linger: bool },
+}
+
+/// The timer that applies to a connection with no output pending.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timer {
+    KeepAlive,
+    Header,
+    Body,
+    Linger,
+}
+
+/// A connection's read and write states.
+pub struct ConnState {
+    read: ReadState,
+    write: WriteState,
+}
+
+impl Default for ConnState {
+    fn default() -> Self {
+        ConnState {
+            read: ReadState::Idle,
+            write: WriteState::Ready,
+        }
+    }
+}
+
+impl ConnState {
+    pub fn read(&self) -> &ReadState {
+        &self.read
+    }
+
+    pub fn read_mut(&mut self) -> &mut ReadState {
+        &mut self.read
+    }
+
+    pub fn write(&self) -> WriteState {
+        self.write
+    }
+
+    /// Whether buffered input may be turned into requests now.
+    pub fn can_process(&self) -> bool {
+        self.write == WriteState::Ready
+            && matches!(
+                self.read,
+                ReadState::Idle | ReadState::Head | ReadState::Body(_)
+            )
+    }
+
+    /// Whether input is read from the socket now: while a response is held
+    /// (or a refused connection closes) bytes stay in the socket, so a
+    /// client that pipelines without reading cannot grow memory.
+    pub fn reads_input(&self) -> bool {
+        !matches!(self.read, ReadState::Held)
+            && !matches!(self.write, WriteState::Closing { linger: false })
+    }
+
+    /// The timer for this state when no output is pending (`None`: none
+    /// applies, e.g. while a handler runs and nothing is being read).
+    pub fn timer(&self) -> Option<Timer> {
+        match self.read {
+            ReadState::Idle if self.write == WriteState::Ready => Some(Timer::KeepAlive),
+            ReadState::Idle => None,
+            ReadState::Head => Some(Timer::Header),
+            ReadState::Body(_) | ReadState::BodyToApp(_) => Some(Timer::Body),
+            ReadState::Held => None,
+            ReadState::Lingering => Some(Timer::Linger),
+        }
+    }
+
+    /// Bytes arrived. Returns the timer to (re)start: the header timer at a
+    /// head's first byte, the body timer at each piece of a body.
+    pub fn bytes_arrived(&mut self) -> Option<Timer> {
+        match self.read {
+            ReadState::Idle if self.write == WriteState::Ready => {
+                self.read = ReadState::Head;
+                Some(Timer::Header)
+            }
+            ReadState::Body(_) | ReadState::BodyToApp(_) => Some(Timer::Body),
+            _ => None,
+        }
+    }
+
+    /// A head is complete and its body is still to come (collected first).
+    pub fn body_started(&mut self, pending: Box<PendingBody>) -> Timer {
+        self.read = ReadState::Body(pending);
+        Timer::Body
+    }
+
+    /// The collected body is complete: its request is dispatched now.
+    pub fn body_complete(&mut self) -> Option<Box<PendingBody>> {
+        match std::mem::replace(&mut self.read, ReadState::Held) {
+            ReadState::Body(pending) => Some(pending),
+            other => {
+                self.read = other;
+                None
+            }
+        }
+    }
+
+    /// A request is being dispatched: nothing more is read for it.
+    pub fn request_dispatched(&mut self) {
+        self.read = ReadState::Held;
+    }
+
+    /// Its handler goes on after the dispatch pass; `body` is the part of
+    /// the request body still to come, which flows to the running app.
+    pub fn handler_pending(&mut self, body: Option<BodyProgress>) {
+        self.write = WriteState::Handler;
+        self.read = match body {
+            Some(progress) => ReadState::BodyToApp(progress),
+            None => ReadState::Held,
+        };
+    }
+
+    /// The body that flowed to the running app is complete.
+    pub fn body_to_app_complete(&mut self) {
+        if let ReadState::BodyToApp(_) = self.read {
+            self.read = ReadState::Held;
+        }
+    }
+
+    /// The response's body is streamed from now on.
+    pub fn streaming_started(&mut self) {
+        self.write = WriteState::Streaming;
+        self.read = ReadState::Held;
+    }
+
+    /// A response is complete. `keep_alive`: the connection may serve the
+    /// next request; it may not if the request's own body never fully
+    /// arrived (what follows it could not be found). Returns the timer to
+    /// start.
+    pub fn response_complete(&mut self, keep_alive: bool) -> Option<Timer> {
+        let body_unread = matches!(self.read, ReadState::BodyToApp(_));
+        if keep_alive && !body_unread {
+            self.write = WriteState::Ready;
+            self.read = ReadState::Idle;
+            Some(Timer::KeepAlive)
+        } else {
+            self.write = WriteState::Closing { linger: false };
+            self.read = ReadState::Held;
+            None
+        }
+    }
+
+    /// The request was refused (a 4xx queued): close after lingering.
+    pub fn refused(&mut self) {
+        self.write = WriteState::Closing { linger: true };
+        self.read = ReadState::Held;
+    }
+
+    /// The refusal is written: shut the write side and discard input.
+    pub fn linger_started(&mut self) -> Timer {
+        self.read = ReadState::Lingering;
+        Timer::Linger
+    }
+
+    /// A connection that closes as soon as its output is written.
+    pub fn closes(&self) -> Option<bool> {
+        match self.write {
+            WriteState::Closing { linger } => Some(linger),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Read {
+        Idle,
+        Head,
+        Body,
+        BodyToApp,
+        Held,
+        Lingering,
+    }
+
+    fn kind(state: &ConnState) -> (Read, WriteState, Option<Timer>, bool) {
+        let read = match state.read() {
+            ReadState::Idle => Read::Idle,
+            ReadState::Head => Read::Head,
+            ReadState::Body(_) => Read::Body,
+            ReadState::BodyToApp(_) => Read::BodyToApp,
+            ReadState::Held => Read::Held,
+            ReadState::Lingering => Read::Lingering,
+        };
+        (read, state.write(), state.timer(), state.can_process())
+    }
+
+    fn pending() -> Box<PendingBody> {
+        let head_bytes = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n".to_vec();
+        let mut spans = Vec::new();
+        let head = match rush_proto::parse_request_head(
+            &head_bytes,
+            &rush_proto::Limits::default(),
+            &mut spans,
+        ) {
+            Ok(rush_proto::HeadStatus::Complete(head)) => head,
+            _ => unreachable!("a valid head"),
+        };
+        Box::new(PendingBody {
+            head_bytes,
+            head,
+            body: BodyBuffer::new(Some(5)),
+            framing: BodyProgress::Remaining(5),
+        })
+    }
+
+    type Event = fn(&mut ConnState);
+    /// (read, write, timer, can process input).
+    type Reached = (Read, WriteState, Option<Timer>, bool);
+
+    fn arrive(state: &mut ConnState) {
+        let _ = state.bytes_arrived();
+    }
+    fn collect_body(state: &mut ConnState) {
+        let _ = state.body_started(pending());
+    }
+    fn body_complete(state: &mut ConnState) {
+        let _ = state.body_complete();
+    }
+    fn dispatch(state: &mut ConnState) {
+        state.request_dispatched();
+    }
+    fn run_handler(state: &mut ConnState) {
+        state.handler_pending(None);
+    }
+    fn run_with_body(state: &mut ConnState) {
+        state.handler_pending(Some(BodyProgress::Remaining(9)));
+    }
+    fn body_to_app_done(state: &mut ConnState) {
+        state.body_to_app_complete();
+    }
+    fn stream(state: &mut ConnState) {
+        state.streaming_started();
+    }
+    fn answer(state: &mut ConnState) {
+        let _ = state.response_complete(true);
+    }
+    fn answer_and_close(state: &mut ConnState) {
+        let _ = state.response_complete(false);
+    }
+    fn refuse(state: &mut ConnState) {
+        state.refused();
+    }
+    fn linger(state: &mut ConnState) {
+        let _ = state.linger_started();
+    }
+
+    /// Each row: the events from a new connection, then the state reached.
+    #[test]
+    fn transitions() {
+        use WriteState::{Closing, Handler, Ready, Streaming};
+        let rows: &[(&str, &[Event], Reached)] = &[
+            (
+                "new",
+                &[],
+                (Read::Idle, Ready, Some(Timer::KeepAlive), true),
+            ),
+            (
+                "first bytes",
+                &[arrive],
+                (Read::Head, Ready, Some(Timer::Header), true),
+            ),
+            (
+                "more head bytes keep the header timer",
+                &[arrive, arrive],
+                (Read::Head, Ready, Some(Timer::Header), true),
+            ),
+            (
+                "body collected",
+                &[arrive, collect_body],
+                (Read::Body, Ready, Some(Timer::Body), true),
+            ),
+            (
+                "body complete, dispatched, answered",
+                &[arrive, collect_body, body_complete, answer],
+                (Read::Idle, Ready, Some(Timer::KeepAlive), true),
+            ),
+            (
+                "handler running",
+                &[arrive, dispatch, run_handler],
+                (Read::Held, Handler, None, false),
+            ),
+            (
+                "handler running while its body arrives",
+                &[arrive, dispatch, run_with_body],
+                (Read::BodyToApp, Handler, Some(Timer::Body), false),
+            ),
+            (
+                "the body to the app complete",
+                &[run_with_body, body_to_app_done],
+                (Read::Held, Handler, None, false),
+            ),
+            (
+                "handler done",
+                &[dispatch, run_handler, answer],
+                (Read::Idle, Ready, Some(Timer::KeepAlive), true),
+            ),
+            (
+                "app answered before its body arrived: close",
+                &[run_with_body, answer],
+                (Read::Held, Closing { linger: false }, None, false),
+            ),
+            (
+                "streaming a body",
+                &[dispatch, stream],
+                (Read::Held, Streaming, None, false),
+            ),
+            (
+                "stream done, keep-alive",
+                &[dispatch, stream, answer],
+                (Read::Idle, Ready, Some(Timer::KeepAlive), true),
+            ),
+            (
+                "Connection: close",
+                &[dispatch, answer_and_close],
+                (Read::Held, Closing { linger: false }, None, false),
+            ),
+            (
+                "refused",
+                &[arrive, refuse],
+                (Read::Held, Closing { linger: true }, None, false),
+            ),
+            (
+                "lingering after a refusal",
+                &[arrive, refuse, linger],
+                (
+                    Read::Lingering,
+                    Closing { linger: true },
+                    Some(Timer::Linger),
+                    false,
+                ),
+            ),
+            (
+                "bytes while a handler runs start nothing",
+                &[run_handler, arrive],
+                (Read::Held, Handler, None, false),
+            ),
+        ];
+        for (name, events, expected) in rows {
+            let mut state = ConnState::default();
+            for event in events.iter() {
+                event(&mut state);
+            }
+            assert_eq!(kind(&state), *expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn timers_started_by_events() {
+        let mut state = ConnState::default();
+        assert_eq!(state.bytes_arrived(), Some(Timer::Header));
+        assert_eq!(
+            state.bytes_arrived(),
+            None,
+            "the header timer runs from the first byte"
+        );
+        assert_eq!(state.body_started(pending()), Timer::Body);
+        assert_eq!(
+            state.bytes_arrived(),
+            Some(Timer::Body),
+            "renewed per piece"
+        );
+        assert!(state.body_complete().is_some());
+        assert!(state.body_complete().is_none(), "only once");
+        assert_eq!(state.response_complete(true), Some(Timer::KeepAlive));
+        assert_eq!(state.response_complete(false), None);
+        assert_eq!(state.closes(), Some(false));
+    }
+
+    #[test]
+    fn input_is_read_unless_held() {
+        let mut state = ConnState::default();
+        assert!(state.reads_input());
+        state.handler_pending(Some(BodyProgress::Remaining(1)));
+        assert!(state.reads_input(), "a body flowing to the app is read");
+        state.body_to_app_complete();
+        assert!(
+            !state.reads_input(),
+            "pipelined requests wait in the socket"
+        );
+        state.refused();
+        assert!(!state.reads_input());
+        state.linger_started();
+        assert!(state.reads_input(), "lingering discards input");
+    }
+}

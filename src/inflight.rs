@@ -1,0 +1,213 @@
+//! The Python side of a request in flight on a connection: what the loop
+//! keeps while a handler runs or a body streams, and what it tells the app
+//! when the client goes away.
+//!
+//! The connection stores an [`InFlight`] without looking inside: the
+//! dispatchers (`crate::dispatch`) create and use it; the connection only
+//! calls [`InFlight::client_gone`] when it is dropped with one still there.
+//! This module sits below both, so neither depends on the other's types.
+
+use std::net::SocketAddr;
+
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+use rush_proto::encode::{BodyEncoder, EncodeError};
+use rush_proto::RequestHead;
+
+use crate::wsgi::BodyIterator;
+
+/// A response still being produced.
+pub enum InFlight {
+    /// A handler or app still running (a suspended coroutine, a pool thread).
+    Handler(Box<AwaitingResponse>),
+    /// A WSGI body being streamed.
+    Stream(Box<WsgiStream>),
+}
+
+impl InFlight {
+    /// The client is gone while this runs: an ASGI app's `receive()` says
+    /// `http.disconnect` and its `send()` raises; a streamed body is closed
+    /// (its `Drop` does that).
+    pub fn client_gone(&self) {
+        if let InFlight::Handler(awaiting) = self {
+            if let Some(exchange) = &awaiting.asgi {
+                Python::attach(|py| exchange.client_gone(py));
+            }
+        }
+    }
+}
+
+/// What the loop needs to finish a request whose async handler is running.
+pub struct AwaitingResponse {
+    /// Names this request in completions from asyncio or the pool: unique
+    /// per worker, so a late completion can never land on a later request
+    /// of the same connection.
+    pub request_id: u64,
+    pub head_only: bool,
+    pub keep_alive: bool,
+    pub http10: bool,
+    pub default_status: u16,
+    /// `METHOD target HTTP/x.y`, for the access log and error messages.
+    pub request_line: String,
+    /// A copy of the request head, for `Response.file` (conditional, ranges).
+    pub request_head: Vec<u8>,
+    /// For an ASGI app: its `send` and `receive` objects.
+    pub asgi: Option<AsgiExchange>,
+    /// The `Allow` value when an app's 405 handler answers.
+    pub allow: Option<Vec<u8>>,
+    /// The request object, kept only when the app has a 500 handler.
+    pub request: Option<pyo3::Py<crate::request::Request>>,
+}
+
+impl AwaitingResponse {
+    /// The facts about `head` that answering it needs; the rest is filled
+    /// in only when the request continues off the loop.
+    pub fn new(head: &RequestHead, keep_alive: bool, default_status: u16) -> AwaitingResponse {
+        AwaitingResponse {
+            request_id: 0,
+            head_only: head.method == rush_proto::Method::Head,
+            keep_alive,
+            http10: head.version == rush_proto::Version::Http10,
+            default_status,
+            request_line: String::new(),
+            request_head: Vec::new(),
+            asgi: None,
+            allow: None,
+            request: None,
+        }
+    }
+}
+
+pub struct AsgiExchange {
+    pub send: pyo3::Py<crate::asgi::AsgiSend>,
+    pub receive: pyo3::Py<crate::asgi::AsgiReceive>,
+}
+
+impl AsgiExchange {
+    /// See [`InFlight::client_gone`].
+    pub fn client_gone(&self, py: Python<'_>) {
+        if let Ok(mut send) = self.send.bind(py).try_borrow_mut() {
+            send.disconnect(py);
+        }
+        if let Ok(mut receive) = self.receive.bind(py).try_borrow_mut() {
+            receive.finish(py);
+        }
+    }
+}
+
+/// Python objects made once per connection, the first time a request needs them.
+#[derive(Default)]
+pub struct PeerObjects {
+    /// The client as a Python `(host, port)` tuple (or None): ASGI's `client`.
+    pub address: Option<Py<PyAny>>,
+    /// WSGI's REMOTE_ADDR and REMOTE_PORT strings.
+    pub remote_strings: Option<(Py<PyString>, Py<PyString>)>,
+}
+
+impl PeerObjects {
+    /// WSGI's REMOTE_ADDR and REMOTE_PORT for `client` (None: a Unix socket).
+    pub fn remote_strings(
+        &mut self,
+        py: Python<'_>,
+        client: Option<SocketAddr>,
+    ) -> Option<&(Py<PyString>, Py<PyString>)> {
+        if self.remote_strings.is_none() {
+            if let Some(client) = client {
+                self.remote_strings = Some((
+                    PyString::new(py, &client.ip().to_string()).unbind(),
+                    PyString::new(py, &client.port().to_string()).unbind(),
+                ));
+            }
+        }
+        self.remote_strings.as_ref()
+    }
+}
+
+/// A WSGI body being streamed: where its chunks come from, and the
+/// encoder that frames each.
+pub struct WsgiStream {
+    pub body: BodySource,
+    pub encoder: BodyEncoder,
+    pub status: u16,
+    pub keep_alive: bool,
+    pub request_line: String,
+    /// The request this body answers: a pool thread's notices name it.
+    pub request_id: u64,
+    /// Chunks were added to the output since it was last written.
+    pub unflushed: bool,
+}
+
+impl WsgiStream {
+    pub fn encode_all(&mut self, chunks: &[Vec<u8>], out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        chunks
+            .iter()
+            .try_for_each(|chunk| self.encoder.encode(chunk, out))
+    }
+
+    pub fn finish(&mut self, out: &mut Vec<u8>) -> StreamEnd {
+        match self.encoder.finish(out) {
+            Ok(()) => StreamEnd::Complete,
+            Err(error) => StreamEnd::Misframed(error),
+        }
+    }
+}
+
+/// Where a streamed body's chunks come from.
+pub enum BodySource {
+    /// The app's iterable, iterated here on the loop thread.
+    Iterator(BodyIterator),
+    /// A `--threads` pool thread iterating it (python/rush/threads.py).
+    Pool(PoolChannel),
+}
+
+/// The `BodyChannel` a pool thread sends a body's chunks through.
+pub struct PoolChannel(pub Py<PyAny>);
+
+/// What `BodyChannel.take()` gave.
+pub enum Taken {
+    /// Chunks (maybe none); more to come.
+    Chunks(Vec<Vec<u8>>),
+    /// The last chunks: the body is over.
+    Last(Vec<Vec<u8>>),
+}
+
+impl PoolChannel {
+    pub fn take(&self, py: Python<'_>) -> PyResult<Taken> {
+        let (chunks, done, error): (Vec<Vec<u8>>, bool, Option<Bound<'_, PyAny>>) = self
+            .0
+            .bind(py)
+            .call_method0(pyo3::intern!(py, "take"))?
+            .extract()?;
+        match (error, done) {
+            (Some(error), _) => Err(PyErr::from_value(error)),
+            (None, true) => Ok(Taken::Last(chunks)),
+            (None, false) => Ok(Taken::Chunks(chunks)),
+        }
+    }
+}
+
+impl Drop for PoolChannel {
+    /// The stream is over or abandoned (the client left): the pool thread
+    /// stops at its next chunk and closes the app's iterable.
+    fn drop(&mut self) {
+        Python::attach(|py| {
+            if let Err(error) = self.0.bind(py).call_method0(pyo3::intern!(py, "cancel")) {
+                error.print(py);
+            }
+        });
+    }
+}
+
+/// How a streamed WSGI body ended.
+pub enum StreamEnd {
+    /// The iterable ran out and the framing is complete.
+    Complete,
+    /// Writing failed: the client is gone.
+    ClientLeft,
+    /// The iterable raised (logged when it is turned into `AppRaised`).
+    Raised(PyErr),
+    /// The iterable raised (already logged).
+    AppRaised,
+    /// More or less than the app's Content-Length, or a chunk after the end.
+    Misframed(EncodeError),
+}
