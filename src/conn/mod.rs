@@ -8,16 +8,17 @@
 //! holds only bytes not yet consumed (usually a partial request or nothing),
 //! `output` only bytes the kernel has not taken yet.
 
+mod sink;
 pub mod state;
 mod transport;
 
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use crate::http_write::OutgoingBody;
 use crate::inflight::{InFlight, PeerObjects};
 use crate::options::{LoopConfig, LINGER_TIMEOUT};
 
+pub(crate) use sink::ResponseSink;
 pub(crate) use state::{BodyProgress, ConnState, PendingBody, ReadState, Timer, WriteState};
 pub(crate) use transport::Stream;
 
@@ -35,12 +36,8 @@ pub struct Connection {
     pub peer_objects: PeerObjects,
     /// Received bytes not consumed yet.
     pub input: Vec<u8>,
-    /// Response bytes not written yet.
-    pub output: Vec<u8>,
-    /// A large body (file or shared memory) that follows `output` on the
-    /// wire. While it is pending, no further request is processed, so
-    /// responses keep their order.
-    pub body: Option<OutgoingBody>,
+    /// What the connection owes the client (see [`sink`]).
+    pub sink: ResponseSink,
     /// What the connection is reading and writing (see [`state`]).
     pub state: ConnState,
     /// The response still being produced, if any (a running handler, a
@@ -52,16 +49,6 @@ pub struct Connection {
     pub peer_closed: bool,
     /// epoll reported the peer's FIN (EPOLLRDHUP); reads go on until EOF.
     pub peer_sent_fin: bool,
-    /// Bytes written to the socket so far: a change means write progress.
-    pub written: u64,
-    /// While output is pending: when the connection is dropped unless the
-    /// client reads some of it first (the send timeout, in every state,
-    /// also while a handler runs).
-    pub write_deadline: Option<Instant>,
-    /// `written` when `write_deadline` was last set.
-    written_at_deadline: u64,
-    /// Unsent output bytes counted in the worker's output budget.
-    pub accounted_output: usize,
 }
 
 impl Connection {
@@ -76,23 +63,18 @@ impl Connection {
             client,
             peer_objects: PeerObjects::default(),
             input: Vec::new(),
-            output: Vec::new(),
-            body: None,
+            sink: ResponseSink::default(),
             state: ConnState::default(),
             in_flight: None,
             deadline: Some(now + config.keep_alive_timeout),
             peer_closed: false,
             peer_sent_fin: false,
-            written: 0,
-            write_deadline: None,
-            written_at_deadline: 0,
-            accounted_output: 0,
         }
     }
 
     /// Whether buffered input may be turned into requests now.
     pub fn can_process(&self) -> bool {
-        self.body.is_none() && self.state.can_process()
+        self.sink.body.is_none() && self.state.can_process()
     }
 
     /// Starts `timer` (or none): the deadline the sweep checks while no
@@ -108,21 +90,19 @@ impl Connection {
         });
     }
 
-    /// Renews the send deadline after a write attempt: it moves only when
-    /// the client took some bytes since it was last set, so an app that
-    /// keeps sending to a client that never reads is still cut off.
-    pub fn track_write_progress(&mut self, now: Instant, send_timeout: std::time::Duration) {
-        if !self.has_pending_output() {
-            self.write_deadline = None;
-        } else if self.write_deadline.is_none() || self.written != self.written_at_deadline {
-            self.write_deadline = Some(now + send_timeout);
-            self.written_at_deadline = self.written;
-        }
-    }
-
     /// Whether anything is still to be written.
     pub fn has_pending_output(&self) -> bool {
-        !self.output.is_empty() || self.body.is_some()
+        self.sink.has_pending()
+    }
+
+    /// Writes what the sink holds into the transport, as far as it goes.
+    pub fn write_output(&mut self) -> std::io::Result<()> {
+        self.sink.write_to(&mut self.stream)
+    }
+
+    /// After a write attempt: see [`ResponseSink::track_progress`].
+    pub fn track_write_progress(&mut self, now: Instant, send_timeout: std::time::Duration) {
+        self.sink.track_progress(now, send_timeout);
     }
 }
 

@@ -5,13 +5,12 @@ use pyo3::prelude::*;
 use rush_proto::encode::{connection_has_close, is_framing_header, status_has_no_body};
 use rush_proto::RequestHead;
 
-use super::{keep_or_close, Core, Outcome, RequestLine};
+use super::{keep_or_close, AppInterface, Core, Outcome, RequestLine};
 use crate::asgi::{address_object, build_scope, AsgiReceive, AsgiSend, SendState};
 use crate::body::RequestBody;
 use crate::conn::{BodyProgress, Connection, ReadState};
 use crate::coroutine::CoroutineStart;
 use crate::inflight::{AsgiExchange, AwaitingResponse, InFlight};
-use crate::options::{OUTPUT_HIGH_WATER, OUTPUT_LOW_WATER};
 use crate::response::{finish_head, ResponseContext};
 
 impl Core {
@@ -114,10 +113,9 @@ impl Core {
         let Ok(mut send) = exchange.send.bind(py).try_borrow_mut() else {
             return;
         };
-        let unsent = connection.output.len();
-        if unsent >= OUTPUT_HIGH_WATER {
+        if connection.sink.is_full() {
             send.paused = true;
-        } else if send.paused && unsent < OUTPUT_LOW_WATER {
+        } else if send.paused && connection.sink.has_room() {
             send.resume(py);
         }
     }
@@ -164,7 +162,7 @@ impl Core {
                 }
             }
         }
-        let Some(settings) = &self.asgi else {
+        let AppInterface::Asgi(settings) = &self.app else {
             unreachable!("dispatch_asgi is called only with an ASGI app");
         };
         let app = settings.app.clone_ref(py);
@@ -355,7 +353,7 @@ impl Core {
                 name.eq_ignore_ascii_case(b"connection") && connection_has_close(value)
             });
             let close = app_close || framing == AsgiFraming::UntilClose;
-            let out = &mut connection.output;
+            let out = &mut connection.sink.output;
             rush_proto::response::write_status_line(out, send.status);
             for (name, value) in &send.headers {
                 if is_framing_header(name) {
@@ -390,7 +388,7 @@ impl Core {
         let pending = std::mem::take(&mut send.pending_body);
         send.body_written += pending.len() as u64;
         if !write.head_only && !send.bodyless && !pending.is_empty() {
-            let out = &mut connection.output;
+            let out = &mut connection.sink.output;
             if send.framing_chunked {
                 out.extend_from_slice(format!("{:x}\r\n", pending.len()).as_bytes());
                 out.extend_from_slice(&pending);
@@ -407,7 +405,7 @@ impl Core {
         // A cut-short response is never made to look complete: no final
         // chunk, and the connection closes.
         if complete && send.framing_chunked && !write.head_only {
-            connection.output.extend_from_slice(b"0\r\n\r\n");
+            connection.sink.output.extend_from_slice(b"0\r\n\r\n");
         }
         let short = send.declared_length.is_some_and(|declared| {
             !write.head_only && !send.bodyless && send.body_written < declared

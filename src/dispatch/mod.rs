@@ -12,6 +12,7 @@
 
 mod asgi;
 mod native;
+mod resume;
 mod wsgi;
 
 use std::time::Instant;
@@ -24,7 +25,7 @@ use crate::asgi::AsgiSettings;
 use crate::conn::Connection;
 use crate::coroutine::{self, send_none, CoroutineStart, Step};
 use crate::inflight::AwaitingResponse;
-use crate::options::{LoopConfig, OUTPUT_FAIR_SHARE, OUTPUT_HIGH_WATER};
+use crate::options::{LoopConfig, OUTPUT_FAIR_SHARE};
 use crate::request::Request;
 use crate::response::{render_result, write_status_page, ResponseContext};
 use crate::router::{Handler, Router};
@@ -50,8 +51,8 @@ pub(crate) struct Core {
     /// Runs `call_wsgi(app, environ)` on a thread pool (`--threads`):
     /// called as `scheduler(app, environ, key, request_id)`.
     pub(crate) blocking_scheduler: Option<Py<PyAny>>,
-    pub(crate) wsgi: Option<WsgiSettings>,
-    pub(crate) asgi: Option<AsgiSettings>,
+    /// The app behind the router, chosen once at start-up.
+    pub(crate) app: AppInterface,
     /// `notifier(key, request_id)` returns the callable an ASGI `send` calls
     /// after each message once the app has suspended.
     pub(crate) asgi_notifier: Option<Py<PyAny>>,
@@ -66,6 +67,19 @@ pub(crate) struct Core {
     /// connection's last drive).
     pub(crate) output_total: usize,
 }
+/// How requests that no native route answers reach the app: a closed set
+/// of three, chosen once when the worker starts. (An enum rather than a
+/// trait object: the three are known, each lives in its own module, and
+/// the choice is made in one `match` in `native.rs`.)
+pub(crate) enum AppInterface {
+    /// A rush `App`: its routes are the router's; anything else is a 404.
+    Native,
+    /// A WSGI app (`wsgi.rs`), on the loop thread or the `--threads` pool.
+    Wsgi(WsgiSettings),
+    /// An ASGI app (`asgi.rs`), on the worker's asyncio loop.
+    Asgi(AsgiSettings),
+}
+
 /// What became of a dispatched request.
 pub(crate) enum Outcome {
     /// Answered; the connection may serve the next request.
@@ -78,14 +92,14 @@ pub(crate) enum Outcome {
 impl Core {
     /// Brings the worker's output total up to date with `connection`.
     pub(crate) fn account_output(&mut self, connection: &mut Connection) {
-        let unsent = connection.output.len();
-        self.output_total = self.output_total - connection.accounted_output + unsent;
-        connection.accounted_output = unsent;
+        let unsent = connection.sink.output.len();
+        self.output_total = self.output_total - connection.sink.accounted + unsent;
+        connection.sink.accounted = unsent;
     }
 
     /// Takes a closed connection's output off the worker's total.
     pub(crate) fn unaccount_output(&mut self, connection: &Connection) {
-        self.output_total -= connection.accounted_output;
+        self.output_total -= connection.sink.accounted;
     }
 
     /// Whether `connection` may turn more input into responses: under its
@@ -93,9 +107,9 @@ impl Core {
     /// only if it holds little output itself (the connections holding the
     /// most wait until their clients read).
     pub(crate) fn may_produce(&self, connection: &Connection) -> bool {
-        let unsent = connection.output.len();
-        unsent < OUTPUT_HIGH_WATER
-            && (self.output_total <= self.config.output_budget || unsent < OUTPUT_FAIR_SHARE)
+        !connection.sink.is_full()
+            && (self.output_total <= self.config.output_budget
+                || connection.sink.output.len() < OUTPUT_FAIR_SHARE)
     }
 
     /// Runs a coroutine's first step (see [`coroutine::start`]).
@@ -118,11 +132,13 @@ impl Core {
     /// Logs the exception of a task that finished after its response was
     /// complete or its connection gone.
     pub(crate) fn log_late_failure(
-        &self,
+        &mut self,
         py: Python<'_>,
+        request_id: u64,
         task: &Bound<'_, PyAny>,
-        line: Option<&str>,
     ) {
+        let line = self.detached_requests.remove(&request_id);
+        let line = line.as_deref();
         let cancelled = task
             .call_method0(pyo3::intern!(py, "cancelled"))
             .and_then(|cancelled| cancelled.is_truthy())
@@ -160,7 +176,7 @@ impl Core {
             allow: None,
         };
         write_status_page(
-            &mut connection.output,
+            &mut connection.sink.output,
             500,
             std::iter::empty(),
             &context,
@@ -189,36 +205,36 @@ impl Core {
             request_head,
             allow: awaiting.allow.as_deref(),
         };
-        let start = connection.output.len();
+        let start = connection.sink.output.len();
         let rendered = result.and_then(|value| {
             render_result(
                 py,
                 &value,
                 awaiting.default_status,
                 &context,
-                &mut connection.output,
+                &mut connection.sink.output,
             )
         });
         let (status, length, close) = match rendered {
             Ok(rendered) => {
-                connection.body = rendered.body;
+                connection.sink.body = rendered.body;
                 (rendered.status, rendered.body_length, rendered.close)
             }
             Err(error) => {
-                connection.output.truncate(start);
+                connection.sink.output.truncate(start);
                 self.log_error(
                     py,
                     &format!("Exception in handler for {}", line.text()),
                     Some(error),
                 );
-                match self.render_error_page(py, awaiting, &context, &mut connection.output) {
+                match self.render_error_page(py, awaiting, &context, &mut connection.sink.output) {
                     Some(rendered) => {
-                        connection.body = rendered.body;
+                        connection.sink.body = rendered.body;
                         (rendered.status, rendered.body_length, rendered.close)
                     }
                     None => {
                         let length = write_status_page(
-                            &mut connection.output,
+                            &mut connection.sink.output,
                             500,
                             std::iter::empty(),
                             &context,

@@ -5,7 +5,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use rush_proto::{Method, RequestHead, Version};
 
-use super::{call_handler, keep_or_close, Core, Outcome, RequestLine};
+use super::{call_handler, keep_or_close, AppInterface, Core, Outcome, RequestLine};
 use crate::body::RequestBody;
 use crate::conn::Connection;
 use crate::coroutine::CoroutineStart;
@@ -46,8 +46,11 @@ impl Core {
         let mut allow_for_handler: Option<Vec<u8>> = None;
         let (handler, default_status) = match decision {
             RouteDecision::Redirect(redirect) => {
-                connection.output.extend_from_slice(&redirect.head_prefix);
-                finish_head(&mut connection.output, &context, false);
+                connection
+                    .sink
+                    .output
+                    .extend_from_slice(&redirect.head_prefix);
+                finish_head(&mut connection.sink.output, &context, false);
                 self.access_log(
                     py,
                     connection,
@@ -69,7 +72,7 @@ impl Core {
                     .find_mount(raw_path)
                     .expect("mount found by the guard");
                 let conditional = ConditionalHeaders::from_fields(header_fields(head_bytes));
-                let start = connection.output.len();
+                let start = connection.sink.output.len();
                 let outcome = self.static_files.respond(
                     mount,
                     rest,
@@ -78,16 +81,16 @@ impl Core {
                     matches!(head.method, Method::Get | Method::Head),
                     &conditional,
                     &context,
-                    &mut connection.output,
+                    &mut connection.sink.output,
                 );
                 match router.error_handler(404) {
                     // The app's own 404 page wins over the native one.
                     Some(handler) if outcome.status == 404 => {
-                        connection.output.truncate(start);
+                        connection.sink.output.truncate(start);
                         (handler, 404)
                     }
                     _ => {
-                        connection.body = outcome.body;
+                        connection.sink.body = outcome.body;
                         let length = outcome.body_length as usize;
                         self.access_log(
                             py,
@@ -100,18 +103,18 @@ impl Core {
                     }
                 }
             }
-            RouteDecision::NotFound if self.asgi.is_some() => {
+            RouteDecision::NotFound if matches!(self.app, AppInterface::Asgi(_)) => {
                 let body = AsgiBody::Complete(body);
                 return self.dispatch_asgi(py, connection, key, head_bytes, head, body, keep_alive);
             }
-            RouteDecision::NotFound if self.wsgi.is_some() => {
+            RouteDecision::NotFound if matches!(self.app, AppInterface::Wsgi(_)) => {
                 return self.dispatch_wsgi(py, connection, key, head_bytes, head, body, keep_alive);
             }
             RouteDecision::NotFound => match router.error_handler(404) {
                 Some(handler) => (handler, 404),
                 None => {
                     let length = write_status_page(
-                        &mut connection.output,
+                        &mut connection.sink.output,
                         404,
                         std::iter::empty(),
                         &context,
@@ -135,7 +138,7 @@ impl Core {
                 None => {
                     let allow_header = std::iter::once((&b"Allow"[..], allow));
                     let length = write_status_page(
-                        &mut connection.output,
+                        &mut connection.sink.output,
                         405,
                         allow_header,
                         &context,

@@ -13,14 +13,13 @@ use rush_proto::RequestHead;
 
 use rush_proto::encode::{BodyEncoder, FramingPlan};
 
-use super::{keep_or_close, Core, Outcome, RequestLine};
+use super::{keep_or_close, AppInterface, Core, Outcome, RequestLine};
 use crate::body::RequestBody;
 use crate::conn::Connection;
 use crate::http_write::{finish_head, ResponseContext};
 use crate::inflight::{
     AwaitingResponse, BodySource, InFlight, PoolChannel, StreamEnd, Taken, WsgiStream,
 };
-use crate::options::OUTPUT_HIGH_WATER;
 use crate::wsgi::{build_environ, call_wsgi, WsgiResponse};
 
 impl Core {
@@ -41,7 +40,7 @@ impl Core {
         let remote = connection
             .peer_objects
             .remote_strings(py, connection.client);
-        let Some(settings) = &self.wsgi else {
+        let AppInterface::Wsgi(settings) = &self.app else {
             unreachable!("dispatch_wsgi is called only with a WSGI app");
         };
         let app = settings.app.clone_ref(py);
@@ -104,7 +103,7 @@ impl Core {
             && !self.draining
             && !response.requests_close()
             && !encoder.closes_connection();
-        let out = &mut connection.output;
+        let out = &mut connection.sink.output;
         response.write_status_and_headers(out);
         encoder.write_framing_header(out);
         let context = ResponseContext {
@@ -128,7 +127,7 @@ impl Core {
         // What the app passed to write(), and a generator's first chunk.
         if let Err(error) = stream
             .encoder
-            .encode(&response.body, &mut connection.output)
+            .encode(&response.body, &mut connection.sink.output)
         {
             return self.end_wsgi_stream(py, connection, *stream, StreamEnd::Misframed(error));
         }
@@ -167,7 +166,7 @@ impl Core {
                 }
                 connection.track_write_progress(self.now, self.config.send_timeout);
             }
-            if connection.output.len() >= OUTPUT_HIGH_WATER {
+            if connection.sink.is_full() {
                 return None;
             }
             let Some(InFlight::Stream(stream)) = &mut connection.in_flight else {
@@ -177,7 +176,7 @@ impl Core {
                 BodySource::Iterator(iterator) => match iterator.next_chunk(py) {
                     Ok(Some(chunk)) => match stream
                         .encoder
-                        .encode(chunk.as_bytes(), &mut connection.output)
+                        .encode(chunk.as_bytes(), &mut connection.sink.output)
                     {
                         Ok(()) => {
                             stream.unflushed = true;
@@ -185,14 +184,14 @@ impl Core {
                         }
                         Err(error) => StreamEnd::Misframed(error),
                     },
-                    Ok(None) => stream.finish(&mut connection.output),
+                    Ok(None) => stream.finish(&mut connection.sink.output),
                     Err(error) => StreamEnd::Raised(error),
                 },
                 BodySource::Pool(channel) => match channel.take(py) {
                     // Nothing new: the pool thread tells the loop when there is.
                     Ok(Taken::Chunks(chunks)) if chunks.is_empty() => return None,
                     Ok(Taken::Chunks(chunks)) => {
-                        match stream.encode_all(&chunks, &mut connection.output) {
+                        match stream.encode_all(&chunks, &mut connection.sink.output) {
                             // Written by the drive loop: the pool thread is not
                             // waiting on this thread, so nothing is held back.
                             Ok(()) => return None,
@@ -200,8 +199,8 @@ impl Core {
                         }
                     }
                     Ok(Taken::Last(chunks)) => {
-                        match stream.encode_all(&chunks, &mut connection.output) {
-                            Ok(()) => stream.finish(&mut connection.output),
+                        match stream.encode_all(&chunks, &mut connection.sink.output) {
+                            Ok(()) => stream.finish(&mut connection.sink.output),
                             Err(error) => StreamEnd::Misframed(error),
                         }
                     }

@@ -10,7 +10,7 @@ use rush_proto::ProtoError;
 use super::input::BodyError;
 use crate::conn::{Connection, Disposition, ReadState, WriteState};
 use crate::dispatch::{Core, Outcome};
-use crate::options::{LINGER_MAX_BYTES, OUTPUT_LOW_WATER};
+use crate::options::LINGER_MAX_BYTES;
 use crate::response::{write_status_page, ResponseContext};
 
 impl Core {
@@ -27,9 +27,7 @@ impl Core {
         // would only say EAGAIN saves a third of the syscalls per request.
         let mut socket_may_have_input = true;
         loop {
-            if connection.state.write() == WriteState::Streaming
-                && connection.output.len() < OUTPUT_LOW_WATER
-            {
+            if connection.state.write() == WriteState::Streaming && connection.sink.has_room() {
                 if let Some(outcome) = self.pump_wsgi(py, connection) {
                     self.after_outcome(connection, outcome);
                 }
@@ -155,7 +153,7 @@ impl Core {
             BodyError::Storage(error) => {
                 self.log_error(py, &format!("cannot store a request body: {error}"), None);
                 write_status_page(
-                    &mut connection.output,
+                    &mut connection.sink.output,
                     500,
                     std::iter::empty(),
                     &ResponseContext {
@@ -176,7 +174,7 @@ impl Core {
     /// Answers a request the protocol refused, and closes.
     pub(crate) fn refuse(&mut self, connection: &mut Connection, error: &ProtoError) {
         rush_proto::response::write_error_response(
-            &mut connection.output,
+            &mut connection.sink.output,
             error,
             self.date.header_line(),
         );

@@ -13,7 +13,7 @@ use rush_proto::{
 
 use crate::body::{BodyBuffer, RequestBody};
 use crate::conn::{BodyProgress, Connection, PendingBody, ReadState};
-use crate::dispatch::{AsgiBody, Core};
+use crate::dispatch::{AppInterface, AsgiBody, Core};
 
 impl Core {
     /// Turns buffered input into responses until it runs out, a response
@@ -113,7 +113,7 @@ impl Core {
                                 && consumed == 0
                                 && head.version == Version::Http11
                             {
-                                connection.output.extend_from_slice(CONTINUE_100);
+                                connection.sink.output.extend_from_slice(CONTINUE_100);
                             }
                             offset += head_end + consumed;
                             let keep_alive = head.keep_alive && !self.draining;
@@ -133,7 +133,7 @@ impl Core {
                                 && consumed == 0
                                 && head.version == Version::Http11
                             {
-                                connection.output.extend_from_slice(CONTINUE_100);
+                                connection.sink.output.extend_from_slice(CONTINUE_100);
                             }
                             offset += head_end + consumed;
                             let timer = connection.state.body_started(Box::new(PendingBody {
@@ -166,7 +166,8 @@ impl Core {
     /// Whether a request whose body is still arriving goes to the ASGI app
     /// at once (no static mount answers its path).
     pub(crate) fn streams_body_to_asgi(&self, raw_path: &[u8]) -> bool {
-        self.asgi.is_some() && self.static_files.find_mount(raw_path).is_none()
+        matches!(self.app, AppInterface::Asgi(_))
+            && self.static_files.find_mount(raw_path).is_none()
     }
 }
 /// Why a body could not be received.

@@ -301,7 +301,7 @@ impl Server {
         self.core.date.refresh(SystemTime::now());
         let date_line = self.core.date.header_line();
         for (key, connection) in self.connections.iter_mut() {
-            if let Some(write_deadline) = connection.write_deadline {
+            if let Some(write_deadline) = connection.sink.write_deadline {
                 // Output is pending: only the send timeout applies, in every
                 // state (a slow download is not an idle connection).
                 if now >= write_deadline {
@@ -315,7 +315,7 @@ impl Server {
             if let ReadState::Head | ReadState::Body(_) = connection.state.read() {
                 // A client that stalled in the middle of a request: best
                 // effort, one write attempt of a 408, then close.
-                rush_proto::encode::write_request_timeout(&mut connection.output, date_line);
+                rush_proto::encode::write_request_timeout(&mut connection.sink.output, date_line);
                 let _ = connection.write_output();
             }
             expired.push(key);

@@ -3,7 +3,12 @@
 //! How it works:
 //! * All sockets are registered edge-triggered (mio). An event means "drive
 //!   this connection": process buffered requests, write, read, repeat until
-//!   the kernel says EAGAIN ([`Server::drive`]).
+//!   the kernel says EAGAIN (`crate::http1`).
+//! * This is the Python binding of the loop: every method Python calls
+//!   enters through [`Server::guarded`], so a panic costs at most the
+//!   connection it happened on. What a request means to the app (Python
+//!   objects, results) is `crate::dispatch`'s business; the loop here deals
+//!   in connections, keys and request ids.
 //! * Every complete request in the buffer is answered, in order, into one
 //!   output buffer, which is written once (pipelining costs nothing extra).
 //! * Python handlers are called right here on the loop thread with the GIL
@@ -11,7 +16,7 @@
 //! * `async def` handlers are first driven with `coroutine.send(None)`: one
 //!   that finishes without suspending never touches asyncio. One that
 //!   suspends is handed to asyncio (the worker then runs this loop as an
-//!   asyncio reader), and its connection waits in `Phase::AwaitingHandler`
+//!   asyncio reader), and its connection waits in the `Handler` write state
 //!   with its later pipelined requests buffered, so order is kept.
 //! * Deadlines are checked by a sweep once a second: O(connections) per
 //!   second is far below the per-request work and needs no timer structure.
@@ -34,7 +39,7 @@ use slab::Slab;
 
 use crate::asgi::AsgiSettings;
 use crate::conn::Connection;
-use crate::dispatch::Core;
+use crate::dispatch::{AppInterface, Core};
 use crate::options::{seconds, seconds_or_zero, LoopConfig, OUTPUT_HIGH_WATER, READ_CHUNK};
 use crate::router::Router;
 use crate::static_files::StaticFiles;
@@ -169,21 +174,29 @@ impl Server {
             Listener::Tcp(socket) => socket.local_addr().ok(),
             Listener::Unix(_) => None,
         };
-        let asgi = asgi_app
-            .map(|app| AsgiSettings::new(py, app, root_path.clone(), asgi_state, server_address))
-            .transpose()?;
-        let wsgi = wsgi_app
-            .map(|app| {
-                WsgiSettings::new(
-                    py,
-                    app,
-                    root_path,
-                    wsgi_multithread,
-                    wsgi_multiprocess,
-                    server_address,
-                )
-            })
-            .transpose()?;
+        let app = match (wsgi_app, asgi_app) {
+            (Some(_), Some(_)) => {
+                return Err(pyo3::exceptions::PyValueError::new_err(
+                    "a worker serves a WSGI app or an ASGI app, not both",
+                ))
+            }
+            (Some(app), None) => AppInterface::Wsgi(WsgiSettings::new(
+                py,
+                app,
+                root_path,
+                wsgi_multithread,
+                wsgi_multiprocess,
+                server_address,
+            )?),
+            (None, Some(app)) => AppInterface::Asgi(AsgiSettings::new(
+                py,
+                app,
+                root_path,
+                asgi_state,
+                server_address,
+            )?),
+            (None, None) => AppInterface::Native,
+        };
         let mut warnings = Vec::new();
         let static_files = StaticFiles::new(router.bind(py).borrow().static_mounts(), |warning| {
             warnings.push(warning)
@@ -214,8 +227,7 @@ impl Server {
                 access_logger,
                 async_scheduler: None,
                 blocking_scheduler: None,
-                wsgi,
-                asgi,
+                app,
                 asgi_notifier: None,
                 next_request_id: 0,
                 detached_requests: std::collections::HashMap::new(),

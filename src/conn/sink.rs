@@ -1,0 +1,173 @@
+//! The response sink of a connection: the bytes and the body segment owed
+//! to the client, written into the transport as the kernel takes them.
+//!
+//! It owns the output buffer, the outgoing body (shared memory or a file
+//! sent with `sendfile`), the high- and low-water marks every producer
+//! checks (the HTTP/1.1 parser stops turning requests into responses, a
+//! streamed WSGI body pauses, an ASGI `send()` waits), and the send
+//! deadline, which moves only when the client takes bytes. Backpressure
+//! for every interface is decided here.
+
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use super::transport::Stream;
+use crate::http_write::OutgoingBody;
+use crate::options::{OUTPUT_HIGH_WATER, OUTPUT_LOW_WATER};
+
+/// What a connection owes its client, and how fast the client takes it.
+#[derive(Default)]
+pub struct ResponseSink {
+    /// Response bytes not written yet.
+    pub output: Vec<u8>,
+    /// A large body (file or shared memory) that follows `output` on the
+    /// wire. While it is pending, no further request is processed, so
+    /// responses keep their order.
+    pub body: Option<OutgoingBody>,
+    /// Bytes written to the socket so far: a change means write progress.
+    written: u64,
+    /// While output is pending: when the connection is dropped unless the
+    /// client reads some of it first (the send timeout, in every state,
+    /// also while a handler runs).
+    pub write_deadline: Option<Instant>,
+    /// `written` when `write_deadline` was last set.
+    written_at_deadline: u64,
+    /// Unsent bytes counted in the worker's output budget.
+    pub accounted: usize,
+}
+
+impl ResponseSink {
+    /// Whether anything is still to be written.
+    pub fn has_pending(&self) -> bool {
+        !self.output.is_empty() || self.body.is_some()
+    }
+
+    /// At or over the high-water mark: producers stop.
+    pub fn is_full(&self) -> bool {
+        self.output.len() >= OUTPUT_HIGH_WATER
+    }
+
+    /// Under the low-water mark: a paused producer may go on.
+    pub fn has_room(&self) -> bool {
+        self.output.len() < OUTPUT_LOW_WATER
+    }
+
+    /// Renews the send deadline after a write attempt: it moves only when
+    /// the client took some bytes since it was last set, so an app that
+    /// keeps sending to a client that never reads is still cut off.
+    pub fn track_progress(&mut self, now: Instant, send_timeout: Duration) {
+        if !self.has_pending() {
+            self.write_deadline = None;
+        } else if self.write_deadline.is_none() || self.written != self.written_at_deadline {
+            self.write_deadline = Some(now + send_timeout);
+            self.written_at_deadline = self.written;
+        }
+    }
+}
+
+impl ResponseSink {
+    /// Writes as much as the kernel takes into `stream`. `Ok` with output
+    /// left means the socket is full: wait for writability.
+    pub fn write_to(&mut self, stream: &mut Stream) -> io::Result<()> {
+        let mut written = 0;
+        while written < self.output.len() {
+            match stream.write(&self.output[written..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(count) => {
+                    written += count;
+                    self.written += count as u64;
+                }
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => break,
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+                Err(error) => return Err(error),
+            }
+        }
+        if written == self.output.len() {
+            self.output.clear();
+            // A large response must not pin its buffer for the connection's lifetime.
+            if self.output.capacity() > 256 * 1024 {
+                self.output = Vec::new();
+            }
+        } else {
+            self.output.drain(..written);
+            return Ok(());
+        }
+        self.write_body(stream)
+    }
+
+    /// Sends the pending body until done or the socket is full.
+    fn write_body(&mut self, stream: &mut Stream) -> io::Result<()> {
+        // Large chunks keep syscalls few; the kernel takes what fits.
+        const CHUNK: usize = 4 * 1024 * 1024;
+        loop {
+            let sent = match &mut self.body {
+                None => return Ok(()),
+                Some(OutgoingBody::Shared { data, offset, end }) => {
+                    if *offset >= *end {
+                        self.body = None;
+                        return Ok(());
+                    }
+                    match stream.write(&data[*offset..(*end).min(*offset + CHUNK)]) {
+                        Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                        Ok(count) => {
+                            *offset += count;
+                            self.written += count as u64;
+                            count
+                        }
+                        Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(error) => Err(error).or_else(would_block)?,
+                    }
+                }
+                Some(OutgoingBody::File { file, offset, end }) => {
+                    if *offset >= *end {
+                        self.body = None;
+                        return Ok(());
+                    }
+                    let count = (*end - *offset).min(CHUNK as u64) as usize;
+                    let mut file_offset = *offset as libc::off_t;
+                    // SAFETY: both descriptors are open for the duration of the
+                    // call (the socket is owned by `stream`, the file by
+                    // `file`), and `file_offset` is a live local the kernel
+                    // updates; sendfile does not touch the file's own position,
+                    // so responses sharing one cached fd do not interfere.
+                    let result = unsafe {
+                        libc::sendfile(
+                            stream.as_raw_fd(),
+                            file.as_raw_fd(),
+                            &mut file_offset,
+                            count,
+                        )
+                    };
+                    if result < 0 {
+                        let error = io::Error::last_os_error();
+                        if error.kind() == io::ErrorKind::Interrupted {
+                            // A signal arrived before anything was sent: retry.
+                            continue;
+                        }
+                        Err(error).or_else(would_block)?
+                    } else if result == 0 {
+                        // The file shrank under us: the promised length cannot be sent.
+                        return Err(io::ErrorKind::UnexpectedEof.into());
+                    } else {
+                        *offset = file_offset as u64;
+                        self.written += result as u64;
+                        result as usize
+                    }
+                }
+            };
+            if sent == 0 {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Maps EAGAIN to "sent nothing for now"; other errors stay errors
+/// (EINTR is retried by the callers, never taken for a full socket).
+fn would_block(error: io::Error) -> io::Result<usize> {
+    match error.kind() {
+        io::ErrorKind::WouldBlock => Ok(0),
+        _ => Err(error),
+    }
+}
