@@ -29,8 +29,21 @@ pub(crate) enum Disposition {
     Close,
 }
 
+/// The protocol a connection speaks. A connection starts with HTTP/1.1 and
+/// may switch on the same transport after an upgrade (a WebSocket session,
+/// a CONNECT relay: each a variant here, driven by its own module): setting
+/// `protocol` hands over the transport, the unread `input` and the unsent
+/// output as they are.
+pub enum Protocol {
+    /// Requests and responses (`crate::http1`), its state in `Connection::state`.
+    Http1,
+}
+
 pub struct Connection {
+    /// The transport: a TCP or Unix socket (TLS will wrap it here).
     pub stream: Stream,
+    /// The protocol on the transport.
+    pub protocol: Protocol,
     pub client: Option<SocketAddr>,
     /// The client's address as Python objects, made once when needed.
     pub peer_objects: PeerObjects,
@@ -60,6 +73,7 @@ impl Connection {
     ) -> Self {
         Connection {
             stream,
+            protocol: Protocol::Http1,
             client,
             peer_objects: PeerObjects::default(),
             input: Vec::new(),

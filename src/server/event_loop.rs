@@ -9,7 +9,7 @@ use mio::{Events, Interest, Token};
 use pyo3::prelude::*;
 
 use super::{Listener, Server};
-use crate::conn::{Connection, Disposition, ReadState, Stream};
+use crate::conn::{Connection, Disposition, Protocol, ReadState, Stream};
 use crate::inflight::InFlight;
 
 pub(crate) const LISTENER: Token = Token(0);
@@ -147,7 +147,9 @@ impl Server {
         };
         let core = &mut self.core;
         let disposition = match catch_unwind(AssertUnwindSafe(|| {
-            let disposition = core.drive(py, connection, key);
+            let disposition = match connection.protocol {
+                Protocol::Http1 => core.drive(py, connection, key),
+            };
             if disposition == Disposition::Open {
                 core.pace_asgi_sender(py, connection);
             }
