@@ -294,6 +294,8 @@ SERVERS: list[Server] = [
             "static": rush_baseline("benches.apps.rush_static_app:app", "--workers", "1"),
             "wsgi": rush_baseline("benches.apps.wsgi_app:app", "--interface", "wsgi", "--workers", "1"),
             "asgi": rush_baseline("benches.apps.asgi_app:app", "--interface", "asgi", "--workers", "1"),
+            "flask": rush_baseline("benches.apps.flask_app:app", "--interface", "wsgi", "--workers", "1"),
+            "fastapi": rush_baseline("benches.apps.fastapi_app:app", "--interface", "asgi", "--workers", "1"),
         },
         probe="import rush._rush",
         version_argv=("{bin}/rush", "--version"),

@@ -26,7 +26,7 @@ use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyIterator, PyList, PyString, PyTuple};
 use rush_proto::response::{is_valid_header_name, is_valid_header_value};
 use rush_proto::{RequestHead, Version};
 
@@ -392,27 +392,17 @@ impl WsgiBody {
 /// The iterator over a WSGI body, and the object whose `close()` PEP 3333
 /// requires once the server is done with it (the client gone included).
 pub struct BodyIterator {
-    iterator: Py<PyAny>,
+    iterator: Py<PyIterator>,
     result: Option<Py<PyAny>>,
 }
 
 impl BodyIterator {
     /// The next chunk: `Ok(None)` at the end; a chunk that is not bytes is an error.
     pub fn next_chunk<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let iterator = self.iterator.bind(py);
-        // SAFETY: the GIL is held and `iterator` is a live iterator object
-        // (made by `try_iter`); PyIter_Next returns a new reference, or NULL
-        // at the end (no exception set) or on error (exception set).
-        let item = unsafe { pyo3::ffi::PyIter_Next(iterator.as_ptr()) };
-        if item.is_null() {
-            return match PyErr::take(py) {
-                Some(error) => Err(error),
-                None => Ok(None),
-            };
-        }
-        // SAFETY: a new, non-NULL reference from PyIter_Next.
-        let item = unsafe { Bound::from_owned_ptr(py, item) };
-        let chunk = item.cast_into::<PyBytes>().map_err(|_| {
+        let Some(item) = self.iterator.bind(py).clone().next() else {
+            return Ok(None);
+        };
+        let chunk = item?.cast_into::<PyBytes>().map_err(|_| {
             pyo3::exceptions::PyTypeError::new_err("WSGI body chunks must be bytes")
         })?;
         Ok(Some(chunk))
@@ -490,7 +480,7 @@ pub fn call_wsgi(
         match result.try_iter() {
             Ok(iter) => {
                 iterator = Some(BodyIterator {
-                    iterator: iter.into_any().unbind(),
+                    iterator: iter.unbind(),
                     result: Some(result.clone().unbind()),
                 });
                 Ok(Vec::new())

@@ -203,3 +203,41 @@ def test_connections_queued_behind_emfile_are_served_once_fds_free_up(rush_serve
     finally:
         for client in clients:
             client.close()
+
+
+# -- the worker's output budget ----------------------------------------------
+
+
+def worker_output_growth_kib(rush_server: ServerFactory, *budget: str) -> int:
+    """RSS a worker gains while 100 clients pipeline requests for 256 KiB
+    bodies and never read. Each connection stops at its own 1 MiB high-water
+    mark; the worker-wide budget must stop them much earlier."""
+    server = rush_server("basic", *budget)
+    worker = server.single_worker()
+    before = peak_rss_kib(worker)
+    pipeline = request("GET", f"/big?size={256 * 1024}") * 16
+    clients = [server.connect(rcvbuf=4096) for _ in range(100)]
+    try:
+        for client in clients:
+            client.send(pipeline)
+        # A fresh connection is answered after the loop has handled what the
+        # 100 clients sent before it (epoll reports readiness in order).
+        with httpx.Client(base_url=server.url, timeout=GUARD_TIMEOUT) as probe:
+            assert probe.get("/").status_code == 200
+        server.assert_running()
+        return peak_rss_kib(worker) - before
+    finally:
+        for client in clients:
+            client.close()
+
+
+def test_the_worker_output_budget_bounds_what_clients_that_never_read_cost(rush_server: ServerFactory) -> None:
+    bounded = worker_output_growth_kib(rush_server, "--max-worker-output", "2M")
+    unbounded = worker_output_growth_kib(rush_server, "--max-worker-output", "1G")
+    print(
+        f"\nRSS growth for 100 clients that never read: {bounded} KiB with a 2 MiB budget, {unbounded} KiB with 1 GiB"
+    )
+    # The budget, plus per connection at most 64 KiB and one 256 KiB response.
+    assert bounded < 48 * 1024
+    # Without it, each connection holds up to 1 MiB: the test does measure the bound.
+    assert unbounded > 2 * bounded
