@@ -147,6 +147,17 @@ def test_a_static_file_dated_before_1970_is_served(rush_server: ServerFactory, t
     assert response.headers["last-modified"] == "Thu, 01 Jan 1970 00:00:00 GMT"
 
 
+def test_an_async_handler_sends_a_file_dated_before_1970(rush_server: ServerFactory, tmp_path: Path) -> None:
+    old = tmp_path / "old.txt"
+    old.write_text("from the past")
+    os.utime(old, (-86400 * 365, -86400 * 365))
+    server = rush_server("async_app")
+    response = httpx.get(f"{server.url}/file", params={"path": str(old)}, timeout=GUARD_TIMEOUT)
+    assert response.status_code == 200
+    assert response.text == "from the past"
+    assert response.headers["last-modified"] == "Thu, 01 Jan 1970 00:00:00 GMT"
+
+
 @pytest.mark.parametrize("kind", ["negative", "closed", "regular-file", "not-listening"])
 def test_server_refuses_a_listener_fd_that_is_not_a_listening_socket(kind: str, tmp_path: Path) -> None:
     code = f"""

@@ -122,3 +122,10 @@ async def gate(request: Request) -> str:
             raise TimeoutError("the test never released the gate")
         await asyncio.sleep(0.01)
     return f"released {released.name}"
+
+
+@app.get("/file")
+async def file(request: Request) -> Response:
+    """``Response.file`` of the path in ``?path=``, after a real suspension."""
+    await asyncio.sleep(0)
+    return Response.file(request.query["path"])
