@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export VIRTUAL_ENV := $(abspath $(VENV))
 
-.PHONY: run test build lint format cargo-test pytest bench clean
+.PHONY: run test build lint format cargo-test pytest test-tools bench clean
 
 $(BIN)/.installed: requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +35,11 @@ format: $(BIN)/.installed
 cargo-test:
 	cargo test --workspace
 
-pytest: build
+# System tools the tests drive (wrk, a real load generator): installed with apt when missing.
+test-tools:
+	@command -v wrk >/dev/null || (apt-get update -q && apt-get install -y -q wrk)
+
+pytest: build test-tools
 	$(BIN)/python -m pytest -q
 
 test: lint cargo-test pytest

@@ -17,6 +17,20 @@ pub enum Stream {
 }
 
 impl Stream {
+    /// Bytes received and not read yet (FIONREAD): a client that has sent
+    /// something must not have its connection closed as idle.
+    pub fn unread_bytes(&self) -> usize {
+        let mut count: libc::c_int = 0;
+        // SAFETY: the socket is open for `self`'s lifetime; FIONREAD writes
+        // one c_int into `count`, a live local.
+        let result = unsafe { libc::ioctl(self.as_raw_fd(), libc::FIONREAD, &mut count) };
+        if result == 0 {
+            count.max(0) as usize
+        } else {
+            0
+        }
+    }
+
     pub fn shutdown_write(&self) {
         // Failing here only means the peer is already gone.
         let _ = match self {

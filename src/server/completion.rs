@@ -14,6 +14,9 @@ use crate::inflight::InFlight;
 
 /// Most accept batches a draining worker takes from its backlog.
 const BACKLOG_DRAIN_BATCHES: usize = 64;
+/// How long a draining worker keeps an idle keep-alive connection open for
+/// a request its client may already have sent.
+const DRAIN_IDLE_GRACE: Duration = Duration::from_secs(1);
 
 impl Server {
     /// A suspended ASGI app sent more: write it (see `Core::asgi_progress`).
@@ -51,19 +54,25 @@ impl Server {
                 Listener::Unix(socket) => registry.deregister(socket),
             };
         }
-        let idle: Vec<usize> = self
-            .connections
-            .iter()
-            .filter(|(_, connection)| {
-                matches!(connection.state.read(), ReadState::Idle)
-                    && connection.state.write() == WriteState::Ready
-                    && !connection.has_pending_output()
-            })
-            .map(|(key, _)| key)
-            .collect();
-        for key in idle {
-            self.close_connection(key);
+        // An idle keep-alive connection is not closed now: its client may
+        // have sent the next request already (under load it almost always
+        // has), and closing would fail it. Its next request is answered
+        // with `Connection: close`; one that stays silent for a short grace
+        // is closed by the deadline sweep, which first checks that nothing
+        // arrived unread.
+        let grace_end = self.core.now + DRAIN_IDLE_GRACE;
+        for (_, connection) in self.connections.iter_mut() {
+            if matches!(connection.state.read(), ReadState::Idle)
+                && connection.state.write() == WriteState::Ready
+            {
+                connection.deadline = Some(
+                    connection
+                        .deadline
+                        .map_or(grace_end, |deadline| deadline.min(grace_end)),
+                );
+            }
         }
+        self.next_sweep = self.next_sweep.min(grace_end);
     }
 
     /// A handler that ran off the loop finished (see `Core::handler_finished`).

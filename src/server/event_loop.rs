@@ -97,7 +97,7 @@ impl Server {
         }
         self.events = events;
         if self.core.now >= self.next_sweep {
-            self.sweep_deadlines();
+            self.sweep_deadlines(py);
         }
         if completions {
             self.complete_finished_work(py)?;
@@ -296,10 +296,11 @@ impl Server {
 
     /// Closes connections whose deadline passed; a client that stalled in
     /// the middle of a request gets a 408 first.
-    pub(crate) fn sweep_deadlines(&mut self) {
+    pub(crate) fn sweep_deadlines(&mut self, py: Python<'_>) {
         let now = self.core.now;
         self.next_sweep = now + Duration::from_secs(1);
         let mut expired = Vec::new();
+        let mut woken = Vec::new();
         self.core.date.refresh(SystemTime::now());
         let date_line = self.core.date.header_line();
         for (key, connection) in self.connections.iter_mut() {
@@ -314,16 +315,31 @@ impl Server {
             if connection.deadline.is_none_or(|deadline| now < deadline) {
                 continue;
             }
-            if let ReadState::Head | ReadState::Body(_) = connection.state.read() {
-                // A client that stalled in the middle of a request: best
-                // effort, one write attempt of a 408, then close.
-                rush_proto::encode::write_request_timeout(&mut connection.sink.output, date_line);
-                let _ = connection.write_output();
+            match connection.state.read() {
+                ReadState::Head | ReadState::Body(_) => {
+                    // A client that stalled in the middle of a request: best
+                    // effort, one write attempt of a 408, then close.
+                    rush_proto::encode::write_request_timeout(
+                        &mut connection.sink.output,
+                        date_line,
+                    );
+                    let _ = connection.write_output();
+                }
+                // An idle connection whose next request just arrived is
+                // served, not closed under it.
+                ReadState::Idle if connection.stream.unread_bytes() > 0 => {
+                    woken.push(key);
+                    continue;
+                }
+                _ => {}
             }
             expired.push(key);
         }
         for key in expired {
             self.close_connection(key);
+        }
+        for key in woken {
+            self.drive_connection(py, key);
         }
     }
 }

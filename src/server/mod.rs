@@ -318,7 +318,7 @@ impl Server {
     fn tick(&mut self, py: Python<'_>) -> bool {
         self.guarded(py, None, |server| {
             server.core.now = Instant::now();
-            server.sweep_deadlines();
+            server.sweep_deadlines(py);
             server.resume_accepting(py);
         });
         if self.drain_finished() {
