@@ -144,13 +144,15 @@ def test_size_suffixes(rush_server: ServerFactory) -> None:
 
 
 def test_max_connections_holds_further_clients_until_one_leaves(rush_server: ServerFactory) -> None:
+    # Two connections busy in the middle of a request (not idle, so not
+    # closed to make room): a third client waits until one leaves.
     server = rush_server("basic", "--max-connections", "2")
     worker = server.single_worker()
     baseline = socket_fd_count(worker)
     first, second = server.connect(), server.connect()
     for connection in (first, second):
-        connection.send(request("GET", "/"))
-        assert connection.read_response().status == 200
+        connection.send(b"GET / HTTP/1.1\r\nHost: test\r\n")
+    wait_for(lambda: socket_fd_count(worker) == baseline + 2, "both busy connections accepted")
     with server.connect() as third:
         third.send(request("GET", "/echo?id=third"))
         # The kernel queues the third connection; the worker does not take it.
@@ -160,6 +162,8 @@ def test_max_connections_holds_further_clients_until_one_leaves(rush_server: Ser
         response = third.read_response()
         assert response.status == 200
         assert dict(response.json()["query"]) == {"id": "third"}
+    second.send(b"\r\n")
+    assert second.read_response().status == 200
     second.close()
 
 
@@ -385,3 +389,28 @@ def test_large_limits_beyond_the_defaults(rush_server: ServerFactory) -> None:
     assert len(second.json()["query_string"]) == 90002
     too_many = request("GET", "/", [(f"X-{number}", "v") for number in range(300)])
     assert status_of(server, too_many) == (431, True)
+
+
+def test_idle_keep_alive_connections_make_room_for_new_clients_at_the_cap(rush_server: ServerFactory) -> None:
+    # At --max-connections, idle keep-alive clients must not lock a new
+    # client out: the longest-idle ones are closed to admit it (as nginx does).
+    server = rush_server("basic", "--max-connections", "20", "--keep-alive-timeout", "600")
+    idle = []
+    try:
+        for _ in range(20):
+            connection = server.connect()
+            connection.send(request("GET", "/"))
+            assert connection.read_response().status == 200
+            idle.append(connection)
+        with server.connect() as newcomer:
+            newcomer.send(request("GET", "/"))
+            assert newcomer.read_response().status == 200
+        # The one closed to make room was the longest idle, and it is logged.
+        idle[0].assert_closed()
+        server.wait_for_log(r"WARNING.*--max-connections limit")
+        with idle[-1] as recent:
+            recent.send(request("GET", "/"))
+            assert recent.read_response().status == 200
+    finally:
+        for connection in idle:
+            connection.close()

@@ -41,7 +41,7 @@ class Server:
         self,
         listener_fd: int,
         router: Router,
-        error_logger: Callable[[str, BaseException | None], None],
+        error_logger: Callable[[str, BaseException | None, str], None],
         *,
         unix: bool = False,
         access_logger: Callable[[str], None] | None = None,

@@ -27,12 +27,14 @@ def configure(level: str) -> None:
     access_logger.setLevel(logging.INFO)
 
 
-def log_handler_error(message: str, exception: BaseException | None) -> None:
-    """Called by the native loop when a handler raises or something fails."""
+def log_handler_error(message: str, exception: BaseException | None, level: str = "error") -> None:
+    """Called by the native loop when a handler raises or something fails
+    (``level`` "warning" for events that are not failures of the server)."""
+    log = error_logger.warning if level == "warning" else error_logger.error
     if exception is None:
-        error_logger.error(message)
+        log(message)
     else:
-        error_logger.error(message, exc_info=(type(exception), exception, exception.__traceback__))
+        log(message, exc_info=(type(exception), exception, exception.__traceback__))
 
 
 def log_access(line: str) -> None:

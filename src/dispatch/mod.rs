@@ -307,6 +307,14 @@ impl Core {
         }
     }
 
+    /// Logs at warning level: something the operator should see that is
+    /// not a failure (a limit reached, say).
+    pub(crate) fn log_warning(&self, py: Python<'_>, message: &str) {
+        if let Err(logging_error) = self.error_logger.call1(py, (message, py.None(), "warning")) {
+            logging_error.print(py);
+        }
+    }
+
     pub(crate) fn log_error(&self, py: Python<'_>, message: &str, error: Option<PyErr>) {
         let exception = error.map(|error| error.into_value(py).into_any());
         if let Err(logging_error) = self.error_logger.call1(py, (message, exception)) {

@@ -22,6 +22,8 @@ pub(crate) const FIRST_CONNECTION: usize = 4;
 /// sharing the listening socket wakes for it; one that accepted until
 /// EAGAIN would take the whole queue and leave the others idle.
 pub(crate) const ACCEPT_BATCH: usize = 16;
+/// Most one warning per this interval about idle connections closed at the cap.
+pub(crate) const EVICTION_WARNING_INTERVAL: Duration = Duration::from_secs(10);
 /// How long accepting pauses after an error such as EMFILE.
 pub(crate) const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 impl Server {
@@ -222,7 +224,9 @@ impl Server {
                 self.rearm_listener();
                 return accepted_now;
             }
-            if self.connections.len() >= self.core.config.max_connections {
+            if self.connections.len() >= self.core.config.max_connections
+                && self.evict_idle_connections(py) == 0
+            {
                 self.accept_paused = true;
                 return accepted_now;
             }
@@ -292,6 +296,49 @@ impl Server {
                 self.close_connection(key);
             }
         }
+    }
+
+    /// At the connection cap, makes room as nginx does: closes the
+    /// connections that have been idle the longest (keep-alive, nothing
+    /// unread, nothing unsent), a batch at a time, so a crowd of idle
+    /// clients cannot lock new ones out. Returns how many it closed.
+    fn evict_idle_connections(&mut self, py: Python<'_>) -> usize {
+        let mut idle: Vec<(Instant, usize)> = self
+            .connections
+            .iter()
+            .filter(|(_, connection)| {
+                matches!(connection.state.read(), ReadState::Idle)
+                    && !connection.has_pending_output()
+                    && connection.in_flight.is_none()
+            })
+            .filter_map(|(key, connection)| Some((connection.deadline?, key)))
+            .collect();
+        // The earliest keep-alive deadline is the longest idle. A batch
+        // (1/64 of the cap) per scan keeps the scans rare at 10,000.
+        idle.sort_unstable();
+        let batch = (self.core.config.max_connections / 64).clamp(1, 256);
+        let mut closed = 0;
+        for (_, key) in idle {
+            if closed == batch {
+                break;
+            }
+            if self.connections[key].stream.unread_bytes() > 0 {
+                continue;
+            }
+            self.close_connection(key);
+            closed += 1;
+        }
+        if closed > 0 && self.core.now >= self.next_eviction_warning {
+            self.next_eviction_warning = self.core.now + EVICTION_WARNING_INTERVAL;
+            let message = format!(
+                "{} connections open, the --max-connections limit: closing the longest-idle \
+                 keep-alive connections to admit new ones (logged at most every {} s)",
+                self.connections.len() + closed,
+                EVICTION_WARNING_INTERVAL.as_secs()
+            );
+            self.core.log_warning(py, &message);
+        }
+        closed
     }
 
     /// Closes connections whose deadline passed; a client that stalled in

@@ -87,6 +87,8 @@ pub struct Server {
     accept_paused: bool,
     /// After an accept error: when to try again.
     accept_retry_at: Option<Instant>,
+    /// When closing idle connections at the cap may be logged again.
+    next_eviction_warning: Instant,
     drain_deadline: Option<Instant>,
     next_sweep: Instant,
     /// Pool threads signal finished work here; `completion_drain()` returns
@@ -236,6 +238,7 @@ impl Server {
             },
             accept_paused: false,
             accept_retry_at: None,
+            next_eviction_warning: now,
             drain_deadline: None,
             next_sweep: now + Duration::from_secs(1),
             completion_source: None,
