@@ -346,6 +346,7 @@ impl Server {
     pub(crate) fn sweep_deadlines(&mut self, py: Python<'_>) {
         let now = self.core.now;
         self.next_sweep = now + Duration::from_secs(1);
+        self.core.static_files.rewatch_lost_mounts();
         let mut expired = Vec::new();
         let mut woken = Vec::new();
         self.core.date.refresh(SystemTime::now());

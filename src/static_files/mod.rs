@@ -106,6 +106,12 @@ struct Mount {
     cached_bytes: u64,
     /// Caching is on only while inotify watches the whole tree.
     caching: bool,
+    /// The watch on the mount's root directory itself.
+    root_watch: Option<WatchDescriptor>,
+    /// The root was replaced or removed (a deploy), or events were lost:
+    /// served uncached until the tree is watched again (retried by
+    /// [`StaticFiles::rewatch_lost_mounts`]).
+    rewatch: bool,
 }
 
 /// The request header fields static serving looks at.
@@ -176,6 +182,8 @@ impl StaticFiles {
                 cache: HashMap::new(),
                 cached_bytes: 0,
                 caching: false,
+                root_watch: None,
+                rewatch: false,
             })
             .collect();
         // Longest prefix first, so `/static/img` wins over `/static` and `/`.
@@ -222,6 +230,10 @@ impl StaticFiles {
     }
 
     fn watch_tree(&mut self, mount: usize, root: &Path) -> io::Result<()> {
+        if let Some(inotify) = &mut self.inotify {
+            let descriptor = inotify.watches().add(root, WATCH_MASK)?;
+            self.mounts[mount].root_watch = Some(descriptor);
+        }
         let mut pending = vec![root.to_path_buf()];
         let mut count = 0;
         while let Some(directory) = pending.pop() {
@@ -262,16 +274,27 @@ impl StaticFiles {
             };
             let mut invalidated = Vec::new();
             let mut grown = Vec::new();
-            let mut overflowed = false;
+            let mut lost = Vec::new();
             for event in events {
                 if event.mask.contains(EventMask::Q_OVERFLOW) {
-                    overflowed = true;
+                    // Events were dropped: nothing cached can be trusted,
+                    // and directories created meanwhile are not watched.
+                    lost.extend(0..self.mounts.len());
                     continue;
                 }
                 let Some(&mount) = self.watched.get(&event.wd) else {
                     continue;
                 };
                 invalidated.push(mount);
+                let root_went_away = self.mounts[mount].root_watch.as_ref() == Some(&event.wd)
+                    && event.mask.intersects(
+                        EventMask::DELETE_SELF | EventMask::MOVE_SELF | EventMask::IGNORED,
+                    );
+                if root_went_away {
+                    // `rm -rf root && cp -r new root`, or `mv root old &&
+                    // mv new root`: the watches follow the old tree.
+                    lost.push(mount);
+                }
                 if event.mask.contains(EventMask::ISDIR)
                     && event
                         .mask
@@ -283,11 +306,13 @@ impl StaticFiles {
                     self.watched.remove(&event.wd);
                 }
             }
-            if overflowed {
-                invalidated.extend(0..self.mounts.len());
-            }
             for mount in invalidated {
                 self.clear(mount);
+            }
+            lost.sort_unstable();
+            lost.dedup();
+            for mount in lost {
+                self.forget_watches(mount);
             }
             for mount in grown {
                 // A directory appeared: watch it (and anything moved in with it).
@@ -299,6 +324,49 @@ impl StaticFiles {
                     self.clear(mount);
                 }
             }
+        }
+    }
+
+    /// Drops every watch of a mount whose tree can no longer be trusted and
+    /// serves it uncached until [`StaticFiles::rewatch_lost_mounts`] watches
+    /// the tree at its path again.
+    fn forget_watches(&mut self, mount: usize) {
+        let descriptors: Vec<WatchDescriptor> = self
+            .watched
+            .iter()
+            .filter(|&(_, &owner)| owner == mount)
+            .map(|(descriptor, _)| descriptor.clone())
+            .collect();
+        for descriptor in descriptors {
+            self.watched.remove(&descriptor);
+            if let Some(inotify) = &mut self.inotify {
+                // Already gone with its directory, at worst.
+                let _ = inotify.watches().remove(descriptor);
+            }
+        }
+        let state = &mut self.mounts[mount];
+        state.root_watch = None;
+        state.caching = false;
+        state.rewatch = true;
+        self.clear(mount);
+        self.rewatch_lost_mounts();
+    }
+
+    /// Watches again the trees of mounts whose root was replaced (called
+    /// after events and once a second by the loop): caching resumes once
+    /// the directory at the mount's path is watched whole.
+    pub fn rewatch_lost_mounts(&mut self) {
+        for mount in 0..self.mounts.len() {
+            if !self.mounts[mount].rewatch {
+                continue;
+            }
+            let root = self.mounts[mount].spec.root.clone();
+            if self.watch_tree(mount, &root).is_ok() {
+                let state = &mut self.mounts[mount];
+                state.rewatch = false;
+                state.caching = true;
+            }
+            self.clear(mount);
         }
     }
 
@@ -354,7 +422,11 @@ impl StaticFiles {
             LookupResult::Missing => write_plain(out, 404, b"Not Found", &[], context),
             LookupResult::Forbidden => write_plain(out, 403, b"Forbidden", &[], context),
             LookupResult::Directory => {
-                let mut location = raw_path.to_vec();
+                // Leading slashes collapse to one: `//evil.example` must not
+                // become the scheme-relative `//evil.example/`, which a
+                // browser follows to another host.
+                let mut location = b"/".to_vec();
+                location.extend_from_slice(without_leading_slashes(raw_path));
                 location.push(b'/');
                 if let Some(query) = query {
                     location.push(b'?');
@@ -515,7 +587,7 @@ fn load_variant(
     encoding: Option<&'static str>,
     cached_bytes: u64,
 ) -> Option<(Variant, SystemTime)> {
-    let mut file = File::open(path).ok()?;
+    let mut file = open_contained(spec, path)?;
     let metadata = file.metadata().ok()?;
     if !metadata.is_file() {
         return None;
@@ -553,6 +625,31 @@ fn load_variant(
         variant.file = Some(Rc::new(file));
     }
     Some((variant, modified))
+}
+
+/// `raw_path` after its leading slashes.
+fn without_leading_slashes(raw_path: &[u8]) -> &[u8] {
+    let start = raw_path
+        .iter()
+        .position(|&byte| byte != b'/')
+        .unwrap_or(raw_path.len());
+    &raw_path[start..]
+}
+
+/// Opens a file of the mount, refusing (None) one whose real path, once
+/// open, lies outside the mount's root (a symlink leading out) unless the
+/// mount allows that. The check is on the open descriptor itself, so a
+/// symlink swapped in after a path check cannot slip through, and it
+/// applies to every file served: the precompressed `.br`/`.gz` siblings
+/// as much as the file asked for.
+fn open_contained(spec: &MountSpec, path: &Path) -> Option<File> {
+    let file = File::open(path).ok()?;
+    if spec.allow_symlinks_outside {
+        return Some(file);
+    }
+    use std::os::fd::AsRawFd;
+    let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()?;
+    real.starts_with(&spec.root).then_some(file)
 }
 
 /// HTTP dates cover 1970 to 9999 (httpdate panics outside them); a file
@@ -635,6 +732,13 @@ mod tests {
         assert!(!accepts_encoding(b"br;q=0.0, gzip", b"br"));
         assert!(accepts_encoding(b"*", b"br"));
         assert!(!accepts_encoding(b"identity", b"gzip"));
+    }
+
+    #[test]
+    fn redirect_locations_lose_their_leading_slashes() {
+        assert_eq!(without_leading_slashes(b"//evil.example"), b"evil.example");
+        assert_eq!(without_leading_slashes(b"/docs"), b"docs");
+        assert_eq!(without_leading_slashes(b"///"), b"");
     }
 
     #[test]
