@@ -27,6 +27,7 @@ use std::net::SocketAddr;
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use rush_proto::encode::is_final_status;
 use rush_proto::response::{is_valid_header_name, is_valid_header_value};
 use rush_proto::{RequestHead, Version};
 
@@ -429,8 +430,10 @@ impl AsgiSend {
                     .get_item(pyo3::intern!(py, "status"))?
                     .ok_or_else(|| PyValueError::new_err("http.response.start without status"))?
                     .extract()?;
-                if !(100..=999).contains(&status) {
-                    return Err(PyValueError::new_err(format!("invalid status {status}")));
+                if !is_final_status(status) {
+                    return Err(PyValueError::new_err(format!(
+                        "http.response.start status {status} is not a final status (200-599)"
+                    )));
                 }
                 let mut headers = Vec::new();
                 if let Some(fields) = message.get_item(pyo3::intern!(py, "headers"))? {

@@ -73,17 +73,15 @@ pub fn write_response<'h>(
         out.extend_from_slice(content_type);
         out.extend_from_slice(b"\r\n");
     }
+    let mut app_fields = AppFields::default();
     for (name, value) in extra_headers {
-        out.extend_from_slice(name);
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value);
-        out.extend_from_slice(b"\r\n");
+        app_fields.write(out, name, value);
     }
     let bodyless = status_has_no_body(status);
     if !bodyless {
         write_content_length(out, body.len() as u64);
     }
-    finish_head(out, context, close);
+    finish_head_after(out, context, close, app_fields);
     if !context.head_only && !bodyless {
         out.extend_from_slice(body);
     }
@@ -105,12 +103,45 @@ pub fn write_status_page<'h>(
 
 /// Appends `Date`, the `Connection` header when one is needed, and the blank line.
 pub fn finish_head(out: &mut Vec<u8>, context: &ResponseContext<'_>, close: bool) {
-    if let Some(allow) = context.allow {
+    finish_head_after(out, context, close, AppFields::default());
+}
+
+/// The header fields the server adds unless the app set them itself: an
+/// app's own `Date` or `Allow` is sent once, not beside the server's.
+#[derive(Default, Clone, Copy)]
+pub struct AppFields {
+    pub date: bool,
+    pub allow: bool,
+}
+
+impl AppFields {
+    /// Writes one app header line and notes the fields the server owns.
+    pub fn write(&mut self, out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+        self.date |= name.eq_ignore_ascii_case(b"date");
+        self.allow |= name.eq_ignore_ascii_case(b"allow");
+        out.extend_from_slice(name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// [`finish_head`] after the app's own header lines (`app`: which of the
+/// server's fields it already set).
+pub fn finish_head_after(
+    out: &mut Vec<u8>,
+    context: &ResponseContext<'_>,
+    close: bool,
+    app: AppFields,
+) {
+    if let Some(allow) = context.allow.filter(|_| !app.allow) {
         out.extend_from_slice(b"Allow: ");
         out.extend_from_slice(allow);
         out.extend_from_slice(b"\r\n");
     }
-    out.extend_from_slice(context.date_line);
+    if !app.date {
+        out.extend_from_slice(context.date_line);
+    }
     if close || !context.keep_alive {
         out.extend_from_slice(b"Connection: close\r\n\r\n");
     } else if context.http10 {

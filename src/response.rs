@@ -11,6 +11,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use rush_proto::encode::{connection_has_close, is_final_status};
 use rush_proto::response::{is_valid_header_name, is_valid_header_value};
 
 pub use crate::http_write::{finish_head, write_response, write_status_page, ResponseContext};
@@ -25,7 +26,6 @@ static JSON_DUMPS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 #[pyclass(module = "rush", name = "Response", subclass)]
 pub struct Response {
-    #[pyo3(get, set)]
     status: u16,
     body: Py<PyBytes>,
     /// Validated header fields, in order, without framing headers.
@@ -34,6 +34,18 @@ pub struct Response {
     close: bool,
     /// Set by `Response.file`: the body is this file, sent natively.
     file: Option<std::path::PathBuf>,
+}
+
+/// A response's status must be final (200-599): a 1xx is not an answer,
+/// and numbers past 599 (or 0) are not HTTP.
+fn check_status(status: u16) -> PyResult<()> {
+    if is_final_status(status) {
+        Ok(())
+    } else {
+        Err(PyValueError::new_err(format!(
+            "invalid status {status}: a response's status is 200-599"
+        )))
+    }
 }
 
 /// `attachment; filename=...` with an RFC 6266 `filename*` for non-ASCII names.
@@ -71,9 +83,7 @@ impl Response {
         headers: Option<&Bound<'_, PyAny>>,
         content_type: Option<String>,
     ) -> PyResult<Self> {
-        if !(100..=999).contains(&status) {
-            return Err(PyValueError::new_err(format!("invalid status {status}")));
-        }
+        check_status(status)?;
         let mut content_type = content_type;
         let body = match body {
             None => PyBytes::new(py, b"").unbind(),
@@ -120,7 +130,7 @@ impl Response {
                     // The server frames every response itself.
                     continue;
                 } else if name.eq_ignore_ascii_case("connection") {
-                    close |= value.to_ascii_lowercase().contains("close");
+                    close |= connection_has_close(value.as_bytes());
                 } else {
                     fields.push((name, value));
                 }
@@ -167,6 +177,19 @@ impl Response {
         }
         response.file = Some(path);
         Ok(response)
+    }
+
+    /// The status code: a final one, 200 to 599.
+    #[getter]
+    fn status(&self) -> u16 {
+        self.status
+    }
+
+    #[setter]
+    fn set_status(&mut self, status: u16) -> PyResult<()> {
+        check_status(status)?;
+        self.status = status;
+        Ok(())
     }
 
     #[getter]

@@ -30,12 +30,14 @@ use pyo3::types::{PyBytes, PyDict, PyIterator, PyList, PyString, PyTuple};
 use rush_proto::response::{is_valid_header_name, is_valid_header_value};
 use rush_proto::{RequestHead, Version};
 
-use rush_proto::encode::{connection_has_close, is_framing_header, status_has_no_body};
+use rush_proto::encode::{
+    connection_has_close, is_final_status, is_framing_header, status_has_no_body,
+};
 use rush_proto::response::{write_content_length, write_status_line};
 
 use crate::body::RequestBody;
 use crate::http_write::OutgoingBody;
-use crate::http_write::{finish_head, Rendered, ResponseContext};
+use crate::http_write::{finish_head_after, AppFields, Rendered, ResponseContext};
 use crate::request::header_fields;
 
 static BYTES_IO: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -285,14 +287,11 @@ impl StartResponse {
         }
         // Nothing is sent before the app returns, so an error response may
         // always replace the first one (PEP 3333's exc_info case).
-        let code = status
-            .get(..3)
-            .and_then(|digits| digits.parse::<u16>().ok())
-            .filter(|code| {
-                (100..=999).contains(code)
-                    && status.as_bytes().get(3).is_none_or(|byte| *byte == b' ')
-            })
-            .ok_or_else(|| PyValueError::new_err(format!("invalid WSGI status {status:?}")))?;
+        let code = parse_status_line(status).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "invalid WSGI status {status:?}: PEP 3333 wants 'NNN reason', NNN from 200 to 599"
+            ))
+        })?;
         let mut encoded = Vec::with_capacity(headers.len());
         for (name, value) in headers {
             // PEP 3333: header values are str holding latin-1 code points only.
@@ -316,6 +315,21 @@ impl StartResponse {
         let owner: Py<StartResponse> = slf.into();
         Py::new(py, WsgiWrite { owner })
     }
+}
+
+/// The code of a WSGI status line, `"NNN reason"` as PEP 3333 has it:
+/// three digits of a final status (200-599), one space, and a reason of
+/// printable characters (which may be empty; the server sends its own).
+fn parse_status_line(status: &str) -> Option<u16> {
+    let (digits, reason) = (status.get(..3)?, status.get(3..)?);
+    let reason = reason.strip_prefix(' ')?;
+    if !digits.bytes().all(|byte| byte.is_ascii_digit())
+        || reason.chars().any(|character| character.is_control())
+    {
+        return None;
+    }
+    let code: u16 = digits.parse().ok()?;
+    is_final_status(code).then_some(code)
 }
 
 /// The legacy `write(data)` callable `start_response` returns.
@@ -600,17 +614,15 @@ fn sendfile_source(py: Python<'_>, wrapper: &FileWrapper) -> Option<(File, u64, 
 impl WsgiResponse {
     /// Writes the status line and the app's headers, less the framing
     /// headers the server sets itself.
-    pub fn write_status_and_headers(&self, out: &mut Vec<u8>) {
+    pub fn write_status_and_headers(&self, out: &mut Vec<u8>) -> AppFields {
         write_status_line(out, self.status);
+        let mut fields = AppFields::default();
         for (name, value) in &self.headers {
-            if is_framing_header(name.as_bytes()) {
-                continue;
+            if !is_framing_header(name.as_bytes()) {
+                fields.write(out, name.as_bytes(), value);
             }
-            out.extend_from_slice(name.as_bytes());
-            out.extend_from_slice(b": ");
-            out.extend_from_slice(value);
-            out.extend_from_slice(b"\r\n");
         }
+        fields
     }
 
     /// Whether the app's headers ask to close the connection.
@@ -644,12 +656,12 @@ pub fn render_collected(
         _ => actual_length,
     };
     let close = response.requests_close();
-    response.write_status_and_headers(out);
+    let fields = response.write_status_and_headers(out);
     let bodyless = status_has_no_body(response.status);
     if !bodyless {
         write_content_length(out, length);
     }
-    finish_head(out, context, close);
+    finish_head_after(out, context, close, fields);
     let mut body = None;
     if !context.head_only && !bodyless {
         match file {

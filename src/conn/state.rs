@@ -56,8 +56,9 @@ pub enum ReadState {
     /// wait (in the buffer or the socket) so responses keep their order.
     Held,
     /// Write side shut after a refusal; input is discarded until the peer
-    /// closes, so it reads our answer rather than a reset. Timer: linger.
-    Lingering,
+    /// closes, so it reads our answer rather than a reset, up to a byte
+    /// bound (`discarded` counts them). Timer: linger.
+    Lingering { discarded: usize },
 }
 
 /// What the connection owes the client.
@@ -121,6 +122,18 @@ impl ConnState {
             )
     }
 
+    /// Bytes discarded while lingering; `false` once more than `limit`
+    /// have been (a client that keeps sending is cut off).
+    pub fn discard(&mut self, count: usize, limit: usize) -> bool {
+        match &mut self.read {
+            ReadState::Lingering { discarded } => {
+                *discarded += count;
+                *discarded <= limit
+            }
+            _ => true,
+        }
+    }
+
     /// Whether input is read from the socket now: while a response is held
     /// (or a refused connection closes) bytes stay in the socket, so a
     /// client that pipelines without reading cannot grow memory.
@@ -138,7 +151,7 @@ impl ConnState {
             ReadState::Head => Some(Timer::Header),
             ReadState::Body(_) | ReadState::BodyToApp(_) => Some(Timer::Body),
             ReadState::Held => None,
-            ReadState::Lingering => Some(Timer::Linger),
+            ReadState::Lingering { .. } => Some(Timer::Linger),
         }
     }
 
@@ -225,7 +238,7 @@ impl ConnState {
 
     /// The refusal is written: shut the write side and discard input.
     pub fn linger_started(&mut self) -> Timer {
-        self.read = ReadState::Lingering;
+        self.read = ReadState::Lingering { discarded: 0 };
         Timer::Linger
     }
 
@@ -259,7 +272,7 @@ mod tests {
             ReadState::Body(_) => Read::Body,
             ReadState::BodyToApp(_) => Read::BodyToApp,
             ReadState::Held => Read::Held,
-            ReadState::Lingering => Read::Lingering,
+            ReadState::Lingering { .. } => Read::Lingering,
         };
         (read, state.write(), state.timer(), state.can_process())
     }
@@ -444,6 +457,17 @@ mod tests {
         assert_eq!(state.response_complete(true), Some(Timer::KeepAlive));
         assert_eq!(state.response_complete(false), None);
         assert_eq!(state.closes(), Some(false));
+    }
+
+    #[test]
+    fn lingering_discards_up_to_a_bound() {
+        let mut state = ConnState::default();
+        state.refused();
+        assert!(state.discard(10, 100), "not lingering yet: nothing counted");
+        let _ = state.linger_started();
+        assert!(state.discard(60, 100));
+        assert!(state.discard(40, 100));
+        assert!(!state.discard(1, 100));
     }
 
     #[test]

@@ -10,8 +10,8 @@ use crate::asgi::{address_object, build_scope, AsgiReceive, AsgiSend, SendState}
 use crate::body::RequestBody;
 use crate::conn::{BodyProgress, Connection, ReadState};
 use crate::coroutine::CoroutineStart;
+use crate::http_write::{finish_head_after, AppFields, ResponseContext};
 use crate::inflight::{AsgiExchange, AwaitingResponse, InFlight};
-use crate::response::{finish_head, ResponseContext};
 
 impl Core {
     /// Hands body bytes that arrived for a running ASGI app to its
@@ -355,14 +355,11 @@ impl Core {
             let close = app_close || framing == AsgiFraming::UntilClose;
             let out = &mut connection.sink.output;
             rush_proto::response::write_status_line(out, send.status);
+            let mut fields = AppFields::default();
             for (name, value) in &send.headers {
-                if is_framing_header(name) {
-                    continue;
+                if !is_framing_header(name) {
+                    fields.write(out, name, value);
                 }
-                out.extend_from_slice(name);
-                out.extend_from_slice(b": ");
-                out.extend_from_slice(value);
-                out.extend_from_slice(b"\r\n");
             }
             match framing {
                 AsgiFraming::Length(length) => {
@@ -379,7 +376,7 @@ impl Core {
                 request_head: &[],
                 allow: None,
             };
-            finish_head(out, &context, close);
+            finish_head_after(out, &context, close, fields);
             send.head_written = true;
             send.framing_chunked = framing == AsgiFraming::Chunked;
             send.framing_close = close;

@@ -16,7 +16,7 @@ use rush_proto::encode::{BodyEncoder, FramingPlan};
 use super::{keep_or_close, AppInterface, Core, Outcome, RequestLine};
 use crate::body::RequestBody;
 use crate::conn::Connection;
-use crate::http_write::{finish_head, ResponseContext};
+use crate::http_write::{finish_head_after, ResponseContext};
 use crate::inflight::{
     AwaitingResponse, BodySource, InFlight, PoolChannel, StreamEnd, Taken, WsgiStream,
 };
@@ -104,7 +104,7 @@ impl Core {
             && !response.requests_close()
             && !encoder.closes_connection();
         let out = &mut connection.sink.output;
-        response.write_status_and_headers(out);
+        let fields = response.write_status_and_headers(out);
         encoder.write_framing_header(out);
         let context = ResponseContext {
             date_line: self.date.header_line(),
@@ -114,7 +114,7 @@ impl Core {
             request_head: &[],
             allow: None,
         };
-        finish_head(out, &context, !keep_alive);
+        finish_head_after(out, &context, !keep_alive, fields);
         let mut stream = Box::new(WsgiStream {
             body,
             encoder,

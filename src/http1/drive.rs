@@ -55,7 +55,7 @@ impl Core {
                 return Disposition::Close;
             }
             if let Some(linger) = connection.state.closes() {
-                if matches!(connection.state.read(), ReadState::Lingering) {
+                if matches!(connection.state.read(), ReadState::Lingering { .. }) {
                     // Discarding input until the peer closes (below).
                 } else if !linger || connection.peer_closed {
                     return Disposition::Close;
@@ -98,12 +98,11 @@ impl Core {
                     // With the peer's FIN already signalled, read on to see the EOF.
                     socket_may_have_input =
                         count == self.read_buffer.len() || connection.peer_sent_fin;
-                    if let ReadState::Lingering = connection.state.read() {
-                        // Count discarded bytes in `input`'s length without keeping them.
-                        if connection.input.capacity() + count > LINGER_MAX_BYTES {
+                    if let ReadState::Lingering { .. } = connection.state.read() {
+                        // Discarded, counted: past the bound, close now.
+                        if !connection.state.discard(count, LINGER_MAX_BYTES) {
                             return Disposition::Close;
                         }
-                        connection.input.reserve(count);
                         continue;
                     }
                     if let Some(timer) = connection.state.bytes_arrived() {

@@ -85,6 +85,13 @@ pub fn write_request_timeout(out: &mut Vec<u8>, date_line: &[u8]) {
     write_closing_response(out, 408, date_line, &[]);
 }
 
+/// Whether `status` may end a response: 200 to 599. A 1xx is interim (an
+/// app that answers with one has not answered), and numbers outside the
+/// classes of RFC 9110 §15 are not HTTP statuses at all.
+pub fn is_final_status(status: u16) -> bool {
+    (200..=599).contains(&status)
+}
+
 /// Whether a response with this status ends at its head whatever its header
 /// fields say: 1xx, 204 and 304 (RFC 9110 6.4.1, RFC 9112 6.3 rule 1).
 ///
