@@ -332,22 +332,15 @@ def test_content_length_body_split_across_writes(server: RushServer) -> None:
     assert response.json()["body"].encode("latin-1") == body
 
 
-def test_identical_duplicate_content_length_is_accepted(server: RushServer) -> None:
-    with server.connect() as connection:
-        connection.send(b"POST /echo HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello")
-        assert connection.read_response().json()["body"] == "hello"
-
-
 @pytest.mark.parametrize(
     ("framing", "body"),
     [
         (b"Transfer-Encoding:\tchunked\r\n", b"5\r\nhello\r\n0\r\n\r\n"),
-        (b"Content-Length: 5,5\r\n", b"hello"),
         (b"Content-Length: 005\r\n", b"hello"),
         # Not Transfer-Encoding: an ordinary field, so Content-Length frames the body.
         (b"Transfer_Encoding: chunked\r\nContent-Length: 5\r\n", b"hello"),
     ],
-    ids=["tab before chunked", "identical list", "leading zeros", "underscore is another field"],
+    ids=["tab before chunked", "leading zeros", "underscore is another field"],
 )
 def test_unusual_but_valid_framing_is_accepted(server: RushServer, framing: bytes, body: bytes) -> None:
     with server.connect() as connection:
@@ -413,6 +406,10 @@ REFUSALS = {
     "empty element after chunked": (POST + b"Transfer-Encoding: chunked,\r\n\r\n0\r\n\r\n", 400),
     "content-length with underscore": (POST + b"Content-Length: 1_0\r\n\r\n", 400),
     "content-length list with an empty element": (POST + b"Content-Length: 5,\r\n\r\nhello", 400),
+    # Equal values too: RFC 9110 8.6 would allow them, nginx and strict servers refuse.
+    "identical content-length fields": (POST + b"Content-Length: 5\r\nContent-Length: 5\r\n\r\nhello", 400),
+    "identical content-length list": (POST + b"Content-Length: 5, 5\r\n\r\nhello", 400),
+    "identical content-length list without spaces": (POST + b"Content-Length: 5,5\r\n\r\nhello", 400),
     "unknown coding": (POST + b"Transfer-Encoding: foo\r\n\r\n", 501),
     "xchunked coding": (POST + b"Transfer-Encoding: xchunked\r\n\r\n0\r\n\r\n", 501),
     "unknown coding before chunked": (POST + b"Transfer-Encoding: foo, chunked\r\n\r\n0\r\n\r\n", 501),

@@ -57,7 +57,7 @@ fn parsing_heads_does_not_allocate() {
     let mut headers = Vec::with_capacity(limits.max_headers);
     let heads: [&[u8]; 4] = [
         b"GET /a?b=c HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\nConnection: keep-alive\r\n\r\n",
-        b"POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 5\r\nExpect: 100-continue\r\n\r\nhello",
+        b"POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\nhello",
         b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
         b"GET / HTTP/1.0\r\n\r\n",
     ];

@@ -213,21 +213,6 @@ fn table() -> Vec<Case> {
             true,
         ),
         accept(
-            post_with("Content-Length: 5, 5\r\n", "hello"),
-            ContentLength(5),
-            true,
-        ),
-        accept(
-            post_with("Content-Length: 5,5 , 5\r\n", "hello"),
-            ContentLength(5),
-            true,
-        ),
-        accept(
-            post_with("Content-Length: 5\r\ncontent-length: 5\r\n", "hello"),
-            ContentLength(5),
-            true,
-        ),
-        accept(
             post_with("Content-Length: 16777216\r\n", ""),
             ContentLength(16 * 1024 * 1024),
             true,
@@ -434,15 +419,36 @@ fn table() -> Vec<Case> {
         // ---- Content-Length (request smuggling classics) ----
         bad(
             post_with("Content-Length: 5\r\nContent-Length: 6\r\n", "hello"),
-            "conflicting Content-Length values",
+            "more than one Content-Length field",
         ),
         bad(
             post_with("Content-Length: 5, 6\r\n", "hello"),
-            "conflicting Content-Length values",
+            "more than one Content-Length value",
         ),
         bad(
             post_with("Content-Length: 5\r\nContent-Length: 5, 6\r\n", "hello"),
-            "conflicting Content-Length values",
+            "more than one Content-Length value",
+        ),
+        // Equal values are refused too (RFC 9110 8.6 would allow them).
+        bad(
+            post_with("Content-Length: 5, 5\r\n", "hello"),
+            "more than one Content-Length value",
+        ),
+        bad(
+            post_with("Content-Length: 5,5 , 5\r\n", "hello"),
+            "more than one Content-Length value",
+        ),
+        bad(
+            post_with("Content-Length: 5\r\ncontent-length: 5\r\n", "hello"),
+            "more than one Content-Length field",
+        ),
+        bad(
+            post_with("Content-Length: 0\r\nX: y\r\nContent-Length: 0\r\n", ""),
+            "more than one Content-Length field",
+        ),
+        bad(
+            post_with("Content-Length: 5\r\nContent-Length: x\r\n", "hello"),
+            "invalid Content-Length",
         ),
         bad(
             post_with("Content-Length: +5\r\n", "hello"),
@@ -474,11 +480,11 @@ fn table() -> Vec<Case> {
         ),
         bad(
             post_with("Content-Length: 5,\r\n", "hello"),
-            "invalid Content-Length",
+            "more than one Content-Length value",
         ),
         bad(
             post_with("Content-Length: ,5\r\n", "hello"),
-            "invalid Content-Length",
+            "more than one Content-Length value",
         ),
         bad(
             post_with("Content-Length: 18446744073709551616\r\n", ""),
