@@ -336,11 +336,12 @@ def test_content_length_body_split_across_writes(server: RushServer) -> None:
     ("framing", "body"),
     [
         (b"Transfer-Encoding:\tchunked\r\n", b"5\r\nhello\r\n0\r\n\r\n"),
+        (b"Transfer-Encoding: chunked\r\n", b'5 ; a = "q\\"s" ; b=c\r\nhello\r\n0;last\r\n\r\n'),
         (b"Content-Length: 005\r\n", b"hello"),
         # Not Transfer-Encoding: an ordinary field, so Content-Length frames the body.
         (b"Transfer_Encoding: chunked\r\nContent-Length: 5\r\n", b"hello"),
     ],
-    ids=["tab before chunked", "leading zeros", "underscore is another field"],
+    ids=["tab before chunked", "quoted chunk extension", "leading zeros", "underscore is another field"],
 )
 def test_unusual_but_valid_framing_is_accepted(server: RushServer, framing: bytes, body: bytes) -> None:
     with server.connect() as connection:
@@ -425,6 +426,13 @@ REFUSALS = {
     "chunk data without crlf": (TE_CHUNKED + b"5\r\nhelloXX0\r\n\r\n", 400),
     "chunk size line with bare lf": (TE_CHUNKED + b"5\nhello\r\n0\r\n\r\n", 400),
     "chunk extension too long": (TE_CHUNKED + b"3;" + b"e" * 5000 + b"\r\nabc\r\n0\r\n\r\n", 400),
+    "chunk extension without a name": (TE_CHUNKED + b"3;=x\r\nabc\r\n0\r\n\r\n", 400),
+    "chunk extension with an empty value": (TE_CHUNKED + b"3;a=\r\nabc\r\n0\r\n\r\n", 400),
+    "chunk extension with a space inside": (TE_CHUNKED + b"3;a b\r\nabc\r\n0\r\n\r\n", 400),
+    "chunk extension with trailing space": (TE_CHUNKED + b"3;a=b \r\nabc\r\n0\r\n\r\n", 400),
+    "chunk extension unterminated quote": (TE_CHUNKED + b'3;a="b\r\nabc\r\n0\r\n\r\n', 400),
+    "chunk extension after a quoted value": (TE_CHUNKED + b'3;a="b"c\r\nabc\r\n0\r\n\r\n', 400),
+    "chunk extension with a semicolon only": (TE_CHUNKED + b"3;\r\nabc\r\n0\r\n\r\n", 400),
     "control character in trailer": (TE_CHUNKED + b"3\r\nabc\r\n0\r\nX: a\x01b\r\n\r\n", 400),
     "trailers too large": (TE_CHUNKED + b"3\r\nabc\r\n0\r\nX: " + b"a" * 10000 + b"\r\n\r\n", 431),
     "chunked body over the limit": (

@@ -35,6 +35,7 @@ fn chunked_like() -> impl Strategy<Value = Vec<u8>> {
         Just(b"5\r\nhello\r\n".to_vec()),
         Just(b"0\r\n\r\n".to_vec()),
         Just(b"a;ext=1\r\n0123456789\r\n".to_vec()),
+        Just(b"1 ; e = \"q\\\"\" ;f\r\nx\r\n".to_vec()),
         Just(b"fffffffffffffffffff\r\n".to_vec()),
         Just(b"Trailer: x\r\n".to_vec()),
         Just(b"\r\n".to_vec()),
