@@ -2,7 +2,7 @@
 requests in one write, Connection: close in the middle of a pipeline),
 HTTP/1.0 with and without keep-alive, HEAD, Expect: 100-continue, chunked and
 Content-Length bodies arriving in pieces, half-closed clients, and every
-refusal the protocol rules require (400, 413, 414, 431, 501, 505): each with
+refusal the protocol rules require (400, 405, 413, 414, 431, 501, 505): each with
 its status, ``Connection: close``, the connection closed afterwards, and the
 app never reached (the test app counts the requests its handlers see).
 """
@@ -370,6 +370,30 @@ def test_absolute_form_request_target_is_routed_by_its_path(server: RushServer) 
     assert echo_ids([response]) == ["7"]
 
 
+def test_asterisk_form_options_is_not_refused(server: RushServer) -> None:
+    # `OPTIONS *` is the one place `*` is a valid target; the router has no `*` route.
+    with server.connect() as connection:
+        connection.send(request("OPTIONS", "*") + request("GET", "/"))
+        options, get = connection.read_responses(2)
+    assert options.status == 404, options
+    assert not options.closes
+    assert get.body == b"Hello, World!"
+
+
+def test_connect_is_refused_with_405_and_an_empty_allow(server: RushServer) -> None:
+    # rush is not a proxy: a well-formed CONNECT asks for something it never does.
+    before = app_calls(server)
+    with server.connect() as connection:
+        connection.send(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
+        result = connection.read_until_close()
+    assert [response.status for response in result.responses] == [405], result
+    response = result.responses[0]
+    assert response.closes
+    assert response.header_list("allow") == [""]
+    assert b"not a proxy" in response.body
+    assert app_calls(server) == before
+
+
 # ---------------------------------------------------------------------------
 # Refusals: status, Connection: close, closed connection, app never reached
 
@@ -468,6 +492,33 @@ REFUSALS = {
     "space in the target": (b"GET /a b HTTP/1.1\r\n" + H + b"\r\n", 400),
     "lowercase version": (b"GET / http/1.1\r\n" + H + b"\r\n", 400),
     "tls handshake": (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + b"\x00" * 50, 400),
+    # Request targets (RFC 9112 3.2)
+    "fragment in the target": (b"GET /echo?page=1#top HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "fragment in an absolute-form target": (b"GET http://test/echo#top HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "raw utf-8 in the path": (b"GET /echo/caf\xc3\xa9 HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "raw utf-8 in the query": (b"GET /echo?q=\xe2\x9c\x93 HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "raw byte 0x80 in the target": (b"GET /echo\x80 HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "control character in the target": (b"GET /echo\x01 HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "del in the target": (b"GET /echo\x7f HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "tab in the target": (b"GET /echo\t HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "relative target": (b"GET echo HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "relative target with a slash": (b"GET foo/bar HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "query-only target": (b"GET ?id=1 HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "unknown scheme": (b"GET s://]ufd/admin HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "ftp scheme": (b"GET ftp://test/echo HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "absolute-form without authority": (b"GET http:/echo HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "absolute-form with an empty host": (b"GET http:///echo HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "absolute-form with userinfo": (b"GET http://user@test/echo HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "absolute-form port over 65535": (b"GET http://test:65536/echo HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "absolute-form port of six digits": (b"GET http://test:000080/echo HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "absolute-form bad ipv6": (b"GET http://[::1/echo HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "asterisk with get": (b"GET * HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "authority-form with get": (b"GET test:80 HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "connect with a path": (b"CONNECT /echo HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "connect without a port": (b"CONNECT example.com HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "connect with absolute-form": (b"CONNECT http://example.com:443/ HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "connect with a valid authority": (b"CONNECT example.com:443 HTTP/1.1\r\n" + H + b"\r\n", 405),
+    "connect to an ipv6 literal": (b"CONNECT [::1]:443 HTTP/1.1\r\n" + H + b"\r\n", 405),
     # Host
     "missing host in http/1.1": (b"GET / HTTP/1.1\r\n\r\n", 400),
     "duplicate host": (b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),
