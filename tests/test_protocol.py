@@ -370,6 +370,21 @@ def test_absolute_form_request_target_is_routed_by_its_path(server: RushServer) 
     assert echo_ids([response]) == ["7"]
 
 
+def test_absolute_form_target_names_the_host(server: RushServer) -> None:
+    # RFC 9112 3.2.2: the server ignores the Host field and uses the target's authority.
+    with server.connect() as connection:
+        connection.send(b"GET HTTP://Other.Example:8080/echo?id=8 HTTP/1.1\r\nHost: test\r\n\r\n")
+        echo = connection.read_response().json()
+        # Without a path the target means `/`.
+        connection.send(b"GET https://[::1]:8443 HTTP/1.1\r\nHost: test\r\n\r\n")
+        index = connection.read_response()
+    assert echo["path"] == "/echo"
+    assert dict(echo["query"]) == {"id": "8"}
+    assert [name for name, _ in echo["headers"]].count("Host") == 1
+    assert ["Host", "Other.Example:8080"] in echo["headers"]
+    assert (index.status, index.body) == (200, b"Hello, World!")
+
+
 def test_asterisk_form_options_is_not_refused(server: RushServer) -> None:
     # `OPTIONS *` is the one place `*` is a valid target; the router has no `*` route.
     with server.connect() as connection:
