@@ -140,6 +140,17 @@ def test_scope_headers_are_lower_cased_byte_pairs_in_order(server: RushServer) -
     assert all(name == name.lower() for name, _ in pairs)
 
 
+def test_absolute_form_target_sets_the_host_header(server: RushServer) -> None:
+    # RFC 9112 3.2.2: the target's authority is the host; the Host field is ignored.
+    with server.connect() as connection:
+        connection.send(b"GET http://other.example:8080/scope/x?a=1 HTTP/1.1\r\nHost: test\r\n\r\n")
+        scope = connection.read_response().json()
+    assert [pair for pair in scope["headers"] if pair[0] == "host"] == [["host", "other.example:8080"]]
+    assert scope["path"] == "/scope/x"
+    assert scope["raw_path"] == "/scope/x"
+    assert scope["query_string"] == "a=1"
+
+
 def test_scope_for_http10_and_methods(server: RushServer) -> None:
     with server.connect() as connection:
         connection.send(request("GET", "/scope", version="HTTP/1.0"))

@@ -2,7 +2,7 @@
 requests in one write, Connection: close in the middle of a pipeline),
 HTTP/1.0 with and without keep-alive, HEAD, Expect: 100-continue, chunked and
 Content-Length bodies arriving in pieces, half-closed clients, and every
-refusal the protocol rules require (400, 413, 414, 431, 501, 505): each with
+refusal the protocol rules require (400, 405, 413, 414, 431, 501, 505): each with
 its status, ``Connection: close``, the connection closed afterwards, and the
 app never reached (the test app counts the requests its handlers see).
 """
@@ -332,22 +332,16 @@ def test_content_length_body_split_across_writes(server: RushServer) -> None:
     assert response.json()["body"].encode("latin-1") == body
 
 
-def test_identical_duplicate_content_length_is_accepted(server: RushServer) -> None:
-    with server.connect() as connection:
-        connection.send(b"POST /echo HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello")
-        assert connection.read_response().json()["body"] == "hello"
-
-
 @pytest.mark.parametrize(
     ("framing", "body"),
     [
         (b"Transfer-Encoding:\tchunked\r\n", b"5\r\nhello\r\n0\r\n\r\n"),
-        (b"Content-Length: 5,5\r\n", b"hello"),
+        (b"Transfer-Encoding: chunked\r\n", b'5 ; a = "q\\"s" ; b=c\r\nhello\r\n0;last\r\n\r\n'),
         (b"Content-Length: 005\r\n", b"hello"),
         # Not Transfer-Encoding: an ordinary field, so Content-Length frames the body.
         (b"Transfer_Encoding: chunked\r\nContent-Length: 5\r\n", b"hello"),
     ],
-    ids=["tab before chunked", "identical list", "leading zeros", "underscore is another field"],
+    ids=["tab before chunked", "quoted chunk extension", "leading zeros", "underscore is another field"],
 )
 def test_unusual_but_valid_framing_is_accepted(server: RushServer, framing: bytes, body: bytes) -> None:
     with server.connect() as connection:
@@ -374,6 +368,45 @@ def test_absolute_form_request_target_is_routed_by_its_path(server: RushServer) 
     assert response.status == 200, response
     assert response.json()["path"] == "/echo"
     assert echo_ids([response]) == ["7"]
+
+
+def test_absolute_form_target_names_the_host(server: RushServer) -> None:
+    # RFC 9112 3.2.2: the server ignores the Host field and uses the target's authority.
+    with server.connect() as connection:
+        connection.send(b"GET HTTP://Other.Example:8080/echo?id=8 HTTP/1.1\r\nHost: test\r\n\r\n")
+        echo = connection.read_response().json()
+        # Without a path the target means `/`.
+        connection.send(b"GET https://[::1]:8443 HTTP/1.1\r\nHost: test\r\n\r\n")
+        index = connection.read_response()
+    assert echo["path"] == "/echo"
+    assert dict(echo["query"]) == {"id": "8"}
+    assert [name for name, _ in echo["headers"]].count("Host") == 1
+    assert ["Host", "Other.Example:8080"] in echo["headers"]
+    assert (index.status, index.body) == (200, b"Hello, World!")
+
+
+def test_asterisk_form_options_is_not_refused(server: RushServer) -> None:
+    # `OPTIONS *` is the one place `*` is a valid target; the router has no `*` route.
+    with server.connect() as connection:
+        connection.send(request("OPTIONS", "*") + request("GET", "/"))
+        options, get = connection.read_responses(2)
+    assert options.status == 404, options
+    assert not options.closes
+    assert get.body == b"Hello, World!"
+
+
+def test_connect_is_refused_with_405_and_an_empty_allow(server: RushServer) -> None:
+    # rush is not a proxy: a well-formed CONNECT asks for something it never does.
+    before = app_calls(server)
+    with server.connect() as connection:
+        connection.send(b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
+        result = connection.read_until_close()
+    assert [response.status for response in result.responses] == [405], result
+    response = result.responses[0]
+    assert response.closes
+    assert response.header_list("allow") == [""]
+    assert b"not a proxy" in response.body
+    assert app_calls(server) == before
 
 
 # ---------------------------------------------------------------------------
@@ -413,6 +446,10 @@ REFUSALS = {
     "empty element after chunked": (POST + b"Transfer-Encoding: chunked,\r\n\r\n0\r\n\r\n", 400),
     "content-length with underscore": (POST + b"Content-Length: 1_0\r\n\r\n", 400),
     "content-length list with an empty element": (POST + b"Content-Length: 5,\r\n\r\nhello", 400),
+    # Equal values too: RFC 9110 8.6 would allow them, nginx and strict servers refuse.
+    "identical content-length fields": (POST + b"Content-Length: 5\r\nContent-Length: 5\r\n\r\nhello", 400),
+    "identical content-length list": (POST + b"Content-Length: 5, 5\r\n\r\nhello", 400),
+    "identical content-length list without spaces": (POST + b"Content-Length: 5,5\r\n\r\nhello", 400),
     "unknown coding": (POST + b"Transfer-Encoding: foo\r\n\r\n", 501),
     "xchunked coding": (POST + b"Transfer-Encoding: xchunked\r\n\r\n0\r\n\r\n", 501),
     "unknown coding before chunked": (POST + b"Transfer-Encoding: foo, chunked\r\n\r\n0\r\n\r\n", 501),
@@ -428,6 +465,13 @@ REFUSALS = {
     "chunk data without crlf": (TE_CHUNKED + b"5\r\nhelloXX0\r\n\r\n", 400),
     "chunk size line with bare lf": (TE_CHUNKED + b"5\nhello\r\n0\r\n\r\n", 400),
     "chunk extension too long": (TE_CHUNKED + b"3;" + b"e" * 5000 + b"\r\nabc\r\n0\r\n\r\n", 400),
+    "chunk extension without a name": (TE_CHUNKED + b"3;=x\r\nabc\r\n0\r\n\r\n", 400),
+    "chunk extension with an empty value": (TE_CHUNKED + b"3;a=\r\nabc\r\n0\r\n\r\n", 400),
+    "chunk extension with a space inside": (TE_CHUNKED + b"3;a b\r\nabc\r\n0\r\n\r\n", 400),
+    "chunk extension with trailing space": (TE_CHUNKED + b"3;a=b \r\nabc\r\n0\r\n\r\n", 400),
+    "chunk extension unterminated quote": (TE_CHUNKED + b'3;a="b\r\nabc\r\n0\r\n\r\n', 400),
+    "chunk extension after a quoted value": (TE_CHUNKED + b'3;a="b"c\r\nabc\r\n0\r\n\r\n', 400),
+    "chunk extension with a semicolon only": (TE_CHUNKED + b"3;\r\nabc\r\n0\r\n\r\n", 400),
     "control character in trailer": (TE_CHUNKED + b"3\r\nabc\r\n0\r\nX: a\x01b\r\n\r\n", 400),
     "trailers too large": (TE_CHUNKED + b"3\r\nabc\r\n0\r\nX: " + b"a" * 10000 + b"\r\n\r\n", 431),
     "chunked body over the limit": (
@@ -463,6 +507,33 @@ REFUSALS = {
     "space in the target": (b"GET /a b HTTP/1.1\r\n" + H + b"\r\n", 400),
     "lowercase version": (b"GET / http/1.1\r\n" + H + b"\r\n", 400),
     "tls handshake": (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + b"\x00" * 50, 400),
+    # Request targets (RFC 9112 3.2)
+    "fragment in the target": (b"GET /echo?page=1#top HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "fragment in an absolute-form target": (b"GET http://test/echo#top HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "raw utf-8 in the path": (b"GET /echo/caf\xc3\xa9 HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "raw utf-8 in the query": (b"GET /echo?q=\xe2\x9c\x93 HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "raw byte 0x80 in the target": (b"GET /echo\x80 HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "control character in the target": (b"GET /echo\x01 HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "del in the target": (b"GET /echo\x7f HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "tab in the target": (b"GET /echo\t HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "relative target": (b"GET echo HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "relative target with a slash": (b"GET foo/bar HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "query-only target": (b"GET ?id=1 HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "unknown scheme": (b"GET s://]ufd/admin HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "ftp scheme": (b"GET ftp://test/echo HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "absolute-form without authority": (b"GET http:/echo HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "absolute-form with an empty host": (b"GET http:///echo HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "absolute-form with userinfo": (b"GET http://user@test/echo HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "absolute-form port over 65535": (b"GET http://test:65536/echo HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "absolute-form port of six digits": (b"GET http://test:000080/echo HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "absolute-form bad ipv6": (b"GET http://[::1/echo HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "asterisk with get": (b"GET * HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "authority-form with get": (b"GET test:80 HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "connect with a path": (b"CONNECT /echo HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "connect without a port": (b"CONNECT example.com HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "connect with absolute-form": (b"CONNECT http://example.com:443/ HTTP/1.1\r\n" + H + b"\r\n", 400),
+    "connect with a valid authority": (b"CONNECT example.com:443 HTTP/1.1\r\n" + H + b"\r\n", 405),
+    "connect to an ipv6 literal": (b"CONNECT [::1]:443 HTTP/1.1\r\n" + H + b"\r\n", 405),
     # Host
     "missing host in http/1.1": (b"GET / HTTP/1.1\r\n\r\n", 400),
     "duplicate host": (b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),

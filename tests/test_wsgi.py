@@ -138,6 +138,16 @@ def test_required_environ_keys(server: RushServer) -> None:
             assert isinstance(value, str), key
 
 
+def test_absolute_form_target_sets_http_host(server: RushServer) -> None:
+    # RFC 9112 3.2.2: the target's authority is the host; the Host field is ignored.
+    with server.connect() as connection:
+        connection.send(b"GET http://other.example:8080/environ/x?a=1 HTTP/1.1\r\nHost: test\r\n\r\n")
+        environ = connection.read_response().json()
+    assert environ["HTTP_HOST"] == "other.example:8080"
+    assert environ["PATH_INFO"] == "/environ/x"
+    assert environ["QUERY_STRING"] == "a=1"
+
+
 def test_environ_for_http10(server: RushServer) -> None:
     with server.connect() as connection:
         connection.send(request("GET", "/environ", version="HTTP/1.0"))

@@ -13,14 +13,19 @@
 //! chunk          = chunk-size [ chunk-ext ] CRLF chunk-data CRLF
 //! chunk-size     = 1*HEXDIG
 //! chunk-ext      = *( BWS ";" BWS chunk-ext-name [ BWS "=" BWS chunk-ext-val ] )
+//! chunk-ext-name = token
+//! chunk-ext-val  = token / quoted-string
+//! quoted-string  = DQUOTE *( qdtext / quoted-pair ) DQUOTE
 //! ```
 //!
 //! Every line ends in CRLF; a bare CR or a bare LF is refused, because
 //! peers that disagree on where a line ends disagree on where a body ends.
-//! Whitespace after the size is only accepted before a `;` (it is `BWS`), so
-//! `5 \r\n` is refused like any other trailing garbage. Inside extensions
-//! only the character class is checked (field-value characters), not the
-//! token/quoted-string structure, since the extensions are ignored.
+//! Whitespace (`BWS`) is only accepted where the grammar puts it: before a
+//! `;`, around `=`, after a `;`; so `5 \r\n` and `5;a \r\n` are refused like
+//! any other trailing garbage. Extensions are checked against the grammar
+//! above, although rush ignores them: a peer that reads a malformed
+//! extension differently (where a quoted string ends, say) reads a
+//! different size line, and the strict answer to that is to refuse.
 //!
 //! Chunk data is copied in bulk; only the framing bytes (size lines, CRLFs,
 //! trailers) go through the byte-at-a-time state machine.
@@ -45,8 +50,8 @@ enum State {
     Size,
     /// After the size, in whitespace that must lead to a `;`.
     SizeWhitespace,
-    /// In the chunk extensions, up to the CR.
-    Extension,
+    /// In the chunk extensions, up to the CR; where exactly is the [`Extension`].
+    Extension(Extension),
     /// The CR of the chunk-size line was read; its LF must follow.
     SizeLineFeed,
     /// Copying the data of the current chunk.
@@ -69,6 +74,29 @@ enum State {
     Done,
     /// A refusal was returned; it is returned again on every later call.
     Failed(ProtoError),
+}
+
+/// Where the decoder is inside the chunk extensions of a size line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Extension {
+    /// After a `;`, in optional whitespace before the name.
+    BeforeName,
+    /// In a name (a token).
+    Name,
+    /// In whitespace after a name: `=` or `;` must come.
+    AfterName,
+    /// After `=`, in optional whitespace before the value.
+    BeforeValue,
+    /// In a token value.
+    TokenValue,
+    /// Inside a quoted-string value.
+    QuotedValue,
+    /// After a backslash inside a quoted-string: one escaped byte follows.
+    QuotedPair,
+    /// Right after the closing quote of a value.
+    AfterQuote,
+    /// In whitespace after a value: `;` must come.
+    AfterValue,
 }
 
 /// Decodes one chunked body. Create one per request.
@@ -129,7 +157,7 @@ impl ChunkedDecoder {
     /// Consumes bytes from `input`, appending decoded body data to `body`.
     ///
     /// Errors (400 unless said otherwise): a chunk size that is not hex or overflows
-    /// u64, a missing CRLF after chunk data, bare CR or bare LF in a chunk-size line or
+    /// u64, chunk extensions outside their grammar, a missing CRLF after chunk data, bare CR or bare LF in a chunk-size line or
     /// trailer line, body over the limit (413), trailers too large (431).
     ///
     /// Once the body is complete, nothing more is consumed (`consumed` stops
@@ -210,7 +238,7 @@ impl ChunkedDecoder {
                 }
                 self.state = match byte {
                     b'\r' => State::SizeLineFeed,
-                    b';' => State::Extension,
+                    b';' => State::Extension(Extension::BeforeName),
                     b' ' | b'\t' => State::SizeWhitespace,
                     b'\n' => return Err(BARE_LF),
                     _ => return Err(INVALID_CHUNK_SIZE),
@@ -220,19 +248,17 @@ impl ChunkedDecoder {
                 self.count_size_line_byte(byte)?;
                 match byte {
                     b' ' | b'\t' => {}
-                    b';' => self.state = State::Extension,
+                    b';' => self.state = State::Extension(Extension::BeforeName),
                     b'\n' => return Err(BARE_LF),
                     _ => return Err(INVALID_CHUNK_SIZE),
                 }
             }
-            State::Extension => {
+            State::Extension(position) => {
                 self.count_size_line_byte(byte)?;
-                match byte {
-                    b'\r' => self.state = State::SizeLineFeed,
-                    b'\n' => return Err(BARE_LF),
-                    _ if is_field_value_character(byte) => {}
-                    _ => return Err(INVALID_CHUNK_EXTENSION),
+                if byte == b'\n' {
+                    return Err(BARE_LF);
                 }
+                self.state = next_extension_state(position, byte).ok_or(INVALID_CHUNK_EXTENSION)?;
             }
             State::SizeLineFeed => {
                 if byte != b'\n' {
@@ -346,6 +372,35 @@ impl ChunkedDecoder {
     }
 }
 
+/// The state after `byte` in the extensions, or `None` if the grammar has
+/// no place for it there. A CR ends the size line only after a complete
+/// name or value.
+fn next_extension_state(position: Extension, byte: u8) -> Option<State> {
+    use Extension::*;
+    let whitespace = matches!(byte, b' ' | b'\t');
+    let token = is_token_character(byte);
+    let next = match position {
+        BeforeName if whitespace => BeforeName,
+        BeforeName | Name if token => Name,
+        Name | AfterName if whitespace => AfterName,
+        Name | AfterName if byte == b'=' => BeforeValue,
+        BeforeValue if whitespace => BeforeValue,
+        BeforeValue if byte == b'"' => QuotedValue,
+        BeforeValue | TokenValue if token => TokenValue,
+        // qdtext: HTAB, SP, VCHAR except DQUOTE and backslash, obs-text.
+        QuotedValue if byte == b'"' => AfterQuote,
+        QuotedValue if byte == b'\\' => QuotedPair,
+        QuotedValue if is_field_value_character(byte) => QuotedValue,
+        // quoted-pair: a backslash and HTAB, SP, VCHAR or obs-text.
+        QuotedPair if is_field_value_character(byte) => QuotedValue,
+        TokenValue | AfterQuote | AfterValue if whitespace => AfterValue,
+        Name | AfterName | TokenValue | AfterQuote | AfterValue if byte == b';' => BeforeName,
+        Name | TokenValue | AfterQuote if byte == b'\r' => return Some(State::SizeLineFeed),
+        _ => return None,
+    };
+    Some(State::Extension(next))
+}
+
 fn hex_digit_value(byte: u8) -> Option<u8> {
     match byte {
         b'0'..=b'9' => Some(byte - b'0'),
@@ -452,6 +507,19 @@ mod tests {
                 complete(b"hello", 30),
             ),
             (b"5 ;a\r\nhello\r\n0\t; b\r\n\r\n", complete(b"hello", 22)),
+            // The whole extension grammar: BWS around ';' and '=', token and
+            // quoted-string values, quoted-pairs, obs-text inside quotes.
+            (b"1 ; a = b ; c\r\nx\r\n0\r\n\r\n", complete(b"x", 23)),
+            (b"1;a=\"\"\r\nx\r\n0\r\n\r\n", complete(b"x", 16)),
+            (
+                b"1;a=\"q\\\"\\\\;=\t\x80\"\r\nx\r\n0\r\n\r\n",
+                complete(b"x", 25),
+            ),
+            (b"1;a=\"x\" ;b\r\nx\r\n0\r\n\r\n", complete(b"x", 20)),
+            (
+                b"1;a=\"x\";b=!#$%&'*+-.^_`|~\r\nx\r\n0\r\n\r\n",
+                complete(b"x", 35),
+            ),
             // Trailers are parsed and ignored.
             (
                 b"5\r\nhello\r\n0\r\nChecksum: abc\r\n\r\n",
@@ -476,6 +544,38 @@ mod tests {
             (b"5\0\r\nhello\r\n0\r\n\r\n", bad("invalid chunk size")),
             (b"5;a\0\r\nhello\r\n", bad("invalid chunk extension")),
             (b"5;a\x7f\r\nhello\r\n", bad("invalid chunk extension")),
+            // Extensions that break the grammar.
+            (b"5;\r\n", bad("invalid chunk extension")),
+            (b"5; \r\n", bad("invalid chunk extension")),
+            (b"5;;a\r\n", bad("invalid chunk extension")),
+            (b"5;a;\r\n", bad("invalid chunk extension")),
+            (b"5;=b\r\n", bad("invalid chunk extension")),
+            (b"5;a=\r\n", bad("invalid chunk extension")),
+            (b"5;a = \r\n", bad("invalid chunk extension")),
+            (b"5;a \r\n", bad("invalid chunk extension")),
+            (b"5;a=b \r\n", bad("invalid chunk extension")),
+            (b"5;a=\"b\" \r\n", bad("invalid chunk extension")),
+            (b"5;a b\r\n", bad("invalid chunk extension")),
+            (b"5;a=b c\r\n", bad("invalid chunk extension")),
+            (b"5;a=b=c\r\n", bad("invalid chunk extension")),
+            (b"5;a==b\r\n", bad("invalid chunk extension")),
+            (b"5;a@b\r\n", bad("invalid chunk extension")),
+            (b"5;a/b\r\n", bad("invalid chunk extension")),
+            (b"5;a=b/c\r\n", bad("invalid chunk extension")),
+            (b"5;\"a\"\r\n", bad("invalid chunk extension")),
+            (b"5;a=b\"c\"\r\n", bad("invalid chunk extension")),
+            (b"5;a=\"b\"c\r\n", bad("invalid chunk extension")),
+            (b"5;a=\"b\r\n", bad("invalid chunk extension")),
+            (b"5;a=\"\x01\"\r\nhello\r\n", bad("invalid chunk extension")),
+            (b"5;a=\"\x7f\"\r\nhello\r\n", bad("invalid chunk extension")),
+            (
+                b"5;a=\"\\\x01\"\r\nhello\r\n",
+                bad("invalid chunk extension"),
+            ),
+            (b"5;a=\"\\\r\nhello\r\n", bad("invalid chunk extension")),
+            (b"5;a=\x80\r\nhello\r\n", bad("invalid chunk extension")),
+            (b"5;a=\"b\nc\"\r\nhello\r\n", bad("bare LF in chunked body")),
+            (b"5;a=\"b\"\nhello\r\n", bad("bare LF in chunked body")),
             // Overflow of u64: 17 hex digits.
             (b"fffffffffffffffff\r\n", bad("chunk size too large")),
             (b"10000000000000000\r\n", bad("chunk size too large")),
@@ -532,6 +632,11 @@ mod tests {
                 b"5;aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\nhello\r\n0\r\n\r\n",
                 bad("chunk size line too long"),
             ),
+            // A quoted string cannot carry the size line past the limit either.
+            (
+                b"5;a=\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"\r\nhello\r\n",
+                bad("chunk size line too long"),
+            ),
             (
                 b"000000000000000000000000000000005\r\nhello\r\n0\r\n\r\n",
                 bad("chunk size line too long"),
@@ -572,15 +677,19 @@ mod tests {
             complete(&expected_body, input.len())
         );
 
-        // A size line of exactly max_chunk_line (32) bytes.
-        let line = b"5;aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
-        assert_eq!(line.len(), 32);
-        let mut input = line.to_vec();
-        input.extend_from_slice(b"\r\nhello\r\n0\r\n\r\n");
-        assert_eq!(
-            decode_whole(&limits, &input),
-            complete(b"hello", input.len())
-        );
+        // Size lines of exactly max_chunk_line (32) bytes.
+        for line in [
+            &b"5;aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"[..],
+            b"5;a=\"aaaaaaaaaaaaaaaaaaaaaaaaaa\"",
+        ] {
+            assert_eq!(line.len(), 32);
+            let mut input = line.to_vec();
+            input.extend_from_slice(b"\r\nhello\r\n0\r\n\r\n");
+            assert_eq!(
+                decode_whole(&limits, &input),
+                complete(b"hello", input.len())
+            );
+        }
 
         // Trailer lines of exactly max_trailer_size (48) bytes, CRLFs included.
         let trailers = b"A: 0123456789012345678\r\nB: 0123456789012345678\r\n";

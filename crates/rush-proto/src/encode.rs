@@ -82,7 +82,7 @@ pub const CONTINUE_100: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 /// [`crate::response::write_error_response`]); with no body there is no
 /// `Content-Type`.
 pub fn write_request_timeout(out: &mut Vec<u8>, date_line: &[u8]) {
-    write_closing_response(out, 408, date_line, &[]);
+    write_closing_response(out, 408, b"", date_line, &[]);
 }
 
 /// Whether `status` may end a response: 200 to 599. A 1xx is interim (an

@@ -7,6 +7,10 @@
 pub enum ProtoError {
     /// 400: malformed syntax or ambiguous framing; the text says what.
     BadRequest(&'static str),
+    /// 405: a well-formed request for a method the server never serves
+    /// (CONNECT: rush is not a proxy); the text says which. The answer
+    /// carries an empty `Allow` field: the target allows no method here.
+    MethodNotAllowed(&'static str),
     /// 414: the request line is longer than `Limits::max_request_line`.
     UriTooLong,
     /// 431: too many header fields, or the head (or trailers) too large.
@@ -24,6 +28,7 @@ impl ProtoError {
     pub fn status(&self) -> u16 {
         match self {
             ProtoError::BadRequest(_) => 400,
+            ProtoError::MethodNotAllowed(_) => 405,
             ProtoError::UriTooLong => 414,
             ProtoError::HeadersTooLarge => 431,
             ProtoError::PayloadTooLarge => 413,
@@ -35,7 +40,9 @@ impl ProtoError {
     /// A short human-readable explanation, sent as the text/plain body.
     pub fn message(&self) -> &'static str {
         match self {
-            ProtoError::BadRequest(message) | ProtoError::NotImplemented(message) => message,
+            ProtoError::BadRequest(message)
+            | ProtoError::MethodNotAllowed(message)
+            | ProtoError::NotImplemented(message) => message,
             ProtoError::UriTooLong => "request line too long",
             ProtoError::HeadersTooLarge => "too many header fields or header section too large",
             ProtoError::PayloadTooLarge => "request body too large",
@@ -60,6 +67,11 @@ mod tests {
     fn every_variant_has_its_status_and_message() {
         let cases = [
             (ProtoError::BadRequest("bare CR"), 400, "bare CR"),
+            (
+                ProtoError::MethodNotAllowed("CONNECT is not supported"),
+                405,
+                "CONNECT is not supported",
+            ),
             (ProtoError::UriTooLong, 414, "request line too long"),
             (
                 ProtoError::HeadersTooLarge,

@@ -20,8 +20,13 @@
 //!    accepts a bare LF as a line ending, rush does not (RFC 9112 2.2 makes
 //!    that a MAY, and a front end that disagrees about where a line ends is
 //!    the recipe for request smuggling).
-//! 4. One pass over the fields applies Host, Content-Length,
+//! 4. The request target is checked against the method (the `target`
+//!    module): its form, its bytes, and for absolute-form its authority,
+//!    which then stands for the request's host.
+//! 5. One pass over the fields applies Host, Content-Length,
 //!    Transfer-Encoding, Connection and Expect rules.
+//! 6. A CONNECT that passed all of that is refused with 405, last, so that
+//!    a malformed one is still answered with the 400 it deserves.
 //!
 //! The hot path does not allocate: httparse fills a stack array of
 //! [`STACK_HEADER_SLOTS`] uninitialised slots (sliced to `limits.max_headers`),
@@ -35,6 +40,7 @@ use std::mem::MaybeUninit;
 use memchr::{memchr, memchr2};
 
 use crate::response::is_token_character;
+use crate::target::{parse_target, TargetForm};
 use crate::{BodyFraming, HeaderSpan, Limits, Method, ProtoError, Span, Version};
 
 /// Header slots on the stack (32 bytes each, left uninitialised, so they cost
@@ -53,11 +59,13 @@ pub struct RequestHead {
     pub method: Method,
     /// The method token exactly as sent.
     pub method_span: Span,
-    /// The whole request target (origin-form `/a/b?x=1`, absolute-form, authority-form for CONNECT, or `*`).
+    /// The whole request target: origin-form `/a/b?x=1`, absolute-form
+    /// `http://host/a?x=1`, or `*` with OPTIONS (a CONNECT's authority-form
+    /// target is refused with 405, so it never reaches a complete head).
     pub target: Span,
     /// The path part of the target: up to (not including) the first `?`,
     /// still percent-encoded. For an absolute-form target it is the part after
-    /// the authority (empty when there is none, which means `/`).
+    /// the authority (empty when there is none, which means `/`); for `*` it is `*`.
     pub path: Span,
     /// The query part of the target, after the `?` (without it); `None` when there is no `?`.
     pub query: Option<Span>,
@@ -73,7 +81,9 @@ pub struct RequestHead {
     /// `Expect: 100-continue` was sent (case-insensitive) in an HTTP/1.1 request
     /// (RFC 9110 10.1.1: the expectation is ignored in HTTP/1.0).
     pub expect_continue: bool,
-    /// The value of the single Host header, if present.
+    /// The request's host: the authority of an absolute-form target (RFC 9112
+    /// 3.2.2: the Host field, still required in HTTP/1.1, is then ignored),
+    /// otherwise the value of the single Host field, if present.
     pub host: Option<Span>,
 }
 
@@ -102,29 +112,37 @@ pub enum HeadStatus {
 /// * bare CR, whitespace between a field name and the colon, control
 ///   characters (other than HTAB) in field values, obsolete line folding, an
 ///   invalid method or field-name token: 400;
+/// * a request target that is not valid for its method (see the `target`
+///   module: visible ASCII only, no `#` fragment, origin-form or http(s)
+///   absolute-form, `*` only with OPTIONS, authority-form only and always
+///   with CONNECT): 400;
 /// * HTTP/1.1 without a Host field, or any request with more than one Host field: 400;
 /// * Content-Length that is not a valid decimal number (digits only, no sign,
-///   no overflow of u64), or several Content-Length values that differ (as
-///   separate fields or as a comma-separated list): 400; identical duplicates are accepted;
+///   no overflow of u64), a Content-Length list (`5, 5`, even of equal
+///   values) or more than one Content-Length field (even with equal values): 400;
 /// * Content-Length larger than `limits.max_body_size`: 413 (before any body byte is read);
 /// * both Content-Length and Transfer-Encoding: 400;
 /// * Transfer-Encoding in an HTTP/1.0 request: 400;
 /// * Transfer-Encoding with a coding other than chunked/gzip/deflate/compress/x-gzip/x-compress: 501;
 ///   with `chunked` not the last coding, or `chunked` more than once: 400;
 ///   with a known compression coding before `chunked` (which rush does not decode): 501;
-///   exactly `chunked` (case-insensitive, optional whitespace): `BodyFraming::Chunked`.
+///   exactly `chunked` (case-insensitive, optional whitespace): `BodyFraming::Chunked`;
+/// * CONNECT with a valid authority-form target: 405, once everything above
+///   passed (rush is not a proxy).
 ///
 /// Details of this implementation:
 /// * line endings must be CRLF: a bare LF anywhere in the head is a 400, as
 ///   are more than 8 leading empty lines;
 /// * `HTTP/1.x` with a minor version other than 0 or 1 is a 505 as well;
 /// * the head size includes the leading empty lines;
-/// * an empty element in a Transfer-Encoding list (`chunked,`) or a
-///   Content-Length list (`5,`) is a 400; a Transfer-Encoding without
-///   `chunked` (e.g. only `gzip`) is a 400, as RFC 9112 6.3 requires;
+/// * an empty element in a Transfer-Encoding list (`chunked,`) is a 400; a
+///   Transfer-Encoding without `chunked` (e.g. only `gzip`) is a 400, as
+///   RFC 9112 6.3 requires;
 /// * `expect_continue` is only set for HTTP/1.1 (RFC 9110 10.1.1: a server
 ///   must ignore 100-continue in an HTTP/1.0 request);
-/// * a Host value is taken as sent (only httparse's field-value rules apply).
+/// * a Host field value must look like `host[:port]`, checked more loosely
+///   than a target's authority (an empty value or port and unchecked `%`
+///   escapes pass).
 pub fn parse_request_head(
     buffer: &[u8],
     limits: &Limits,
@@ -145,6 +163,10 @@ const BARE_CR: ProtoError = ProtoError::BadRequest("bare CR");
 const BARE_LF: ProtoError = ProtoError::BadRequest("bare LF");
 const INVALID_VERSION: ProtoError = ProtoError::BadRequest("invalid HTTP version");
 const INVALID_CONTENT_LENGTH: ProtoError = ProtoError::BadRequest("invalid Content-Length");
+const CONTENT_LENGTH_LIST: ProtoError =
+    ProtoError::BadRequest("more than one Content-Length value");
+const REPEATED_CONTENT_LENGTH: ProtoError =
+    ProtoError::BadRequest("more than one Content-Length field");
 
 /// Which limit, if any, cut the window given to httparse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -224,22 +246,37 @@ fn parse_with_slots<'buffer>(
         Some(1) => Version::Http11,
         other => unreachable!("httparse only completes HTTP/1.0 and HTTP/1.1, got {other:?}"),
     };
+    let method = Method::from_token(method_token.as_bytes());
     let method_span = span_of(method_token.as_bytes());
     let target = span_of(target_text.as_bytes());
-    // Absolute-form (`http://host/path?q`, RFC 9112 3.2.2) must be accepted;
-    // routing uses its path, which starts at the first `/` after the
-    // authority (an absent path is empty here and means `/`).
-    let origin_start = absolute_form_path_start(target_text.as_bytes()).unwrap_or(0);
-    let origin = Span::new(target.start as usize + origin_start, target.end as usize);
-    let (path, query) = match memchr(b'?', &target_text.as_bytes()[origin_start..]) {
-        Some(question_mark) => {
-            let question_mark = origin.start as usize + question_mark;
-            (
-                Span::new(origin.start as usize, question_mark),
-                Some(Span::new(question_mark + 1, origin.end as usize)),
-            )
+    let target_form = parse_target(target_text.as_bytes(), method)?;
+    // Routing uses the path: all of an origin-form target up to `?`, the
+    // part after the authority of an absolute-form one (empty there means
+    // `/`), and the whole target of the other forms.
+    let (path, query) = match target_form.path_start() {
+        None => (target, None),
+        Some(path_start) => {
+            let origin = Span::new(target.start as usize + path_start, target.end as usize);
+            match memchr(b'?', &target_text.as_bytes()[path_start..]) {
+                Some(question_mark) => {
+                    let question_mark = origin.start as usize + question_mark;
+                    (
+                        Span::new(origin.start as usize, question_mark),
+                        Some(Span::new(question_mark + 1, origin.end as usize)),
+                    )
+                }
+                None => (origin, None),
+            }
         }
-        None => (origin, None),
+    };
+    // RFC 9112 3.2.2: the authority of an absolute-form target is the
+    // request's host; the Host field is still required and checked, then ignored.
+    let target_host = match target_form {
+        TargetForm::Absolute { authority, .. } => Some(Span::new(
+            target.start as usize + authority.0,
+            target.start as usize + authority.1,
+        )),
+        _ => None,
     };
 
     let mut fields = FieldSummary::default();
@@ -261,10 +298,17 @@ fn parse_with_slots<'buffer>(
     }
 
     let framing = fields.framing(version, limits)?;
+    if target_form == TargetForm::Authority {
+        // A well-formed CONNECT asks for a tunnel, which only a proxy makes.
+        // Refused last, so a malformed CONNECT gets the 400 it deserves.
+        return Err(ProtoError::MethodNotAllowed(
+            "CONNECT is not supported: this server is not a proxy",
+        ));
+    }
     let keep_alive =
         !fields.connection_close && (version == Version::Http11 || fields.connection_keep_alive);
     Ok(HeadStatus::Complete(RequestHead {
-        method: Method::from_token(method_token.as_bytes()),
+        method,
         method_span,
         target,
         path,
@@ -274,7 +318,7 @@ fn parse_with_slots<'buffer>(
         framing,
         keep_alive,
         expect_continue: fields.expect_continue && version == Version::Http11,
-        host: fields.host,
+        host: target_host.or(fields.host),
     }))
 }
 
@@ -485,11 +529,11 @@ impl FieldSummary {
             }
             14 if name.eq_ignore_ascii_case(b"content-length") => {
                 let length = parse_content_length(value)?;
-                if self
-                    .content_length
-                    .is_some_and(|previous| previous != length)
-                {
-                    return Err(ProtoError::BadRequest("conflicting Content-Length values"));
+                if self.content_length.is_some() {
+                    // Even with an equal value, which RFC 9110 8.6 would
+                    // allow: a front end that picks one of the fields and a
+                    // back end that picks another must never both accept.
+                    return Err(REPEATED_CONTENT_LENGTH);
                 }
                 self.content_length = Some(length);
             }
@@ -625,18 +669,18 @@ fn trim_whitespace(mut bytes: &[u8]) -> &[u8] {
     bytes
 }
 
-/// A Content-Length value: one decimal number, or a list of identical ones.
+/// A Content-Length value: exactly one decimal number. A list is refused
+/// even when its values agree (`5, 5`): RFC 9110 8.6 lets a recipient accept
+/// that, but nginx and the strict servers refuse it, and a server that
+/// accepts what others refuse is where smuggling starts.
 fn parse_content_length(value: &[u8]) -> Result<u64, ProtoError> {
-    let mut length = None;
-    for element in list_elements(value) {
-        let element_length = parse_decimal(element).ok_or(INVALID_CONTENT_LENGTH)?;
-        if length.is_some_and(|previous| previous != element_length) {
-            return Err(ProtoError::BadRequest("conflicting Content-Length values"));
+    parse_decimal(value).ok_or_else(|| {
+        if memchr(b',', value).is_some() {
+            CONTENT_LENGTH_LIST
+        } else {
+            INVALID_CONTENT_LENGTH
         }
-        length = Some(element_length);
-    }
-    // `split` yields at least one element, so this is always set.
-    length.ok_or(INVALID_CONTENT_LENGTH)
+    })
 }
 
 /// Digits only (no sign, no whitespace), at least one, without overflowing u64.
@@ -679,15 +723,25 @@ mod tests {
     }
 
     #[test]
-    fn content_length_lists() {
+    fn content_length_is_one_number() {
         assert_eq!(parse_content_length(b"5"), Ok(5));
-        assert_eq!(parse_content_length(b"5, 5"), Ok(5));
-        assert_eq!(parse_content_length(b"5,5 ,\t5"), Ok(5));
-        assert_eq!(
-            parse_content_length(b"5, 6"),
-            Err(ProtoError::BadRequest("conflicting Content-Length values"))
-        );
-        for invalid in [&b""[..], b",", b"5,", b",5", b"5,,5", b"5 5"] {
+        assert_eq!(parse_content_length(b"0"), Ok(0));
+        for list in [
+            &b"5, 5"[..],
+            b"5,5",
+            b"5,5 ,\t5",
+            b"5, 6",
+            b",",
+            b"5,",
+            b",5",
+        ] {
+            assert_eq!(
+                parse_content_length(list),
+                Err(CONTENT_LENGTH_LIST),
+                "{list:?}"
+            );
+        }
+        for invalid in [&b""[..], b"5 5", b"5;5", b"five"] {
             assert_eq!(
                 parse_content_length(invalid),
                 Err(INVALID_CONTENT_LENGTH),
@@ -730,54 +784,6 @@ mod tests {
                 String::from_utf8_lossy(line)
             );
         }
-    }
-}
-
-/// For an absolute-form target (`scheme://authority/path...`), the offset
-/// where its path begins (the end of the authority when it has no path).
-fn absolute_form_path_start(target: &[u8]) -> Option<usize> {
-    let scheme_end = memchr(b':', target)?;
-    let scheme = &target[..scheme_end];
-    if scheme.is_empty()
-        || !scheme[0].is_ascii_alphabetic()
-        || !scheme
-            .iter()
-            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'+' | b'-' | b'.'))
-        || !target[scheme_end..].starts_with(b"://")
-    {
-        return None;
-    }
-    let authority_start = scheme_end + 3;
-    let authority_end = target[authority_start..]
-        .iter()
-        .position(|&byte| matches!(byte, b'/' | b'?' | b'#'))
-        .map_or(target.len(), |position| authority_start + position);
-    Some(authority_end)
-}
-
-#[cfg(test)]
-mod absolute_form_tests {
-    use super::*;
-
-    fn parse(request: &[u8]) -> RequestHead {
-        let mut headers = Vec::new();
-        match parse_request_head(request, &Limits::default(), &mut headers) {
-            Ok(HeadStatus::Complete(head)) => head,
-            other => panic!("unexpected {other:?}"),
-        }
-    }
-
-    #[test]
-    fn absolute_form_targets_route_by_their_path() {
-        let request = b"GET http://example.com/a/b?x=1 HTTP/1.1\r\nHost: example.com\r\n\r\n";
-        let head = parse(request);
-        assert_eq!(head.target.of(request), b"http://example.com/a/b?x=1");
-        assert_eq!(head.path.of(request), b"/a/b");
-        assert_eq!(head.query.map(|query| query.of(request)), Some(&b"x=1"[..]));
-        let request = b"GET http://example.com HTTP/1.1\r\nHost: example.com\r\n\r\n";
-        assert_eq!(parse(request).path.of(request), b"");
-        let request = b"GET /http://x HTTP/1.1\r\nHost: a\r\n\r\n";
-        assert_eq!(parse(request).path.of(request), b"/http://x");
     }
 }
 

@@ -11,7 +11,9 @@
 //! the caller can keep its buffer and the parse result side by side without
 //! lifetimes or copies.
 //!
-//! * [`parse_request_head`]: one request head, validated, with its framing.
+//! * [`parse_request_head`]: one request head, validated, with its framing
+//!   (request targets are checked by the private `target` module).
+//! * [`absolute_form_authority`]: the host an absolute-form target names.
 //! * [`ChunkedDecoder`]: a resumable `Transfer-Encoding: chunked` decoder.
 //! * [`response`]: status lines, header validation, canned error responses.
 //! * [`encode`]: response framing: Content-Length, chunked or close-delimited
@@ -33,12 +35,14 @@ pub mod encode;
 mod error;
 mod head;
 pub mod response;
+mod target;
 
 pub use chunked::{ChunkedDecoder, ChunkedProgress};
 pub use date::DateCache;
 pub use encode::{BodyEncoder, BodyKind, EncodeError, FramingHeader, FramingPlan};
 pub use error::ProtoError;
 pub use head::{parse_request_head, HeadStatus, RequestHead};
+pub use target::absolute_form_authority;
 
 /// Every size bound the parser enforces. Each has a default; the server makes
 /// them configurable.
@@ -136,7 +140,8 @@ pub enum Method {
     Patch,
     /// `OPTIONS`.
     Options,
-    /// `CONNECT`: its target is in authority-form (`host:port`).
+    /// `CONNECT`: its target must be in authority-form (`host:port`); rush
+    /// is not a proxy, so a valid one is refused with 405.
     Connect,
     /// `TRACE`.
     Trace,

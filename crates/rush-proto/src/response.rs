@@ -223,25 +223,32 @@ pub fn write_error_response(out: &mut Vec<u8>, error: &ProtoError, date_line: &[
         error.message().as_bytes(),
         b"\n",
     ];
-    write_closing_response(out, status, date_line, &body);
+    let fields: &[u8] = match error {
+        ProtoError::MethodNotAllowed(_) => b"Allow: \r\n",
+        _ => b"",
+    };
+    write_closing_response(out, status, fields, date_line, &body);
 }
 
 /// Appends a whole response the server answers on its own before closing
-/// the connection: status line, `Content-Type: text/plain; charset=utf-8`
-/// (only when there is a body), `Content-Length`, `Connection: close`,
-/// `date_line` (a whole `Date: ...\r\n` line), the blank line, then the
-/// body, given as pieces so callers can assemble it without allocating.
+/// the connection: status line, `fields` (whole header lines, usually
+/// none), `Content-Type: text/plain; charset=utf-8` (only when there is a
+/// body), `Content-Length`, `Connection: close`, `date_line` (a whole
+/// `Date: ...\r\n` line), the blank line, then the body, given as pieces so
+/// callers can assemble it without allocating.
 ///
 /// Every canned answer (refusals, [`crate::encode::write_request_timeout`])
 /// goes through here, so they cannot drift apart in layout.
 pub(crate) fn write_closing_response(
     out: &mut Vec<u8>,
     status: u16,
+    fields: &[u8],
     date_line: &[u8],
     body: &[&[u8]],
 ) {
     let body_length: usize = body.iter().map(|piece| piece.len()).sum();
     write_status_line(out, status);
+    out.extend_from_slice(fields);
     if body_length > 0 {
         out.extend_from_slice(b"Content-Type: text/plain; charset=utf-8\r\n");
     }
@@ -447,6 +454,7 @@ mod tests {
 
         let errors = [
             ProtoError::BadRequest("invalid header name"),
+            ProtoError::MethodNotAllowed("CONNECT is not supported"),
             ProtoError::UriTooLong,
             ProtoError::HeadersTooLarge,
             ProtoError::PayloadTooLarge,
@@ -461,6 +469,8 @@ mod tests {
             let status = error.status();
             assert!(head.starts_with(&format!("HTTP/1.1 {status} {}\r\n", reason_phrase(status))));
             assert!(head.contains("\r\nConnection: close\r\n"));
+            // RFC 9110 15.5.6: a 405 carries Allow (and no other refusal does).
+            assert_eq!(head.contains("\r\nAllow: \r\n"), status == 405, "{head}");
             assert!(head.ends_with("\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT"));
             assert!(head.contains(&format!("\r\nContent-Length: {}\r\n", body.len())));
             assert_eq!(

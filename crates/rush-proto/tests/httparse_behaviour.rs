@@ -77,6 +77,27 @@ fn field_value_characters() {
     ));
 }
 
+/// Request targets: httparse refuses controls and DEL, but takes a `#`,
+/// raw UTF-8 and any form; rush-proto checks targets itself.
+#[test]
+fn request_target_bytes() {
+    assert_eq!(parse(b"GET /a\x01 HTTP/1.1\r\n\r\n"), Err(Error::Token));
+    assert_eq!(parse(b"GET /a\x7f HTTP/1.1\r\n\r\n"), Err(Error::Token));
+    assert_eq!(parse(b"GET /a\tb HTTP/1.1\r\n\r\n"), Err(Error::Token));
+    assert_eq!(parse(b"GET /\xff HTTP/1.1\r\n\r\n"), Err(Error::Token));
+    for accepted in [
+        &b"GET /a#b HTTP/1.1\r\n\r\n"[..],
+        b"GET /caf\xc3\xa9 HTTP/1.1\r\n\r\n",
+        b"GET foo/bar HTTP/1.1\r\n\r\n",
+        b"GET s://]ufd/admin HTTP/1.1\r\n\r\n",
+    ] {
+        assert!(
+            matches!(parse(accepted), Ok(Status::Complete(_))),
+            "{accepted:?}"
+        );
+    }
+}
+
 /// Values come back without the whitespace around them.
 #[test]
 fn values_are_trimmed() {

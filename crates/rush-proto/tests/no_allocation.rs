@@ -55,14 +55,18 @@ fn allocations_during(work: impl FnOnce()) -> usize {
 fn parsing_heads_does_not_allocate() {
     let limits = Limits::default();
     let mut headers = Vec::with_capacity(limits.max_headers);
-    let heads: [&[u8]; 4] = [
+    let heads: [&[u8]; 5] = [
         b"GET /a?b=c HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\nConnection: keep-alive\r\n\r\n",
-        b"POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 5\r\nExpect: 100-continue\r\n\r\nhello",
+        b"POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\nhello",
+        b"GET http://[::1]:8080/a?b HTTP/1.1\r\nHost: a\r\n\r\n",
         b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
         b"GET / HTTP/1.0\r\n\r\n",
     ];
-    let refused: [&[u8]; 4] = [
+    let refused: [&[u8]; 7] = [
         b"GET / HTTP/1.1\r\nHost : a\r\n\r\n",
+        b"GET /a#b HTTP/1.1\r\nHost: a\r\n\r\n",
+        b"CONNECT example.com:443 HTTP/1.1\r\nHost: a\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5, 5\r\n\r\nhello",
         b"GET / HTTP/2.0\r\n\r\n",
         b"GET / HTTP/1.1\r\nHost: a\nX: 1\r\n\r\n",
         b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, identity\r\n\r\n",
@@ -88,7 +92,7 @@ fn parsing_heads_does_not_allocate() {
 #[test]
 fn decoding_chunked_bodies_does_not_allocate() {
     let limits = Limits::default();
-    let input = b"5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nTrailer: x\r\n\r\n";
+    let input = b"5;ext=1\r\nhello\r\n6 ; q = \"a\\\"b\"\r\n world\r\n0\r\nTrailer: x\r\n\r\n";
     let mut body = Vec::with_capacity(64);
     let count = allocations_during(|| {
         for _ in 0..100 {

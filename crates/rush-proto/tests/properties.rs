@@ -13,6 +13,8 @@ fn http_like() -> impl Strategy<Value = Vec<u8>> {
     let pieces = prop_oneof![
         Just(b"GET / HTTP/1.1\r\n".to_vec()),
         Just(b"POST /a?b=c HTTP/1.0\r\n".to_vec()),
+        Just(b"GET http://h:80/p#f HTTP/1.1\r\n".to_vec()),
+        Just(b"CONNECT h:443 HTTP/1.1\r\n".to_vec()),
         Just(b"Host: example\r\n".to_vec()),
         Just(b"Content-Length: 5\r\n".to_vec()),
         Just(b"Content-Length: 5, 5\r\n".to_vec()),
@@ -35,6 +37,7 @@ fn chunked_like() -> impl Strategy<Value = Vec<u8>> {
         Just(b"5\r\nhello\r\n".to_vec()),
         Just(b"0\r\n\r\n".to_vec()),
         Just(b"a;ext=1\r\n0123456789\r\n".to_vec()),
+        Just(b"1 ; e = \"q\\\"\" ;f\r\nx\r\n".to_vec()),
         Just(b"fffffffffffffffffff\r\n".to_vec()),
         Just(b"Trailer: x\r\n".to_vec()),
         Just(b"\r\n".to_vec()),
