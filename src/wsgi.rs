@@ -28,7 +28,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyIterator, PyList, PyString, PyTuple};
 use rush_proto::response::{is_valid_header_name, is_valid_header_value};
-use rush_proto::{RequestHead, Version};
+use rush_proto::{BodyFraming, RequestHead, Version};
 
 use rush_proto::encode::{
     connection_has_close, is_final_status, is_framing_header, status_has_no_body,
@@ -216,6 +216,17 @@ pub fn build_environ<'py>(
         }
     };
     environ.set_item(pyo3::intern!(py, "wsgi.input"), input)?;
+    if head.framing == BodyFraming::Chunked {
+        // The chunked body was read (and decoded) whole before the app was
+        // called: give its length as CONTENT_LENGTH, as waitress does, for
+        // the many apps (Django among them) that read exactly that many
+        // bytes and would otherwise see an empty body.
+        let length = match body {
+            RequestBody::Bytes(bytes) => bytes.len() as u64,
+            RequestBody::File { length, .. } => length,
+        };
+        environ.set_item(pyo3::intern!(py, "CONTENT_LENGTH"), length.to_string())?;
+    }
     Ok(environ)
 }
 

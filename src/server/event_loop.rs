@@ -9,7 +9,7 @@ use mio::{Events, Interest, Token};
 use pyo3::prelude::*;
 
 use super::{Listener, Server};
-use crate::conn::{Connection, Disposition, Protocol, ReadState, Stream};
+use crate::conn::{Connection, Disposition, Protocol, ReadState, Stream, WriteState};
 use crate::inflight::InFlight;
 
 pub(crate) const LISTENER: Token = Token(0);
@@ -224,9 +224,10 @@ impl Server {
                 self.rearm_listener();
                 return accepted_now;
             }
-            if self.connections.len() >= self.core.config.max_connections
-                && self.evict_idle_connections(py) == 0
-            {
+            // At the cap, a newcomer is admitted only in exchange for an idle
+            // keep-alive connection; with none, accepting pauses.
+            let at_cap = self.connections.len() >= self.core.config.max_connections;
+            if at_cap && self.longest_idle_connection().is_none() {
                 self.accept_paused = true;
                 return accepted_now;
             }
@@ -244,6 +245,9 @@ impl Server {
             let (stream, client) = match accepted {
                 Ok(accepted) => {
                     accepted_now += 1;
+                    if at_cap {
+                        self.evict_longest_idle(py);
+                    }
                     accepted
                 }
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => return accepted_now,
@@ -298,47 +302,41 @@ impl Server {
         }
     }
 
-    /// At the connection cap, makes room as nginx does: closes the
-    /// connections that have been idle the longest (keep-alive, nothing
-    /// unread, nothing unsent), a batch at a time, so a crowd of idle
-    /// clients cannot lock new ones out. Returns how many it closed.
-    fn evict_idle_connections(&mut self, py: Python<'_>) -> usize {
-        let mut idle: Vec<(Instant, usize)> = self
-            .connections
+    /// The connection idle the longest: keep-alive, nothing unread,
+    /// nothing unsent (its keep-alive deadline is the earliest).
+    fn longest_idle_connection(&self) -> Option<usize> {
+        self.connections
             .iter()
             .filter(|(_, connection)| {
                 matches!(connection.state.read(), ReadState::Idle)
+                    && connection.state.write() == WriteState::Ready
                     && !connection.has_pending_output()
-                    && connection.in_flight.is_none()
+                    && connection.stream.unread_bytes() == 0
             })
             .filter_map(|(key, connection)| Some((connection.deadline?, key)))
-            .collect();
-        // The earliest keep-alive deadline is the longest idle. A batch
-        // (1/64 of the cap) per scan keeps the scans rare at 10,000.
-        idle.sort_unstable();
-        let batch = (self.core.config.max_connections / 64).clamp(1, 256);
-        let mut closed = 0;
-        for (_, key) in idle {
-            if closed == batch {
-                break;
-            }
-            if self.connections[key].stream.unread_bytes() > 0 {
-                continue;
-            }
-            self.close_connection(key);
-            closed += 1;
-        }
-        if closed > 0 && self.core.now >= self.next_eviction_warning {
+            .min()
+            .map(|(_, key)| key)
+    }
+
+    /// At the connection cap, makes room for a newcomer as nginx does: the
+    /// longest-idle keep-alive connection is closed, so a crowd of idle
+    /// clients cannot lock new ones out. Logged at warning level, at most
+    /// once per interval.
+    fn evict_longest_idle(&mut self, py: Python<'_>) {
+        let Some(key) = self.longest_idle_connection() else {
+            return;
+        };
+        self.close_connection(key);
+        if self.core.now >= self.next_eviction_warning {
             self.next_eviction_warning = self.core.now + EVICTION_WARNING_INTERVAL;
             let message = format!(
                 "{} connections open, the --max-connections limit: closing the longest-idle \
                  keep-alive connections to admit new ones (logged at most every {} s)",
-                self.connections.len() + closed,
+                self.connections.len() + 1,
                 EVICTION_WARNING_INTERVAL.as_secs()
             );
             self.core.log_warning(py, &message);
         }
-        closed
     }
 
     /// Closes connections whose deadline passed; a client that stalled in
@@ -347,6 +345,13 @@ impl Server {
         let now = self.core.now;
         self.next_sweep = now + Duration::from_secs(1);
         self.core.static_files.rewatch_lost_mounts();
+        // Paused at the cap because nothing was idle: a connection that has
+        // gone idle since can make room now (checked here, once a second,
+        // to keep the scan off the busy path).
+        if self.accept_paused && self.longest_idle_connection().is_some() {
+            self.accept_paused = false;
+            self.accept_connections(py);
+        }
         let mut expired = Vec::new();
         let mut woken = Vec::new();
         self.core.date.refresh(SystemTime::now());
