@@ -508,7 +508,7 @@ impl FieldSummary {
         // Dispatching on the length first keeps most fields to one comparison.
         match name.len() {
             4 if name.eq_ignore_ascii_case(b"host") => {
-                if !is_valid_host(value) {
+                if !crate::target::is_valid_host_field(value) {
                     return Err(ProtoError::BadRequest("invalid Host header"));
                 }
                 self.host_count += 1;
@@ -787,63 +787,9 @@ mod tests {
     }
 }
 
-/// Whether a Host value is `uri-host [ ":" port ]` (RFC 9112 3.2, RFC 3986
-/// 3.2.2): an IP literal in brackets or a reg-name / IPv4 address, then
-/// optional decimal port digits. An empty value is valid (a target without
-/// an authority).
-fn is_valid_host(value: &[u8]) -> bool {
-    let (host, port) = if let Some(rest) = value.strip_prefix(b"[") {
-        let Some(close) = memchr(b']', rest) else {
-            return false;
-        };
-        let literal = &rest[..close];
-        let valid_literal = !literal.is_empty()
-            && literal
-                .iter()
-                .all(|&byte| byte.is_ascii_hexdigit() || matches!(byte, b':' | b'.' | b'v' | b'V'));
-        if !valid_literal {
-            return false;
-        }
-        (&[][..], &rest[close + 1..])
-    } else {
-        match memchr(b':', value) {
-            Some(colon) => (&value[..colon], &value[colon..]),
-            None => (value, &[][..]),
-        }
-    };
-    // reg-name = *( unreserved / pct-encoded / sub-delims )
-    let valid_name = host.iter().all(|&byte| {
-        byte.is_ascii_alphanumeric()
-            || matches!(
-                byte,
-                b'-' | b'.'
-                    | b'_'
-                    | b'~'
-                    | b'%'
-                    | b'!'
-                    | b'$'
-                    | b'&'
-                    | b'\''
-                    | b'('
-                    | b')'
-                    | b'*'
-                    | b'+'
-                    | b','
-                    | b';'
-                    | b'='
-            )
-    });
-    let valid_port = match port {
-        [] => true,
-        [b':', digits @ ..] => digits.iter().all(u8::is_ascii_digit),
-        _ => false,
-    };
-    valid_name && valid_port
-}
-
 #[cfg(test)]
 mod host_tests {
-    use super::is_valid_host;
+    use crate::target::is_valid_host_field as is_valid_host;
 
     #[test]
     fn host_values() {
@@ -855,7 +801,7 @@ mod host_tests {
             b"[::1]:8000",
             b"",
             b"a_b",
-            b"x:",
+            b"%41.example",
         ] {
             assert!(is_valid_host(valid), "{:?}", String::from_utf8_lossy(valid));
         }
@@ -868,6 +814,10 @@ mod host_tests {
             b"[]",
             b"a:1:2",
             b"[::1]x",
+            b"x:",
+            b"x:99999",
+            b"%zz.example",
+            b"[fe80::1%eth0]",
         ] {
             assert!(
                 !is_valid_host(invalid),

@@ -177,6 +177,13 @@ enum Port {
     Optional,
 }
 
+/// A `Host` field value (RFC 9112 3.2): `uri-host [ ":" port ]`, checked
+/// exactly as the authority of an absolute-form target is; an empty value
+/// is valid (a request whose target has no authority).
+pub(crate) fn is_valid_host_field(value: &[u8]) -> bool {
+    value.is_empty() || is_valid_authority(value, Port::Optional)
+}
+
 /// `host [ ":" port ]` as described in the module docs.
 fn is_valid_authority(authority: &[u8], port: Port) -> bool {
     let (valid_host, rest) = if let Some(rest) = authority.strip_prefix(b"[") {
