@@ -10,6 +10,7 @@
 
 mod asgi;
 mod body;
+mod cache;
 mod conn;
 mod coroutine;
 mod dispatch;

@@ -7,11 +7,21 @@
 //! paths (404) or known paths with a wrong method (405 + `Allow`) never call
 //! into Python unless the app registered an error handler for that status.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use pyo3::exceptions::PyValueError;
 
+use crate::cache::{CachePolicy, ResponseCache};
 use crate::static_files::{CacheMode, MountSpec};
+
+/// A route's cache policy as Python passes it: `(ttl, vary_query,
+/// vary_headers, statuses)` (python/rush/cache.py, `Cache.native`).
+type NativeCachePolicy = (f64, Vec<String>, Vec<String>, Vec<u16>);
+
+/// The response cache's bound per worker unless the app sets one.
+const DEFAULT_CACHE_BYTES: u64 = 64 * 1024 * 1024;
 use pyo3::prelude::*;
 
 /// A Python callable registered for a route or an error status.
@@ -19,6 +29,8 @@ pub struct Handler {
     pub callable: Py<PyAny>,
     /// `async def` handlers return a coroutine that the loop drives.
     pub is_async: bool,
+    /// How the route's answers are cached, if they are.
+    pub cache: Option<Rc<CachePolicy>>,
 }
 
 /// A redirect answered entirely in Rust.
@@ -65,6 +77,8 @@ pub struct Router {
     handlers: Vec<Handler>,
     error_handlers: HashMap<u16, Handler>,
     static_mounts: Vec<MountSpec>,
+    /// The worker's cached answers of routes with a `Cache` policy.
+    pub response_cache: RefCell<ResponseCache>,
 }
 
 impl Router {
@@ -139,16 +153,21 @@ impl Router {
             handlers: Vec::new(),
             error_handlers: HashMap::new(),
             static_mounts: Vec::new(),
+            response_cache: RefCell::new(ResponseCache::new(DEFAULT_CACHE_BYTES)),
         }
     }
 
     /// Registers `handler` for `methods` on `pattern` (`/users/{id}`, `/files/{*rest}`).
+    /// `cache` is `(ttl, vary_query, vary_headers, statuses)` for a route
+    /// whose answers the worker caches (see src/cache.rs).
+    #[pyo3(signature = (pattern, methods, handler, is_async, cache=None))]
     fn add_route(
         &mut self,
         pattern: &str,
         methods: Vec<String>,
         handler: Py<PyAny>,
         is_async: bool,
+        cache: Option<NativeCachePolicy>,
     ) -> PyResult<()> {
         let endpoint = self.endpoint_for(
             pattern,
@@ -158,9 +177,23 @@ impl Router {
             },
         )?;
         let handler_index = self.handlers.len();
+        let cache = match cache {
+            None => None,
+            Some((ttl, vary_query, vary_headers, statuses)) => Some(Rc::new(CachePolicy {
+                route: handler_index as u32,
+                ttl: crate::options::seconds("cache ttl", ttl)?,
+                vary_query,
+                vary_headers: vary_headers
+                    .into_iter()
+                    .map(|name| name.to_ascii_lowercase().into_bytes())
+                    .collect(),
+                statuses,
+            })),
+        };
         self.handlers.push(Handler {
             callable: handler,
             is_async,
+            cache,
         });
         let Endpoint::Methods { by_method, allow } = &mut self.endpoints[endpoint] else {
             return Err(PyValueError::new_err(format!(
@@ -291,12 +324,45 @@ impl Router {
 
     /// Registers a handler called instead of the native answer for `status`
     /// (404 for unknown paths, 405 for wrong methods, 500 for handler errors).
+    /// Sets the bound of the worker's response cache, in bytes (drops what
+    /// it holds).
+    fn set_cache_size(&self, max_bytes: u64) {
+        *self.response_cache.borrow_mut() = ResponseCache::new(max_bytes);
+    }
+
+    /// Drops every cached answer (`pattern` None) or those of the routes
+    /// registered on `pattern`.
+    #[pyo3(signature = (pattern=None))]
+    fn cache_invalidate(&self, pattern: Option<&str>) -> PyResult<()> {
+        let mut cache = self.response_cache.borrow_mut();
+        let Some(pattern) = pattern else {
+            cache.clear();
+            return Ok(());
+        };
+        let Some(&endpoint) = self.endpoint_by_pattern.get(pattern) else {
+            return Err(PyValueError::new_err(format!("no route {pattern:?}")));
+        };
+        if let Endpoint::Methods { by_method, .. } = &self.endpoints[endpoint] {
+            for (_, handler) in by_method {
+                cache.invalidate_route(*handler as u32);
+            }
+        }
+        Ok(())
+    }
+
+    /// `(entries, bytes, hits, misses)` of the worker's response cache.
+    fn cache_stats(&self) -> (usize, u64, u64, u64) {
+        let cache = self.response_cache.borrow();
+        (cache.len(), cache.weight(), cache.hits, cache.misses)
+    }
+
     fn add_error_handler(&mut self, status: u16, handler: Py<PyAny>, is_async: bool) {
         self.error_handlers.insert(
             status,
             Handler {
                 callable: handler,
                 is_async,
+                cache: None,
             },
         );
     }

@@ -10,8 +10,9 @@ The native module ``rush._rush`` is private; everything public is here.
 
 from rush._rush import Request, Response, __version__
 from rush.app import App
+from rush.cache import Cache
 from rush.config import Config
 from rush.datastructures import Headers, QueryParams
 from rush.main import run
 
-__all__ = ["App", "Config", "Headers", "QueryParams", "Request", "Response", "__version__", "run"]
+__all__ = ["App", "Cache", "Config", "Headers", "QueryParams", "Request", "Response", "__version__", "run"]

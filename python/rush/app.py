@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from rush._rush import Router
+from rush.cache import Cache, CacheControl
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
@@ -26,6 +27,7 @@ class Route:
     pattern: str
     methods: tuple[str, ...]
     handler: Callable[..., Any]
+    cache: Cache | None = None
 
 
 @dataclass(frozen=True)
@@ -63,23 +65,28 @@ class App:
         self.redirects: list[RedirectRule] = []
         self.error_handlers: dict[int, Callable[..., Any]] = {}
         self.static_mounts: list[StaticMount] = []
+        # The worker's cached answers (routes registered with `cache=`).
+        self.cache = CacheControl()
 
-    def route(self, pattern: str, methods: Iterable[str] = _DEFAULT_METHODS) -> Callable[[Handler], Handler]:
+    def route(
+        self, pattern: str, methods: Iterable[str] = _DEFAULT_METHODS, cache: Cache | None = None
+    ) -> Callable[[Handler], Handler]:
         """Registers the decorated function for ``methods`` on ``pattern``.
-        GET routes answer HEAD too, without the body."""
+        GET routes answer HEAD too, without the body. With ``cache``, GET
+        answers are cached by the worker (see `rush.Cache`)."""
         _check_pattern(pattern)
         method_list = tuple(method.upper() for method in methods)
         if not method_list:
             raise ValueError("a route needs at least one method")
 
         def register(handler: Handler) -> Handler:
-            self.routes.append(Route(pattern, method_list, handler))
+            self.routes.append(Route(pattern, method_list, handler, cache))
             return handler
 
         return register
 
-    def get(self, pattern: str) -> Callable[[Handler], Handler]:
-        return self.route(pattern, ["GET"])
+    def get(self, pattern: str, cache: Cache | None = None) -> Callable[[Handler], Handler]:
+        return self.route(pattern, ["GET"], cache=cache)
 
     def post(self, pattern: str) -> Callable[[Handler], Handler]:
         return self.route(pattern, ["POST"])
@@ -163,10 +170,15 @@ class App:
         router = Router()
         for rule in self.redirects:
             router.add_redirect(rule.pattern, rule.location, rule.status)
+        cache_sizes = [route.cache.max_bytes_value for route in self.routes if route.cache is not None]
+        if cache_sizes:
+            router.set_cache_size(max(cache_sizes))
         for route in self.routes:
-            router.add_route(route.pattern, list(route.methods), route.handler, _is_async(route.handler))
+            policy = route.cache.native() if route.cache is not None else None
+            router.add_route(route.pattern, list(route.methods), route.handler, _is_async(route.handler), policy)
         for mount in self.static_mounts:
             router.add_static(mount.prefix, mount.directory, **mount.options)
         for status, handler in self.error_handlers.items():
             router.add_error_handler(status, handler, _is_async(handler))
+        self.cache.attach(router)
         return router

@@ -11,6 +11,7 @@
 //! later through [`crate::server::Server::complete`].
 
 mod asgi;
+mod cached;
 mod native;
 mod resume;
 mod wsgi;

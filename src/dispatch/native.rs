@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use rush_proto::{Method, RequestHead, Version};
 
+use super::cached::CacheLookup;
 use super::{call_handler, keep_or_close, AppInterface, Core, Outcome, RequestLine};
 use crate::body::RequestBody;
 use crate::conn::Connection;
@@ -43,6 +44,7 @@ impl Core {
         let router = router.bind(py).borrow();
         let decision = router.route(method, &path);
         let mut params: Option<Bound<'_, PyDict>> = None;
+        let mut cache_key = None;
         let mut allow_for_handler: Option<Vec<u8>> = None;
         let (handler, default_status) = match decision {
             RouteDecision::Redirect(redirect) => {
@@ -158,6 +160,15 @@ impl Core {
                 handler,
                 params: matched,
             } => {
+                if let Some(policy) = &handler.cache {
+                    match self
+                        .look_up_cached(py, connection, &router, policy, head_bytes, head, &context)
+                    {
+                        CacheLookup::Answered(outcome) => return outcome,
+                        CacheLookup::Miss(key) => cache_key = Some((policy.clone(), key)),
+                        CacheLookup::Bypass => {}
+                    }
+                }
                 if !matched.is_empty() {
                     let dict = PyDict::new(py);
                     for (name, value) in matched.iter() {
@@ -204,7 +215,11 @@ impl Core {
                 awaiting.request_id = self.next_request_id;
                 match self.start_coroutine(py, &coroutine, key, awaiting.request_id) {
                     Ok(CoroutineStart::Finished(result)) => {
-                        self.finish(py, connection, &awaiting, head_bytes, &line, Ok(result))
+                        let start = connection.sink.output.len();
+                        let outcome =
+                            self.finish(py, connection, &awaiting, head_bytes, &line, Ok(result));
+                        self.store_cached(connection, &router, cache_key, start, &awaiting);
+                        outcome
                     }
                     Ok(CoroutineStart::Continuing) => {
                         awaiting.request_line = line.text().into_owned();
@@ -218,7 +233,12 @@ impl Core {
                     }
                 }
             }
-            Ok(value) => self.finish(py, connection, &awaiting, head_bytes, &line, Ok(value)),
+            Ok(value) => {
+                let start = connection.sink.output.len();
+                let outcome = self.finish(py, connection, &awaiting, head_bytes, &line, Ok(value));
+                self.store_cached(connection, &router, cache_key, start, &awaiting);
+                outcome
+            }
         }
     }
 }
