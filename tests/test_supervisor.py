@@ -2,9 +2,10 @@
 that arrive during a reload (TERM stops new and old workers at once, a
 second HUP starts the reload over), a worker killed during a reload, a
 retired worker that overruns ``--graceful-timeout`` (killed at its own
-deadline, even across a second reload), TTOU down to one worker and once
-more, TTIN and TTOU back to back, TERM during a respawn's delay, and which
-descriptors a worker inherits.
+deadline, even across a second reload), a fork or pipe that fails (retried
+with the respawn delay), TTOU down to one worker and once more, TTIN and
+TTOU back to back, TERM during a respawn's delay, and which descriptors a
+worker inherits.
 
 Most servers here run under tests/traced_rush.py, which records every fork,
 reap and signal of the supervisor: `check_trace` then proves that no pid was
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import signal
 from pathlib import Path
 
@@ -313,6 +315,63 @@ def test_sigterm_kills_a_worker_that_overruns_the_graceful_timeout(rush_server: 
     assert not is_alive(worker)
     server.wait_for_log(rf"worker {worker} did not stop within --graceful-timeout \(1 s\): killing it")
     check_trace(server)
+
+
+# ---------------------------------------------------------------------------
+# Failing to start a worker
+
+
+def no_ready_pipe(pid: int) -> dict[int, str] | None:
+    """The descriptors of the supervisor ``pid`` if it holds no ready pipe
+    (its only pipe is then its wake-up pipe, both ends)."""
+    descriptors = fd_targets(pid)
+    pipes = [target for target in descriptors.values() if target.startswith("pipe:")]
+    return descriptors if len(pipes) == 2 and len(set(pipes)) == 1 else None
+
+
+def lowest_free_fd(pid: int) -> int:
+    used = set(fd_targets(pid))
+    return min(set(range(len(used) + 1)) - used)
+
+
+@pytest.mark.parametrize("failing", ["pipe", "fork"])
+def test_a_failing_pipe_or_fork_is_retried_with_the_respawn_delay(
+    rush_server: ServerFactory, tmp_path: Path, failing: str
+) -> None:
+    """The ready pipe fails for real (RLIMIT_NOFILE lowered under the
+    supervisor); fork() fails with EAGAIN through tests/traced_rush.py."""
+    fail_fork = tmp_path / "fail-fork"
+    if failing == "fork":
+        env = {"RUSHTEST_FAIL_FORK_FILE": str(fail_fork)}
+        server = traced(rush_server, tmp_path, "basic", env=env, allow_worker_deaths=True)
+    else:
+        # Not traced: the tracer opens its file for each line it writes.
+        server = rush_server("basic", allow_worker_deaths=True)
+    worker = server.single_worker()
+    descriptors = wait_for(lambda: no_ready_pipe(server.pid), "the supervisor to read its worker's ready pipe")
+    soft, hard = resource.prlimit(server.pid, resource.RLIMIT_NOFILE)
+    if failing == "fork":
+        fail_fork.touch()
+    else:
+        # No descriptor free below the limit: pipe() fails with EMFILE.
+        resource.prlimit(server.pid, resource.RLIMIT_NOFILE, (lowest_free_fd(server.pid), hard))
+    try:
+        os.kill(worker, signal.SIGKILL)
+        server.wait_for_log(r"cannot start a worker in slot 0: .*; trying again in 0\.1 s")
+        server.wait_for_log(r"cannot start a worker in slot 0: .*; trying again in 0\.2 s")
+        server.assert_running("after a failed fork")
+    finally:
+        fail_fork.unlink(missing_ok=True)
+        resource.prlimit(server.pid, resource.RLIMIT_NOFILE, (soft, hard))
+    replacement = server.single_worker()
+    assert replacement != worker
+    assert get_pid(server) == replacement
+    # The failed attempts left no descriptor open in the supervisor.
+    wait_for(lambda: fd_targets(server.pid) == descriptors, "the supervisor's descriptors as before")
+    if failing == "fork":
+        stop_and_check(server)
+    else:
+        assert server.stop() == 0
 
 
 # ---------------------------------------------------------------------------

@@ -4,6 +4,10 @@ its supervisor does with processes: ``fork PID``, ``reap PID STATUS``
 file named by ``RUSHTEST_TRACE_FILE``. Workers are forks of this process and
 inherit the wrappers, which record only the supervisor's own calls.
 
+While the file named by ``RUSHTEST_FAIL_FORK_FILE`` (if set) exists, os.fork
+fails with EAGAIN, as the kernel's fork does when the user may have no more
+processes: RLIMIT_NPROC never applies to root, so a test cannot count on it.
+
 The tests read the trace once rush has exited (`check_trace` in
 test_supervisor.py): no pid is signalled after it was reaped (it may belong
 to another process by then), and every forked worker was reaped.
@@ -13,11 +17,13 @@ Usage: python tests/traced_rush.py APP [rush options...]
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from typing import Any
 
 TRACE = os.environ["RUSHTEST_TRACE_FILE"]
+FAIL_FORK = os.environ.get("RUSHTEST_FAIL_FORK_FILE")
 SUPERVISOR = os.getpid()
 _fork, _waitpid, _kill = os.fork, os.waitpid, os.kill
 
@@ -35,6 +41,9 @@ def record(line: str) -> None:
 
 
 def fork() -> int:
+    if FAIL_FORK is not None and os.path.exists(FAIL_FORK):
+        record("fork-failed 0")
+        raise OSError(errno.EAGAIN, os.strerror(errno.EAGAIN))
     pid = _fork()
     if pid:
         record(f"fork {pid}")

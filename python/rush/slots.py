@@ -29,7 +29,8 @@ from rush.worker import worker_main
 # A worker that dies within this many seconds of its start (or before it was
 # ready) died early: its replacement waits RESPAWN_DELAY_FIRST seconds,
 # doubling with each consecutive early death of its slot up to
-# RESPAWN_DELAY_MAX.
+# RESPAWN_DELAY_MAX. A slot whose worker could not even be forked (fork or
+# pipe failed) retries after the same delays.
 EARLY_DEATH = 1.0
 RESPAWN_DELAY_FIRST = 0.1
 RESPAWN_DELAY_MAX = 5.0
@@ -116,8 +117,9 @@ class Slot:
     worker: Worker | None = None
     # While it has no worker: when the next one may start.
     respawn_at: float = 0.0
-    # Consecutive early deaths of its workers.
+    # Consecutive early deaths of its workers, and consecutive failed forks.
     early_deaths: int = 0
+    spawn_failures: int = 0
 
 
 @dataclass(eq=False)
@@ -190,7 +192,8 @@ def fork_worker(
     workers: Iterable[Worker],
     private_fds: Iterable[int],
 ) -> Worker:
-    """Forks a worker for ``slot``. The child closes, before anything else, what it must not inherit:
+    """Forks a worker for ``slot``; raises OSError if its ready pipe or the fork
+    fails. The child closes, before anything else, what it must not inherit:
     ``private_fds`` (the supervisor's wake-up pipe), the other ``slots``'
     own sockets and the other ``workers``' ready pipes. The supervisor's
     ``signals`` stay blocked until the child has reset their handlers, so
@@ -198,7 +201,13 @@ def fork_worker(
     ready_reader, ready_writer = os.pipe()
     supervisor_pid = os.getpid()
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        os.close(ready_reader)
+        os.close(ready_writer)
+        raise
     if pid == 0:
         try:
             signal.set_wakeup_fd(-1)

@@ -35,7 +35,9 @@ the `Reload` in progress, and whether the server is stopping. What events do:
   it was ready) is replaced only after a delay that starts at 0.1 s and
   doubles with each consecutive early death of its slot, up to 5 s. After
   ``CRASH_LOOP_LIMIT`` early deaths in a row the server stops, exiting with
-  ``EXIT_CRASH_LOOP``. A worker that lived longer resets the count;
+  ``EXIT_CRASH_LOOP``. A worker that lived longer resets the count. A fork
+  (or its pipe) that fails is logged and retried after the same delays, with
+  its own count, which never stops the server;
 * SIGTERM or SIGINT: the supervisor closes its listening sockets and every
   worker (serving, starting, or already retired) drains; each gets SIGKILL at
   its own deadline; the supervisor exits 0 once all are reaped. A second
@@ -296,7 +298,18 @@ class Supervisor:
 
     # Workers: start, ready, exit, retire.
     def start_worker(self, slot: Slot) -> None:
-        slot.worker = self.fork_worker(slot)
+        """Forks the slot's worker; if that fails, tries again after the respawn delay."""
+        try:
+            slot.worker = self.fork_worker(slot)
+        except OSError as error:
+            slot.spawn_failures += 1
+            delay = respawn_delay(slot.spawn_failures)
+            slot.respawn_at = time.monotonic() + delay
+            logs.error_logger.error(
+                "cannot start a worker in slot %d: %s; trying again in %.1f s", slot.index, error, delay
+            )
+            return
+        slot.spawn_failures = 0
 
     def on_ready(self, worker: Worker) -> None:
         reload = self.reload
@@ -423,7 +436,16 @@ class Supervisor:
         serving = [slot for slot in stale if slot.worker is not None and slot.worker.ready]
         if not serving:
             return  # the old workers left are still starting: wait until they are ready
-        reload.successor = self.fork_worker(serving[0])
+        try:
+            reload.successor = self.fork_worker(serving[0])
+        except OSError as error:
+            logs.error_logger.error(
+                "cannot start a new worker in slot %d: %s; reload aborted, the old workers go on",
+                serving[0].index,
+                error,
+            )
+            self.reload = None
+            return
         reload.ready_deadline = time.monotonic() + WORKER_READY_TIMEOUT
 
     # Slots (SIGTTIN, SIGTTOU).
@@ -473,7 +495,7 @@ class Supervisor:
 
     # Forking.
     def fork_worker(self, slot: Slot) -> Worker:
-        """Forks a worker for the slot."""
+        """Forks a worker for the slot; raises OSError if the pipe or the fork fails."""
         worker = fork_worker(
             self.config,
             slot,
