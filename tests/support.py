@@ -396,6 +396,31 @@ def is_alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def zombie_children(pid: int) -> set[int]:
+    """PIDs of the children of ``pid`` that exited and are not reaped yet."""
+    found: set[int] = set()
+    with contextlib.suppress(FileNotFoundError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(FileNotFoundError), open(f"/proc/{pid}/task/{task}/children") as children:
+                found.update(int(child) for child in children.read().split())
+    zombies = set()
+    for child in found:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError), open(f"/proc/{child}/stat") as stat:
+            if stat.read().rpartition(")")[2].split()[0] == "Z":
+                zombies.add(child)
+    return zombies
+
+
+def fd_targets(pid: int) -> dict[int, str]:
+    """The open file descriptors of process ``pid`` and what each points to
+    (``socket:[inode]``, ``pipe:[inode]``, a path...)."""
+    targets = {}
+    for entry in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(FileNotFoundError):
+            targets[int(entry)] = os.readlink(f"/proc/{pid}/fd/{entry}")
+    return targets
+
+
 def socket_fd_count(pid: int) -> int:
     """Number of open socket file descriptors of process ``pid``."""
     count = 0

@@ -372,6 +372,10 @@ def test_immediate_stop_during_a_graceful_drain(
             server.send_signal(second)
             # Stop now: the request in flight is cut off.
             assert busy.read_until_close().responses == []
+            if second == signal.SIGINT:
+                server.wait_for_log("second interrupt: stopping immediately")
+            else:
+                server.wait_for_log("received SIGQUIT: stopping immediately")
         server.wait_exit(timeout=3)
         assert not is_alive(worker)
     finally:

@@ -6,7 +6,8 @@ from typing import Any
 
 from rush import logs
 from rush.config import Config
-from rush.supervisor import Supervisor, create_listener
+from rush.listeners import create_listener
+from rush.supervisor import Supervisor
 
 
 def serve(config: Config) -> int:

@@ -1,68 +1,101 @@
 """The supervisor: binds the listening sockets, forks workers, and keeps them running.
 
 It owns no connections. Each worker runs its own event loop in one of
-``--workers`` *slots*, and listens on its slot's socket:
+``--workers`` *slots*, and listens on its slot's socket (listeners.py): its
+slot's own ``SO_REUSEPORT`` socket when rush binds TCP itself, else the one
+socket every worker shares. The supervisor keeps every slot's socket open for
+the slot's whole life, so a worker that dies or is replaced hands its socket,
+with the connections queued in its backlog, to its successor.
 
-* When rush binds TCP itself (``--host``/``--port``), every slot has its own
-  listening socket, all bound to the same address with ``SO_REUSEPORT``, so
-  the kernel spreads new connections evenly over the slots (by a hash of
-  each connection's addresses) instead of the worker that wakes first taking
-  a batch from one shared queue. The supervisor keeps every slot's socket
-  open for the slot's whole life, and a worker gets only its own slot's
-  socket: a worker that dies or is replaced by a reload hands its socket,
-  with the connections queued in its backlog, to its successor. With
-  ``--port 0`` the first socket picks the port and the others bind that one.
-  Before binding, rush checks that no other process listens on the port:
-  ``SO_REUSEPORT`` would otherwise let a second server started by the same
-  user on the same port silently take half of its connections.
-* An inherited socket (``--fd``, systemd's ``LISTEN_FDS``) or a Unix socket
-  (``--uds``) cannot be multiplied that way: every worker shares that one
-  socket, as it is.
+The supervisor is a state machine driven by one event queue. Its loop waits
+(in ``poll``) for the wake-up pipe, the ready pipes of starting workers, or
+the next deadline, then queues what happened and handles the events one at a
+time:
 
-The supervisor's loop only waits: signal handlers queue the signal and wake
-it through a pipe, and the loop handles queued signals and dead children
-one at a time:
+* ``SignalReceived``: the signal handlers only queue this; the C-level
+  handler also writes to the wake-up pipe (``signal.set_wakeup_fd``), so a
+  signal arriving just before the loop waits still wakes it;
+* ``WorkerExited``: a child reaped with ``waitpid(-1, WNOHANG)``, after
+  every wake-up. Its `Worker` record is marked reaped and dropped: the
+  supervisor signals processes only through records not yet reaped, so it
+  never signals a pid that may have been reused;
+* ``WorkerReady``: a starting worker wrote its ready byte;
+* timers: ``RespawnDue`` (an empty slot may get a worker), ``ReadyOverdue``
+  (a reload's new worker was not ready within ``WORKER_READY_TIMEOUT``),
+  ``StopOverdue`` (a worker asked to stop still runs at its own deadline,
+  ``--graceful-timeout`` after its SIGTERM: it gets SIGKILL, and a log line).
+
+The state: the slots, each with its worker (or the time its next one may
+start), every unreaped `Worker` (serving, starting, or retired and draining),
+the `Reload` in progress, and whether the server is stopping. What events do:
 
 * a worker that dies is replaced in its slot (unless it failed to load the
-  app, which would only fail again: then everything stops with an error).
+  app, which would only fail again: then everything stops with exit code 3).
   One that dies early (within ``EARLY_DEATH`` seconds of its start, or before
   it was ready) is replaced only after a delay that starts at 0.1 s and
-  doubles with each consecutive early death of its slot, up to 5 s; the
-  delay is a deadline the loop waits for, so signals are still handled.
-  After ``CRASH_LOOP_LIMIT`` early deaths in a row the server stops, exiting
-  with ``EXIT_CRASH_LOOP``. A worker that lived longer resets the count;
-* SIGTERM or SIGINT: the supervisor closes its listening sockets, every
-  worker drains gracefully, then the supervisor exits 0 (SIGKILL for any
-  worker past ``graceful_timeout``);
-* SIGQUIT (or a second SIGINT): immediate stop;
-* SIGHUP: workers are replaced one by one, each new one ready (on its
-  predecessor's socket) before its predecessor is asked to drain, so the
-  port never stops answering;
+  doubles with each consecutive early death of its slot, up to 5 s. After
+  ``CRASH_LOOP_LIMIT`` early deaths in a row the server stops, exiting with
+  ``EXIT_CRASH_LOOP``. A worker that lived longer resets the count. A fork
+  (or its pipe) that fails is logged and retried after the same delays, with
+  its own count, which never stops the server;
+* SIGTERM or SIGINT: the supervisor closes its listening sockets and every
+  worker (serving, starting, or already retired) drains; each gets SIGKILL at
+  its own deadline; the supervisor exits 0 once all are reaped. A second
+  SIGINT ("second interrupt") or SIGQUIT: SIGKILL for every worker at once;
+* SIGHUP starts a reload, a state advanced by events: for the lowest slot
+  whose worker predates the reload, a new worker is forked on that slot's
+  socket; once it is ready it takes the slot and the old worker is retired
+  (SIGTERM, SIGKILL at its deadline), then the next slot. If the new worker
+  dies or is not ready in time, the reload is given up and the old workers go
+  on. If the old worker dies meanwhile, the new one takes its slot at once.
+  A SIGHUP during a reload starts it over: the new worker being started may
+  have loaded the code the second SIGHUP replaces, so it is retired, and
+  every worker started before the latest SIGHUP is replaced, including those
+  the first round started;
 * SIGTTIN: one slot more (its socket is bound and listening before its
   worker is forked), unless that would pass `Config.max_workers` (then a
-  warning, and nothing changes). SIGTTOU: the highest slot is retired: the
-  supervisor closes its copy of the slot's socket first, then asks the
-  slot's worker to drain, so the socket closes once that worker lets go.
+  warning, and nothing changes). SIGTTOU: the highest slot is removed (never
+  the last one: then a warning): the supervisor closes its copy of the
+  slot's socket first, then retires the slot's workers, so the socket closes
+  once they let go of it.
 
-Workers are forked before the supervisor creates any thread, as fork needs.
+A forked worker keeps only its own slot's socket and the write end of its
+own ready pipe: it closes the wake-up pipe, the other slots' sockets and the
+other workers' ready pipes before anything else, with the supervisor's
+signals blocked until their handlers are reset. Workers are forked before the
+supervisor creates any thread, as fork needs.
 """
 
 from __future__ import annotations
 
 import errno
+import math
 import os
 import select
 import signal
 import socket
-import stat
 import time
 from collections import deque
-from dataclasses import dataclass
 
 from rush import logs
-from rush._rush import exit_with_parent
 from rush.config import Config
-from rush.worker import EXIT_BOOT_FAILURE, raise_open_file_limit, worker_main
+from rush.listeners import bind_tcp, binds_tcp_itself, describe
+from rush.slots import (
+    EARLY_DEATH,
+    Event,
+    ReadyOverdue,
+    Reload,
+    RespawnDue,
+    SignalReceived,
+    Slot,
+    StopOverdue,
+    Worker,
+    WorkerExited,
+    WorkerReady,
+    fork_worker,
+    respawn_delay,
+)
+from rush.worker import EXIT_BOOT_FAILURE, raise_open_file_limit
 
 HANDLED_SIGNALS = (
     signal.SIGTERM,
@@ -74,121 +107,13 @@ HANDLED_SIGNALS = (
     signal.SIGCHLD,
 )
 
-# How long a new worker may take to load the app before a reload gives up on it.
+# How long a reload's new worker may take to load the app before the reload gives up on it.
 WORKER_READY_TIMEOUT = 60.0
-
-# A worker that dies within this many seconds of its start (or before it was
-# ready) died early: its replacement waits RESPAWN_DELAY_FIRST seconds,
-# doubling with each consecutive early death of its slot up to
-# RESPAWN_DELAY_MAX, and CRASH_LOOP_LIMIT early deaths in a row stop the
-# server with EXIT_CRASH_LOOP.
-EARLY_DEATH = 1.0
-RESPAWN_DELAY_FIRST = 0.1
-RESPAWN_DELAY_MAX = 5.0
+# Early deaths in a row (see slots.EARLY_DEATH) that stop the server with EXIT_CRASH_LOOP.
 CRASH_LOOP_LIMIT = 10
 EXIT_CRASH_LOOP = 1
-
-
-def systemd_activated() -> bool:
-    """Whether systemd passed this process its listening socket (as fd 3)."""
-    return os.environ.get("LISTEN_PID") == str(os.getpid()) and bool(os.environ.get("LISTEN_FDS"))
-
-
-def binds_tcp_itself(config: Config) -> bool:
-    """True when rush binds a TCP address itself, so each worker slot gets its
-    own SO_REUSEPORT socket; False for one shared socket (``--fd``, systemd
-    socket activation, ``--uds``)."""
-    return config.fd is None and not systemd_activated() and config.uds is None
-
-
-def create_listener(config: Config) -> socket.socket:
-    """Binds (or adopts) the first listening socket: the one every worker
-    shares, or slot 0's when rush binds TCP itself."""
-    if config.fd is not None:
-        listener = socket.socket(fileno=config.fd)
-    elif systemd_activated():
-        # systemd socket activation: the first passed socket is fd 3.
-        listener = socket.socket(fileno=3)
-    elif config.uds is not None:
-        try:
-            if stat.S_ISSOCK(os.stat(config.uds).st_mode):
-                os.unlink(config.uds)
-        except FileNotFoundError:
-            pass
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(config.uds)
-        listener.listen(config.backlog)
-        return listener
-    else:
-        if config.port != 0:
-            check_port_unused(config)
-        return bind_tcp(config, (config.host, config.port))
-    listener.listen(config.backlog)
-    return listener
-
-
-def _tcp_family(config: Config) -> int:
-    return socket.AF_INET6 if ":" in config.host else socket.AF_INET
-
-
-def check_port_unused(config: Config) -> None:
-    """Raises OSError (EADDRINUSE) if some socket listens on the port already.
-    A probe without SO_REUSEPORT cannot bind next to a listening socket,
-    while rush's own SO_REUSEPORT sockets could join another process's."""
-    with socket.socket(_tcp_family(config), socket.SOCK_STREAM) as probe:
-        # SO_REUSEADDR, as the real sockets: connections left in TIME_WAIT do not count.
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        probe.bind((config.host, config.port))
-
-
-def bind_tcp(config: Config, address: tuple[object, ...]) -> socket.socket:
-    """A listening TCP socket with SO_REUSEPORT, so each slot can have one on the same address."""
-    listener = socket.socket(_tcp_family(config), socket.SOCK_STREAM)
-    try:
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        # Accept only once the request's first bytes arrived: the worker can
-        # serve a new connection at once instead of waiting for epoll first.
-        listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_DEFER_ACCEPT, 1)
-        listener.bind(address)
-        listener.listen(config.backlog)
-    except BaseException:
-        listener.close()
-        raise
-    return listener
-
-
-def describe(listener: socket.socket) -> str:
-    address = listener.getsockname()
-    if listener.family == socket.AF_UNIX:
-        return f"unix:{address}"
-    host, port = address[0], address[1]
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-
-
-@dataclass
-class Slot:
-    """A place for one worker, with the socket its worker listens on."""
-
-    index: int
-    listener: socket.socket
-    # The listener is this slot's own (SO_REUSEPORT), not the shared one.
-    owned: bool
-    # Consecutive early deaths of this slot's workers, and when the next may start.
-    early_deaths: int = 0
-    respawn_at: float = 0.0
-
-
-@dataclass
-class Worker:
-    pid: int
-    slot: int
-    ready_reader: int
-    started: float
-    ready: bool = False
-    # Spawned by a reload to replace a serving worker: failing to load the
-    # app then aborts the reload instead of stopping the server.
-    replacing: bool = False
+# The longest the loop waits without an event: a safety net, nothing relies on it.
+LONGEST_WAIT = 1.0
 
 
 class Supervisor:
@@ -198,18 +123,17 @@ class Supervisor:
         self.family = listener.family
         self.per_slot = listener.family != socket.AF_UNIX and binds_tcp_itself(config)
         self.slots: dict[int, Slot] = {0: Slot(0, listener, owned=self.per_slot)}
+        # Every forked worker not reaped yet, by pid.
         self.workers: dict[int, Worker] = {}
-        # Workers asked to drain (reload, fewer workers): not replaced when they exit.
-        self.retiring: set[int] = set()
-        self.target_workers = config.workers
-        self.signal_queue: deque[int] = deque()
+        self.reload: Reload | None = None
+        self.generation = 0  # SIGHUPs so far
+        self.events: deque[Event] = deque()
         self.stopping = False
-        self.stop_deadline = 0.0
         self.exit_code = 0
         # One socket per slot, and a ready pipe per starting worker.
         raise_open_file_limit()
         try:
-            for index in range(1, self.target_workers):
+            for index in range(1, config.workers):
                 self.open_slot(index)
         except BaseException:
             self.close_listeners()
@@ -218,150 +142,53 @@ class Supervisor:
         os.set_blocking(self.wake_reader, False)
         os.set_blocking(self.wake_writer, False)
 
-    # Slots and their sockets.
-    def open_slot(self, index: int) -> Slot:
-        """A new slot; with per-slot sockets, its socket is bound and listening on return."""
-        if self.per_slot:
-            # The first socket's address: with --port 0, the port it picked.
-            slot = Slot(index, bind_tcp(self.config, self.slots[0].listener.getsockname()), owned=True)
-        else:
-            slot = Slot(index, self.slots[0].listener, owned=False)
-        self.slots[index] = slot
-        return slot
-
-    def retire_slot(self, index: int) -> None:
-        """Closes the supervisor's copy of the slot's socket, then asks the
-        slot's workers to drain: the socket closes once they let go of it."""
-        slot = self.slots.pop(index, None)
-        if slot is not None and slot.owned:
-            slot.listener.close()
-        for worker in [worker for worker in self.workers.values() if worker.slot == index]:
-            self.retire(worker.pid)
-
-    def retire(self, pid: int, signum: int = signal.SIGTERM) -> None:
-        """Asks a worker to drain (or kills it); it is not replaced when it exits."""
-        self.signal_worker(pid, signum)
-        worker = self.workers.pop(pid, None)
-        if worker is not None and worker.ready_reader >= 0:
-            os.close(worker.ready_reader)
-        self.retiring.add(pid)
-
-    def close_listeners(self) -> None:
-        for slot in self.slots.values():
-            slot.listener.close()
-
-    # Signals: the handler only queues; the loop acts.
-    def _queue_signal(self, signum: int, frame: object) -> None:
-        self.signal_queue.append(signum)
-        try:
-            os.write(self.wake_writer, b"!")
-        except BlockingIOError:
-            pass
-
+    # The loop.
     def run(self) -> int:
-        for signum in HANDLED_SIGNALS:
-            signal.signal(signum, self._queue_signal)
+        previous = {signum: signal.signal(signum, self._queue_signal) for signum in HANDLED_SIGNALS}
+        signal.set_wakeup_fd(self.wake_writer, warn_on_full_buffer=False)
         logs.error_logger.info(
             "rush %s serving on %s with %d worker(s) (supervisor pid %d)",
             _version(),
             self.address,
-            self.target_workers,
+            len(self.slots),
             os.getpid(),
         )
-        while True:
-            self.reap()
-            while self.signal_queue:
-                self.handle_signal(self.signal_queue.popleft())
-            if self.stopping:
-                if not self.workers:
-                    break
-                self.kill_workers_past_deadline()
-                self.wait(0.1)
-                continue
-            self.maintain_worker_count()
-            self.mark_ready_workers()
-            self.wait(self.next_wake())
-        self.cleanup()
+        try:
+            while not (self.stopping and not self.workers):
+                self.wait_for_events()
+                while self.events:
+                    self.handle(self.events.popleft())
+                    self.advance_reload()
+        finally:
+            signal.set_wakeup_fd(-1)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            self.cleanup()
         logs.error_logger.info("rush stopped")
         return self.exit_code
 
-    def wait(self, timeout: float) -> None:
-        try:
-            readable, _, _ = select.select([self.wake_reader], [], [], timeout)
-        except InterruptedError:
-            return
-        if readable:
-            try:
-                while os.read(self.wake_reader, 512):
-                    pass
-            except BlockingIOError:
-                pass
+    def _queue_signal(self, signum: int, frame: object) -> None:
+        # The C-level handler has already written to the wake-up pipe.
+        self.events.append(SignalReceived(signum))
 
-    def next_wake(self) -> float:
-        """How long the loop may wait: at most a second, less if a delayed
-        respawn is due sooner."""
-        timeout = 1.0
-        now = time.monotonic()
-        for index in self.empty_slots():
-            timeout = min(timeout, self.slots[index].respawn_at - now)
-        return max(timeout, 0.0)
-
-    def empty_slots(self) -> list[int]:
-        occupied = {worker.slot for worker in self.workers.values()}
-        return [index for index in range(self.target_workers) if index not in occupied]
-
-    def spawn(self, slot: Slot) -> Worker:
-        ready_reader, ready_writer = os.pipe()
-        supervisor_pid = os.getpid()
-        pid = os.fork()
-        if pid == 0:
-            # A worker must not outlive its supervisor (even one killed with
-            # SIGKILL): the kernel then asks it to drain and exit.
-            try:
-                exit_with_parent(signal.SIGTERM, supervisor_pid)
-            except (OSError, RuntimeError):
-                os._exit(1)
-            os.close(ready_reader)
-            os.close(self.wake_reader)
-            os.close(self.wake_writer)
-            # Only its own slot's socket stays open in the worker; nor do the
-            # other workers' ready pipes leak into it.
-            for other in self.slots.values():
-                if other.owned and other.index != slot.index:
-                    other.listener.close()
-            for worker in self.workers.values():
-                if worker.ready_reader >= 0:
-                    os.close(worker.ready_reader)
-            for signum in HANDLED_SIGNALS:
-                signal.signal(signum, signal.SIG_DFL)
-            worker_main(self.config, slot.listener, ready_writer)
-        os.close(ready_writer)
-        worker = Worker(pid, slot.index, ready_reader, time.monotonic())
-        self.workers[pid] = worker
-        logs.error_logger.info("started worker %d", pid)
-        return worker
-
-    def mark_ready_workers(self) -> None:
-        for worker in self.workers.values():
-            if not worker.ready:
-                self.poll_ready(worker, 0)
-
-    def poll_ready(self, worker: Worker, timeout: float) -> bool:
-        if worker.ready:
-            return True
-        if worker.ready_reader < 0:
-            # Its pipe closed without the ready byte: the worker is exiting,
-            # and reap() will see it once the kernel reports the exit.
-            self.wait(timeout)
-            return False
-        readable, _, _ = select.select([worker.ready_reader], [], [], timeout)
-        if readable:
-            data = os.read(worker.ready_reader, 1)
-            os.close(worker.ready_reader)
-            worker.ready_reader = -1
-            worker.ready = data == b"R"
-            return worker.ready
-        return False
+    def wait_for_events(self) -> None:
+        """Waits for the wake-up pipe, a ready pipe or the next deadline (not
+        at all if events are queued), then queues ready notices, reaped
+        children and the deadlines that passed."""
+        deadline = min(self.deadlines(), default=math.inf)
+        timeout = 0.0 if self.events else min(max(deadline - time.monotonic(), 0.0), LONGEST_WAIT)
+        starting = {worker.ready_reader: worker for worker in self.workers.values() if worker.ready_reader >= 0}
+        poller = select.poll()
+        poller.register(self.wake_reader, select.POLLIN)
+        for fd in starting:
+            poller.register(fd, select.POLLIN)
+        for fd, _ in poller.poll(math.ceil(timeout * 1000)):
+            if fd == self.wake_reader:
+                _drain(self.wake_reader)
+            elif starting[fd].read_ready():
+                self.events.append(WorkerReady(starting[fd]))
+        self.reap()
+        self.events.extend(self.due_timers(time.monotonic()))
 
     def reap(self) -> None:
         while True:
@@ -373,39 +200,166 @@ class Supervisor:
                 return
             worker = self.workers.pop(pid, None)
             if worker is None:
-                self.retiring.discard(pid)
-                continue
-            if worker.ready_reader >= 0:
-                # A worker that said it was ready before dying left the byte in its pipe.
-                self.poll_ready(worker, 0)
-            if worker.ready_reader >= 0:
-                os.close(worker.ready_reader)
-            code = os.waitstatus_to_exitcode(status)
-            if self.stopping:
-                logs.error_logger.info("worker %d exited (%s)", pid, _describe_exit(code))
-            elif worker.replacing:
-                if code == EXIT_BOOT_FAILURE:
-                    logs.error_logger.error(
-                        "the new worker %d could not load the application; reload aborted, the old workers go on",
-                        pid,
-                    )
-                else:
-                    logs.error_logger.error(
-                        "the new worker %d died (%s); reload aborted, the old workers go on", pid, _describe_exit(code)
-                    )
-            elif code == EXIT_BOOT_FAILURE:
-                logs.error_logger.error("worker %d could not load the application; stopping", pid)
-                self.exit_code = EXIT_BOOT_FAILURE
-                self.begin_stop(graceful=True)
-            else:
-                self.schedule_respawn(worker, code)
+                continue  # not a worker (rush.run's caller may have children of its own)
+            worker.reaped = True
+            # A worker that said it was ready before dying left the byte in its pipe.
+            worker.read_ready()
+            worker.close_ready_pipe()
+            self.events.append(WorkerExited(worker, os.waitstatus_to_exitcode(status)))
 
-    def schedule_respawn(self, worker: Worker, code: int) -> None:
+    def deadlines(self) -> list[float]:
+        found = [worker.kill_at for worker in self.workers.values() if worker.kill_at is not None]
+        if not self.stopping:
+            found += [slot.respawn_at for slot in self.slots.values() if slot.worker is None]
+        if self.reload is not None and self.reload.successor is not None:
+            found.append(self.reload.ready_deadline)
+        return found
+
+    def due_timers(self, now: float) -> list[Event]:
+        due: list[Event] = [
+            StopOverdue(worker)
+            for worker in self.workers.values()
+            if worker.kill_at is not None and worker.kill_at <= now
+        ]
+        if not self.stopping:
+            due += [RespawnDue(slot) for slot in self.slots.values() if slot.worker is None and slot.respawn_at <= now]
+        if self.reload is not None and self.reload.successor is not None and self.reload.ready_deadline <= now:
+            due.append(ReadyOverdue(self.reload.successor))
+        return due
+
+    def handle(self, event: Event) -> None:
+        match event:
+            case SignalReceived(signum):
+                self.on_signal(signum)
+            case WorkerExited(worker, code):
+                self.on_exit(worker, code)
+            case WorkerReady(worker):
+                self.on_ready(worker)
+            case RespawnDue(slot):
+                # The slot may have been removed, or filled, since the timer was queued.
+                if not self.stopping and self.slots.get(slot.index) is slot and slot.worker is None:
+                    self.start_worker(slot)
+            case ReadyOverdue(worker):
+                if self.reload is not None and self.reload.successor is worker:
+                    logs.error_logger.error(
+                        "the new worker %d was not ready within %g s; reload aborted, the old workers go on",
+                        worker.pid,
+                        WORKER_READY_TIMEOUT,
+                    )
+                    self.reload = None
+                    self.retire(worker, "not ready in time", kill=True)
+            case StopOverdue(worker):
+                if not worker.reaped and worker.kill_at is not None:
+                    logs.error_logger.warning(
+                        "worker %d did not stop within --graceful-timeout (%g s): killing it",
+                        worker.pid,
+                        self.config.graceful_timeout,
+                    )
+                    worker.kill()
+
+    # Signals.
+    def on_signal(self, signum: int) -> None:
+        name = signal.Signals(signum).name
+        if signum == signal.SIGCHLD:
+            return  # the loop reaps after every wake-up
+        if signum in (signal.SIGTERM, signal.SIGINT) and not self.stopping:
+            logs.error_logger.info("received %s: shutting down gracefully", name)
+            self.stop(graceful=True)
+        elif signum == signal.SIGINT:
+            logs.error_logger.warning("second interrupt: stopping immediately")
+            self.stop(graceful=False)
+        elif signum == signal.SIGQUIT:
+            logs.error_logger.warning("received SIGQUIT: stopping immediately")
+            self.stop(graceful=False)
+        elif self.stopping:
+            logs.error_logger.info("received %s while stopping: ignored", name)
+        elif signum == signal.SIGHUP:
+            self.begin_reload()
+        elif signum == signal.SIGTTIN:
+            self.add_slot()
+        elif signum == signal.SIGTTOU:
+            self.remove_slot()
+
+    def stop(self, graceful: bool) -> None:
+        """Asks every worker to stop (or kills them all); the loop goes on,
+        handling events, until every worker is reaped."""
+        if not self.stopping:
+            # Let go of the listening sockets, so that they close (and the
+            # port refuses new connections) as soon as the workers stop accepting.
+            self.close_listeners()
+            self.stopping = True
+            self.reload = None
+        now = time.monotonic()
+        for worker in list(self.workers.values()):
+            if graceful:
+                worker.terminate(now, self.config.graceful_timeout)
+            else:
+                worker.kill()
+
+    # Workers: start, ready, exit, retire.
+    def start_worker(self, slot: Slot) -> None:
+        """Forks the slot's worker; if that fails, tries again after the respawn delay."""
+        try:
+            slot.worker = self.fork_worker(slot)
+        except OSError as error:
+            slot.spawn_failures += 1
+            delay = respawn_delay(slot.spawn_failures)
+            slot.respawn_at = time.monotonic() + delay
+            logs.error_logger.error(
+                "cannot start a worker in slot %d: %s; trying again in %.1f s", slot.index, error, delay
+            )
+            return
+        slot.spawn_failures = 0
+
+    def on_ready(self, worker: Worker) -> None:
+        reload = self.reload
+        if reload is None or reload.successor is not worker:
+            return
+        reload.successor = None
+        reload.replaced += 1
+        slot = self.slots[worker.slot]  # removing a slot retires its successor first
+        old, slot.worker = slot.worker, worker
+        if old is not None and old is not worker:
+            self.retire(old, f"replaced by worker {worker.pid} (SIGHUP)")
+
+    def on_exit(self, worker: Worker, code: int) -> None:
+        how = _describe_exit(code)
+        slot = self.slots.get(worker.slot)
+        held_slot = slot is not None and slot.worker is worker
+        if held_slot:
+            slot.worker = None
+        if worker.retired is not None:
+            logs.error_logger.info("retired worker %d exited (%s)", worker.pid, how)
+            return
+        if self.stopping:
+            logs.error_logger.info("worker %d exited (%s)", worker.pid, how)
+            return
+        if self.reload is not None and self.reload.successor is worker:
+            self.reload = None
+            problem = "could not load the application" if code == EXIT_BOOT_FAILURE else f"died ({how})"
+            logs.error_logger.error("the new worker %d %s; reload aborted, the old workers go on", worker.pid, problem)
+            # Unless it had taken the slot of an old worker that died meanwhile, nothing else changes.
+        if slot is None or not held_slot:
+            return
+        successor = self.reload.successor if self.reload is not None else None
+        if successor is not None and successor.slot == slot.index:
+            slot.worker = successor
+            logs.error_logger.warning(
+                "worker %d died (%s) during the reload; the new worker %d takes its slot",
+                worker.pid,
+                how,
+                successor.pid,
+            )
+        elif code == EXIT_BOOT_FAILURE:
+            logs.error_logger.error("worker %d could not load the application; stopping", worker.pid)
+            self.exit_code = EXIT_BOOT_FAILURE
+            self.stop(graceful=True)
+        else:
+            self.schedule_respawn(slot, worker, code)
+
+    def schedule_respawn(self, slot: Slot, worker: Worker, code: int) -> None:
         """Decides when the dead worker's slot gets a new one (or that the
         server stops, after too many early deaths in a row)."""
-        slot = self.slots.get(worker.slot)
-        if slot is None:
-            return  # its slot was retired meanwhile
         now = time.monotonic()
         lived = now - worker.started
         if worker.ready and lived >= EARLY_DEATH:
@@ -425,107 +379,135 @@ class Supervisor:
                 EARLY_DEATH,
             )
             self.exit_code = EXIT_CRASH_LOOP
-            self.begin_stop(graceful=True)
+            self.stop(graceful=True)
             return
-        delay = min(RESPAWN_DELAY_FIRST * 2 ** (slot.early_deaths - 1), RESPAWN_DELAY_MAX)
+        delay = respawn_delay(slot.early_deaths)
         slot.respawn_at = now + delay
         logs.error_logger.warning(
             "worker %d died (%s) %s; starting a new one in %.1f s", worker.pid, _describe_exit(code), when, delay
         )
 
-    def maintain_worker_count(self) -> None:
-        """Starts a worker in every empty slot whose respawn delay is over."""
+    def retire(self, worker: Worker, reason: str, kill: bool = False) -> None:
+        """Asks a worker to drain (SIGTERM, then SIGKILL at its deadline), or
+        kills it; it is not replaced when it exits. A slot it was serving gets
+        a new worker at once."""
+        logs.error_logger.info("retiring worker %d: %s", worker.pid, reason)
+        worker.retired = reason
+        worker.close_ready_pipe()  # whether it gets ready no longer matters
         now = time.monotonic()
-        for index in self.empty_slots():
-            slot = self.slots[index]
-            if now >= slot.respawn_at:
-                self.spawn(slot)
+        slot = self.slots.get(worker.slot)
+        if slot is not None and slot.worker is worker:
+            slot.worker = None
+            slot.respawn_at = now
+        if self.reload is not None and self.reload.successor is worker:
+            self.reload.successor = None
+        if kill:
+            worker.kill()
+        else:
+            worker.terminate(now, self.config.graceful_timeout)
 
-    def handle_signal(self, signum: int) -> None:
-        if signum == signal.SIGCHLD:
+    # Reloads (SIGHUP).
+    def begin_reload(self) -> None:
+        self.generation += 1
+        if self.reload is None:
+            logs.error_logger.info("received SIGHUP: replacing workers one by one")
+            self.reload = Reload(self.generation)
             return
-        if signum in (signal.SIGTERM, signal.SIGINT):
-            if self.stopping and signum == signal.SIGINT:
-                self.begin_stop(graceful=False)
-            else:
-                logs.error_logger.info("received %s: shutting down gracefully", signal.Signals(signum).name)
-                self.begin_stop(graceful=True)
-        elif signum == signal.SIGQUIT:
-            self.begin_stop(graceful=False)
-        elif signum == signal.SIGHUP and not self.stopping:
-            self.reload()
-        elif signum == signal.SIGTTIN and not self.stopping:
-            self.add_slot()
-        elif signum == signal.SIGTTOU and not self.stopping and self.target_workers > 1:
-            self.target_workers -= 1
-            self.retire_slot(self.target_workers)
+        logs.error_logger.info("received SIGHUP during a reload: starting it over")
+        self.reload.generation = self.generation
+        if self.reload.successor is not None:
+            self.retire(self.reload.successor, "superseded by a newer SIGHUP")
+
+    def advance_reload(self) -> None:
+        """Starts the next new worker of the reload in progress, if it waits
+        for none; ends the reload once every slot's worker is new."""
+        reload = self.reload
+        if reload is None or reload.successor is not None:
+            return
+        stale = [
+            slot
+            for _, slot in sorted(self.slots.items())
+            if slot.worker is not None and slot.worker.generation < reload.generation
+        ]
+        if not stale:
+            logs.error_logger.info("reload finished: %d worker(s) replaced", reload.replaced)
+            self.reload = None
+            return
+        serving = [slot for slot in stale if slot.worker is not None and slot.worker.ready]
+        if not serving:
+            return  # the old workers left are still starting: wait until they are ready
+        try:
+            reload.successor = self.fork_worker(serving[0])
+        except OSError as error:
+            logs.error_logger.error(
+                "cannot start a new worker in slot %d: %s; reload aborted, the old workers go on",
+                serving[0].index,
+                error,
+            )
+            self.reload = None
+            return
+        reload.ready_deadline = time.monotonic() + WORKER_READY_TIMEOUT
+
+    # Slots (SIGTTIN, SIGTTOU).
+    def open_slot(self, index: int) -> Slot:
+        """A new slot; with per-slot sockets, its socket is bound and listening on return."""
+        if self.per_slot:
+            # The first socket's address: with --port 0, the port it picked.
+            slot = Slot(index, bind_tcp(self.config, self.slots[0].listener.getsockname()), owned=True)
+        else:
+            slot = Slot(index, self.slots[0].listener, owned=False)
+        slot.respawn_at = time.monotonic()
+        self.slots[index] = slot
+        return slot
 
     def add_slot(self) -> None:
         limit = self.config.max_workers()
-        if self.target_workers >= limit:
+        if len(self.slots) >= limit:
             hint = "" if self.config.allow_many_workers else " (--allow-many-workers raises the limit)"
             logs.error_logger.warning(
-                "received SIGTTIN: ignored, %d workers is the most allowed%s", self.target_workers, hint
+                "received SIGTTIN: ignored, %d workers is the most allowed%s", len(self.slots), hint
             )
             return
         try:
-            self.open_slot(self.target_workers)
+            self.open_slot(len(self.slots))
         except OSError as error:
             logs.error_logger.error("received SIGTTIN: ignored, cannot listen on another socket: %s", error)
             return
-        self.target_workers += 1
+        logs.error_logger.info("received SIGTTIN: up to %d worker(s)", len(self.slots))
 
-    def begin_stop(self, graceful: bool) -> None:
-        """Asks every worker to stop; the main loop waits for them, still
-        handling signals (a second SIGINT or a SIGQUIT stops at once)."""
-        if not self.stopping:
-            # Let go of the listening sockets, so that they close (and the
-            # port refuses new connections) as soon as the workers stop accepting.
-            self.close_listeners()
-        self.stopping = True
-        for pid in list(self.workers) + list(self.retiring):
-            self.signal_worker(pid, signal.SIGTERM if graceful else signal.SIGKILL)
-        if graceful:
-            self.stop_deadline = time.monotonic() + self.config.graceful_timeout + 5.0
-        else:
-            self.stop_deadline = time.monotonic()
-
-    def kill_workers_past_deadline(self) -> None:
-        if time.monotonic() < self.stop_deadline:
+    def remove_slot(self) -> None:
+        """Closes the supervisor's copy of the highest slot's socket, then
+        retires the slot's workers: the socket closes once they let go of it."""
+        if len(self.slots) <= 1:
+            logs.error_logger.warning("received SIGTTOU: ignored, 1 worker is the fewest")
             return
-        for pid in list(self.workers):
-            logs.error_logger.warning("worker %d did not stop in time; killing it", pid)
-            self.signal_worker(pid, signal.SIGKILL)
+        slot = self.slots.pop(len(self.slots) - 1)
+        logs.error_logger.info("received SIGTTOU: down to %d worker(s)", len(self.slots))
+        if slot.owned:
+            slot.listener.close()
+        for worker in list(self.workers.values()):
+            if worker.slot == slot.index and worker.retired is None:
+                self.retire(worker, f"slot {slot.index} removed (SIGTTOU)")
 
-    def reload(self) -> None:
-        """Replaces every worker, one at a time, new before old; each new
-        worker takes over its predecessor's slot (and socket)."""
-        logs.error_logger.info("received SIGHUP: replacing workers one by one")
-        for old in list(self.workers.values()):
-            if self.stopping:
-                return  # reap() saw a worker fail to load the app: everything stops
-            if old.pid not in self.workers or old.slot not in self.slots:
-                continue  # it died meanwhile: its slot is refilled the usual way
-            new_worker = self.spawn(self.slots[old.slot])
-            new_worker.replacing = True
-            deadline = time.monotonic() + WORKER_READY_TIMEOUT
-            while not self.poll_ready(new_worker, 0.1):
-                self.reap()
-                if new_worker.pid not in self.workers:
-                    return  # reap() logged why: the old workers go on.
-                if time.monotonic() > deadline:
-                    logs.error_logger.error("the new worker did not become ready in time; reload aborted")
-                    self.retire(new_worker.pid, signal.SIGKILL)
-                    return
-            new_worker.replacing = False
-            # Forget the old one now: its exit must not trigger a respawn.
-            self.retire(old.pid)
+    def close_listeners(self) -> None:
+        for slot in self.slots.values():
+            slot.listener.close()
 
-    def signal_worker(self, pid: int, signum: int) -> None:
-        try:
-            os.kill(pid, signum)
-        except ProcessLookupError:
-            pass
+    # Forking.
+    def fork_worker(self, slot: Slot) -> Worker:
+        """Forks a worker for the slot; raises OSError if the pipe or the fork fails."""
+        worker = fork_worker(
+            self.config,
+            slot,
+            self.generation,
+            signals=HANDLED_SIGNALS,
+            slots=self.slots.values(),
+            workers=self.workers.values(),
+            private_fds=(self.wake_reader, self.wake_writer),
+        )
+        self.workers[worker.pid] = worker
+        logs.error_logger.info("started worker %d", worker.pid)
+        return worker
 
     def cleanup(self) -> None:
         if self.family == socket.AF_UNIX and self.config.uds:
@@ -535,6 +517,16 @@ class Supervisor:
                 if error.errno != errno.ENOENT:
                     raise
         self.close_listeners()
+        os.close(self.wake_reader)
+        os.close(self.wake_writer)
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
 
 
 def _describe_exit(code: int) -> str:
