@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export VIRTUAL_ENV := $(abspath $(VENV))
 
-.PHONY: run test build lint format cargo-test pytest test-tools bench clean
+.PHONY: run test build lint format cargo-test pytest test-tools bench soak clean
 
 $(BIN)/.installed: requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,15 @@ bench-tools: $(BIN)/.installed
 
 bench: build bench-tools
 	$(BIN)/python -m benches $(BENCH_ARGS)
+
+# The soak test (soak/, "Soak test" in README.md): three rush servers under bounded well-formed and
+# hostile traffic with a SIGHUP every minute, for SOAK_MINUTES minutes. Niced by default (the machine
+# is shared); SOAK_NICE= runs it at normal priority. Exit status 1 when a criterion fails.
+SOAK_MINUTES ?= 30
+SOAK_NICE ?= nice -n 10
+
+soak: build
+	$(SOAK_NICE) $(BIN)/python -m soak --minutes $(SOAK_MINUTES)
 
 clean:
 	rm -rf $(VENV) target

@@ -1,0 +1,5 @@
+import sys
+
+from soak.run import main
+
+sys.exit(main())
