@@ -71,6 +71,20 @@ def test_asgi_send_waits_for_a_slow_client_and_the_send_timeout_stops_it(rush_se
     assert peak_rss_kib(worker) < 120 * 1024
 
 
+def test_an_asgi_app_whose_client_left_is_not_logged_as_failing(rush_server: ServerFactory) -> None:
+    # send() raising ConnectionResetError once the client is gone is the
+    # client's doing: an app that lets it out is not logged with a traceback
+    # (hostile clients that reset would flood the log).
+    server = rush_server("tests.apps.pressure:asgi_app", "--interface", "asgi", "--send-timeout", "1")
+    with server.connect(rcvbuf=4096) as connection:
+        connection.send(request("GET", "/flood-uncaught?id=left"))
+        with httpx.Client(base_url=server.url, timeout=GUARD_TIMEOUT) as client:
+            wait_for(lambda: client.get("/record", params={"id": "left"}).json(), "the app to end")
+            assert client.get("/record", params={"id": "left"}).status_code == 200
+    assert "whose client had left" not in server.stderr_text()
+    assert "ConnectionResetError" not in server.stderr_text()
+
+
 # -- WSGI: streamed bodies ---------------------------------------------------
 
 

@@ -148,7 +148,13 @@ impl Core {
             return;
         }
         if let Ok(exception) = task.call_method0(pyo3::intern!(py, "exception")) {
-            if !exception.is_none() {
+            // The ConnectionResetError our own send() raises once the client
+            // is gone, left uncaught by an app whose client left: that is
+            // the client's doing, not an error of the app (hostile resets
+            // alone would flood the log with tracebacks).
+            let client_reset = line.is_none()
+                && exception.is_instance_of::<pyo3::exceptions::PyConnectionResetError>();
+            if !exception.is_none() && !client_reset {
                 let error = PyErr::from_value(exception);
                 let message = match line {
                     Some(line) => {

@@ -6,6 +6,8 @@
     else, until ``send()`` raises; records the bytes it handed over and the
     exception's type in ``/record?id=X``. Without backpressure, a client that
     stops reading makes the worker buffer all of it (and the app never stops).
+  - ``/flood-uncaught?id=X``: the same, but lets the exception out of the
+    app (records ``{"ended": true}`` on its way out);
   - ``/record?id=X``: that record as JSON (``{}`` while the flood runs).
 
 * ``wsgi_app`` (WSGI):
@@ -51,6 +53,14 @@ async def asgi_app(
         except OSError as error:
             records[query["id"]] = {"bytes": handed, "error": type(error).__name__}
             return
+    if scope["path"] == "/flood-uncaught":
+        # Does not catch the OSError send() raises once the client is gone.
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        try:
+            while True:
+                await send({"type": "http.response.body", "body": FLOOD_CHUNK, "more_body": True})
+        finally:
+            records[query["id"]] = {"ended": True}
     body = json.dumps(records.get(query.get("id", ""), {})).encode()
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
     await send({"type": "http.response.body", "body": body})
