@@ -286,7 +286,7 @@ def test_sigterm_lets_the_in_flight_request_finish_then_exits_0(
     server.wait_for_log("rush stopped")
 
 
-def test_drain_answers_the_request_in_flight_but_not_the_ones_queued_behind_it(
+def test_drain_answers_the_request_in_flight_and_the_ones_pipelined_behind_it(
     rush_server: ServerFactory, tmp_path: Path
 ) -> None:
     server = rush_server("async_app", "--graceful-timeout", "60", "--keep-alive-timeout", "60")
@@ -300,8 +300,15 @@ def test_drain_answers_the_request_in_flight_but_not_the_ones_queued_behind_it(
         idle.assert_closed()  # the worker is draining
         gate.release()
         result = busy.read_until_close()
-    assert [(response.status, response.text) for response in result.responses] == [(200, "released queued.release")]
-    assert result.responses[0].closes
+    # Every request the client had already sent is answered (closing after
+    # the first would leave it to retry the rest); only the last answer
+    # announces the close.
+    assert [(response.status, response.text) for response in result.responses] == [
+        (200, "released queued.release"),
+        (200, '{"id":"queued","slept":false}'),
+    ]
+    assert not result.responses[0].closes
+    assert result.responses[1].closes
     assert server.wait_exit() == 0
 
 

@@ -371,7 +371,7 @@ impl Core {
             let context = ResponseContext {
                 date_line: self.date.header_line(),
                 head_only: write.head_only,
-                keep_alive: write.keep_alive && !close && !self.draining,
+                keep_alive: write.keep_alive && !close && !self.closes_for_drain(),
                 http10: write.http10,
                 request_head: &[],
                 allow: None,

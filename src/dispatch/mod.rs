@@ -64,6 +64,10 @@ pub(crate) struct Core {
     /// logged with the request it belongs to.
     pub(crate) detached_requests: std::collections::HashMap<u64, String>,
     pub(crate) draining: bool,
+    /// While a request is answered: complete bytes of later pipelined
+    /// requests are already buffered on its connection (a draining worker
+    /// answers those too before it closes).
+    pub(crate) pipelined_after: bool,
     /// Unsent output summed over the worker's connections (as of each
     /// connection's last drive).
     pub(crate) output_total: usize,
@@ -91,6 +95,15 @@ pub(crate) enum Outcome {
     Pending,
 }
 impl Core {
+    /// Whether the answer being written must close its connection because
+    /// the worker drains: yes, unless later requests the client already
+    /// pipelined are waiting in the buffer (they are answered first, the
+    /// last of them with `Connection: close`; closing after the first would
+    /// leave the client to retry the rest).
+    pub(crate) fn closes_for_drain(&self) -> bool {
+        self.draining && !self.pipelined_after
+    }
+
     /// Brings the worker's output total up to date with `connection`.
     pub(crate) fn account_output(&mut self, connection: &mut Connection) {
         let unsent = connection.sink.output.len();
@@ -173,7 +186,7 @@ impl Core {
         connection: &mut Connection,
         awaiting: &AwaitingResponse,
     ) -> Outcome {
-        let keep_alive = awaiting.keep_alive && !self.draining;
+        let keep_alive = awaiting.keep_alive && !self.closes_for_drain();
         let context = ResponseContext {
             date_line: self.date.header_line(),
             head_only: awaiting.head_only,
@@ -207,7 +220,7 @@ impl Core {
             date_line: self.date.header_line(),
             head_only: awaiting.head_only,
             // A drain that began while the handler ran closes after its response.
-            keep_alive: awaiting.keep_alive && !self.draining,
+            keep_alive: awaiting.keep_alive && !self.closes_for_drain(),
             http10: awaiting.http10,
             request_head,
             allow: awaiting.allow.as_deref(),
@@ -253,7 +266,7 @@ impl Core {
             }
         };
         self.access_log(py, connection, line, status, length);
-        keep_or_close(awaiting.keep_alive && !close && !self.draining)
+        keep_or_close(awaiting.keep_alive && !close && !self.closes_for_drain())
     }
 
     /// The app's 500 page for a request whose handler raised, if it has one

@@ -29,7 +29,7 @@ impl Core {
         head: &RequestHead,
         body: RequestBody<'_>,
     ) -> Outcome {
-        let keep_alive = head.keep_alive && !self.draining;
+        let keep_alive = head.keep_alive && !self.closes_for_drain();
         let context = ResponseContext {
             date_line: self.date.header_line(),
             head_only: head.method == Method::Head,

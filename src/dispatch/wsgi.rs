@@ -100,7 +100,7 @@ impl Core {
             http10: awaiting.http10,
         });
         let keep_alive = awaiting.keep_alive
-            && !self.draining
+            && !self.closes_for_drain()
             && !response.requests_close()
             && !encoder.closes_connection();
         let out = &mut connection.sink.output;
@@ -257,6 +257,6 @@ impl Core {
             stream.encoder.written() as usize,
         );
         let complete = matches!(end, StreamEnd::Complete);
-        keep_or_close(complete && stream.keep_alive && !self.draining)
+        keep_or_close(complete && stream.keep_alive && !self.closes_for_drain())
     }
 }

@@ -131,7 +131,7 @@ impl Core {
                 return connection.start_timer(timer, self.now, &self.config);
             }
             Outcome::Close => false,
-            Outcome::KeepAlive => !self.draining,
+            Outcome::KeepAlive => !self.closes_for_drain(),
         };
         // The response is complete: whatever still runs (an ASGI app's
         // background work) is no longer this connection's business.

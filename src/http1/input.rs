@@ -40,6 +40,7 @@ impl Core {
                         let Some(pending) = connection.state.body_complete() else {
                             unreachable!("state checked above");
                         };
+                        self.pipelined_after = offset < input.len();
                         let outcome = self.dispatch(
                             py,
                             connection,
@@ -79,6 +80,7 @@ impl Core {
                         }
                         Ok(BodyStart::Complete { body, consumed }) => {
                             offset += head_end + consumed;
+                            self.pipelined_after = offset < input.len();
                             connection.state.request_dispatched();
                             let outcome = self.dispatch(
                                 py,
@@ -92,6 +94,7 @@ impl Core {
                         }
                         Ok(BodyStart::Decoded { body, consumed }) => {
                             offset += head_end + consumed;
+                            self.pipelined_after = offset < input.len();
                             connection.state.request_dispatched();
                             let outcome = self.dispatch(
                                 py,
@@ -116,7 +119,7 @@ impl Core {
                                 connection.sink.output.extend_from_slice(CONTINUE_100);
                             }
                             offset += head_end + consumed;
-                            let keep_alive = head.keep_alive && !self.draining;
+                            let keep_alive = head.keep_alive && !self.closes_for_drain();
                             let body = AsgiBody::Streaming { initial, progress };
                             connection.state.request_dispatched();
                             let outcome = self.dispatch_asgi(
@@ -148,6 +151,7 @@ impl Core {
                 }
             }
         }
+        self.pipelined_after = false;
         let mut input = input;
         if offset >= input.len() {
             input.clear();

@@ -26,9 +26,11 @@ impl Server {
         let Some(connection) = self.connections.get_mut(key) else {
             return;
         };
+        self.core.pipelined_after = !connection.input.is_empty();
         if let Some(outcome) = self.core.asgi_progress(py, connection, request_id) {
             self.core.after_outcome(connection, outcome);
         }
+        self.core.pipelined_after = false;
         self.drive_connection(py, key);
     }
 
@@ -94,8 +96,10 @@ impl Server {
             self.core.log_late_failure(py, request_id, task);
             return;
         };
+        self.core.pipelined_after = !connection.input.is_empty();
         let outcome = self.core.handler_finished(py, connection, task);
         self.core.after_outcome(connection, outcome);
+        self.core.pipelined_after = false;
         self.drive_connection(py, key);
     }
 }

@@ -234,6 +234,7 @@ impl Server {
                 next_request_id: 0,
                 detached_requests: std::collections::HashMap::new(),
                 draining: false,
+                pipelined_after: false,
                 output_total: 0,
             },
             accept_paused: false,
