@@ -64,5 +64,15 @@ SOAK_NICE ?= nice -n 10
 soak: build
 	$(SOAK_NICE) $(BIN)/python -m soak --minutes $(SOAK_MINUTES)
 
+# Fuzzing rush-proto with AFL++ through cargo-afl, on stable Rust (crates/rush-proto/fuzz/README.md):
+# installs cargo-afl if missing, builds the targets, runs each for FUZZ_SECONDS from its seed corpus,
+# one at a time at nice 19, and prints executions and findings. Not part of `make test`: it takes
+# FUZZ_SECONDS per target. E.g. make fuzz FUZZ_SECONDS=60 FUZZ_TARGETS=chunked
+FUZZ_SECONDS ?= 600
+FUZZ_TARGETS ?= request_head chunked encode_roundtrip
+.PHONY: fuzz
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) bash crates/rush-proto/fuzz/run.sh $(FUZZ_TARGETS)
+
 clean:
 	rm -rf $(VENV) target
