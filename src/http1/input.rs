@@ -80,31 +80,15 @@ impl Core {
                         }
                         Ok(BodyStart::Complete { body, consumed }) => {
                             offset += head_end + consumed;
-                            self.pipelined_after = offset < input.len();
-                            connection.state.request_dispatched();
-                            let outcome = self.dispatch(
-                                py,
-                                connection,
-                                key,
-                                head_bytes,
-                                &head,
-                                RequestBody::Bytes(body),
-                            );
-                            self.after_outcome(connection, outcome);
+                            let more = offset < input.len();
+                            self.dispatch_whole(py, connection, key, head_bytes, &head, body, more);
                         }
                         Ok(BodyStart::Decoded { body, consumed }) => {
                             offset += head_end + consumed;
-                            self.pipelined_after = offset < input.len();
-                            connection.state.request_dispatched();
-                            let outcome = self.dispatch(
-                                py,
-                                connection,
-                                key,
-                                head_bytes,
-                                &head,
-                                RequestBody::Bytes(&body),
+                            let more = offset < input.len();
+                            self.dispatch_whole(
+                                py, connection, key, head_bytes, &head, &body, more,
                             );
-                            self.after_outcome(connection, outcome);
                         }
                         Ok(BodyStart::Incomplete {
                             body: BodyBuffer::Memory(initial),
@@ -165,6 +149,32 @@ impl Core {
             input.clear();
         }
         connection.input = input;
+    }
+
+    /// Answers a request whose whole body is in hand; `pipelined_after`:
+    /// complete bytes of later requests follow it in the buffer.
+    #[allow(clippy::too_many_arguments)]
+    fn dispatch_whole(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        key: usize,
+        head_bytes: &[u8],
+        head: &RequestHead,
+        body: &[u8],
+        pipelined_after: bool,
+    ) {
+        self.pipelined_after = pipelined_after;
+        connection.state.request_dispatched();
+        let outcome = self.dispatch(
+            py,
+            connection,
+            key,
+            head_bytes,
+            head,
+            RequestBody::Bytes(body),
+        );
+        self.after_outcome(connection, outcome);
     }
 
     /// Whether a request whose body is still arriving goes to the ASGI app
