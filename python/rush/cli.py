@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         if option.metadata.get("kind") == "bool":
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help_text)
             continue
-        if option.metadata.get("kind") == "mounts":
+        if option.metadata.get("kind") in ("mounts", "cache_specs"):
             parser.add_argument(flag, action="append", default=None, metavar=option.metadata["metavar"], help=help_text)
             continue
         parser.add_argument(

@@ -153,6 +153,13 @@ class Config:
         metavar="PREFIX=DIR",
     )
     static_cache: str = _option("memory", "static file cache: memory (bodies in memory) or filesystem (sendfile)")
+    cache: list[str] = _option(
+        None,
+        "cache a WSGI/ASGI app's answers natively: PATH:ttl=SECONDS[,vary_query=a|b,vary_headers=host,stale=S,"
+        "statuses=200|404,lock_timeout=S,max_bytes=64M] (repeatable; env: ';'-separated)",
+        kind="cache_specs",
+        metavar="SPEC",
+    )
     access_log: bool = _option(False, "log one line per request to stdout", kind="bool")
     log_level: str = _option("info", "error, warning, info or debug")
 
@@ -204,6 +211,8 @@ class Config:
         kind = option.metadata.get("kind")
         if kind == "mounts":
             return [item.strip() for item in text.split(",") if item.strip()]
+        if kind == "cache_specs":
+            return [item.strip() for item in text.split(";") if item.strip()]
         default = option.default
         try:
             if kind == "size":
@@ -258,6 +267,15 @@ class Config:
             prefix, separator, directory = str(mount).partition("=")
             if not separator or not prefix.startswith("/") or not directory:
                 raise OptionError("static", "takes PREFIX=DIRECTORY, e.g. /assets=./public", mount)
+        if isinstance(self.cache, str):
+            raise OptionError("cache", "must be a list of PATH:ttl=SECONDS,... strings", self.cache)
+        from rush.cache import parse_cache_spec
+
+        for spec in self.cache or []:
+            try:
+                parse_cache_spec(str(spec))
+            except ValueError as error:
+                raise OptionError("cache", str(error), spec) from None
         self._check_choice("interface", ("auto", "rush", "wsgi", "asgi"))
         self._check_choice("lifespan", ("auto", "on", "off"))
         if self.root_path and (not self.root_path.startswith("/") or self.root_path.endswith("/")):
@@ -299,6 +317,12 @@ class Config:
         if value not in choices:
             listed = ", ".join(choices[:-1]) + " or " + choices[-1]
             raise OptionError(name, f"must be {listed}", getattr(self, name))
+
+    def cached_paths(self) -> list[tuple[str, Any]]:
+        """The ``--cache`` paths and their `rush.Cache` policies."""
+        from rush.cache import parse_cache_spec
+
+        return [parse_cache_spec(spec) for spec in self.cache or []]
 
     def static_mounts(self) -> list[tuple[str, str]]:
         """The ``--static`` mounts as (prefix, directory) pairs."""

@@ -78,6 +78,7 @@ import time
 from collections import deque
 
 from rush import logs
+from rush._rush import share_cache_generations
 from rush.config import Config
 from rush.listeners import bind_tcp, binds_tcp_itself, describe
 from rush.slots import (
@@ -130,6 +131,8 @@ class Supervisor:
         self.events: deque[Event] = deque()
         self.stopping = False
         self.exit_code = 0
+        # Cache invalidation counters every forked worker shares (src/cache/generations.rs).
+        share_cache_generations()
         # One socket per slot, and a ready pipe per starting worker.
         raise_open_file_limit()
         try:

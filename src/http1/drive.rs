@@ -130,6 +130,13 @@ impl Core {
                 let timer = connection.state.timer();
                 return connection.start_timer(timer, self.now, &self.config);
             }
+            Outcome::Parked => {
+                connection.state.request_parked();
+                connection.in_flight = Some(crate::inflight::InFlight::AwaitingFill);
+                // No timer: the cache fill's lock timeout releases it.
+                connection.deadline = None;
+                return;
+            }
             Outcome::Close => false,
             Outcome::KeepAlive => !self.closes_for_drain(),
         };

@@ -104,6 +104,7 @@ impl Server {
         if completions {
             self.complete_finished_work(py)?;
         }
+        self.wake_parked(py);
         self.resume_accepting(py);
         if check_signals {
             py.check_signals()?;
@@ -170,6 +171,29 @@ impl Server {
         };
         if disposition == Disposition::Close {
             self.close_connection(key);
+        }
+    }
+
+    /// Drives the connections whose parked request may go on (a cache fill
+    /// it waited for completed, or its lock timed out): their buffered
+    /// request is processed again. Driving one may complete another fill,
+    /// so this runs until none is left.
+    pub(crate) fn wake_parked(&mut self, py: Python<'_>) {
+        while !self.core.woken.is_empty() {
+            for key in std::mem::take(&mut self.core.woken) {
+                let Some(connection) = self.connections.get_mut(key) else {
+                    continue;
+                };
+                // The key may name a newer connection by now: only a parked
+                // request is woken.
+                if !matches!(connection.in_flight, Some(InFlight::AwaitingFill)) {
+                    continue;
+                }
+                connection.in_flight = None;
+                let timer = connection.state.request_unparked();
+                connection.start_timer(Some(timer), self.core.now, &self.core.config);
+                self.drive_connection(py, key);
+            }
         }
     }
 
@@ -352,6 +376,15 @@ impl Server {
             self.accept_paused = false;
             self.accept_connections(py);
         }
+        // Requests parked on a cache fill that is overdue go to the handler.
+        let router = self.core.router.clone_ref(py);
+        let released = router
+            .bind(py)
+            .borrow()
+            .response_cache
+            .borrow_mut()
+            .release_overdue_fills(now);
+        self.core.woken.extend(released);
         let mut expired = Vec::new();
         let mut woken = Vec::new();
         self.core.date.refresh(SystemTime::now());
@@ -394,5 +427,6 @@ impl Server {
         for key in woken {
             self.drive_connection(py, key);
         }
+        self.wake_parked(py);
     }
 }

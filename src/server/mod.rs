@@ -236,6 +236,8 @@ impl Server {
                 draining: false,
                 pipelined_after: false,
                 output_total: 0,
+                may_park: false,
+                woken: Vec::new(),
             },
             accept_paused: false,
             accept_retry_at: None,

@@ -35,6 +35,7 @@ use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
 
 mod serve;
 
+pub(crate) use serve::etag_list_matches;
 use serve::write_plain;
 #[cfg(test)]
 use serve::*;
