@@ -88,3 +88,16 @@ def test_stale_answers_are_served_while_one_request_refreshes(server: RushServer
         fresh = refreshing.read_response()
     assert fresh.status == 200 and fresh.body != first.content
     assert counter(client, "/calls", "swr") == calls + 1
+
+
+def test_waiting_requests_go_to_the_handler_after_the_lock_timeout(server: RushServer, client: httpx.Client) -> None:
+    calls = counter(client, "/calls", "locked")
+    client.get("/gate/close")
+    with server.connect() as first, server.connect() as second:
+        first.send(request("GET", "/locked"))
+        wait_for(lambda: counter(client, "/calls", "locked") == calls + 1, "the first request in its handler")
+        second.send(request("GET", "/locked"))
+        # Its fill is held past the 0.5 s lock timeout: the second request calls the handler too.
+        wait_for(lambda: counter(client, "/calls", "locked") == calls + 2, "the waiting request to give up waiting")
+        client.get("/gate/open")
+        assert first.read_response().status == second.read_response().status == 200

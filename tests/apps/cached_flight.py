@@ -7,6 +7,8 @@ Every app answers:
   until the gate is open (concurrent misses must call it once);
 * ``/swr``: answers with ``max-age=0`` (stale at once, ``stale=600``) after
   waiting at the gate (stale answers are served while it refreshes);
+* ``/locked``: like ``/slow``, with a lock timeout of 0.5 s (waiting
+  requests then go to the handler themselves);
 * ``/gate/close``, ``/gate/open``; ``/calls``; ``/stats`` (the worker's
   cache counters).
 
@@ -25,7 +27,11 @@ from typing import Any
 from rush import App, Cache, Request, Response
 from rush.cache import worker_cache
 
-CACHE_FLAGS = ["--cache", "/slow:ttl=600,vary_query=k", "--cache", "/swr:ttl=600,stale=600"]
+CACHE_FLAGS = [
+    *("--cache", "/slow:ttl=600,vary_query=k"),
+    *("--cache", "/swr:ttl=600,stale=600"),
+    *("--cache", "/locked:ttl=600,lock_timeout=0.5"),
+]
 
 calls: Counter[str] = Counter()
 
@@ -53,6 +59,13 @@ async def slow(request: Request) -> str:
     calls["slow"] += 1
     await gate.event.wait()
     return f"slow {request.query.get('k')} call {calls['slow']}"
+
+
+@app.get("/locked", cache=Cache(ttl=600, lock_timeout=0.5))
+async def locked(request: Request) -> str:
+    calls["locked"] += 1
+    await gate.event.wait()
+    return f"locked call {calls['locked']}"
 
 
 @app.get("/swr", cache=Cache(ttl=600, stale=600))
@@ -92,10 +105,11 @@ thread_gate.set()
 def wsgi_app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
     path = environ["PATH_INFO"]
     headers = [("Content-Type", "text/plain")]
-    if path == "/slow":
-        calls["slow"] += 1
+    if path in ("/slow", "/locked"):
+        name = path.strip("/")
+        calls[name] += 1
         thread_gate.wait()
-        body = f"slow {environ['QUERY_STRING']} call {calls['slow']}"
+        body = f"{name} {environ['QUERY_STRING']} call {calls[name]}"
     elif path == "/swr":
         calls["swr"] += 1
         thread_gate.wait()
@@ -122,10 +136,11 @@ async def asgi_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         return
     path = scope["path"]
     headers = [(b"content-type", b"text/plain")]
-    if path == "/slow":
-        calls["slow"] += 1
+    if path in ("/slow", "/locked"):
+        name = path.strip("/")
+        calls[name] += 1
         await gate.event.wait()
-        body = f"slow {scope['query_string'].decode()} call {calls['slow']}"
+        body = f"{name} {scope['query_string'].decode()} call {calls[name]}"
     elif path == "/swr":
         calls["swr"] += 1
         await gate.event.wait()
