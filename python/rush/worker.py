@@ -229,8 +229,11 @@ async def _serve_until_drained(
     loop.add_reader(server.fileno(), server.poll)
     notify_ready(ready_fd)
     # tick() checks deadlines once a second, and returns True once a
-    # requested shutdown has drained.
+    # requested shutdown has drained. What it leaves to do (a parked request
+    # released, a request found on an idle connection) is driven by a poll()
+    # outside this task: a handler's coroutine cannot start inside it.
     while not server.tick():
+        loop.call_soon(server.poll)
         if stopping.is_set():
             await asyncio.sleep(0.05)
             continue

@@ -104,6 +104,9 @@ impl Server {
         if completions {
             self.complete_finished_work(py)?;
         }
+        for key in std::mem::take(&mut self.drive_soon) {
+            self.drive_connection(py, key);
+        }
         self.wake_parked(py);
         self.resume_accepting(py);
         if check_signals {
@@ -424,9 +427,8 @@ impl Server {
         for key in expired {
             self.close_connection(key);
         }
-        for key in woken {
-            self.drive_connection(py, key);
-        }
-        self.wake_parked(py);
+        // Driven by the loop's next pass, not from here: in asyncio mode the
+        // sweep runs inside a task (`tick`), where no handler may start.
+        self.drive_soon.extend(woken);
     }
 }

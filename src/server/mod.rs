@@ -85,6 +85,9 @@ pub struct Server {
     connections: Slab<Connection>,
     core: Core,
     accept_paused: bool,
+    /// Connections the sweep found with work to do (a request arrived on an
+    /// idle one), driven by the loop's next pass rather than by the sweep.
+    drive_soon: Vec<usize>,
     /// After an accept error: when to try again.
     accept_retry_at: Option<Instant>,
     /// When closing idle connections at the cap may be logged again.
@@ -240,6 +243,7 @@ impl Server {
                 woken: Vec::new(),
             },
             accept_paused: false,
+            drive_soon: Vec::new(),
             accept_retry_at: None,
             next_eviction_warning: now,
             drain_deadline: None,
@@ -320,7 +324,9 @@ impl Server {
     }
 
     /// Checks deadlines; returns True once a requested shutdown has drained
-    /// (asyncio mode calls this periodically).
+    /// (asyncio mode calls this periodically, from a task: connections with
+    /// work it finds are driven by the next `poll`, which the caller
+    /// schedules outside any task).
     fn tick(&mut self, py: Python<'_>) -> bool {
         self.guarded(py, None, |server| {
             server.core.now = Instant::now();
