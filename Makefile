@@ -35,9 +35,11 @@ format: $(BIN)/.installed
 cargo-test:
 	cargo test --workspace
 
-# System tools the tests drive (wrk, a real load generator): installed with apt when missing.
+# System tools the tests drive (wrk, a real load generator; redis-server, the response cache's
+# shared level): installed with apt when missing.
 test-tools:
 	@command -v wrk >/dev/null || (apt-get update -q && apt-get install -y -q wrk)
+	@command -v redis-server >/dev/null || (apt-get update -q && apt-get install -y -q redis-server)
 
 pytest: build test-tools
 	$(BIN)/python -m pytest -q

@@ -84,6 +84,9 @@ pub struct Router {
     pub response_cache: RefCell<ResponseCache>,
     /// Its counters, shared with the `CacheHandle`s given to Python.
     cache_counters: Arc<CacheCounters>,
+    /// The shared second level (python/rush/cache_shared.py) of cached
+    /// routes that have one, by route.
+    shared_levels: HashMap<u32, Py<PyAny>>,
 }
 
 /// A path of a WSGI/ASGI app with a cache policy: exact, or every path
@@ -99,6 +102,11 @@ struct CachedPath {
 const FIRST_CACHED_PATH: u32 = 1 << 31;
 
 impl Router {
+    /// The shared second level of a cached route, if it has one.
+    pub fn shared_level(&self, route: u32) -> Option<&Py<PyAny>> {
+        self.shared_levels.get(&route)
+    }
+
     /// The cache policy of a WSGI/ASGI app's path (percent-decoded), if
     /// `--cache` named it; the first match wins.
     pub fn cached_path(&self, path: &str) -> Option<&Arc<CachePolicy>> {
@@ -192,13 +200,15 @@ impl Router {
                 cache_counters.clone(),
             )),
             cache_counters,
+            shared_levels: HashMap::new(),
         }
     }
 
     /// Registers `handler` for `methods` on `pattern` (`/users/{id}`, `/files/{*rest}`).
     /// `cache` is `(ttl, vary_query, vary_headers, statuses)` for a route
     /// whose answers the worker caches (see src/cache.rs).
-    #[pyo3(signature = (pattern, methods, handler, is_async, cache=None))]
+    #[pyo3(signature = (pattern, methods, handler, is_async, cache=None, shared=None))]
+    #[allow(clippy::too_many_arguments)]
     fn add_route(
         &mut self,
         pattern: &str,
@@ -206,6 +216,7 @@ impl Router {
         handler: Py<PyAny>,
         is_async: bool,
         cache: Option<NativeCachePolicy>,
+        shared: Option<Py<PyAny>>,
     ) -> PyResult<()> {
         let endpoint = self.endpoint_for(
             pattern,
@@ -219,6 +230,9 @@ impl Router {
             None => None,
             Some(policy) => Some(Arc::new(cache_policy(handler_index as u32, policy)?)),
         };
+        if let Some(shared) = shared {
+            self.shared_levels.insert(handler_index as u32, shared);
+        }
         self.handlers.push(Handler {
             callable: handler,
             is_async,
@@ -362,7 +376,13 @@ impl Router {
 
     /// Caches the answers of a WSGI/ASGI app for `spec`: a path, or every
     /// path under a prefix written `/prefix/*` (`--cache`).
-    fn add_cached_path(&mut self, spec: &str, policy: NativeCachePolicy) -> PyResult<()> {
+    #[pyo3(signature = (spec, policy, shared=None))]
+    fn add_cached_path(
+        &mut self,
+        spec: &str,
+        policy: NativeCachePolicy,
+        shared: Option<Py<PyAny>>,
+    ) -> PyResult<()> {
         if !spec.starts_with('/') {
             return Err(PyValueError::new_err(format!(
                 "a cached path starts with '/' (got {spec:?})"
@@ -373,6 +393,9 @@ impl Router {
             None => (spec.to_owned(), false),
         };
         let route = FIRST_CACHED_PATH + self.cached_paths.len() as u32;
+        if let Some(shared) = shared {
+            self.shared_levels.insert(route, shared);
+        }
         self.cached_paths.push(CachedPath {
             spec: spec.to_owned(),
             path,
@@ -470,15 +493,17 @@ impl CacheHandle {
     /// (`pattern` None), those of the route or cached path `pattern`, or,
     /// with `query`, only those of `pattern` for exactly these values of
     /// its `vary_query` parameters (whatever headers they varied on).
+    /// Returns the name prefixes (see `crate::cache::shared_name`) a shared
+    /// second level drops for this invalidation (`""`: everything).
     #[pyo3(signature = (pattern=None, query=None))]
     fn invalidate(
         &self,
         pattern: Option<&str>,
         query: Option<Vec<(String, String)>>,
-    ) -> PyResult<()> {
+    ) -> PyResult<Vec<String>> {
         let Some(pattern) = pattern else {
             crate::cache::invalidate_all();
-            return Ok(());
+            return Ok(vec![String::new()]);
         };
         let named: Vec<&Arc<CachePolicy>> = self
             .policies
@@ -491,16 +516,22 @@ impl CacheHandle {
                 "no cached route or path {pattern:?}"
             )));
         }
+        let mut prefixes = Vec::new();
         for policy in named {
             match &query {
-                None => crate::cache::invalidate_route(policy.route),
+                None => {
+                    crate::cache::invalidate_route(policy.route);
+                    prefixes.push(crate::cache::shared_route_prefix(policy.route));
+                }
                 Some(query) => {
                     let pairs = query.iter().map(|(name, value)| (name, value));
-                    crate::cache::invalidate_entry(&crate::cache::entry_key(policy, pairs));
+                    let entry = crate::cache::entry_key(policy, pairs);
+                    crate::cache::invalidate_entry(&entry);
+                    prefixes.push(crate::cache::shared_entry_prefix(&entry));
                 }
             }
         }
-        Ok(())
+        Ok(prefixes)
     }
 
     /// The worker's cache counters by name.

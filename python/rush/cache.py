@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from rush.cache_shared import RedisLevel, all_levels, level_for
 from rush.config import parse_size
 
 if TYPE_CHECKING:
@@ -53,6 +54,9 @@ class Cache:
     #: Requests with ``Authorization`` or ``Cookie`` use the cache too (the
     #: answers do not depend on who asks); by default they bypass it.
     allow_credentials: bool = False
+    #: A second level shared by machines: ``redis://HOST:PORT/DB``
+    #: (python/rush/cache_shared.py). The worker's cache stays in front.
+    shared: str | None = None
     max_bytes_value: int = field(init=False, repr=False, default=0)
 
     def __post_init__(self) -> None:
@@ -69,9 +73,15 @@ class Cache:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0 <= value <= 86400):
                 raise ValueError(f"Cache {name} must be a number of seconds from 0 to 86400 (got {value!r})")
+        if self.shared is not None and not str(self.shared).startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError(f"Cache shared= takes a redis:// URL (got {self.shared!r})")
         for name in ("vary_query", "vary_headers"):
             if isinstance(getattr(self, name), str):
                 raise ValueError(f"Cache {name} is a list of names, not a string")
+
+    def shared_level(self) -> RedisLevel | None:
+        """This worker's client of the shared level, if the policy has one."""
+        return level_for(self.shared) if self.shared else None
 
     def native(self) -> tuple[float, list[str], list[str], list[int], float, float, bool]:
         """The policy as the native router takes it."""
@@ -88,6 +98,7 @@ class Cache:
 
 _LIST_FIELDS = {"vary_query", "vary_headers", "statuses"}
 _NUMBER_FIELDS = {"ttl", "stale", "lock_timeout"}
+_TEXT_FIELDS = {"max_bytes", "shared"}
 
 
 def parse_cache_spec(spec: str) -> tuple[str, Cache]:
@@ -99,7 +110,7 @@ def parse_cache_spec(spec: str) -> tuple[str, Cache]:
     if not separator or not path.startswith("/"):
         raise ValueError(f"--cache takes PATH:ttl=SECONDS[,OPTION=VALUE...], e.g. /nas/:ttl=600 (got {spec!r})")
     fields: dict[str, object] = {}
-    known = _LIST_FIELDS | _NUMBER_FIELDS | {"max_bytes", "allow_credentials"}
+    known = _LIST_FIELDS | _NUMBER_FIELDS | _TEXT_FIELDS | {"allow_credentials"}
     for item in filter(None, (part.strip() for part in options.split(","))):
         name, equals, value = item.partition("=")
         if not equals or name not in known:
@@ -134,9 +145,9 @@ class CacheControl:
         self._handle = router.cache_handle()
 
     def clear(self) -> None:
-        """Drops every cached answer, in every worker."""
+        """Drops every cached answer, in every worker (and shared level)."""
         if self._handle is not None:
-            self._handle.invalidate(None)
+            _drop_shared(self._handle.invalidate(None))
 
     def invalidate(self, pattern: str, **query: str | Sequence[str]) -> None:
         """Drops the cached answers of the route (or ``--cache`` path)
@@ -147,14 +158,14 @@ class CacheControl:
         if self._handle is None:
             return
         if not query:
-            self._handle.invalidate(pattern)
+            _drop_shared(self._handle.invalidate(pattern))
             return
         pairs = [
             (name, str(value))
             for name, values in query.items()
             for value in ([values] if isinstance(values, str) else values)
         ]
-        self._handle.invalidate(pattern, pairs)
+        _drop_shared(self._handle.invalidate(pattern, pairs))
 
     def stats(self) -> dict[str, int]:
         """This worker's cache: entries, bytes, hits, stale_hits, misses,
@@ -163,6 +174,12 @@ class CacheControl:
         if self._handle is None:
             return {}
         return dict(self._handle.stats())
+
+
+def _drop_shared(prefixes: list[str]) -> None:
+    """An invalidation reaches the shared levels too (by name prefix)."""
+    for level in all_levels():
+        level.invalidate(prefixes)
 
 
 #: The cache of the app this worker serves, whatever its interface: a WSGI

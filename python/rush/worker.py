@@ -142,7 +142,7 @@ def add_cached_paths(config: Config, router: Router, interface: str) -> None:
     if cached:
         router.set_cache_size(max(policy.max_bytes_value for _, policy in cached))
     for path, policy in cached:
-        router.add_cached_path(path, policy.native())
+        router.add_cached_path(path, policy.native(), policy.shared_level())
     worker_cache.attach(router)
 
 

@@ -26,6 +26,40 @@ impl CacheKey {
     pub fn entry(&self) -> &[u8] {
         &self.bytes[..self.entry_len]
     }
+
+    /// The key as a shared second level names it: the entry part and the
+    /// rest in hex, `ENTRY:REST`, so that an invalidation can drop every
+    /// name under a route's or an entry's prefix (hex has no glob
+    /// characters, whatever bytes the values hold).
+    pub fn shared_name(&self) -> String {
+        let mut name = shared_entry_prefix(self.entry());
+        push_hex(&mut name, &self.bytes[self.entry_len..]);
+        name
+    }
+}
+
+/// The shared-level prefix of every name of `route`.
+pub fn shared_route_prefix(route: u32) -> String {
+    let mut prefix = String::with_capacity(8);
+    push_hex(&mut prefix, &route.to_le_bytes());
+    prefix
+}
+
+/// The shared-level prefix of every name of one entry.
+pub fn shared_entry_prefix(entry: &[u8]) -> String {
+    let mut prefix = String::with_capacity(entry.len() * 2 + 1);
+    push_hex(&mut prefix, entry);
+    prefix.push(':');
+    prefix
+}
+
+/// Lowercase hex, by hand: a few lines do not justify a dependency.
+fn push_hex(out: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for byte in bytes {
+        out.push(DIGITS[usize::from(byte >> 4)] as char);
+        out.push(DIGITS[usize::from(byte & 15)] as char);
+    }
 }
 
 /// The key of a request under `policy`, from its raw query string and its
@@ -146,6 +180,22 @@ mod tests {
         assert_eq!(one.entry(), other_host.entry());
         let named = entry_key(&policy, [("build", "1"), ("arch", "x86")].into_iter());
         assert_eq!(one.entry(), &named[..]);
+    }
+
+    #[test]
+    fn shared_names_sit_under_their_route_and_entry_prefixes() {
+        let policy = policy();
+        let one = key(&policy, b"arch=x86", fields(b"a"));
+        let name = one.shared_name();
+        assert!(name.starts_with(&shared_route_prefix(7)));
+        assert!(name.starts_with(&shared_entry_prefix(one.entry())));
+        assert_eq!(&name[..8], "07000000");
+        let other_host = key(&policy, b"arch=x86", fields(b"b")).shared_name();
+        assert_ne!(name, other_host);
+        assert!(other_host.starts_with(&shared_entry_prefix(one.entry())));
+        assert!(name
+            .bytes()
+            .all(|byte| byte.is_ascii_hexdigit() || byte == b':'));
     }
 
     #[test]

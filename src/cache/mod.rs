@@ -45,7 +45,9 @@ pub fn invalidate_entry(entry: &[u8]) {
 pub fn invalidate_all() {
     generations::bump_all();
 }
-pub use key::{entry_key, key, request_may_use_cache, CacheKey};
+pub use key::{
+    entry_key, key, request_may_use_cache, shared_entry_prefix, shared_route_prefix, CacheKey,
+};
 pub use store::{CacheCounters, Lookup, ResponseCache};
 pub use stored::Stored;
 

@@ -16,6 +16,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 use rush_proto::{Method, RequestHead};
 
 use super::{keep_or_close, Core, Outcome, RequestLine};
@@ -88,7 +89,78 @@ impl Core {
             // handler answers it, uncached.
             Lookup::Wait => CacheLookup::Handler(None),
             Lookup::Pass if context.head_only => CacheLookup::Handler(None),
-            Lookup::Fill | Lookup::Refresh(_) | Lookup::Pass => CacheLookup::Handler(Some(fill())),
+            Lookup::Fill | Lookup::Refresh(_) | Lookup::Pass => {
+                let fill = fill();
+                match router.shared_level(policy.route) {
+                    Some(level) if !context.head_only => {
+                        match self
+                            .answer_from_shared_level(py, connection, router, level, &fill, context)
+                        {
+                            Some(status) => {
+                                let line = RequestLine::Raw(head_bytes, head);
+                                self.access_log(py, connection, &line, status, 0);
+                                CacheLookup::Answered(keep_or_close(context.keep_alive))
+                            }
+                            None => CacheLookup::Handler(Some(fill)),
+                        }
+                    }
+                    _ => CacheLookup::Handler(Some(fill)),
+                }
+            }
+        }
+    }
+
+    /// Asks the route's shared second level for a miss's key; an answer
+    /// found there is stored here too and written. Returns its status.
+    fn answer_from_shared_level(
+        &self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        router: &Router,
+        level: &Py<PyAny>,
+        fill: &CacheFill,
+        context: &ResponseContext<'_>,
+    ) -> Option<u16> {
+        let found = level
+            .bind(py)
+            .call_method1(pyo3::intern!(py, "get"), (fill.key.shared_name(),));
+        let found = match found {
+            Ok(found) if found.is_none() => return None,
+            Ok(found) => found,
+            Err(error) => {
+                self.log_error(py, "the shared cache level failed", Some(error));
+                return None;
+            }
+        };
+        let bytes = found.cast::<PyBytes>().ok()?;
+        let done = router.response_cache.borrow_mut().complete_fill(
+            &fill.policy,
+            &fill.key,
+            Some(bytes.as_bytes()),
+            self.now,
+        );
+        self.woken.borrow_mut().extend(done.waiters);
+        let stored = done.stored?;
+        Some(self.write_stored(connection, &stored, &[], context, true))
+    }
+
+    /// Puts an answer a handler just gave into the route's shared second
+    /// level, for `ttl_seconds`.
+    fn share_answer(
+        &self,
+        py: Python<'_>,
+        level: &Py<PyAny>,
+        fill: &CacheFill,
+        rendered: &[u8],
+        ttl_seconds: f64,
+    ) {
+        let bytes = PyBytes::new(py, rendered);
+        let result = level.bind(py).call_method1(
+            pyo3::intern!(py, "set"),
+            (fill.key.shared_name(), bytes, ttl_seconds),
+        );
+        if let Err(error) = result {
+            self.log_error(py, "the shared cache level failed", Some(error));
         }
     }
 
@@ -177,8 +249,16 @@ impl Core {
             rendered,
             self.now,
         );
+        if let (Some(level), Some(stored), Some(rendered)) = (
+            router.shared_level(fill.policy.route),
+            &done.stored,
+            rendered,
+        ) {
+            let ttl = stored.expires.saturating_duration_since(self.now);
+            self.share_answer(py, level, &fill, rendered, ttl.as_secs_f64());
+        }
         drop(router);
-        self.woken.extend(done.waiters);
+        self.woken.borrow_mut().extend(done.waiters);
         // The stale answer instead of a failed refresh; or the stored answer
         // instead of the handler's own bytes when it gained an `ETag`, so the
         // first answer already carries the validator the later ones do.

@@ -76,7 +76,8 @@ pub(crate) struct Core {
     pub(crate) may_park: bool,
     /// Connections whose parked request may go on now (its cache fill
     /// completed): the server drives them after the current event.
-    pub(crate) woken: Vec<usize>,
+    /// (A `RefCell`: the cache lookup, which holds `&self`, may wake some.)
+    pub(crate) woken: std::cell::RefCell<Vec<usize>>,
 }
 /// How requests that no native route answers reach the app: a closed set
 /// of three, chosen once when the worker starts. (An enum rather than a

@@ -182,8 +182,8 @@ impl Server {
     /// request is processed again. Driving one may complete another fill,
     /// so this runs until none is left.
     pub(crate) fn wake_parked(&mut self, py: Python<'_>) {
-        while !self.core.woken.is_empty() {
-            for key in std::mem::take(&mut self.core.woken) {
+        while !self.core.woken.get_mut().is_empty() {
+            for key in std::mem::take(self.core.woken.get_mut()) {
                 let Some(connection) = self.connections.get_mut(key) else {
                     continue;
                 };
@@ -387,7 +387,7 @@ impl Server {
             .response_cache
             .borrow_mut()
             .release_overdue_fills(now);
-        self.core.woken.extend(released);
+        self.core.woken.get_mut().extend(released);
         let mut expired = Vec::new();
         let mut woken = Vec::new();
         self.core.date.refresh(SystemTime::now());

@@ -240,7 +240,7 @@ impl Server {
                 pipelined_after: false,
                 output_total: 0,
                 may_park: false,
-                woken: Vec::new(),
+                woken: Default::default(),
             },
             accept_paused: false,
             drive_soon: Vec::new(),
