@@ -17,6 +17,7 @@ mod dispatch;
 mod http1;
 mod http_write;
 mod inflight;
+mod metrics;
 mod options;
 mod request;
 mod response;
@@ -65,6 +66,7 @@ fn share_cache_generations() {
 fn _rush(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<router::Router>()?;
     module.add_class::<router::CacheHandle>()?;
+    module.add_class::<metrics::MetricsTable>()?;
     module.add_class::<server::Server>()?;
     module.add_class::<server::StopHandle>()?;
     module.add_class::<request::Request>()?;

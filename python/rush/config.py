@@ -161,6 +161,9 @@ class Config:
         metavar="SPEC",
     )
     access_log: bool = _option(False, "log one line per request to stdout", kind="bool")
+    metrics: str | None = _option(
+        None, "serve Prometheus metrics from the supervisor on HOST:PORT, e.g. 127.0.0.1:9100", metavar="HOST:PORT"
+    )
     log_level: str = _option("info", "error, warning, info or debug")
 
     @classmethod
@@ -259,6 +262,9 @@ class Config:
         for name in ("access_log", "allow_many_workers"):
             if not isinstance(getattr(self, name), bool):
                 raise OptionError(name, "must be true or false", getattr(self, name))
+        host_port = r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]*):\d{1,5}"
+        if self.metrics is not None and not re.fullmatch(host_port, str(self.metrics)):
+            raise OptionError("metrics", "takes HOST:PORT, e.g. 127.0.0.1:9100", self.metrics)
         if self.uds is not None and (not isinstance(self.uds, str) or not self.uds):
             raise OptionError("uds", "must be a path", self.uds)
         if isinstance(self.static, str):

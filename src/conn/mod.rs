@@ -62,6 +62,9 @@ pub struct Connection {
     pub peer_closed: bool,
     /// epoll reported the peer's FIN (EPOLLRDHUP); reads go on until EOF.
     pub peer_sent_fin: bool,
+    /// When the request being answered was dispatched (kept only while
+    /// `--metrics` counts request durations).
+    pub request_started: Option<Instant>,
 }
 
 impl Connection {
@@ -83,6 +86,7 @@ impl Connection {
             deadline: Some(now + config.keep_alive_timeout),
             peer_closed: false,
             peer_sent_fin: false,
+            request_started: None,
         }
     }
 

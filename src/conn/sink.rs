@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::transport::Stream;
 use crate::http_write::OutgoingBody;
+use crate::metrics;
 use crate::options::{OUTPUT_HIGH_WATER, OUTPUT_LOW_WATER};
 
 /// What a connection owes its client, and how fast the client takes it.
@@ -77,6 +78,7 @@ impl ResponseSink {
                 Ok(count) => {
                     written += count;
                     self.written += count as u64;
+                    metrics::count(metrics::Counter::BytesOut, count as u64);
                 }
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => break,
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
@@ -113,6 +115,7 @@ impl ResponseSink {
                         Ok(count) => {
                             *offset += count;
                             self.written += count as u64;
+                            metrics::count(metrics::Counter::BytesOut, count as u64);
                             count
                         }
                         Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
@@ -152,6 +155,7 @@ impl ResponseSink {
                     } else {
                         *offset = file_offset as u64;
                         self.written += result as u64;
+                        metrics::count(metrics::Counter::BytesOut, result as u64);
                         result as usize
                     }
                 }

@@ -23,6 +23,7 @@ use super::{keep_or_close, Core, Outcome, RequestLine};
 use crate::cache::{self, CacheFill, CachePolicy, Lookup, Stored};
 use crate::conn::Connection;
 use crate::http_write::{finish_head, OutgoingBody, ResponseContext};
+use crate::metrics;
 use crate::request::header_fields;
 use crate::router::Router;
 use crate::static_files::etag_list_matches;
@@ -77,6 +78,15 @@ impl Core {
             key,
             http10: context.http10,
         };
+        let hit = matches!(lookup, Lookup::Hit(_) | Lookup::Stale(_));
+        metrics::count(
+            if hit {
+                metrics::Counter::CacheHits
+            } else {
+                metrics::Counter::CacheMisses
+            },
+            1,
+        );
         match lookup {
             Lookup::Hit(stored) | Lookup::Stale(stored) => {
                 let status = self.write_stored(connection, &stored, head_bytes, context, true);

@@ -325,6 +325,9 @@ impl Core {
         status: u16,
         length: usize,
     ) {
+        if let Some(started) = connection.request_started {
+            crate::metrics::response(status, started.elapsed());
+        }
         if let Some(logger) = &self.access_logger {
             let entry = format!(
                 "{} - \"{}\" {} {}",

@@ -7,10 +7,13 @@ use rush_proto::{Method, RequestHead, Version};
 
 use super::cached::{CacheLookup, FillAnswer};
 use super::{call_handler, keep_or_close, AppInterface, Core, Outcome, RequestLine};
+use std::time::Instant;
+
 use crate::body::RequestBody;
 use crate::conn::Connection;
 use crate::coroutine::CoroutineStart;
 use crate::inflight::{AwaitingResponse, InFlight};
+use crate::metrics;
 use crate::request::{decode_path, header_fields, Request, RequestParts};
 use crate::response::{finish_head, write_status_page, ResponseContext};
 use crate::router::RouteDecision;
@@ -29,6 +32,9 @@ impl Core {
         head: &RequestHead,
         body: RequestBody<'_>,
     ) -> Outcome {
+        if metrics::enabled() {
+            connection.request_started = Some(Instant::now());
+        }
         let keep_alive = head.keep_alive && !self.closes_for_drain();
         let context = ResponseContext {
             date_line: self.date.header_line(),

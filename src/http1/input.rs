@@ -114,6 +114,9 @@ impl Core {
                             offset += head_end + consumed;
                             let keep_alive = head.keep_alive && !self.closes_for_drain();
                             let body = AsgiBody::Streaming { initial, progress };
+                            if crate::metrics::enabled() {
+                                connection.request_started = Some(std::time::Instant::now());
+                            }
                             connection.state.request_dispatched();
                             let outcome = self.dispatch_asgi(
                                 py, connection, key, head_bytes, &head, body, keep_alive, None,

@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 use super::{Listener, Server};
 use crate::conn::{Connection, Disposition, Protocol, ReadState, Stream, WriteState};
 use crate::inflight::InFlight;
+use crate::metrics;
 
 pub(crate) const LISTENER: Token = Token(0);
 pub(crate) const WAKEUP: Token = Token(1);
@@ -204,6 +205,7 @@ impl Server {
     /// running app), and takes its output off the worker's budget.
     pub(crate) fn close_connection(&mut self, key: usize) {
         if let Some(connection) = self.connections.try_remove(key) {
+            metrics::count(metrics::Counter::ConnectionsClosed, 1);
             self.core.unaccount_output(&connection);
         }
     }
@@ -301,6 +303,7 @@ impl Server {
                 self.core.now,
                 &self.core.config,
             ));
+            metrics::count(metrics::Counter::ConnectionsAccepted, 1);
             // A connection accepted now may carry a request sent after a file
             // changed, later than this batch's inotify events: read them first.
             if !self.core.static_files.is_empty() {
@@ -412,6 +415,7 @@ impl Server {
                         &mut connection.sink.output,
                         date_line,
                     );
+                    metrics::refused(408);
                     let _ = connection.write_output();
                 }
                 // An idle connection whose next request just arrived is
