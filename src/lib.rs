@@ -24,6 +24,7 @@ mod response;
 mod router;
 mod server;
 mod static_files;
+mod tls;
 mod wsgi;
 
 use pyo3::prelude::*;
@@ -67,6 +68,7 @@ fn _rush(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<router::Router>()?;
     module.add_class::<router::CacheHandle>()?;
     module.add_class::<metrics::MetricsTable>()?;
+    module.add_class::<tls::TlsSettings>()?;
     module.add_class::<server::Server>()?;
     module.add_class::<server::StopHandle>()?;
     module.add_class::<request::Request>()?;

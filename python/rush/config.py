@@ -52,6 +52,10 @@ def worker_cap() -> int:
     return min(max(4 * (os.cpu_count() or 1), 32), 512)
 
 
+class TlsError(ValueError):
+    """The certificate or key files cannot be used (one line for the operator)."""
+
+
 class OptionError(ValueError):
     """An option's value is refused. The message is one line naming the
     flag (and the environment variable the value came from, if it did)."""
@@ -161,6 +165,13 @@ class Config:
         metavar="SPEC",
     )
     access_log: bool = _option(False, "log one line per request to stdout", kind="bool")
+    ssl_certfile: str | None = _option(None, "serve HTTPS: the certificate chain (PEM, leaf first)", metavar="PATH")
+    ssl_keyfile: str | None = _option(
+        None, "the private key of --ssl-certfile (PEM: PKCS#8, PKCS#1 or SEC1)", metavar="PATH"
+    )
+    ssl_keyfile_password: str | None = _option(None, "not supported: decrypt the key first (openssl pkey)")
+    ssl_ca_certs: str | None = _option(None, "CA certificates that client certificates must chain to", metavar="PATH")
+    ssl_cert_reqs: str = _option("none", "client certificates: none, optional or required (needs --ssl-ca-certs)")
     metrics: str | None = _option(
         None, "serve Prometheus metrics from the supervisor on HOST:PORT, e.g. 127.0.0.1:9100", metavar="HOST:PORT"
     )
@@ -265,6 +276,7 @@ class Config:
         host_port = r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]*):\d{1,5}"
         if self.metrics is not None and not re.fullmatch(host_port, str(self.metrics)):
             raise OptionError("metrics", "takes HOST:PORT, e.g. 127.0.0.1:9100", self.metrics)
+        self._check_tls()
         if self.uds is not None and (not isinstance(self.uds, str) or not self.uds):
             raise OptionError("uds", "must be a path", self.uds)
         if isinstance(self.static, str):
@@ -323,6 +335,34 @@ class Config:
         if value not in choices:
             listed = ", ".join(choices[:-1]) + " or " + choices[-1]
             raise OptionError(name, f"must be {listed}", getattr(self, name))
+
+    def _check_tls(self) -> None:
+        self._check_choice("ssl_cert_reqs", ("none", "optional", "required"))
+        if (self.ssl_certfile is None) != (self.ssl_keyfile is None):
+            name = "ssl_keyfile" if self.ssl_keyfile is None else "ssl_certfile"
+            raise OptionError(name, "is needed too: HTTPS takes --ssl-certfile and --ssl-keyfile", None)
+        if self.ssl_keyfile_password is not None:
+            raise OptionError(
+                "ssl_keyfile_password",
+                "is not supported: decrypt the key with `openssl pkey -in KEY -out PLAIN` and pass that",
+                "***",
+            )
+        if self.ssl_certfile is not None and self.uds:
+            raise OptionError("ssl_certfile", "applies to TCP listeners, not --uds", self.ssl_certfile)
+
+    def tls_settings(self) -> Any:
+        """The native TLS settings (certificates loaded), or None without
+        --ssl-certfile; raises OptionError naming the file at fault."""
+        if self.ssl_certfile is None or self.ssl_keyfile is None:
+            return None
+        from rush._rush import TlsSettings
+
+        try:
+            return TlsSettings(
+                self.ssl_certfile, self.ssl_keyfile, ca_certs=self.ssl_ca_certs, cert_reqs=self.ssl_cert_reqs
+            )
+        except ValueError as error:
+            raise TlsError(f"cannot serve HTTPS: {error}") from None
 
     def cached_paths(self) -> list[tuple[str, Any]]:
         """The ``--cache`` paths and their `rush.Cache` policies."""

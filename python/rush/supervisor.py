@@ -122,6 +122,8 @@ class Supervisor:
     def __init__(self, config: Config, listener: socket.socket) -> None:
         self.config = config
         self.address = describe(listener)
+        if config.ssl_certfile is not None:
+            self.address = self.address.replace("http://", "https://", 1)
         self.family = listener.family
         self.per_slot = listener.family != socket.AF_UNIX and binds_tcp_itself(config)
         self.slots: dict[int, Slot] = {0: Slot(0, listener, owned=self.per_slot)}

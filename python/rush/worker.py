@@ -87,6 +87,7 @@ def build_server(config: Config, listener: socket.socket, router: Router, wakeup
         send_timeout=config.send_timeout,
         max_worker_output=config.max_worker_output,
         root_path=config.root_path,
+        tls=config.tls_settings(),
         **app,
     )
     listener.close()

@@ -204,7 +204,11 @@ impl Core {
             .address
             .as_ref()
             .expect("set just above");
+        let secure = connection.stream.is_tls();
         let started = build_scope(py, settings, head_bytes, head, client).and_then(|scope| {
+            if secure {
+                scope.set_item(pyo3::intern!(py, "scheme"), pyo3::intern!(py, "https"))?;
+            }
             let receive = Py::new(py, receive)?;
             let send = Py::new(py, AsgiSend::new())?;
             let coroutine =

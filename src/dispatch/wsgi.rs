@@ -75,7 +75,17 @@ impl Core {
             unreachable!("dispatch_wsgi is called only with a WSGI app");
         };
         let app = settings.app.clone_ref(py);
-        let environ = build_environ(py, settings, head_bytes, head, body, remote);
+        let environ =
+            build_environ(py, settings, head_bytes, head, body, remote).and_then(|environ| {
+                if connection.stream.is_tls() {
+                    environ.set_item(
+                        pyo3::intern!(py, "wsgi.url_scheme"),
+                        pyo3::intern!(py, "https"),
+                    )?;
+                    environ.set_item(pyo3::intern!(py, "HTTPS"), pyo3::intern!(py, "on"))?;
+                }
+                Ok(environ)
+            });
         let environ = match environ {
             Ok(environ) => environ,
             Err(error) => {

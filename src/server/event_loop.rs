@@ -9,7 +9,7 @@ use mio::{Events, Interest, Token};
 use pyo3::prelude::*;
 
 use super::{Listener, Server};
-use crate::conn::{Connection, Disposition, Protocol, ReadState, Stream, WriteState};
+use crate::conn::{Connection, Disposition, Protocol, ReadState, Stream, TlsStream, WriteState};
 use crate::inflight::InFlight;
 use crate::metrics;
 
@@ -260,11 +260,20 @@ impl Server {
                 self.accept_paused = true;
                 return accepted_now;
             }
+            let tls = &self.tls;
             let accepted = match &self.listener {
-                Some(Listener::Tcp(listener)) => listener.accept().map(|(stream, address)| {
+                Some(Listener::Tcp(listener)) => listener.accept().and_then(|(stream, address)| {
                     // Responses are written whole; Nagle would only delay them.
                     let _ = stream.set_nodelay(true);
-                    (Stream::Tcp(stream), Some(address))
+                    let stream = match tls {
+                        None => Stream::Tcp(stream),
+                        Some(config) => {
+                            let session = rustls::ServerConnection::new(config.clone())
+                                .map_err(io::Error::other)?;
+                            Stream::Tls(Box::new(TlsStream::new(stream, session)))
+                        }
+                    };
+                    Ok((stream, Some(address)))
                 }),
                 Some(Listener::Unix(listener)) => listener
                     .accept()
@@ -304,6 +313,13 @@ impl Server {
                 &self.core.config,
             ));
             metrics::count(metrics::Counter::ConnectionsAccepted, 1);
+            if self.tls.is_some() {
+                // The handshake counts as the start of a request: the header
+                // timeout applies from accept.
+                if let Some(connection) = self.connections.get_mut(key) {
+                    connection.deadline = Some(self.core.now + self.core.config.header_timeout);
+                }
+            }
             // A connection accepted now may carry a request sent after a file
             // changed, later than this batch's inotify events: read them first.
             if !self.core.static_files.is_empty() {

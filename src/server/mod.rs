@@ -82,6 +82,9 @@ pub struct Server {
     poll: Poll,
     events: Events,
     listener: Option<Listener>,
+    /// Set when the listener speaks TLS: every accepted TCP connection gets
+    /// a session from it.
+    tls: Option<std::sync::Arc<rustls::ServerConfig>>,
     connections: Slab<Connection>,
     core: Core,
     accept_paused: bool,
@@ -107,7 +110,7 @@ impl Server {
         max_body_size=16 * 1024 * 1024, max_connections=10000,
         keep_alive_timeout=5.0, header_timeout=10.0, body_timeout=30.0, send_timeout=30.0,
         wsgi_app=None, root_path=String::new(), wsgi_multithread=false, wsgi_multiprocess=false,
-        asgi_app=None, asgi_state=None, max_worker_output=64 * 1024 * 1024,
+        asgi_app=None, asgi_state=None, max_worker_output=64 * 1024 * 1024, tls=None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -134,7 +137,9 @@ impl Server {
         asgi_app: Option<Py<PyAny>>,
         asgi_state: Option<Py<PyDict>>,
         max_worker_output: usize,
+        tls: Option<PyRef<'_, crate::tls::TlsSettings>>,
     ) -> PyResult<Self> {
+        let tls = tls.map(|settings| settings.config.clone());
         let config = LoopConfig {
             limits: Limits {
                 max_request_line,
@@ -218,6 +223,7 @@ impl Server {
             poll,
             events: Events::with_capacity(1024),
             listener: Some(listener),
+            tls,
             connections: Slab::with_capacity(1024),
             core: Core {
                 router,
