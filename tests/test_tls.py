@@ -9,6 +9,7 @@ to the TLS port, client certificates, and start-up errors for bad files."""
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import ssl
 from pathlib import Path
@@ -222,3 +223,29 @@ def test_bad_certificate_files_stop_rush_before_it_forks(
 
 def test_https_is_named_in_the_banner(server: RushServer) -> None:
     wait_for(lambda: "serving on https://" in server.stderr_path.read_text(), "the banner")
+
+
+def test_sighup_serves_renewed_certificates(rush_server: ServerFactory, pki: dict[str, Path], tmp_path: Path) -> None:
+    chain, key = tmp_path / "chain.pem", tmp_path / "key.pem"
+    chain.write_bytes(pki["chain"].read_bytes())
+    key.write_bytes(pki["key"].read_bytes())
+    server = rush_server("basic", "--ssl-certfile", str(chain), "--ssl-keyfile", str(key))
+    with httpx.Client(verify=client_context(pki), timeout=GUARD_TIMEOUT) as client:
+        assert client.get(f"{https(server)}/").status_code == 200
+    # Renewed by another CA: after SIGHUP, new workers load the new files.
+    renewed_ca = trustme.CA()
+    renewed = renewed_ca.issue_cert("localhost", "127.0.0.1")
+    chain.write_bytes(b"".join(blob.bytes() for blob in renewed.cert_chain_pems))
+    key.write_bytes(renewed.private_key_pem.bytes())
+    renewed_context = ssl.create_default_context()
+    renewed_ca.configure_trust(renewed_context)
+    server.send_signal(signal.SIGHUP)
+
+    def serves_renewed() -> bool:
+        try:
+            with tls_connection(server, renewed_context):
+                return True
+        except ssl.SSLError:
+            return False
+
+    wait_for(serves_renewed, "the renewed certificate after SIGHUP")
