@@ -249,3 +249,62 @@ def test_sighup_serves_renewed_certificates(rush_server: ServerFactory, pki: dic
             return False
 
     wait_for(serves_renewed, "the renewed certificate after SIGHUP")
+
+
+def test_the_certificate_is_chosen_by_the_name_the_client_asks_for(
+    rush_server: ServerFactory, ca: trustme.CA, pki: dict[str, Path], tmp_path: Path
+) -> None:
+    other = ca.issue_cert("api.example.test")
+    other_chain, other_key = tmp_path / "api.pem", tmp_path / "api-key.pem"
+    other_chain.write_bytes(b"".join(blob.bytes() for blob in other.cert_chain_pems))
+    other.private_key_pem.write_to_path(other_key)
+    args = tls_args(pki, "--ssl-certfile", str(other_chain), "--ssl-keyfile", str(other_key))
+    server = rush_server("basic", *args)
+    for name in ("api.example.test", "localhost"):
+        with tls_connection_named(server, client_context(pki), name) as sock:
+            assert sock.version() in ("TLSv1.3", "TLSv1.2"), name
+    # A name no certificate covers gets the first one (which then fails to verify).
+    with pytest.raises(ssl.SSLCertVerificationError):
+        tls_connection_named(server, client_context(pki), "unknown.example.test")
+
+
+def tls_connection_named(server: RushServer, context: ssl.SSLContext, name: str) -> ssl.SSLSocket:
+    raw = socket.create_connection(("127.0.0.1", server.port), timeout=GUARD_TIMEOUT)
+    try:
+        return context.wrap_socket(raw, server_hostname=name)
+    except BaseException:
+        raw.close()
+        raise
+
+
+def test_handshakes_in_progress_are_capped_and_established_clients_go_on(
+    rush_server: ServerFactory, pki: dict[str, Path]
+) -> None:
+    server = rush_server("basic", *tls_args(pki, "--ssl-max-handshakes", "4"))
+    with httpx.Client(verify=client_context(pki), timeout=GUARD_TIMEOUT) as established:
+        assert established.get(f"{https(server)}/").status_code == 200
+        stalled = [socket.create_connection(("127.0.0.1", server.port), timeout=GUARD_TIMEOUT) for _ in range(4)]
+        try:
+            for sock in stalled:
+                sock.sendall(b"\x16\x03\x01")  # a handshake begun, never finished
+            # Past the cap, a newcomer is closed at once.
+            with socket.create_connection(("127.0.0.1", server.port), timeout=GUARD_TIMEOUT) as newcomer:
+                newcomer.sendall(b"\x16\x03\x01")
+                try:
+                    assert newcomer.recv(1024) == b""
+                except ConnectionResetError:
+                    pass
+            assert established.get(f"{https(server)}/").status_code == 200, "an established client goes on"
+        finally:
+            for sock in stalled:
+                sock.close()
+        # Once they are gone, handshakes are accepted again.
+        wait_for(lambda: serves_a_new_client(server, pki), "a new handshake after the stalled ones left")
+
+
+def serves_a_new_client(server: RushServer, pki: dict[str, Path]) -> bool:
+    try:
+        with tls_connection(server, client_context(pki)):
+            return True
+    except (ssl.SSLError, ConnectionError):
+        return False

@@ -51,7 +51,7 @@ class CacheHandle:
 
 class TlsSettings:
     def __init__(
-        self, certfile: str, keyfile: str, *, ca_certs: str | None = None, cert_reqs: str = "none"
+        self, certfiles: list[str], keyfiles: list[str], *, ca_certs: str | None = None, cert_reqs: str = "none"
     ) -> None: ...
 
 class MetricsTable:
@@ -91,6 +91,7 @@ class Server:
         asgi_state: dict[str, Any] | None = None,
         max_worker_output: int = 67108864,
         tls: TlsSettings | None = None,
+        tls_max_handshakes: int = 256,
     ) -> None: ...
     def fileno(self) -> int: ...
     def set_async_scheduler(self, runner: Any) -> None: ...

@@ -165,13 +165,24 @@ class Config:
         metavar="SPEC",
     )
     access_log: bool = _option(False, "log one line per request to stdout", kind="bool")
-    ssl_certfile: str | None = _option(None, "serve HTTPS: the certificate chain (PEM, leaf first)", metavar="PATH")
-    ssl_keyfile: str | None = _option(
-        None, "the private key of --ssl-certfile (PEM: PKCS#8, PKCS#1 or SEC1)", metavar="PATH"
+    ssl_certfile: list[str] = _option(
+        None,
+        "serve HTTPS: a certificate chain (PEM, leaf first); repeatable with --ssl-keyfile, chosen by SNI name",
+        kind="mounts",
+        metavar="PATH",
+    )
+    ssl_keyfile: list[str] = _option(
+        None,
+        "the private key of the --ssl-certfile in the same position (PEM: PKCS#8, PKCS#1 or SEC1)",
+        kind="mounts",
+        metavar="PATH",
     )
     ssl_keyfile_password: str | None = _option(None, "not supported: decrypt the key first (openssl pkey)")
     ssl_ca_certs: str | None = _option(None, "CA certificates that client certificates must chain to", metavar="PATH")
     ssl_cert_reqs: str = _option("none", "client certificates: none, optional or required (needs --ssl-ca-certs)")
+    ssl_max_handshakes: int = _option(
+        256, "most TLS handshakes in progress per worker; newcomers past it are closed at once"
+    )
     metrics: str | None = _option(
         None, "serve Prometheus metrics from the supervisor on HOST:PORT, e.g. 127.0.0.1:9100", metavar="HOST:PORT"
     )
@@ -338,28 +349,36 @@ class Config:
 
     def _check_tls(self) -> None:
         self._check_choice("ssl_cert_reqs", ("none", "optional", "required"))
-        if (self.ssl_certfile is None) != (self.ssl_keyfile is None):
-            name = "ssl_keyfile" if self.ssl_keyfile is None else "ssl_certfile"
-            raise OptionError(name, "is needed too: HTTPS takes --ssl-certfile and --ssl-keyfile", None)
+        self._check_whole("ssl_max_handshakes", 1, 1_000_000)
+        for name in ("ssl_certfile", "ssl_keyfile"):
+            if isinstance(getattr(self, name), str):
+                setattr(self, name, [getattr(self, name)])
+        if len(self.ssl_certfile or []) != len(self.ssl_keyfile or []):
+            raise OptionError(
+                "ssl_keyfile", "must be given once per --ssl-certfile, in the same order", self.ssl_keyfile
+            )
         if self.ssl_keyfile_password is not None:
             raise OptionError(
                 "ssl_keyfile_password",
                 "is not supported: decrypt the key with `openssl pkey -in KEY -out PLAIN` and pass that",
                 "***",
             )
-        if self.ssl_certfile is not None and self.uds:
+        if self.ssl_certfile and self.uds:
             raise OptionError("ssl_certfile", "applies to TCP listeners, not --uds", self.ssl_certfile)
 
     def tls_settings(self) -> Any:
         """The native TLS settings (certificates loaded), or None without
         --ssl-certfile; raises OptionError naming the file at fault."""
-        if self.ssl_certfile is None or self.ssl_keyfile is None:
+        if not self.ssl_certfile or not self.ssl_keyfile:
             return None
         from rush._rush import TlsSettings
 
         try:
             return TlsSettings(
-                self.ssl_certfile, self.ssl_keyfile, ca_certs=self.ssl_ca_certs, cert_reqs=self.ssl_cert_reqs
+                list(self.ssl_certfile),
+                list(self.ssl_keyfile),
+                ca_certs=self.ssl_ca_certs,
+                cert_reqs=self.ssl_cert_reqs,
             )
         except ValueError as error:
             raise TlsError(f"cannot serve HTTPS: {error}") from None

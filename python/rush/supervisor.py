@@ -122,7 +122,7 @@ class Supervisor:
     def __init__(self, config: Config, listener: socket.socket) -> None:
         self.config = config
         self.address = describe(listener)
-        if config.ssl_certfile is not None:
+        if config.ssl_certfile:
             self.address = self.address.replace("http://", "https://", 1)
         self.family = listener.family
         self.per_slot = listener.family != socket.AF_UNIX and binds_tcp_itself(config)

@@ -88,6 +88,7 @@ def build_server(config: Config, listener: socket.socket, router: Router, wakeup
         max_worker_output=config.max_worker_output,
         root_path=config.root_path,
         tls=config.tls_settings(),
+        tls_max_handshakes=config.ssl_max_handshakes,
         **app,
     )
     listener.close()

@@ -13,12 +13,17 @@
 //!   flushes records as far as the socket takes them; what is left is
 //!   reported by [`TlsStream::wants_write`], which the connection counts as
 //!   pending output, so the loop waits for writability as for any output.
+//! * Handshakes in progress are counted per worker; past a cap the loop
+//!   closes newcomers at once, so a flood of handshakes (each costs the
+//!   loop real CPU) cannot starve established connections.
 //! * A first byte that is not a TLS handshake record but an ASCII letter is
 //!   plain HTTP sent to the TLS port: it gets a plain-text 400 saying so,
 //!   and the connection closes (rather than a TLS alert the client cannot
 //!   read, or a hang).
 
+use std::cell::Cell;
 use std::io::{self, Read, Write};
+use std::rc::Rc;
 
 use mio::net::TcpStream;
 use rustls::ServerConnection;
@@ -36,15 +41,32 @@ pub struct TlsStream {
     session: ServerConnection,
     /// The first byte was looked at (plain HTTP is refused with a hint).
     checked_first_byte: bool,
+    /// While the handshake runs: the worker's count of handshakes in
+    /// progress, decremented when it completes or the connection goes.
+    handshake_slot: Option<Rc<Cell<usize>>>,
 }
 
 impl TlsStream {
-    pub fn new(socket: TcpStream, mut session: ServerConnection) -> TlsStream {
+    /// `handshakes` counts this worker's handshakes in progress (this one
+    /// is counted until it completes).
+    pub fn new(
+        socket: TcpStream,
+        mut session: ServerConnection,
+        handshakes: &Rc<Cell<usize>>,
+    ) -> TlsStream {
         session.set_buffer_limit(Some(PLAINTEXT_LIMIT));
+        handshakes.set(handshakes.get() + 1);
         TlsStream {
             socket,
             session,
             checked_first_byte: false,
+            handshake_slot: Some(handshakes.clone()),
+        }
+    }
+
+    fn release_handshake_slot(&mut self) {
+        if let Some(slot) = self.handshake_slot.take() {
+            slot.set(slot.get().saturating_sub(1));
         }
     }
 
@@ -125,6 +147,9 @@ impl Read for TlsStream {
                 let _ = self.flush_records();
                 return Err(io::Error::new(io::ErrorKind::InvalidData, error));
             }
+            if self.handshake_slot.is_some() && !self.session.is_handshaking() {
+                self.release_handshake_slot();
+            }
             // Handshake messages (or a key update) to answer right away.
             self.flush_records()?;
         }
@@ -148,5 +173,11 @@ impl Write for TlsStream {
 
     fn flush(&mut self) -> io::Result<()> {
         self.flush_records()
+    }
+}
+
+impl Drop for TlsStream {
+    fn drop(&mut self) {
+        self.release_handshake_slot();
     }
 }

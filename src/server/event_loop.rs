@@ -261,16 +261,22 @@ impl Server {
                 return accepted_now;
             }
             let tls = &self.tls;
+            let handshakes = &self.tls_handshakes;
             let accepted = match &self.listener {
                 Some(Listener::Tcp(listener)) => listener.accept().and_then(|(stream, address)| {
                     // Responses are written whole; Nagle would only delay them.
                     let _ = stream.set_nodelay(true);
                     let stream = match tls {
                         None => Stream::Tcp(stream),
-                        Some(config) => {
+                        Some((_, max)) if handshakes.get() >= *max => {
+                            // Too many handshakes in progress: this one is
+                            // closed now (dropping it), the next is accepted.
+                            return Err(io::ErrorKind::ConnectionAborted.into());
+                        }
+                        Some((config, _)) => {
                             let session = rustls::ServerConnection::new(config.clone())
                                 .map_err(io::Error::other)?;
-                            Stream::Tls(Box::new(TlsStream::new(stream, session)))
+                            Stream::Tls(Box::new(TlsStream::new(stream, session, handshakes)))
                         }
                     };
                     Ok((stream, Some(address)))
@@ -290,6 +296,7 @@ impl Server {
                 }
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => return accepted_now,
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+                Err(error) if error.kind() == io::ErrorKind::ConnectionAborted => continue,
                 Err(error) => {
                     // EMFILE, ENFILE, ENOBUFS: the queue is still there, but
                     // the edge-triggered listener will not report it again

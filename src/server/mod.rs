@@ -83,8 +83,10 @@ pub struct Server {
     events: Events,
     listener: Option<Listener>,
     /// Set when the listener speaks TLS: every accepted TCP connection gets
-    /// a session from it.
-    tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    /// a session from it; and the most handshakes in progress at once.
+    tls: Option<(std::sync::Arc<rustls::ServerConfig>, usize)>,
+    /// TLS handshakes in progress (see `conn/tls.rs`).
+    tls_handshakes: std::rc::Rc<std::cell::Cell<usize>>,
     connections: Slab<Connection>,
     core: Core,
     accept_paused: bool,
@@ -111,6 +113,7 @@ impl Server {
         keep_alive_timeout=5.0, header_timeout=10.0, body_timeout=30.0, send_timeout=30.0,
         wsgi_app=None, root_path=String::new(), wsgi_multithread=false, wsgi_multiprocess=false,
         asgi_app=None, asgi_state=None, max_worker_output=64 * 1024 * 1024, tls=None,
+        tls_max_handshakes=256,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -138,8 +141,9 @@ impl Server {
         asgi_state: Option<Py<PyDict>>,
         max_worker_output: usize,
         tls: Option<PyRef<'_, crate::tls::TlsSettings>>,
+        tls_max_handshakes: usize,
     ) -> PyResult<Self> {
-        let tls = tls.map(|settings| settings.config.clone());
+        let tls = tls.map(|settings| (settings.config.clone(), tls_max_handshakes.max(1)));
         let config = LoopConfig {
             limits: Limits {
                 max_request_line,
@@ -224,6 +228,7 @@ impl Server {
             events: Events::with_capacity(1024),
             listener: Some(listener),
             tls,
+            tls_handshakes: Default::default(),
             connections: Slab::with_capacity(1024),
             core: Core {
                 router,
