@@ -58,13 +58,20 @@ impl Core {
         head: &RequestHead,
         context: &ResponseContext<'_>,
     ) -> CacheLookup {
-        if !matches!(head.method, Method::Get | Method::Head)
-            || !cache::request_may_use_cache(policy, header_fields(head_bytes))
-        {
+        if !matches!(head.method, Method::Get | Method::Head) {
             return CacheLookup::Handler(None);
         }
-        let query = head.query.map(|query| query.of(head_bytes)).unwrap_or(b"");
+        // The head's fields are split once; the key, the credentials check
+        // and If-None-Match all read this list.
         let fields: Vec<(&[u8], &[u8])> = header_fields(head_bytes).collect();
+        if !cache::request_may_use_cache(policy, fields.iter().copied()) {
+            return CacheLookup::Handler(None);
+        }
+        let if_none_match = fields
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(b"if-none-match"))
+            .map(|&(_, value)| value);
+        let query = head.query.map(|query| query.of(head_bytes)).unwrap_or(b"");
         let mut key = cache::key(policy, query, fields.iter().copied());
         let lookup = router.response_cache.borrow_mut().look_up(
             policy,
@@ -89,7 +96,7 @@ impl Core {
         );
         match lookup {
             Lookup::Hit(stored) | Lookup::Stale(stored) => {
-                let status = self.write_stored(connection, &stored, head_bytes, context, true);
+                let status = self.write_stored(connection, &stored, if_none_match, context, true);
                 let line = RequestLine::Raw(head_bytes, head);
                 self.access_log(py, connection, &line, status, stored.body.len());
                 CacheLookup::Answered(keep_or_close(context.keep_alive))
@@ -151,7 +158,7 @@ impl Core {
         );
         self.woken.borrow_mut().extend(done.waiters);
         let stored = done.stored?;
-        Some(self.write_stored(connection, &stored, &[], context, true))
+        Some(self.write_stored(connection, &stored, None, context, true))
     }
 
     /// Puts an answer a handler just gave into the route's shared second
@@ -181,16 +188,13 @@ impl Core {
         &self,
         connection: &mut Connection,
         stored: &Rc<Stored>,
-        head_bytes: &[u8],
+        if_none_match: Option<&[u8]>,
         context: &ResponseContext<'_>,
         from_cache: bool,
     ) -> u16 {
         let out = &mut connection.sink.output;
         let not_modified = !stored.not_modified_head.is_empty()
-            && header_fields(head_bytes).any(|(name, value)| {
-                name.eq_ignore_ascii_case(b"if-none-match")
-                    && etag_list_matches(value, &stored.etag)
-            });
+            && if_none_match.is_some_and(|candidates| etag_list_matches(candidates, &stored.etag));
         out.extend_from_slice(if not_modified {
             &stored.not_modified_head
         } else {
@@ -287,7 +291,7 @@ impl Core {
                 request_head: &[],
                 allow: None,
             };
-            self.write_stored(connection, &answer, &[], &context, from_cache);
+            self.write_stored(connection, &answer, None, &context, from_cache);
         }
     }
 }
