@@ -29,6 +29,9 @@ impl Core {
         head: &RequestHead,
         body: RequestBody<'_>,
     ) -> Outcome {
+        if let Some(liveness) = &self.liveness {
+            liveness.get().request_started(head_bytes);
+        }
         let keep_alive = head.keep_alive && !self.closes_for_drain();
         let context = ResponseContext {
             date_line: self.date.header_line(),
