@@ -29,12 +29,13 @@ from functools import partial
 from typing import Any
 
 from rush import logs
-from rush._rush import Router, Server, StopHandle
+from rush._rush import Liveness, Router, Server, StopHandle
 from rush.app import App
 from rush.cache import worker_cache
 from rush.config import Config
 from rush.coroutines import CoroutineRunner
 from rush.lifespan import Lifespan
+from rush.loading import AppLoadError
 from rush.threads import BlockingPool
 
 # The supervisor stops instead of respawning when a worker exits with this:
@@ -93,7 +94,7 @@ def build_server(config: Config, listener: socket.socket, router: Router, wakeup
     return server
 
 
-def run_worker(config: Config, listener: socket.socket, ready_fd: int | None) -> int:
+def run_worker(config: Config, listener: socket.socket, ready_fd: int | None, liveness: Liveness | None = None) -> int:
     """Runs one worker to completion; returns its exit code."""
     logs.configure(config.log_level)
     try:
@@ -108,11 +109,18 @@ def run_worker(config: Config, listener: socket.socket, ready_fd: int | None) ->
             rush_app.static(prefix, directory, cache=config.static_cache)
         router = rush_app.build_router()
         add_cached_paths(config, router, interface)
+    except AppLoadError as error:
+        # One line saying what is wrong, then the user's own frames only.
+        logs.error_logger.error("could not load the application: %s", error)
+        if error.details:
+            print(error.details, file=sys.stderr)
+        return EXIT_BOOT_FAILURE
     except Exception:  # noqa: BLE001 - whatever a broken app raises is reported, then the worker exits
         logs.error_logger.error("could not load the application:\n%s", traceback.format_exc())
         return EXIT_BOOT_FAILURE
     described = config.app if isinstance(config.app, str) else type(app).__name__
     logs.error_logger.info("worker %d serving %s as a %s app", os.getpid(), described, interface)
+    warn_about_options_that_do_not_apply(config, interface)
     raise_open_file_limit()
     if interface == "wsgi":
         serve_native(
@@ -120,17 +128,35 @@ def run_worker(config: Config, listener: socket.socket, ready_fd: int | None) ->
             listener,
             router,
             ready_fd,
+            liveness,
             wsgi_app=app,
             wsgi_multithread=config.threads > 0,
             wsgi_multiprocess=config.workers > 1,
         )
     elif interface == "asgi":
-        return serve_with_asyncio(config, listener, router, ready_fd, asgi_app=app)
+        return serve_with_asyncio(config, listener, router, ready_fd, liveness, asgi_app=app)
     elif router.needs_asyncio:
-        return serve_with_asyncio(config, listener, router, ready_fd)
+        return serve_with_asyncio(config, listener, router, ready_fd, liveness)
     else:
-        serve_native(config, listener, router, ready_fd)
+        serve_native(config, listener, router, ready_fd, liveness)
     return 0
+
+
+def warn_about_options_that_do_not_apply(config: Config, interface: str) -> None:
+    """Options of one interface given to another are ignored: say so, rather
+    than let the user believe they took effect."""
+    if config.threads > 0 and interface != "wsgi":
+        logs.error_logger.warning(
+            "--threads %d is ignored: it runs WSGI apps on a thread pool, and this is a %s app",
+            config.threads,
+            interface,
+        )
+    if config.lifespan != "auto" and interface != "asgi":
+        logs.error_logger.warning(
+            "--lifespan %s is ignored: lifespan events are for ASGI apps, and this is a %s app",
+            config.lifespan,
+            interface,
+        )
 
 
 def add_cached_paths(config: Config, router: Router, interface: str) -> None:
@@ -152,7 +178,14 @@ def notify_ready(ready_fd: int | None) -> None:
         os.close(ready_fd)
 
 
-def serve_native(config: Config, listener: socket.socket, router: Router, ready_fd: int | None, **app: Any) -> None:
+def serve_native(
+    config: Config,
+    listener: socket.socket,
+    router: Router,
+    ready_fd: int | None,
+    liveness: Liveness | None,
+    **app: Any,
+) -> None:
     stop = StopHandle()
     wakeup_reader, wakeup_writer = socket.socketpair()
     wakeup_reader.setblocking(False)
@@ -171,6 +204,8 @@ def serve_native(config: Config, listener: socket.socket, router: Router, ready_
         pool = BlockingPool(config.threads)
         server.set_blocking_scheduler(pool.schedule_wsgi)
         server.set_completion_source(pool.reader, pool.drain)
+    if liveness is not None:
+        server.set_liveness(liveness)
     notify_ready(ready_fd)
     server.serve(stop, config.graceful_timeout)
     signal.set_wakeup_fd(-1)
@@ -187,7 +222,12 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 
 
 def serve_with_asyncio(
-    config: Config, listener: socket.socket, router: Router, ready_fd: int | None, asgi_app: Any = None
+    config: Config,
+    listener: socket.socket,
+    router: Router,
+    ready_fd: int | None,
+    liveness: Liveness | None,
+    asgi_app: Any = None,
 ) -> int:
     """Serves with an asyncio loop owning the thread; returns the exit code."""
     loop = new_event_loop()
@@ -205,6 +245,8 @@ def serve_with_asyncio(
         # A suspended ASGI app's messages are written from the loop's own turn
         # (call_soon), never from inside the app's send() call.
         server.set_asgi_notifier(lambda key, request_id: partial(loop.call_soon, server.flush_asgi, key, request_id))
+        if liveness is not None:
+            server.set_liveness(liveness)
         loop.run_until_complete(_serve_until_drained(server, config, loop, ready_fd))
         if lifespan is not None:
             loop.run_until_complete(lifespan.shutdown(config.graceful_timeout))
@@ -252,11 +294,13 @@ def _cancel_remaining_tasks(loop: asyncio.AbstractEventLoop) -> None:
         loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
 
 
-def worker_main(config: Config, listener: socket.socket, ready_fd: int | None) -> None:
+def worker_main(
+    config: Config, listener: socket.socket, ready_fd: int | None, liveness: Liveness | None = None
+) -> None:
     """Entry point in the forked child; never returns."""
     code = 1
     try:
-        code = run_worker(config, listener, ready_fd)
+        code = run_worker(config, listener, ready_fd, liveness)
         # os._exit skips atexit hooks, the only shutdown hook a WSGI app has:
         # run them after a normal stop (the stack above is the supervisor's,
         # forked, so the worker cannot simply return through it).
