@@ -81,9 +81,13 @@ from rush import logs
 from rush._rush import share_cache_generations
 from rush.config import Config
 from rush.listeners import bind_tcp, binds_tcp_itself, describe
+from rush.reloader import Reloader
+from rush.renewal import WORKER_READY_TIMEOUT, Renewal
 from rush.slots import (
     EARLY_DEATH,
+    CheckupDue,
     Event,
+    FilesChanged,
     ReadyOverdue,
     Reload,
     RespawnDue,
@@ -108,8 +112,6 @@ HANDLED_SIGNALS = (
     signal.SIGCHLD,
 )
 
-# How long a reload's new worker may take to load the app before the reload gives up on it.
-WORKER_READY_TIMEOUT = 60.0
 # Early deaths in a row (see slots.EARLY_DEATH) that stop the server with EXIT_CRASH_LOOP.
 CRASH_LOOP_LIMIT = 10
 EXIT_CRASH_LOOP = 1
@@ -117,7 +119,7 @@ EXIT_CRASH_LOOP = 1
 LONGEST_WAIT = 1.0
 
 
-class Supervisor:
+class Supervisor(Renewal):
     def __init__(self, config: Config, listener: socket.socket) -> None:
         self.config = config
         self.address = describe(listener)
@@ -130,14 +132,28 @@ class Supervisor:
         self.generation = 0  # SIGHUPs so far
         self.events: deque[Event] = deque()
         self.stopping = False
+        self.stop_signal = ""  # the signal that started the stop
         self.exit_code = 0
+        # Until slot 0's first worker has loaded the app, the other slots
+        # wait: a broken app fails (and says why) once, and the banner
+        # "serving on" is printed only once the app loaded (see on_ready).
+        self.booting = True
+        self.timeout = config.effective_timeout()
+        self.next_checkup: float | None = None
+        if self.timeout or config.max_requests:
+            self.next_checkup = time.monotonic()
+        self.reloader = (
+            Reloader(config.reload_dir, config.reload_include, config.reload_exclude) if config.reload else None
+        )
+        self.changed_files: set[str] = set()
+        self.reload_due_at: float | None = None
         # Cache invalidation counters every forked worker shares (src/cache/generations.rs).
         share_cache_generations()
         # One socket per slot, and a ready pipe per starting worker.
         raise_open_file_limit()
         try:
             for index in range(1, config.workers):
-                self.open_slot(index)
+                self.open_slot(index).respawn_at = math.inf  # started once slot 0's worker is ready
         except BaseException:
             self.close_listeners()
             raise
@@ -149,13 +165,8 @@ class Supervisor:
     def run(self) -> int:
         previous = {signum: signal.signal(signum, self._queue_signal) for signum in HANDLED_SIGNALS}
         signal.set_wakeup_fd(self.wake_writer, warn_on_full_buffer=False)
-        logs.error_logger.info(
-            "rush %s serving on %s with %d worker(s) (supervisor pid %d)",
-            _version(),
-            self.address,
-            len(self.slots),
-            os.getpid(),
-        )
+        if self.reloader is not None:
+            logs.error_logger.info("--reload: %s", self.reloader.describe())
         try:
             while not (self.stopping and not self.workers):
                 self.wait_for_events()
@@ -183,11 +194,15 @@ class Supervisor:
         starting = {worker.ready_reader: worker for worker in self.workers.values() if worker.ready_reader >= 0}
         poller = select.poll()
         poller.register(self.wake_reader, select.POLLIN)
+        if self.reloader is not None:
+            poller.register(self.reloader.fileno(), select.POLLIN)
         for fd in starting:
             poller.register(fd, select.POLLIN)
         for fd, _ in poller.poll(math.ceil(timeout * 1000)):
             if fd == self.wake_reader:
                 _drain(self.wake_reader)
+            elif self.reloader is not None and fd == self.reloader.fileno():
+                self.note_file_changes()
             elif starting[fd].read_ready():
                 self.events.append(WorkerReady(starting[fd]))
         self.reap()
@@ -216,6 +231,7 @@ class Supervisor:
             found += [slot.respawn_at for slot in self.slots.values() if slot.worker is None]
         if self.reload is not None and self.reload.successor is not None:
             found.append(self.reload.ready_deadline)
+        found += [due for due in (self.next_checkup, self.reload_due_at) if due is not None and not self.stopping]
         return found
 
     def due_timers(self, now: float) -> list[Event]:
@@ -228,6 +244,10 @@ class Supervisor:
             due += [RespawnDue(slot) for slot in self.slots.values() if slot.worker is None and slot.respawn_at <= now]
         if self.reload is not None and self.reload.successor is not None and self.reload.ready_deadline <= now:
             due.append(ReadyOverdue(self.reload.successor))
+        if not self.stopping and self.next_checkup is not None and self.next_checkup <= now:
+            due.append(CheckupDue())
+        if not self.stopping and self.reload_due_at is not None and self.reload_due_at <= now:
+            due.append(FilesChanged())
         return due
 
     def handle(self, event: Event) -> None:
@@ -251,6 +271,11 @@ class Supervisor:
                     )
                     self.reload = None
                     self.retire(worker, "not ready in time", kill=True)
+            case CheckupDue():
+                if not self.stopping:
+                    self.checkup()
+            case FilesChanged():
+                self.on_files_changed()
             case StopOverdue(worker):
                 if not worker.reaped and worker.kill_at is not None:
                     logs.error_logger.warning(
@@ -266,10 +291,22 @@ class Supervisor:
         if signum == signal.SIGCHLD:
             return  # the loop reaps after every wake-up
         if signum in (signal.SIGTERM, signal.SIGINT) and not self.stopping:
-            logs.error_logger.info("received %s: shutting down gracefully", name)
+            logs.error_logger.info(
+                "received %s: shutting down gracefully (up to --graceful-timeout, %g s; %s again stops at once)",
+                name,
+                self.config.graceful_timeout,
+                "Ctrl-C" if signum == signal.SIGINT else "SIGINT or SIGQUIT",
+            )
+            self.stop_signal = name
             self.stop(graceful=True)
         elif signum == signal.SIGINT:
-            logs.error_logger.warning("second interrupt: stopping immediately")
+            draining = sum(1 for worker in self.workers.values() if not worker.killed)
+            again = "Ctrl-C pressed again" if self.stop_signal == "SIGINT" else f"SIGINT after {self.stop_signal}"
+            logs.error_logger.warning(
+                "second interrupt (%s): stopping immediately, killing %d worker(s) without waiting for their requests",
+                again,
+                draining,
+            )
             self.stop(graceful=False)
         elif signum == signal.SIGQUIT:
             logs.error_logger.warning("received SIGQUIT: stopping immediately")
@@ -315,6 +352,23 @@ class Supervisor:
         slot.spawn_failures = 0
 
     def on_ready(self, worker: Worker) -> None:
+        slot = self.slots.get(worker.slot)
+        if self.booting and slot is not None and slot.worker is worker:
+            # The app loaded: only now is the server really serving. (Loading
+            # it in the supervisor first would fork whatever it starts at
+            # import, its threads and sockets, into every worker.)
+            self.booting = False
+            logs.error_logger.info(
+                "rush %s serving on %s with %d worker(s) (supervisor pid %d)",
+                _version(),
+                self.address,
+                len(self.slots),
+                os.getpid(),
+            )
+            now = time.monotonic()
+            for other in self.slots.values():
+                if other.worker is None and other.respawn_at == math.inf:
+                    other.respawn_at = now
         reload = self.reload
         if reload is None or reload.successor is not worker:
             return
@@ -323,7 +377,7 @@ class Supervisor:
         slot = self.slots[worker.slot]  # removing a slot retires its successor first
         old, slot.worker = slot.worker, worker
         if old is not None and old is not worker:
-            self.retire(old, f"replaced by worker {worker.pid} (SIGHUP)")
+            self.retire(old, f"replaced by worker {worker.pid} ({reload.cause})")
 
     def on_exit(self, worker: Worker, code: int) -> None:
         how = _describe_exit(code)
@@ -332,7 +386,7 @@ class Supervisor:
         if held_slot:
             slot.worker = None
         if worker.retired is not None:
-            logs.error_logger.info("retired worker %d exited (%s)", worker.pid, how)
+            logs.error_logger.info("retired worker %d exited (%s); it was retired: %s", worker.pid, how, worker.retired)
             return
         if self.stopping:
             logs.error_logger.info("worker %d exited (%s)", worker.pid, how)
@@ -340,7 +394,10 @@ class Supervisor:
         if self.reload is not None and self.reload.successor is worker:
             self.reload = None
             problem = "could not load the application" if code == EXIT_BOOT_FAILURE else f"died ({how})"
-            logs.error_logger.error("the new worker %d %s; reload aborted, the old workers go on", worker.pid, problem)
+            hint = "; the next change to a watched file tries again" if self.reloader is not None else ""
+            logs.error_logger.error(
+                "the new worker %d %s; reload aborted, the old workers go on%s", worker.pid, problem, hint
+            )
             # Unless it had taken the slot of an old worker that died meanwhile, nothing else changes.
         if slot is None or not held_slot:
             return
@@ -352,6 +409,12 @@ class Supervisor:
                 worker.pid,
                 how,
                 successor.pid,
+            )
+        elif code == EXIT_BOOT_FAILURE and self.reloader is not None:
+            # --reload: the developer fixes the code; the next change starts it again.
+            slot.respawn_at = math.inf
+            logs.error_logger.error(
+                "worker %d could not load the application; waiting for a change to a watched file", worker.pid
             )
         elif code == EXIT_BOOT_FAILURE:
             logs.error_logger.error("worker %d could not load the application; stopping", worker.pid)
@@ -409,48 +472,6 @@ class Supervisor:
         else:
             worker.terminate(now, self.config.graceful_timeout)
 
-    # Reloads (SIGHUP).
-    def begin_reload(self) -> None:
-        self.generation += 1
-        if self.reload is None:
-            logs.error_logger.info("received SIGHUP: replacing workers one by one")
-            self.reload = Reload(self.generation)
-            return
-        logs.error_logger.info("received SIGHUP during a reload: starting it over")
-        self.reload.generation = self.generation
-        if self.reload.successor is not None:
-            self.retire(self.reload.successor, "superseded by a newer SIGHUP")
-
-    def advance_reload(self) -> None:
-        """Starts the next new worker of the reload in progress, if it waits
-        for none; ends the reload once every slot's worker is new."""
-        reload = self.reload
-        if reload is None or reload.successor is not None:
-            return
-        stale = [
-            slot
-            for _, slot in sorted(self.slots.items())
-            if slot.worker is not None and slot.worker.generation < reload.generation
-        ]
-        if not stale:
-            logs.error_logger.info("reload finished: %d worker(s) replaced", reload.replaced)
-            self.reload = None
-            return
-        serving = [slot for slot in stale if slot.worker is not None and slot.worker.ready]
-        if not serving:
-            return  # the old workers left are still starting: wait until they are ready
-        try:
-            reload.successor = self.fork_worker(serving[0])
-        except OSError as error:
-            logs.error_logger.error(
-                "cannot start a new worker in slot %d: %s; reload aborted, the old workers go on",
-                serving[0].index,
-                error,
-            )
-            self.reload = None
-            return
-        reload.ready_deadline = time.monotonic() + WORKER_READY_TIMEOUT
-
     # Slots (SIGTTIN, SIGTTOU).
     def open_slot(self, index: int) -> Slot:
         """A new slot; with per-slot sockets, its socket is bound and listening on return."""
@@ -506,7 +527,8 @@ class Supervisor:
             signals=HANDLED_SIGNALS,
             slots=self.slots.values(),
             workers=self.workers.values(),
-            private_fds=(self.wake_reader, self.wake_writer),
+            private_fds=(self.wake_reader, self.wake_writer)
+            + ((self.reloader.fileno(),) if self.reloader is not None else ()),
         )
         self.workers[worker.pid] = worker
         logs.error_logger.info("started worker %d", worker.pid)
