@@ -380,7 +380,7 @@ def test_immediate_stop_during_a_graceful_drain(
             # Stop now: the request in flight is cut off.
             assert busy.read_until_close().responses == []
             if second == signal.SIGINT:
-                server.wait_for_log("second interrupt: stopping immediately")
+                server.wait_for_log(r"second interrupt \(Ctrl-C pressed again\): stopping immediately")
             else:
                 server.wait_for_log("received SIGQUIT: stopping immediately")
         server.wait_exit(timeout=3)

@@ -130,7 +130,11 @@ class Config:
     header_timeout: float = _option(10.0, "seconds a client has to send a complete request head")
     body_timeout: float = _option(30.0, "seconds of silence allowed while a request body arrives")
     send_timeout: float = _option(30.0, "seconds of no write progress before a client is dropped")
-    graceful_timeout: float = _option(30.0, "seconds in-flight requests get to finish on shutdown or reload")
+    graceful_timeout: float = _option(
+        30.0,
+        "seconds in-flight requests get after SIGTERM/SIGINT, or when a reload, --max-requests or TTOU retires "
+        "their worker; a worker still running then is killed",
+    )
     max_body_size: int = _option(
         16 * 1024**2, "largest request body in bytes (413 beyond); suffixes K, M, G", kind="size"
     )

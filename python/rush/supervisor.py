@@ -8,9 +8,9 @@ the slot's whole life, so a worker that dies or is replaced hands its socket,
 with the connections queued in its backlog, to its successor.
 
 The supervisor is a state machine driven by one event queue. Its loop waits
-(in ``poll``) for the wake-up pipe, the ready pipes of starting workers, or
-the next deadline, then queues what happened and handles the events one at a
-time:
+(in ``poll``) for the wake-up pipe, the ready pipes of starting workers, the
+``--reload`` watcher's inotify descriptor (reloader.py), or the next
+deadline, then queues what happened and handles the events one at a time:
 
 * ``SignalReceived``: the signal handlers only queue this; the C-level
   handler also writes to the wake-up pipe (``signal.set_wakeup_fd``), so a
@@ -23,14 +23,22 @@ time:
 * timers: ``RespawnDue`` (an empty slot may get a worker), ``ReadyOverdue``
   (a reload's new worker was not ready within ``WORKER_READY_TIMEOUT``),
   ``StopOverdue`` (a worker asked to stop still runs at its own deadline,
-  ``--graceful-timeout`` after its SIGTERM: it gets SIGKILL, and a log line).
+  ``--graceful-timeout`` after its SIGTERM: it gets SIGKILL, and a log line),
+  ``CheckupDue`` (read the workers' liveness pages: ``--timeout``,
+  ``--max-requests``) and ``FilesChanged`` (``--reload``). Reloads, recycles,
+  checkups and file changes are handled in renewal.py, a mixin of this class.
 
 The state: the slots, each with its worker (or the time its next one may
 start), every unreaped `Worker` (serving, starting, or retired and draining),
 the `Reload` in progress, and whether the server is stopping. What events do:
 
+* at start, only slot 0 gets a worker; the other slots get theirs once it is
+  ready, and only then is "serving on" logged: the app was loaded (by a
+  worker: loading it here first would fork whatever it starts at import into
+  every worker), and a broken app fails, and says why, once;
 * a worker that dies is replaced in its slot (unless it failed to load the
-  app, which would only fail again: then everything stops with exit code 3).
+  app, which would only fail again: then everything stops with exit code 3,
+  or, under ``--reload``, the slot waits for the next change of a file).
   One that dies early (within ``EARLY_DEATH`` seconds of its start, or before
   it was ready) is replaced only after a delay that starts at 0.1 s and
   doubles with each consecutive early death of its slot, up to 5 s. After
@@ -59,8 +67,8 @@ the `Reload` in progress, and whether the server is stopping. What events do:
   slot's socket first, then retires the slot's workers, so the socket closes
   once they let go of it.
 
-A forked worker keeps only its own slot's socket and the write end of its
-own ready pipe: it closes the wake-up pipe, the other slots' sockets and the
+A forked worker keeps only its own slot's socket, the write end of its own
+ready pipe and its liveness page: it closes the wake-up pipe, the watcher, the other slots' sockets and the
 other workers' ready pipes before anything else, with the supervisor's
 signals blocked until their handlers are reset. Workers are forked before the
 supervisor creates any thread, as fork needs.

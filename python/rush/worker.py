@@ -19,11 +19,13 @@ from __future__ import annotations
 import asyncio
 import atexit
 import inspect
+import math
 import os
 import resource
 import signal
 import socket
 import sys
+import time
 import traceback
 from functools import partial
 from typing import Any
@@ -247,9 +249,12 @@ def serve_with_asyncio(
         server.set_asgi_notifier(lambda key, request_id: partial(loop.call_soon, server.flush_asgi, key, request_id))
         if liveness is not None:
             server.set_liveness(liveness)
-        loop.run_until_complete(_serve_until_drained(server, config, loop, ready_fd))
+        stop_requested = loop.run_until_complete(_serve_until_drained(server, config, loop, ready_fd))
         if lifespan is not None:
-            loop.run_until_complete(lifespan.shutdown(config.graceful_timeout))
+            # --graceful-timeout counts from the stop signal, as the
+            # supervisor's SIGKILL does: the shutdown gets what is left of it.
+            left = max(config.graceful_timeout - (time.monotonic() - stop_requested), 0.0)
+            loop.run_until_complete(lifespan.shutdown(left))
         return 0
     finally:
         _cancel_remaining_tasks(loop)
@@ -258,10 +263,14 @@ def serve_with_asyncio(
 
 async def _serve_until_drained(
     server: Server, config: Config, loop: asyncio.AbstractEventLoop, ready_fd: int | None
-) -> None:
+) -> float:
+    """Serves until a requested stop has drained; returns when the stop was requested."""
     stopping = asyncio.Event()
+    requested = [math.inf]
 
     def request_stop() -> None:
+        if not stopping.is_set():
+            requested[0] = time.monotonic()
         server.begin_shutdown(config.graceful_timeout)
         stopping.set()
 
@@ -284,6 +293,7 @@ async def _serve_until_drained(
         except TimeoutError:
             pass
     loop.remove_reader(server.fileno())
+    return min(requested[0], time.monotonic())
 
 
 def _cancel_remaining_tasks(loop: asyncio.AbstractEventLoop) -> None:
