@@ -404,3 +404,20 @@ def test_short_flags_in_help() -> None:
     assert "-w WORKERS, --workers WORKERS" in result.stdout
     assert "-b BIND, --bind BIND" in result.stdout
     assert "(env RUSH_WORKERS, or WEB_CONCURRENCY)" in result.stdout
+
+
+def test_the_reloader_skips_hidden_cache_and_virtualenv_directories(tmp_path: Path) -> None:
+    """In-process, with real inotify: what is watched, and a change seen."""
+    from rush.reloader import Reloader
+
+    for directory, marker in [(".git", "HEAD"), ("target", "CACHEDIR.TAG"), ("env", "pyvenv.cfg"), ("pkg", None)]:
+        (tmp_path / directory).mkdir()
+        if marker:
+            (tmp_path / directory / marker).write_text("")
+    reloader = Reloader([str(tmp_path)], None, None)
+    assert len(reloader.watcher) == 2  # tmp_path and pkg
+    (tmp_path / "target" / "x.py").write_text("")
+    (tmp_path / "pkg" / "a.py").write_text("")
+    changed: list[str] = []
+    wait_for(lambda: changed.extend(reloader.changes()) or "pkg/a.py" in changed, "pkg/a.py to be reported")
+    assert set(changed) == {"pkg/a.py"}

@@ -12,7 +12,8 @@ against the file's name and against its path relative to the watched
 directory.
 
 Not walked: hidden directories (``.git``, ``.venv``...), ``__pycache__``,
-``node_modules``, virtual environments (a ``pyvenv.cfg`` inside) and
+``node_modules``, virtual environments (a ``pyvenv.cfg`` inside), cache
+directories (a ``CACHEDIR.TAG`` inside, as Cargo's ``target``) and
 directories matching an exclude pattern: they hold many directories (each
 costs an inotify watch) and no code of the app's own.
 """
@@ -72,6 +73,7 @@ class Reloader:
             name.startswith(".")
             or name in SKIPPED_DIRECTORIES
             or os.path.exists(os.path.join(path, "pyvenv.cfg"))
+            or os.path.exists(os.path.join(path, "CACHEDIR.TAG"))
             or self._matches(path, self.exclude)
         )
 
