@@ -74,6 +74,8 @@ def test_a_stuck_worker_is_killed_and_replaced_with_its_request_logged(
         + "; killing it"
     )
     server.wait_for_log(rf"retired worker {stuck} exited \(signal SIGKILL\); it was retired: stuck for [\d.]+ s")
+    # Its stack was printed before it was killed: the handler it was stuck in shows.
+    server.wait_for_log(r'File ".*tests/apps/_shared\.py", line \d+ in wait_at_gate_blocking')
     replacement = server.single_worker()
     assert replacement != stuck
     assert get_pid(server) == replacement
@@ -91,6 +93,7 @@ def test_a_worker_stuck_in_async_code_is_killed_too(rush_server: ServerFactory, 
     finally:
         (tmp_path / "stuck.release").touch()
     server.wait_for_log(rf"worker {stuck} is stuck: .*last request begun: 'GET /stuck\?")
+    server.wait_for_log(r'File ".*blocking\.py", line \d+ in app')
     assert get_pid(server, "/") != stuck
 
 

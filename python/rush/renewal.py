@@ -22,8 +22,9 @@ supervisor's (see supervisor.py for the loop and the events).
   ``--timeout`` or ``--max-requests`` is on) reads each serving worker's
   liveness page (src/liveness.rs): a heartbeat older than ``--timeout``
   means the worker's loop has not come back (a handler stuck in a blocking
-  call): it is killed, logged with the last request it began, and
-  replaced at once. Its request count drives recycles.
+  call): it is logged with the last request it began, made to print its
+  threads' stacks (faulthandler, on SIGUSR1), killed half a second later,
+  and replaced at once. Its request count drives recycles.
 """
 
 from __future__ import annotations
@@ -146,13 +147,13 @@ class Renewal(_Base):
                 line = worker.liveness.request_line
                 logs.error_logger.error(
                     "worker %d is stuck: its loop has not come back for %.1f s (--timeout %g s), "
-                    "last request begun: %s; killing it",
+                    "last request begun: %s; killing it (its threads' stacks follow)",
                     worker.pid,
                     age,
                     self.timeout,
                     repr(line) if line else "none",
                 )
-                self.retire(worker, f"stuck for {age:.1f} s (--timeout)", kill=True)
+                self.retire(worker, f"stuck for {age:.1f} s (--timeout)", stuck=True)
             elif worker.request_limit and self.reload is None and worker.liveness.requests >= worker.request_limit:
                 self.begin_recycle(worker)
 

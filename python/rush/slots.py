@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from rush._rush import Liveness, exit_with_parent
 from rush.config import Config
-from rush.worker import worker_main
+from rush.worker import DUMP_SIGNAL, worker_main
 
 # A worker that dies within this many seconds of its start (or before it was
 # ready) died early: its replacement waits RESPAWN_DELAY_FIRST seconds,
@@ -37,6 +37,9 @@ from rush.worker import worker_main
 EARLY_DEATH = 1.0
 RESPAWN_DELAY_FIRST = 0.1
 RESPAWN_DELAY_MAX = 5.0
+# A stuck worker (--timeout) first gets DUMP_SIGNAL (see worker.py), and
+# SIGKILL this many seconds later.
+STUCK_DUMP_GRACE = 0.5
 
 
 def respawn_delay(failures: int) -> float:
@@ -64,6 +67,8 @@ class Worker:
     # When it gets SIGKILL if it still runs: SIGTERM time + --graceful-timeout.
     kill_at: float | None = None
     killed: bool = False
+    # Found stuck (--timeout): told to print its stack, killed at kill_at.
+    stuck: bool = False
     # The page its loop writes its heartbeat and request count to (src/liveness.rs).
     liveness: Liveness | None = None
     # --max-requests plus this worker's jitter; 0: no limit.
@@ -85,6 +90,15 @@ class Worker:
             return
         self.send(signal.SIGTERM)
         self.kill_at = now + graceful_timeout
+
+    def dump_then_kill(self, now: float) -> None:
+        """Asks the worker to print its threads' stacks, and kills it
+        STUCK_DUMP_GRACE seconds later (at once if it was already killed)."""
+        if self.killed:
+            return
+        self.send(DUMP_SIGNAL)
+        self.stuck = True
+        self.kill_at = now + STUCK_DUMP_GRACE
 
     def kill(self) -> None:
         if not self.killed:

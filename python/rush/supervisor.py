@@ -285,7 +285,9 @@ class Supervisor(Renewal):
             case FilesChanged():
                 self.on_files_changed()
             case StopOverdue(worker):
-                if not worker.reaped and worker.kill_at is not None:
+                if not worker.reaped and worker.kill_at is not None and worker.stuck:
+                    worker.kill()  # its stacks were printed, and why it is killed logged
+                elif not worker.reaped and worker.kill_at is not None:
                     logs.error_logger.warning(
                         "worker %d did not stop within --graceful-timeout (%g s): killing it",
                         worker.pid,
@@ -461,10 +463,11 @@ class Supervisor(Renewal):
             "worker %d died (%s) %s; starting a new one in %.1f s", worker.pid, _describe_exit(code), when, delay
         )
 
-    def retire(self, worker: Worker, reason: str, kill: bool = False) -> None:
+    def retire(self, worker: Worker, reason: str, kill: bool = False, stuck: bool = False) -> None:
         """Asks a worker to drain (SIGTERM, then SIGKILL at its deadline), or
-        kills it; it is not replaced when it exits. A slot it was serving gets
-        a new worker at once."""
+        kills it (``kill``), or has it print its stacks and kills it
+        (``stuck``); it is not replaced when it exits. A slot it was serving
+        gets a new worker at once."""
         logs.error_logger.info("retiring worker %d: %s", worker.pid, reason)
         worker.retired = reason
         worker.close_ready_pipe()  # whether it gets ready no longer matters
@@ -477,6 +480,8 @@ class Supervisor(Renewal):
             self.reload.successor = None
         if kill:
             worker.kill()
+        elif stuck:
+            worker.dump_then_kill(now)
         else:
             worker.terminate(now, self.config.graceful_timeout)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import faulthandler
 import inspect
 import math
 import os
@@ -43,6 +44,9 @@ from rush.threads import BlockingPool
 # The supervisor stops instead of respawning when a worker exits with this:
 # the app could not be loaded, so a new worker would fail the same way.
 EXIT_BOOT_FAILURE = 3
+# On this signal a worker prints every thread's stack (faulthandler); the
+# supervisor sends it to a stuck worker (--timeout) before killing it.
+DUMP_SIGNAL = signal.SIGUSR1
 
 
 def raise_open_file_limit() -> None:
@@ -99,6 +103,10 @@ def build_server(config: Config, listener: socket.socket, router: Router, wakeup
 def run_worker(config: Config, listener: socket.socket, ready_fd: int | None, liveness: Liveness | None = None) -> int:
     """Runs one worker to completion; returns its exit code."""
     logs.configure(config.log_level)
+    # Where a stuck worker is stuck (--timeout): the supervisor sends this
+    # signal before SIGKILL, and faulthandler prints every thread's stack
+    # from its C-level handler, which runs even while a handler holds the GIL.
+    faulthandler.register(DUMP_SIGNAL, file=sys.stderr, all_threads=True, chain=False)
     try:
         app = config.load_app()
         interface = detect_interface(app, config.interface)
