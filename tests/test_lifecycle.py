@@ -119,22 +119,18 @@ def test_reload_restarts_on_change_survives_a_syntax_error_and_serves_the_next_g
     wait_for(lambda: get(server) == (200, "four -"), "the fixed app to be served")
 
 
-def test_reload_ignores_files_that_do_not_match(rush_server: ServerFactory, tmp_path: Path) -> None:
+@pytest.mark.parametrize("via", ["flag", "env"])
+def test_reload_ignores_files_that_do_not_match(rush_server: ServerFactory, tmp_path: Path, via: str) -> None:
     """Excluded and non-matching files change nothing; an included one does."""
     write_app(tmp_path, WSGI_APP.format(body="one"))
     (tmp_path / "templates").mkdir()
-    server = rush_server(
-        "app:app",
-        "--app-dir",
-        tmp_path,
-        "--reload",
-        "--reload-dir",
-        tmp_path,
-        "--reload-include",
-        "*.html",
-        "--reload-exclude",
-        "skip_*.py",
-    )
+    if via == "flag":
+        args = ["--reload-include", "*.html", "--reload-include", "*.py", "--reload-exclude", "skip_*.py"]
+        server = rush_server("app:app", "--app-dir", tmp_path, "--reload", "--reload-dir", tmp_path, *args)
+    else:
+        env = {"RUSH_RELOAD_INCLUDE": "*.html,*.py", "RUSH_RELOAD_EXCLUDE": "skip_*.py"}
+        args = ["--app-dir", tmp_path, "--reload", "--reload-dir", tmp_path]
+        server = rush_server("app:app", *args, env=clean_environment(env))
     worker = server.single_worker()
     (tmp_path / "notes.txt").write_text("not watched")
     (tmp_path / "skip_me.py").write_text("x = 1")
@@ -276,6 +272,8 @@ def test_app_dir_and_chdir(rush_server: ServerFactory, tmp_path: Path) -> None:
     (project / "public" / "file.txt").write_text("static")
     server = rush_server("located:app", "--chdir", project, "--static", "/s=public")
     assert get(server) == (200, "found -")
+    assert get(server, "/s/file.txt") == (200, "static")
+    server = rush_server("located:app", "--static", "/s=public", env=clean_environment({"RUSH_CHDIR": str(project)}))
     assert get(server, "/s/file.txt") == (200, "static")
 
 
