@@ -17,6 +17,7 @@ mod dispatch;
 mod http1;
 mod http_write;
 mod inflight;
+mod liveness;
 mod metrics;
 mod options;
 mod request;
@@ -25,6 +26,7 @@ mod router;
 mod server;
 mod static_files;
 mod tls;
+mod watch;
 mod wsgi;
 
 use pyo3::prelude::*;
@@ -79,6 +81,8 @@ fn _rush(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<asgi::AsgiReceive>()?;
     module.add_class::<wsgi::WsgiResponse>()?;
     module.add_class::<wsgi::WsgiBody>()?;
+    module.add_class::<liveness::Liveness>()?;
+    module.add_class::<watch::FileWatcher>()?;
     module.add_function(wrap_pyfunction!(wsgi::call_wsgi, module)?)?;
     module.add_function(wrap_pyfunction!(exit_with_parent, module)?)?;
     module.add_function(wrap_pyfunction!(share_cache_generations, module)?)?;

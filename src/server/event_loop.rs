@@ -57,6 +57,9 @@ impl Server {
             Err(error) => return Err(error.into()),
         }
         self.core.now = Instant::now();
+        if let Some(liveness) = &self.core.liveness {
+            liveness.get().beat();
+        }
         self.core.date.refresh(SystemTime::now());
         let events = std::mem::replace(&mut self.events, Events::with_capacity(0));
         // A file change reported in the same batch as a request must be seen

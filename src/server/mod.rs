@@ -40,6 +40,7 @@ use slab::Slab;
 use crate::asgi::AsgiSettings;
 use crate::conn::Connection;
 use crate::dispatch::{AppInterface, Core};
+use crate::liveness::Liveness;
 use crate::options::{seconds, seconds_or_zero, LoopConfig, OUTPUT_HIGH_WATER, READ_CHUNK};
 use crate::router::Router;
 use crate::static_files::StaticFiles;
@@ -252,6 +253,7 @@ impl Server {
                 output_total: 0,
                 may_park: false,
                 woken: Default::default(),
+                liveness: None,
             },
             accept_paused: false,
             drive_soon: Vec::new(),
@@ -299,6 +301,13 @@ impl Server {
         Ok(())
     }
 
+    /// Shares `liveness` with the supervisor: from now on every loop pass
+    /// stores its time there, and every request is counted (src/liveness.rs).
+    fn set_liveness(&mut self, liveness: Py<Liveness>) {
+        liveness.get().beat();
+        self.core.liveness = Some(liveness);
+    }
+
     /// Runs the loop until a graceful shutdown (requested through `stop`)
     /// has drained every connection or timed out.
     #[pyo3(signature = (stop, graceful_timeout=30.0))]
@@ -339,6 +348,9 @@ impl Server {
     /// work it finds are driven by the next `poll`, which the caller
     /// schedules outside any task).
     fn tick(&mut self, py: Python<'_>) -> bool {
+        if let Some(liveness) = &self.core.liveness {
+            liveness.get().beat();
+        }
         self.guarded(py, None, |server| {
             server.core.now = Instant::now();
             server.sweep_deadlines(py);
