@@ -34,6 +34,7 @@ mod date;
 pub mod encode;
 mod error;
 mod head;
+pub mod proxy;
 pub mod response;
 mod target;
 
@@ -41,7 +42,7 @@ pub use chunked::{ChunkedDecoder, ChunkedProgress};
 pub use date::DateCache;
 pub use encode::{BodyEncoder, BodyKind, EncodeError, FramingHeader, FramingPlan};
 pub use error::ProtoError;
-pub use head::{parse_request_head, HeadStatus, RequestHead};
+pub use head::{parse_proxy_request_head, parse_request_head, HeadStatus, RequestHead};
 pub use target::absolute_form_authority;
 
 /// Every size bound the parser enforces. Each has a default; the server makes
