@@ -18,6 +18,7 @@ mod http1;
 mod http_write;
 mod inflight;
 mod options;
+mod proxy;
 mod request;
 mod response;
 mod router;
@@ -57,6 +58,7 @@ fn _rush(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<router::Router>()?;
     module.add_class::<server::Server>()?;
     module.add_class::<server::StopHandle>()?;
+    module.add_class::<proxy::ProxyServer>()?;
     module.add_class::<request::Request>()?;
     module.add_class::<response::Response>()?;
     module.add_class::<wsgi::FileWrapper>()?;

@@ -66,7 +66,7 @@ impl StopHandle {
         self.requested.store(true, Ordering::SeqCst);
     }
 
-    fn is_set(&self) -> bool {
+    pub(crate) fn is_set(&self) -> bool {
         self.requested.load(Ordering::SeqCst)
     }
 }
@@ -395,7 +395,7 @@ impl Server {
 /// keeps. A number that is not an open listening socket is a `ValueError`,
 /// never undefined behaviour: the fd is duplicated with `fcntl`, which
 /// checks it, before anything treats it as a socket.
-fn adopt_listening_socket(fd: RawFd) -> PyResult<OwnedFd> {
+pub(crate) fn adopt_listening_socket(fd: RawFd) -> PyResult<OwnedFd> {
     let invalid = |why: &str| {
         pyo3::exceptions::PyValueError::new_err(format!(
             "listener_fd {fd} is not a listening socket: {why}"
