@@ -94,6 +94,11 @@ def build_server(config: Config, listener: socket.socket, router: Router, wakeup
 
 def run_worker(config: Config, listener: socket.socket, ready_fd: int | None) -> int:
     """Runs one worker to completion; returns its exit code."""
+    from rush.proxy import ProxyConfig, run_proxy_worker
+
+    if isinstance(config, ProxyConfig):
+        # A proxy worker: the same process model, the proxy loop instead of the server's.
+        return run_proxy_worker(config, listener, ready_fd)
     logs.configure(config.log_level)
     try:
         app = config.load_app()
