@@ -97,9 +97,10 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A self-signed certificate for 127.0.0.1 and localhost, made with openssl now."""
     directory = tmp_path_factory.mktemp("tls")
     key, cert = directory / "key.pem", directory / "cert.pem"
+    command = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost"]
+    command += ["-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout", str(key), "-out", str(cert)]
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert)]
-        + ["-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+        command,
         check=True,
         capture_output=True,
         timeout=GUARD_TIMEOUT,
@@ -110,14 +111,14 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 class HelloHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
-    def do_GET(self) -> None:  # noqa: N802 - the stdlib's naming
+    def do_GET(self) -> None:
         body = b"hello over tls " + self.path.encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         length = int(self.headers["Content-Length"])
         body = hashlib.sha256(self.rfile.read(length)).hexdigest().encode()
         self.send_response(200)
@@ -295,7 +296,9 @@ def test_https_through_connect_with_curl_and_httpx(
     assert result.returncode == 0, result.stderr
     assert result.stdout == b"hello over tls /a"
     body = os.urandom(2 * 1024 * 1024)
-    with httpx.Client(proxy=server.url, verify=ssl.create_default_context(cafile=str(cert)), timeout=GUARD_TIMEOUT) as client:
+    with httpx.Client(
+        proxy=server.url, verify=ssl.create_default_context(cafile=str(cert)), timeout=GUARD_TIMEOUT
+    ) as client:
         for path in ("/b", "/c"):
             assert client.get(f"https://127.0.0.1:{tls_origin}{path}").text == f"hello over tls {path}"
         assert client.post(f"https://127.0.0.1:{tls_origin}/", content=body).text == hashlib.sha256(body).hexdigest()
@@ -483,7 +486,10 @@ def test_refused_origin_is_a_502(proxy: Callable[..., RushServer]) -> None:
     port = closed.getsockname()[1]
     server = proxy("--allow-private", "--allow-connect-port", str(port))
     try:
-        for head in (f"GET http://127.0.0.1:{port}/ HTTP/1.1\r\nHost: x\r\n\r\n", f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: x\r\n\r\n"):
+        for head in (
+            f"GET http://127.0.0.1:{port}/ HTTP/1.1\r\nHost: x\r\n\r\n",
+            f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\nHost: x\r\n\r\n",
+        ):
             response = one_answer(server, head.encode())
             assert response.status == 502
             assert response.header("Content-Type") == "text/plain; charset=utf-8"
@@ -567,7 +573,7 @@ def test_max_connections_pauses_accepting(proxy: Callable[..., RushServer], orig
     assert waiting.nothing_arrives(0.3)
     held[0].close()
     assert waiting.read_until_close().responses[0].body == b"Hello, World!"
-    for connection in held[1:] + [waiting]:
+    for connection in [*held[1:], waiting]:
         connection.close()
 
 

@@ -246,4 +246,4 @@ def run_proxy_worker(config: ProxyConfig, listener: socket.socket, ready_fd: int
     return 0
 
 
-__all__ = ["ProxyConfig", "run", "main"]
+__all__ = ["ProxyConfig", "main", "run"]

@@ -173,7 +173,14 @@ impl ProxyConn {
                 self.input.extend_from_slice(&scratch[..read]);
                 Ok(true)
             }
-            Err(error) if matches!(error.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => Ok(false),
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) =>
+            {
+                Ok(false)
+            }
             Err(_) => Err(Close),
         }
     }
@@ -200,7 +207,12 @@ pub(crate) fn write_error(output: &mut Vec<u8>, status: u16, message: &str) {
 
 impl Worker {
     /// Moves the connection on as far as it goes now.
-    pub(crate) fn drive(&mut self, py: Python<'_>, conn: &mut ProxyConn, key: usize) -> Disposition {
+    pub(crate) fn drive(
+        &mut self,
+        py: Python<'_>,
+        conn: &mut ProxyConn,
+        key: usize,
+    ) -> Disposition {
         loop {
             let step = match conn.phase {
                 Phase::Idle => self.step_idle(py, conn, key),
@@ -283,7 +295,13 @@ impl Worker {
     }
 
     /// A complete head: decide, then resolve (or refuse).
-    fn start_request(&mut self, py: Python<'_>, conn: &mut ProxyConn, key: usize, head: RequestHead) -> Step {
+    fn start_request(
+        &mut self,
+        py: Python<'_>,
+        conn: &mut ProxyConn,
+        key: usize,
+        head: RequestHead,
+    ) -> Step {
         let buffer = &conn.input;
         let request = format!(
             "{} {}",
@@ -302,20 +320,43 @@ impl Worker {
             Err(error) => return self.refuse_malformed_keep_record(conn, &error),
         };
         let (host, port) = match &target {
-            ProxyTarget::Tunnel { host, port } | ProxyTarget::Forward { host, port, .. } => (host.clone(), *port),
+            ProxyTarget::Tunnel { host, port } | ProxyTarget::Forward { host, port, .. } => {
+                (host.clone(), *port)
+            }
         };
-        if let Some(refusal) = self.check_policy(py, conn, &host, port, matches!(target, ProxyTarget::Tunnel { .. })) {
+        if let Some(refusal) = self.check_policy(
+            py,
+            conn,
+            &host,
+            port,
+            matches!(target, ProxyTarget::Tunnel { .. }),
+        ) {
             return self.fail(conn, refusal.status(), refusal.message());
         }
         let exchange = match &target {
             ProxyTarget::Tunnel { .. } => None,
             ProxyTarget::Forward {
-                authority, origin_form, ..
+                authority,
+                origin_form,
+                ..
             } => {
                 let mut out = Vec::with_capacity(head.head_len + 64);
-                write_forward_head(&mut out, buffer, &head, &self.headers, authority.as_bytes(), origin_form);
+                write_forward_head(
+                    &mut out,
+                    buffer,
+                    &head,
+                    &self.headers,
+                    authority.as_bytes(),
+                    origin_form,
+                );
                 let keep_alive = head.keep_alive && !self.draining && !conn.client_eof;
-                Some(Box::new(Exchange::new(head.method, out, head.framing, &self.config.limits, keep_alive)))
+                Some(Box::new(Exchange::new(
+                    head.method,
+                    out,
+                    head.framing,
+                    &self.config.limits,
+                    keep_alive,
+                )))
             }
         };
         conn.input.drain(..head.head_len);
@@ -361,7 +402,12 @@ impl Worker {
         let authorization = self
             .headers
             .iter()
-            .find(|header| header.name.of(buffer).eq_ignore_ascii_case(b"proxy-authorization"))
+            .find(|header| {
+                header
+                    .name
+                    .of(buffer)
+                    .eq_ignore_ascii_case(b"proxy-authorization")
+            })
             .map(|header| header.value.of(buffer));
         if !self.policy.authorizes(authorization) {
             return Some(Refusal::Auth);
@@ -381,19 +427,31 @@ impl Worker {
             })
             .collect();
         let client = (conn.peer.ip().to_string(), conn.peer.port());
-        match hook.call1(py, (client, host, port, headers)).and_then(|answer| answer.is_truthy(py)) {
+        match hook
+            .call1(py, (client, host, port, headers))
+            .and_then(|answer| answer.is_truthy(py))
+        {
             Ok(true) => None,
             Ok(false) => Some(Refusal::Hook),
             Err(error) => {
                 // A failing policy refuses: a proxy must fail closed.
-                self.log_error(py, "the proxy policy hook raised; refusing the request", Some(error));
+                self.log_error(
+                    py,
+                    "the proxy policy hook raised; refusing the request",
+                    Some(error),
+                );
                 Some(Refusal::Hook)
             }
         }
     }
 
     /// The resolver answered for this connection.
-    pub(crate) fn resolved(&mut self, conn: &mut ProxyConn, key: usize, result: Result<Vec<IpAddr>, String>) -> Step {
+    pub(crate) fn resolved(
+        &mut self,
+        conn: &mut ProxyConn,
+        key: usize,
+        result: Result<Vec<IpAddr>, String>,
+    ) -> Step {
         let Phase::Resolving(pending) = std::mem::replace(&mut conn.phase, Phase::Idle) else {
             return Ok(false);
         };
@@ -404,7 +462,13 @@ impl Worker {
     }
 
     /// Connects to the first allowed address (or takes a pooled connection to it).
-    fn connect(&mut self, conn: &mut ProxyConn, key: usize, mut pending: Pending, addresses: &[IpAddr]) -> Step {
+    fn connect(
+        &mut self,
+        conn: &mut ProxyConn,
+        key: usize,
+        mut pending: Pending,
+        addresses: &[IpAddr],
+    ) -> Step {
         let Some(&ip) = addresses.iter().find(|&&ip| self.policy.allows_address(ip)) else {
             return self.fail(conn, 403, Refusal::Private.message());
         };
@@ -415,7 +479,15 @@ impl Worker {
         conn.deadline = self.now + self.config.upstream_timeout;
         if pending.exchange.is_some() {
             if let Some(mut stream) = self.origins.take(address) {
-                if self.registry.register(&mut stream, upstream_token(key), Interest::READABLE | Interest::WRITABLE).is_ok() {
+                if self
+                    .registry
+                    .register(
+                        &mut stream,
+                        upstream_token(key),
+                        Interest::READABLE | Interest::WRITABLE,
+                    )
+                    .is_ok()
+                {
                     conn.upstream = Some(Upstream {
                         stream,
                         address,
@@ -431,7 +503,15 @@ impl Worker {
             Err(_) => return self.fail(conn, 502, "cannot connect to the target"),
         };
         let _ = stream.set_nodelay(true);
-        if self.registry.register(&mut stream, upstream_token(key), Interest::READABLE | Interest::WRITABLE).is_err() {
+        if self
+            .registry
+            .register(
+                &mut stream,
+                upstream_token(key),
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .is_err()
+        {
             return self.fail(conn, 502, "cannot connect to the target");
         }
         conn.upstream = Some(Upstream {
@@ -449,7 +529,9 @@ impl Worker {
         };
         match upstream.stream.take_error() {
             Ok(None) => {}
-            Ok(Some(_)) | Err(_) => return self.fail(conn, 502, "the target refused the connection"),
+            Ok(Some(_)) | Err(_) => {
+                return self.fail(conn, 502, "the target refused the connection")
+            }
         }
         match upstream.stream.peer_addr() {
             Ok(_) => {}
@@ -465,7 +547,8 @@ impl Worker {
                 if let Some(record) = &mut conn.record {
                     record.status = 200;
                 }
-                conn.output.extend_from_slice(b"HTTP/1.1 200 Connection established\r\n\r\n");
+                conn.output
+                    .extend_from_slice(b"HTTP/1.1 200 Connection established\r\n\r\n");
                 conn.phase = Phase::Tunnel(Box::new(Tunnel {
                     early: std::mem::take(&mut conn.input),
                     up: Direction::default(),
@@ -508,10 +591,16 @@ impl Worker {
             }
         }
         if tunnel.early.is_empty() && !tunnel.up.finished {
-            progress |= tunnel.up.pump(&conn.client, upstream, &mut self.pipes).map_err(|_| Close)?;
+            progress |= tunnel
+                .up
+                .pump(&conn.client, upstream, &mut self.pipes)
+                .map_err(|_| Close)?;
         }
         if conn.output.is_empty() && !tunnel.down.finished {
-            progress |= tunnel.down.pump(upstream, &conn.client, &mut self.pipes).map_err(|_| Close)?;
+            progress |= tunnel
+                .down
+                .pump(upstream, &conn.client, &mut self.pipes)
+                .map_err(|_| Close)?;
         }
         if progress {
             conn.deadline = self.now + self.config.tunnel_idle_timeout;
@@ -551,7 +640,8 @@ impl Worker {
                 let keep_alive = exchange.client_keep_alive && !self.draining;
                 if let Some(mut upstream) = conn.upstream.take() {
                     if reuse_origin && self.registry.deregister(&mut upstream.stream).is_ok() {
-                        self.origins.put(upstream.address, upstream.stream, self.now);
+                        self.origins
+                            .put(upstream.address, upstream.stream, self.now);
                     }
                 }
                 self.log_record(conn);
@@ -568,7 +658,8 @@ impl Worker {
                 exchange.restart();
                 let address = upstream.address;
                 conn.upstream = None;
-                let Phase::Forward(exchange) = std::mem::replace(&mut conn.phase, Phase::Idle) else {
+                let Phase::Forward(exchange) = std::mem::replace(&mut conn.phase, Phase::Idle)
+                else {
                     unreachable!()
                 };
                 let pending = Pending {
@@ -580,19 +671,37 @@ impl Worker {
                 // Not from the pool this time: a fresh connection.
                 self.connect_fresh(conn, key, pending, address)
             }
-            Outcome::Retry => self.fail(conn, 502, "the origin closed the connection without answering"),
+            Outcome::Retry => self.fail(
+                conn,
+                502,
+                "the origin closed the connection without answering",
+            ),
             Outcome::Failed(status, message) => self.fail(conn, status, message),
             Outcome::Abort => Err(Close),
         }
     }
 
-    fn connect_fresh(&mut self, conn: &mut ProxyConn, key: usize, pending: Pending, address: SocketAddr) -> Step {
+    fn connect_fresh(
+        &mut self,
+        conn: &mut ProxyConn,
+        key: usize,
+        pending: Pending,
+        address: SocketAddr,
+    ) -> Step {
         let mut stream = match TcpStream::connect(address) {
             Ok(stream) => stream,
             Err(_) => return self.fail(conn, 502, "cannot connect to the target"),
         };
         let _ = stream.set_nodelay(true);
-        if self.registry.register(&mut stream, upstream_token(key), Interest::READABLE | Interest::WRITABLE).is_err() {
+        if self
+            .registry
+            .register(
+                &mut stream,
+                upstream_token(key),
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .is_err()
+        {
             return self.fail(conn, 502, "cannot connect to the target");
         }
         conn.upstream = Some(Upstream {

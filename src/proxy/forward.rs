@@ -17,7 +17,9 @@
 use std::io::{self, Read, Write};
 
 use mio::net::TcpStream;
-use rush_proto::proxy::{parse_response_head, write_client_response_head, ResponseFraming, ResponseStatus};
+use rush_proto::proxy::{
+    parse_response_head, write_client_response_head, ResponseFraming, ResponseStatus,
+};
 use rush_proto::{BodyFraming, ChunkedDecoder, HeaderSpan, Limits, Method};
 
 /// Most bytes buffered in each direction before reading that side pauses.
@@ -203,7 +205,8 @@ impl Exchange {
             }
         }
         if matches!(self.response, ResponseBody::Done) {
-            let request_sent = matches!(self.request, RequestBody::Done) && self.to_origin.is_empty();
+            let request_sent =
+                matches!(self.request, RequestBody::Done) && self.to_origin.is_empty();
             if !request_sent {
                 // The origin answered before taking the whole body (a 413, say):
                 // the rest of the body cannot be told from a next request.
@@ -253,7 +256,9 @@ impl Exchange {
             ResponseBody::UntilClose => {
                 self.response = ResponseBody::Done;
                 self.client_keep_alive = false;
-                Outcome::Finished { reuse_origin: false }
+                Outcome::Finished {
+                    reuse_origin: false,
+                }
             }
             ResponseBody::Head if !self.origin_spoke && self.replay.is_some() => Outcome::Retry,
             ResponseBody::Head if !self.origin_spoke => {
@@ -272,10 +277,20 @@ impl Exchange {
         }
         self.from_origin.extend_from_slice(bytes);
         loop {
-            let head = match parse_response_head(&self.from_origin, self.method, MAX_RESPONSE_HEAD, io.headers) {
+            let head = match parse_response_head(
+                &self.from_origin,
+                self.method,
+                MAX_RESPONSE_HEAD,
+                io.headers,
+            ) {
                 Ok(ResponseStatus::Partial) => return Ok(None),
                 Ok(ResponseStatus::Complete(head)) => head,
-                Err(_) => return Ok(Some(Outcome::Failed(502, "the origin sent a malformed response"))),
+                Err(_) => {
+                    return Ok(Some(Outcome::Failed(
+                        502,
+                        "the origin sent a malformed response",
+                    )))
+                }
             };
             let interim = (100..200).contains(&head.status);
             if !interim && head.framing == ResponseFraming::UntilClose {
@@ -283,7 +298,13 @@ impl Exchange {
                 // connection must end with it.
                 self.client_keep_alive = false;
             }
-            write_client_response_head(io.output, &self.from_origin, &head, io.headers, !interim && !self.client_keep_alive);
+            write_client_response_head(
+                io.output,
+                &self.from_origin,
+                &head,
+                io.headers,
+                !interim && !self.client_keep_alive,
+            );
             let rest = self.from_origin.split_off(head.head_len);
             self.from_origin.clear();
             if interim {
@@ -325,9 +346,9 @@ impl Exchange {
             }
             ResponseBody::Chunked(decoder) => {
                 self.body_scratch.clear();
-                let progress = decoder
-                    .decode(bytes, &mut self.body_scratch)
-                    .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad chunked response"))?;
+                let progress = decoder.decode(bytes, &mut self.body_scratch).map_err(|_| {
+                    io::Error::new(io::ErrorKind::InvalidData, "bad chunked response")
+                })?;
                 if progress.done {
                     self.response = ResponseBody::Done;
                 }

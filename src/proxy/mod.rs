@@ -159,7 +159,11 @@ impl ProxyServer {
             let net = text
                 .parse::<ipnet::IpNet>()
                 .or_else(|_| text.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
-                .map_err(|_| PyValueError::new_err(format!("--allow-client takes a CIDR such as 10.0.0.0/8 (got {text:?})")))?;
+                .map_err(|_| {
+                    PyValueError::new_err(format!(
+                        "--allow-client takes a CIDR such as 10.0.0.0/8 (got {text:?})"
+                    ))
+                })?;
             clients.push(net);
         }
         let config = ProxyConfig {
@@ -184,9 +188,11 @@ impl ProxyServer {
         listener.set_nonblocking(true)?;
         let mut listener = TcpListener::from_std(listener);
         let poll = Poll::new()?;
-        poll.registry().register(&mut listener, LISTENER, Interest::READABLE)?;
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
         if let Some(fd) = wakeup_fd {
-            poll.registry().register(&mut SourceFd(&fd), WAKEUP, Interest::READABLE)?;
+            poll.registry()
+                .register(&mut SourceFd(&fd), WAKEUP, Interest::READABLE)?;
         }
         let waker = Arc::new(mio::Waker::new(poll.registry(), RESOLVER)?);
         let now = Instant::now();
@@ -228,7 +234,12 @@ impl ProxyServer {
     /// Runs until a graceful shutdown (requested through `stop`) has
     /// drained every connection or `graceful_timeout` passed.
     #[pyo3(signature = (stop, graceful_timeout=30.0))]
-    fn serve(&mut self, py: Python<'_>, stop: &Bound<'_, StopHandle>, graceful_timeout: f64) -> PyResult<()> {
+    fn serve(
+        &mut self,
+        py: Python<'_>,
+        stop: &Bound<'_, StopHandle>,
+        graceful_timeout: f64,
+    ) -> PyResult<()> {
         let graceful_timeout = seconds_or_zero("graceful_timeout", graceful_timeout)?;
         loop {
             if self.drain_deadline.is_none() && stop.get().is_set() {
@@ -261,7 +272,9 @@ impl ProxyServer {
         let events = &mut self.events;
         match py.detach(|| poll.poll(events, Some(timeout))) {
             Ok(()) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => return py.check_signals(),
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {
+                return py.check_signals()
+            }
             Err(error) => return Err(error.into()),
         }
         self.worker.now = Instant::now();
@@ -295,11 +308,17 @@ impl ProxyServer {
             return;
         };
         let worker = &mut self.worker;
-        let disposition = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker.drive(py, connection, key)))
-            .unwrap_or_else(|_| {
-                worker.log_error(py, "internal error in the proxy; closing the connection", None);
-                Disposition::Close
-            });
+        let disposition = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            worker.drive(py, connection, key)
+        }))
+        .unwrap_or_else(|_| {
+            worker.log_error(
+                py,
+                "internal error in the proxy; closing the connection",
+                None,
+            );
+            Disposition::Close
+        });
         if disposition == Disposition::Close {
             self.connections.remove(key);
         }
@@ -312,7 +331,9 @@ impl ProxyServer {
                 self.accept_paused = true;
                 return;
             }
-            let Some(listener) = &self.listener else { return };
+            let Some(listener) = &self.listener else {
+                return;
+            };
             let (stream, peer) = match listener.accept() {
                 Ok(accepted) => accepted,
                 Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -321,12 +342,18 @@ impl ProxyServer {
             let _ = stream.set_nodelay(true);
             let serial = self.worker.next_serial();
             let deadline = self.worker.now + self.worker.config.header_timeout;
-            let key = self.connections.insert(ProxyConn::new(stream, peer, serial, deadline));
+            let key = self
+                .connections
+                .insert(ProxyConn::new(stream, peer, serial, deadline));
             let connection = &mut self.connections[key];
             if self
                 .worker
                 .registry
-                .register(&mut connection.client, client_token(key), Interest::READABLE | Interest::WRITABLE)
+                .register(
+                    &mut connection.client,
+                    client_token(key),
+                    Interest::READABLE | Interest::WRITABLE,
+                )
                 .is_err()
             {
                 self.connections.remove(key);
@@ -336,7 +363,10 @@ impl ProxyServer {
         }
         // More may be queued: edge-triggered, so look again on the next turn.
         if let Some(listener) = &mut self.listener {
-            let _ = self.worker.registry.reregister(listener, LISTENER, Interest::READABLE);
+            let _ = self
+                .worker
+                .registry
+                .reregister(listener, LISTENER, Interest::READABLE);
         }
     }
 
@@ -345,7 +375,9 @@ impl ProxyServer {
             let Some(connection) = self.connections.get_mut(answer.key) else {
                 continue;
             };
-            if connection.serial != answer.serial || !matches!(connection.phase, Phase::Resolving(_)) {
+            if connection.serial != answer.serial
+                || !matches!(connection.phase, Phase::Resolving(_))
+            {
                 continue;
             }
             let _ = self.worker.resolved(connection, answer.key, answer.result);
@@ -365,10 +397,16 @@ impl ProxyServer {
                 continue;
             }
             let answer = match &connection.phase {
-                Phase::Idle if !connection.input.is_empty() => Some((408, "the request head took too long")),
+                Phase::Idle if !connection.input.is_empty() => {
+                    Some((408, "the request head took too long"))
+                }
                 Phase::Resolving(_) => Some((504, "the target's name did not resolve in time")),
-                Phase::Connecting(_) => Some((504, "the target did not accept the connection in time")),
-                Phase::Forward(exchange) if !exchange.head_sent => Some((504, "the origin did not answer in time")),
+                Phase::Connecting(_) => {
+                    Some((504, "the target did not accept the connection in time"))
+                }
+                Phase::Forward(exchange) if !exchange.head_sent => {
+                    Some((504, "the origin did not answer in time"))
+                }
                 _ => None,
             };
             if let Some((status, message)) = answer {
@@ -385,8 +423,15 @@ impl ProxyServer {
             expired.push(key);
         }
         for key in expired {
-            let closing_now = self.connections.get(key).is_some_and(|c| !matches!(c.phase, Phase::Closing) || c.output.is_empty());
-            if matches!(self.connections.get(key).map(|c| &c.phase), Some(Phase::Closing)) && !closing_now {
+            let closing_now = self
+                .connections
+                .get(key)
+                .is_some_and(|c| !matches!(c.phase, Phase::Closing) || c.output.is_empty());
+            if matches!(
+                self.connections.get(key).map(|c| &c.phase),
+                Some(Phase::Closing)
+            ) && !closing_now
+            {
                 // One write attempt for the answer; closed when written or on the next sweep.
                 self.drive(py, key);
                 continue;
@@ -403,7 +448,8 @@ impl ProxyServer {
         if let Some(mut listener) = self.listener.take() {
             let _ = self.worker.registry.deregister(&mut listener);
         }
-        self.connections.retain(|_, connection| !connection.is_idle());
+        self.connections
+            .retain(|_, connection| !connection.is_idle());
     }
 
     fn flush_log(&mut self, py: Python<'_>) {

@@ -199,10 +199,18 @@ impl Credential {
         if let Some(encoded) = hash.strip_prefix("{SHA}") {
             let digest = base64::engine::general_purpose::STANDARD
                 .decode(encoded)
-                .map_err(|_| format!("bad {{SHA}} hash for user {:?}", String::from_utf8_lossy(&user)))?;
+                .map_err(|_| {
+                    format!(
+                        "bad {{SHA}} hash for user {:?}",
+                        String::from_utf8_lossy(&user)
+                    )
+                })?;
             return Ok(Credential::Sha1 { user, digest });
         }
-        if ["$2y$", "$2b$", "$2a$"].iter().any(|prefix| hash.starts_with(prefix)) {
+        if ["$2y$", "$2b$", "$2a$"]
+            .iter()
+            .any(|prefix| hash.starts_with(prefix))
+        {
             return Ok(Credential::Bcrypt {
                 user,
                 hash: hash.to_owned(),
@@ -213,12 +221,16 @@ impl Credential {
 
     fn matches(&self, user: &[u8], password: &[u8]) -> bool {
         let (expected_user, password_ok) = match self {
-            Credential::Plain { user, digest } => (user, bool::from(sha256(password).ct_eq(digest))),
+            Credential::Plain { user, digest } => {
+                (user, bool::from(sha256(password).ct_eq(digest)))
+            }
             Credential::Sha1 { user, digest } => {
                 let given: [u8; 20] = sha1::Sha1::digest(password).into();
                 (user, bool::from(given.as_slice().ct_eq(digest.as_slice())))
             }
-            Credential::Bcrypt { user, hash } => (user, bcrypt::verify(password, hash).unwrap_or(false)),
+            Credential::Bcrypt { user, hash } => {
+                (user, bcrypt::verify(password, hash).unwrap_or(false))
+            }
         };
         let user_ok: bool = sha256(user).ct_eq(&sha256(expected_user)).into();
         user_ok & password_ok
@@ -236,13 +248,33 @@ mod tests {
     #[test]
     fn internal_addresses() {
         for text in [
-            "127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "0.0.0.0",
-            "100.64.0.1", "255.255.255.255", "224.0.0.1", "::1", "::", "fd00:ec2::254",
-            "fe80::1", "::ffff:127.0.0.1", "64:ff9b::a00:1", "2002:7f00:1::", "::127.0.0.1",
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "0.0.0.0",
+            "100.64.0.1",
+            "255.255.255.255",
+            "224.0.0.1",
+            "::1",
+            "::",
+            "fd00:ec2::254",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+            "64:ff9b::a00:1",
+            "2002:7f00:1::",
+            "::127.0.0.1",
         ] {
             assert!(is_internal(ip(text)), "{text}");
         }
-        for text in ["93.184.215.14", "1.1.1.1", "2606:4700::1111", "::ffff:1.1.1.1", "64:ff9b::101:101"] {
+        for text in [
+            "93.184.215.14",
+            "1.1.1.1",
+            "2606:4700::1111",
+            "::ffff:1.1.1.1",
+            "64:ff9b::101:101",
+        ] {
             assert!(!is_internal(ip(text)), "{text}");
         }
     }
@@ -273,17 +305,28 @@ mod tests {
     fn basic_auth() {
         let mut policy = Policy::default();
         assert!(policy.authorizes(None));
-        policy.credentials.push(Credential::plain("alice:s3cret").unwrap());
+        policy
+            .credentials
+            .push(Credential::plain("alice:s3cret").unwrap());
         // htpasswd -s: {SHA} of "pw".
         policy
             .credentials
             .push(Credential::htpasswd("bob:{SHA}GpHWL3ymc5liWkNopqtdSjuqYHM=").unwrap());
-        policy.credentials.push(Credential::htpasswd(&format!("carol:{}", bcrypt::hash("pass", 4).unwrap())).unwrap());
+        policy.credentials.push(
+            Credential::htpasswd(&format!("carol:{}", bcrypt::hash("pass", 4).unwrap())).unwrap(),
+        );
         assert!(policy.authorizes(Some(&basic("alice:s3cret"))));
         assert!(policy.authorizes(Some(b"basic   YWxpY2U6czNjcmV0  ")));
         assert!(policy.authorizes(Some(&basic("bob:pw"))));
         assert!(policy.authorizes(Some(&basic("carol:pass"))));
-        for wrong in ["alice:s3cre", "alice:s3cret2", "bob:s3cret", "eve:s3cret", "alice", ""] {
+        for wrong in [
+            "alice:s3cre",
+            "alice:s3cret2",
+            "bob:s3cret",
+            "eve:s3cret",
+            "alice",
+            "",
+        ] {
             assert!(!policy.authorizes(Some(&basic(wrong))), "{wrong}");
         }
         assert!(!policy.authorizes(None));

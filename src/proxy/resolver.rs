@@ -128,7 +128,9 @@ impl Drop for Resolver {
 fn resolve_jobs(receiver: &Mutex<Receiver<Job>>, answers: &Mutex<Vec<Answer>>, waker: &mio::Waker) {
     loop {
         let job = {
-            let Ok(receiver) = receiver.lock() else { return };
+            let Ok(receiver) = receiver.lock() else {
+                return;
+            };
             match receiver.recv() {
                 Ok(job) => job,
                 Err(_) => return,
@@ -137,7 +139,11 @@ fn resolve_jobs(receiver: &Mutex<Receiver<Job>>, answers: &Mutex<Vec<Answer>>, w
         // Port 0: only the addresses matter; the caller adds its port.
         let result = (job.host.as_str(), 0)
             .to_socket_addrs()
-            .map(|addresses| addresses.map(|address: SocketAddr| address.ip()).collect::<Vec<_>>())
+            .map(|addresses| {
+                addresses
+                    .map(|address: SocketAddr| address.ip())
+                    .collect::<Vec<_>>()
+            })
             .map_err(|error| error.to_string())
             .and_then(|addresses| {
                 if addresses.is_empty() {
