@@ -46,6 +46,35 @@ class StopHandle:
     def set(self) -> None: ...
     def is_set(self) -> bool: ...
 
+class ProxyServer:
+    def __init__(
+        self,
+        listener_fd: int,
+        error_logger: Callable[[str, BaseException | None], None],
+        *,
+        access_logger: Callable[[str], None] | None = None,
+        policy_hook: Callable[[tuple[str, int], str, int, list[tuple[str, str]]], bool] | None = None,
+        wakeup_fd: int | None = None,
+        max_connections: int = 10000,
+        max_request_line: int = 8192,
+        max_head_size: int = 16384,
+        max_headers: int = 100,
+        header_timeout: float = 10.0,
+        keep_alive_timeout: float = 5.0,
+        upstream_timeout: float = 60.0,
+        tunnel_idle_timeout: float = 300.0,
+        send_timeout: float = 30.0,
+        dns_timeout: float = 10.0,
+        allow_connect_ports: list[int] = ...,
+        allow_private: bool = False,
+        allow_clients: list[str] = ...,
+        auth: list[str] = ...,
+        htpasswd: list[str] = ...,
+    ) -> None: ...
+    def serve(self, stop: StopHandle, graceful_timeout: float = 30.0) -> None: ...
+    @property
+    def connection_count(self) -> int: ...
+
 class Server:
     def __init__(
         self,

@@ -6,7 +6,8 @@
 //! * One mio `Poll` per worker; every socket edge-triggered. A client
 //!   connection has slab key `k`; its client socket has token
 //!   `FIRST_CONNECTION + 2k` and its upstream socket `FIRST_CONNECTION + 2k + 1`,
-//!   so any event on either drives the same connection (`conn.rs`).
+//!   so any event on either drives the same connection (`conn.rs` for the
+//!   client side and the request's decisions, `upstream.rs` for the origin side).
 //! * A request head is parsed by rush-proto (strict framing, CONNECT
 //!   allowed), its target and the head for the origin come from
 //!   `rush_proto::proxy`, and the access rules from `policy.rs`, all pure.
@@ -27,6 +28,7 @@ mod policy;
 mod pool;
 mod relay;
 mod resolver;
+mod upstream;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -261,6 +263,7 @@ impl ProxyServer {
     }
 
     /// Connections open now (for tests and metrics).
+    #[getter]
     fn connection_count(&self) -> usize {
         self.connections.len()
     }
