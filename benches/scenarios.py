@@ -69,6 +69,9 @@ class Scenario:
     # Restricts the scenario to these servers; None means every server.
     servers: tuple[str, ...] | None = None
     notes: str = ""
+    # For proxies: the app nginx serves as the origin behind the proxy, started by the runner
+    # first; ``{origin}`` in ``path`` becomes its host:port (an absolute-form target).
+    origin_app: str | None = None
 
     @property
     def reports_latency(self) -> bool:
@@ -345,6 +348,35 @@ RUST_GROUP: list[Scenario] = [
     for pipeline in (1, RUST_PIPELINE)
 ]
 
+# Forward proxies (`benches.proxies`): wrk sends absolute-form requests through the proxy
+# (benches/lua/proxy.lua) for the seed's small index.html on an nginx origin. The seed
+# (shared/seeds/003) ran wrk with 100 connections and one thread, but sent origin-form
+# requests a proxy cannot route: every one of its answers was an error. Here every answer
+# is checked (a 2xx with the file's bytes) before and after timing, and wrk's error count fails a run.
+PROXY_LOAD = {"group": "proxy", "app": "proxy", "origin_app": "rush-v2", "threads": 1, "connections": 100}
+PROXIED_INDEX = Expectation(status=200, body_sha256=sha256(INDEX_HTML), headers=(("content-type", "text/html"),))
+
+PROXY_GROUP: list[Scenario] = [
+    Scenario(
+        name="absolute-get",
+        title="GET http://origin/ keep-alive",
+        path="http://{origin}/",
+        expect=PROXIED_INDEX,
+        notes="absolute-form GETs over 100 keep-alive client connections; nginx origin on wrk's core",
+        **PROXY_LOAD,
+    ),
+    Scenario(
+        name="absolute-get-close",
+        title="GET http://origin/ Connection: close",
+        path="http://{origin}/",
+        headers=(("Connection", "close"),),
+        expect=PROXIED_INDEX,
+        expect_close=True,
+        notes="a new client connection per request (the proxy may keep its origin connections)",
+        **PROXY_LOAD,
+    ),
+]
+
 # Group name -> its scenarios, in the order they run and appear in tables.
 GROUPS: dict[str, list[Scenario]] = {
     "hello": HELLO_GROUP,
@@ -353,6 +385,7 @@ GROUPS: dict[str, list[Scenario]] = {
     "wsgi-asgi": WSGI_ASGI_GROUP,
     "concurrency-models": CONCURRENCY_GROUP,
     "rust-frameworks": RUST_GROUP,
+    "proxy": PROXY_GROUP,
 }
 
 # Groups left out of the headline: their other servers are teaching examples, not peers one would pick.

@@ -17,7 +17,9 @@ measured on a scenario only if it has a command for that app:
 - ``rush-v2``: a static site at ``/`` (``index.html``), ``/easter`` and ``/hello``;
 - ``static``: the site's files under ``/static/``;
 - ``wsgi``, ``asgi``: the hello endpoints through that interface;
-- ``flask``, ``fastapi``: the framework apps of benches/apps/.
+- ``flask``, ``fastapi``: the framework apps of benches/apps/;
+- ``proxy``: a forward proxy (rush proxy, squid, tinyproxy, proxy.py), measured with an
+  origin in front of which it stands (`benches.proxies`, ``Scenario.origin_app``).
 
 Templates use ``{bin}`` (the venv's bin directory), ``{host}``, ``{port}``,
 ``{workers}`` (only servers whose template has it take part in multi-worker
@@ -48,6 +50,7 @@ from pathlib import Path
 from benches import REPO_ROOT
 from benches.apps.site import SITE_DIR
 from benches.nginx import write_config
+from benches.proxies import write_squid_config, write_tinyproxy_config
 from benches.rust_peers import RUST_BIN_DIR
 from benches.scenarios import Scenario
 
@@ -265,6 +268,32 @@ def rush_baseline(app: str, *options: str) -> tuple[str, ...]:
     return ("/usr/bin/env", f"PYTHONPATH={RUSH_BASELINE}", "{bin}/python", "-m", "rush", *rush(app, *options)[1:])
 
 
+RUSH_PROXY = (
+    "{bin}/rush",
+    "proxy",
+    "--host",
+    "{host}",
+    "--port",
+    "{port}",
+    "--workers",
+    "1",
+    "--allow-private",
+    "--no-access-log",
+    "--log-level",
+    "warning",
+)
+# Who serves the origin behind the proxies in the proxy group.
+ORIGIN_SERVER = "nginx"
+
+
+def squid_configurer(launch: Launch) -> object:
+    return write_squid_config(launch.host, launch.port, launch.workdir)
+
+
+def tinyproxy_configurer(launch: Launch) -> object:
+    return write_tinyproxy_config(launch.host, launch.port, launch.workdir)
+
+
 SERVERS: list[Server] = [
     Server(
         name="rush",
@@ -279,6 +308,8 @@ SERVERS: list[Server] = [
             "asgi": rush("benches.apps.asgi_app:app", "--interface", "asgi", "--workers", "1"),
             "flask": rush("benches.apps.flask_app:app", "--interface", "wsgi", "--workers", "1"),
             "fastapi": rush("benches.apps.fastapi_app:app", "--interface", "asgi", "--workers", "1"),
+            # The origin is on loopback, which `rush proxy` refuses unless told.
+            "proxy": RUSH_PROXY,
         },
         probe="import rush._rush",
         version_argv=("{bin}/rush", "--version"),
@@ -503,6 +534,50 @@ SERVERS: list[Server] = [
         version_argv=("{python}", "-m", "benches.rust_peers", "version", "hyper"),
         install_hint="make bench-tools (builds benches/rust with cargo)",
         notes="tokio current-thread runtime for 1 worker, multi-thread runtime with N threads otherwise",
+    ),
+    Server(
+        name="squid",
+        title="squid",
+        venv="system",
+        apps={"proxy": ("squid", "-N", "-f", "{workdir}/squid.conf")},
+        version_argv=("squid", "-v"),
+        apt_packages=("squid",),
+        configure=squid_configurer,
+        notes="forward proxy peer: one process (-N), no cache, access log off, config from benches/proxies.py",
+    ),
+    Server(
+        name="tinyproxy",
+        title="tinyproxy",
+        venv="system",
+        apps={"proxy": ("tinyproxy", "-d", "-c", "{workdir}/tinyproxy.conf")},
+        version_argv=("tinyproxy", "-v"),
+        apt_packages=("tinyproxy",),
+        configure=tinyproxy_configurer,
+        notes="forward proxy peer: a thread per client, logging critical only, config from benches/proxies.py",
+    ),
+    Server(
+        name="proxy.py",
+        title="proxy.py",
+        venv="bench",
+        apps={
+            "proxy": (
+                "{bin}/proxy",
+                "--hostname",
+                "{host}",
+                "--port",
+                "{port}",
+                "--num-workers",
+                "1",
+                "--num-acceptors",
+                "1",
+                "--log-level",
+                "WARNING",
+            )
+        },
+        probe="import proxy",
+        version_argv=("{bin}/proxy", "--version"),
+        requirements=("proxy.py",),
+        notes="forward proxy peer in Python (PyPI proxy.py): one acceptor and one worker",
     ),
 ]
 

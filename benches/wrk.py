@@ -8,7 +8,9 @@ units (``us``, ``ms``, ``s``, ``m``, ``h``) which are converted to
 milliseconds; sizes (``B``, ``KB``, ``MB``, ``GB``) to bytes.
 
 Pipelining uses benches/lua/pipeline.lua, which sends ``pipeline`` copies of
-the request per write (the script gets the depth after ``--``).
+the request per write (the script gets the depth after ``--``). A scenario
+whose path is an ``http://`` URL goes through a forward proxy: wrk connects
+to the proxy and benches/lua/proxy.lua sends that absolute-form target.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from benches import BENCHES_DIR
 from benches.scenarios import Scenario
 
 PIPELINE_SCRIPT = BENCHES_DIR / "lua" / "pipeline.lua"
+# Absolute-form requests through a forward proxy (scenarios whose path is an http:// URL).
+PROXY_SCRIPT = BENCHES_DIR / "lua" / "proxy.lua"
 # A request slower than this counts as a wrk "timeout" socket error; wrk's default is 2 s.
 WRK_TIMEOUT = "5s"
 
@@ -125,6 +129,10 @@ def wrk_command(scenario: Scenario, url: str, duration_s: float, wrk: str = "wrk
     for name, value in scenario.headers:
         argv += ["-H", f"{name}: {value}"]
     argv += list(scenario.wrk_args)
+    if scenario.path.startswith("http://"):
+        # wrk connects to the proxy at ``url`` and asks it for the absolute target.
+        argv += ["-s", str(PROXY_SCRIPT), url.rstrip("/") + "/", "--", scenario.path, str(scenario.pipeline)]
+        return argv
     if scenario.pipeline > 1:
         argv += ["-s", str(PIPELINE_SCRIPT)]
     argv.append(url.rstrip("/") + scenario.path)

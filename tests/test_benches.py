@@ -295,10 +295,10 @@ def test_every_server_command_has_its_placeholders(tmp_path):
             if server.configure is None:
                 assert "1234" in " ".join(command), (server.name, app)
             else:
-                # The port is in the generated config (nginx), which the command points to.
-                server.configure(launch)
-                assert "127.0.0.1:1234" in (workdir / "nginx.conf").read_text()
-                assert f"{workdir}/nginx.conf" in command
+                # The port is in the generated config (nginx, squid, tinyproxy), which the command points to.
+                config = Path(server.configure(launch))
+                assert "1234" in config.read_text() and "127.0.0.1" in config.read_text(), (server.name, app)
+                assert str(config) in command, (server.name, app)
 
 
 def test_a_server_takes_part_only_in_scenarios_it_has_an_app_for():
@@ -816,3 +816,29 @@ def test_tables_say_that_several_workers_share_the_load_generators_core():
     assert "(`taskset -c 0,1` with several workers)" in table
     single = merge_into_latest({"groups": {}}, results_for([run("rush", 1, 1.0)], [HELLO]), ["test"], "x.json")
     assert "sharing CPU" not in render_group("test", single["groups"]["test"], chart_exists=False)
+
+
+def test_proxy_scenarios_send_absolute_form_targets_through_the_proxy_script():
+    from dataclasses import replace
+
+    from benches.scenarios import GROUPS
+    from benches.wrk import PROXY_SCRIPT, wrk_command
+
+    for scenario in GROUPS["proxy"]:
+        assert scenario.origin_app is not None and scenario.path.startswith("http://{origin}")
+        measured = replace(scenario, path=scenario.path.format(origin="127.0.0.1:9"))
+        argv = wrk_command(measured, "http://127.0.0.1:8888", 1.0)
+        # wrk connects to the proxy; the script sends the origin's absolute-form target.
+        assert argv[-5:] == [str(PROXY_SCRIPT), "http://127.0.0.1:8888/", "--", "http://127.0.0.1:9/", "1"]
+        assert argv[-6] == "-s"
+    assert {"rush", "squid", "tinyproxy", "proxy.py"} <= {server.name for server in SERVERS if "proxy" in server.apps}
+
+
+def test_proxy_peer_configs_listen_on_the_run_address_and_keep_files_in_the_workdir(tmp_path):
+    from benches.proxies import squid_config, tinyproxy_config
+
+    squid = squid_config("127.0.0.1", 4321, tmp_path)
+    assert "http_port 127.0.0.1:4321" in squid and "cache deny all" in squid and "access_log none" in squid
+    assert f"pid_filename {tmp_path}/squid.pid" in squid
+    tinyproxy = tinyproxy_config("127.0.0.1", 4321, tmp_path)
+    assert "Port 4321" in tinyproxy and "Listen 127.0.0.1" in tinyproxy and str(tmp_path) in tinyproxy
