@@ -358,9 +358,14 @@ def test_a_thousand_concurrent_tunnels(proxy: Callable[..., RushServer]) -> None
             writer.write(f"tunnel {index}\n".encode())
         answers = await asyncio.gather(*(reader.readline() for _, reader, _ in opened))
         assert answers == [f"tunnel {index}\n".encode() for index in range(count)]
+        # Each client half-closes; the origin's FIN comes back through every tunnel.
+        for _, _, writer in opened:
+            writer.write_eof()
+        assert await asyncio.gather(*(reader.read() for _, reader, _ in opened)) == [b""] * count
         for _, _, writer in opened:
             writer.close()
         origin.close()
+        await origin.wait_closed()
 
     asyncio.run(asyncio.wait_for(main(), 120))
 
@@ -587,6 +592,31 @@ def test_access_log_line_per_request_and_tunnel(
         sock.sendall(b"12345")
         sock.shutdown(socket.SHUT_WR)
         assert read_all(sock) == b"12345"
-    lines = server.wait_for_log(r'127\.0\.0\.1 "(GET|CONNECT) [^"]+" (\d+) (\d+) (\d+) \d+ms', count=2, stream="stdout")
-    assert any(match.group(1) == "CONNECT" and match.group(3) == "5" and match.group(4) == "5" for match in lines)
-    assert any(match.group(1) == "GET" and match.group(2) == "200" for match in lines)
+    # One line per request and per tunnel: client, request, status, bytes up, bytes down, duration.
+    (tunnel_line,) = server.wait_for_log(r'127\.0\.0\.1 "CONNECT [^"]+" (\d+) (\d+) (\d+) \d+ms', stream="stdout")
+    assert tunnel_line.groups() == ("200", "5", "5")
+    (get_line,) = server.wait_for_log(r'127\.0\.0\.1 "GET http://[^"]+" (\d+) (\d+) (\d+) \d+ms', stream="stdout")
+    assert get_line.group(1) == "200" and int(get_line.group(3)) > len("Hello, World!")
+
+
+def test_chunked_response_reaches_an_http10_client_decoded(proxy: Callable[..., RushServer], origins: Callable) -> None:
+    def chunked_origin(connection: socket.socket) -> None:
+        connection.recv(65536)
+        connection.sendall(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\n\r\n"
+            b"5\r\nhello\r\n7\r\n, world\r\n0\r\n\r\n"
+        )
+
+    origin = origins(chunked_origin)
+    server = proxy("--allow-private")
+    with server.connect() as connection:
+        connection.send(f"GET http://127.0.0.1:{origin.port}/ HTTP/1.0\r\nHost: x\r\n\r\n".encode())
+        result = connection.read_until_close()
+    (response,) = result.responses
+    assert response.body == b"hello, world"
+    assert response.header("Transfer-Encoding") is None and response.header("Connection") == "close"
+    # An HTTP/1.1 client gets the chunked framing as the origin sent it.
+    with server.connect() as connection:
+        connection.send(f"GET http://127.0.0.1:{origin.port}/ HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        response = connection.read_response()
+    assert response.body == b"hello, world" and response.header("Transfer-Encoding") == "chunked"

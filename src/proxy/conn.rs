@@ -359,6 +359,7 @@ impl Worker {
                     head.framing,
                     &self.config.limits,
                     keep_alive,
+                    head.version == rush_proto::Version::Http10,
                 )))
             }
         };

@@ -85,6 +85,10 @@ pub(crate) struct Exchange {
     origin_spoke: bool,
     /// The client connection stays open after this exchange.
     pub(crate) client_keep_alive: bool,
+    /// The client speaks HTTP/1.0: a chunked response reaches it decoded,
+    /// ended by closing the connection.
+    client_http10: bool,
+    dechunk: bool,
     /// Bytes sent to the origin, and to the client.
     pub(crate) up_bytes: u64,
     pub(crate) down_bytes: u64,
@@ -97,6 +101,7 @@ impl Exchange {
         framing: BodyFraming,
         limits: &Limits,
         client_keep_alive: bool,
+        client_http10: bool,
     ) -> Exchange {
         let request = match framing {
             BodyFraming::Empty | BodyFraming::ContentLength(0) => RequestBody::Done,
@@ -116,6 +121,8 @@ impl Exchange {
             origin_keep_alive: false,
             origin_spoke: false,
             client_keep_alive,
+            client_http10,
+            dechunk: false,
             up_bytes: 0,
             down_bytes: 0,
         }
@@ -298,12 +305,18 @@ impl Exchange {
                 // connection must end with it.
                 self.client_keep_alive = false;
             }
+            self.dechunk =
+                !interim && self.client_http10 && head.framing == ResponseFraming::Chunked;
+            if self.dechunk {
+                self.client_keep_alive = false;
+            }
             write_client_response_head(
                 io.output,
                 &self.from_origin,
                 &head,
                 io.headers,
                 !interim && !self.client_keep_alive,
+                self.dechunk,
             );
             let rest = self.from_origin.split_off(head.head_len);
             self.from_origin.clear();
@@ -355,7 +368,11 @@ impl Exchange {
                 progress.consumed
             }
         };
-        output.extend_from_slice(&bytes[..used]);
+        if self.dechunk {
+            output.extend_from_slice(&self.body_scratch);
+        } else {
+            output.extend_from_slice(&bytes[..used]);
+        }
         if used < bytes.len() {
             self.origin_keep_alive = false;
         }

@@ -144,6 +144,13 @@ impl Worker {
                 Err(_) => return Err(Close),
             }
         }
+        // An idle tunnel holds no buffer: once the head's bytes and the 200 are gone, free them.
+        if tunnel.early.is_empty() && tunnel.early.capacity() > 0 {
+            tunnel.early = Vec::new();
+        }
+        if conn.output.is_empty() && conn.output.capacity() > 0 {
+            conn.output = Vec::new();
+        }
         if tunnel.early.is_empty() && !tunnel.up.finished {
             progress |= tunnel
                 .up

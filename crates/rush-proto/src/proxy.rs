@@ -172,19 +172,26 @@ pub fn write_forward_head(
     out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
     out.extend_from_slice(authority);
     out.extend_from_slice(b"\r\n");
-    write_end_to_end(out, buffer, headers);
+    write_end_to_end(out, buffer, headers, false);
     out.extend_from_slice(b"\r\n");
 }
 
 /// The end-to-end fields of a head, in order, and a `Via` (appended to the
 /// `Via` values already there, which are forwarded as they are).
-fn write_end_to_end(out: &mut Vec<u8>, buffer: &[u8], headers: &[HeaderSpan]) {
+/// `drop_transfer_encoding` leaves `Transfer-Encoding` out too (a body sent decoded).
+fn write_end_to_end(
+    out: &mut Vec<u8>,
+    buffer: &[u8],
+    headers: &[HeaderSpan],
+    drop_transfer_encoding: bool,
+) {
     let mask = hop_by_hop_mask(buffer, headers);
     for (header, hop) in headers.iter().zip(mask) {
-        if hop {
+        let name = header.name.of(buffer);
+        if hop || (drop_transfer_encoding && name.eq_ignore_ascii_case(b"transfer-encoding")) {
             continue;
         }
-        out.extend_from_slice(header.name.of(buffer));
+        out.extend_from_slice(name);
         out.extend_from_slice(b": ");
         out.extend_from_slice(header.value.of(buffer));
         out.extend_from_slice(b"\r\n");
@@ -344,13 +351,17 @@ pub fn parse_response_head(
 /// Writes the head the client gets for an origin's response: an HTTP/1.1
 /// status line with the origin's status and reason, the end-to-end fields,
 /// `Via`, and `Connection: close` when the proxy closes the client
-/// connection after this response.
+/// connection after this response. With `dechunked` (a chunked response for
+/// an HTTP/1.0 client, which cannot read chunked framing), the
+/// `Transfer-Encoding` field is left out: the proxy sends the decoded body
+/// and ends it by closing (`close` must then be set).
 pub fn write_client_response_head(
     out: &mut Vec<u8>,
     buffer: &[u8],
     head: &ResponseHead,
     headers: &[HeaderSpan],
     close: bool,
+    dechunked: bool,
 ) {
     out.extend_from_slice(b"HTTP/1.1 ");
     let mut status = itoa::Buffer::new();
@@ -358,7 +369,7 @@ pub fn write_client_response_head(
     out.push(b' ');
     out.extend_from_slice(head.reason.of(buffer));
     out.extend_from_slice(b"\r\n");
-    write_end_to_end(out, buffer, headers);
+    write_end_to_end(out, buffer, headers, dechunked);
     if close {
         out.extend_from_slice(b"Connection: close\r\n");
     }

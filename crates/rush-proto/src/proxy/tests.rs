@@ -225,9 +225,26 @@ fn response_split_at_every_offset_is_partial_until_complete() {
     let mut headers = Vec::new();
     parse_response_head(input, Method::Get, 16384, &mut headers).unwrap();
     let mut out = Vec::new();
-    write_client_response_head(&mut out, input, &parsed, &headers, true);
+    write_client_response_head(&mut out, input, &parsed, &headers, true, false);
     assert_eq!(
         String::from_utf8(out).unwrap(),
         "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nVia: 1.1 rush\r\nConnection: close\r\n\r\n"
+    );
+}
+
+#[test]
+fn a_dechunked_response_head_drops_transfer_encoding() {
+    let input = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX: 1\r\n\r\n";
+    let mut headers = Vec::new();
+    let Ok(ResponseStatus::Complete(parsed)) =
+        parse_response_head(input, Method::Get, 16384, &mut headers)
+    else {
+        panic!()
+    };
+    let mut out = Vec::new();
+    write_client_response_head(&mut out, input, &parsed, &headers, true, true);
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "HTTP/1.1 200 OK\r\nX: 1\r\nVia: 1.1 rush\r\nConnection: close\r\n\r\n"
     );
 }
