@@ -26,7 +26,8 @@
 //! 5. One pass over the fields applies Host, Content-Length,
 //!    Transfer-Encoding, Connection and Expect rules.
 //! 6. A CONNECT that passed all of that is refused with 405, last, so that
-//!    a malformed one is still answered with the 400 it deserves.
+//!    a malformed one is still answered with the 400 it deserves (except by
+//!    [`parse_proxy_request_head`], for which it is a request like any other).
 //!
 //! The hot path does not allocate: httparse fills a stack array of
 //! [`STACK_HEADER_SLOTS`] uninitialised slots (sliced to `limits.max_headers`),

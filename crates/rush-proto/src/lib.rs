@@ -12,7 +12,11 @@
 //! lifetimes or copies.
 //!
 //! * [`parse_request_head`]: one request head, validated, with its framing
-//!   (request targets are checked by the private `target` module).
+//!   (request targets are checked by the private `target` module);
+//!   [`parse_proxy_request_head`] is the same for a forward proxy, which
+//!   serves CONNECT instead of refusing it.
+//! * [`proxy`]: a forward proxy's decisions: where a request goes, the head
+//!   sent to the origin (hop-by-hop fields removed), origin response framing.
 //! * [`absolute_form_authority`]: the host an absolute-form target names.
 //! * [`ChunkedDecoder`]: a resumable `Transfer-Encoding: chunked` decoder.
 //! * [`response`]: status lines, header validation, canned error responses.
