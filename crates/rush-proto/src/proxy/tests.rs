@@ -248,3 +248,88 @@ fn a_dechunked_response_head_drops_transfer_encoding() {
         "HTTP/1.1 200 OK\r\nX: 1\r\nVia: 1.1 rush\r\nConnection: close\r\n\r\n"
     );
 }
+
+mod properties {
+    use super::*;
+    use crate::parse_request_head;
+    use proptest::prelude::*;
+
+    /// A field name; never `Connection`, whose own tokens the test lists separately.
+    fn token() -> impl Strategy<Value = String> {
+        "[A-Za-z][A-Za-z0-9-]{0,12}".prop_filter("not Connection", |name| {
+            !name.eq_ignore_ascii_case("connection")
+        })
+    }
+
+    fn field_value() -> impl Strategy<Value = String> {
+        "[ -~]{0,20}".prop_map(|value| value.trim().to_owned())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        /// Whatever an origin sends, parsing its response head never panics,
+        /// and a prefix is either partial or already the final answer.
+        #[test]
+        fn response_parsing_never_panics(input in proptest::collection::vec(any::<u8>(), 0..300), cut in any::<prop::sample::Index>()) {
+            let mut headers = Vec::new();
+            let whole = parse_response_head(&input, Method::Get, 128, &mut headers);
+            let cut = cut.index(input.len() + 1);
+            let prefix = parse_response_head(&input[..cut], Method::Get, 128, &mut headers);
+            if cut < input.len() && prefix != Ok(ResponseStatus::Partial) && whole != prefix {
+                // Only an error found early may differ from a later error.
+                prop_assert!(prefix.is_err() && whole.is_err());
+            }
+        }
+
+        /// The head a proxy forwards is itself a valid origin-form request
+        /// with the target's Host, no hop-by-hop field and every other field kept.
+        #[test]
+        fn forwarded_heads_are_valid_and_carry_no_hop_by_hop_field(
+            fields in proptest::collection::vec((token(), field_value()), 0..8),
+            named in proptest::collection::vec(token(), 0..3),
+            path in "(/[a-z0-9]{0,6}){0,3}",
+        ) {
+            let mut input = format!("GET http://origin.example:8080{path} HTTP/1.1\r\nHost: other\r\n");
+            if !named.is_empty() {
+                input += &format!("Connection: {}\r\n", named.join(", "));
+            }
+            for (name, value) in &fields {
+                input += &format!("{name}: {value}\r\n");
+            }
+            input += "\r\n";
+            let mut headers = Vec::new();
+            let parsed = match parse_proxy_request_head(input.as_bytes(), &Limits::default(), &mut headers) {
+                Ok(HeadStatus::Complete(head)) => head,
+                // Generated fields may be refused (a second Host, a bad Content-Length...): fine.
+                _ => return Ok(()),
+            };
+            let Ok(ProxyTarget::Forward { authority, origin_form, .. }) = proxy_target(input.as_bytes(), &parsed) else {
+                return Err(TestCaseError::fail("not a forward"));
+            };
+            let mut out = Vec::new();
+            write_forward_head(&mut out, input.as_bytes(), &parsed, &headers, authority.as_bytes(), &origin_form);
+            let mut forwarded_headers = Vec::new();
+            let Ok(HeadStatus::Complete(forwarded)) = parse_request_head(&out, &Limits::default(), &mut forwarded_headers) else {
+                return Err(TestCaseError::fail(format!("not a valid head: {}", String::from_utf8_lossy(&out))));
+            };
+            prop_assert_eq!(forwarded.host.map(|host| host.of(&out).to_vec()), Some(b"origin.example:8080".to_vec()));
+            prop_assert!(forwarded.target.of(&out).starts_with(b"/"));
+            let names: Vec<Vec<u8>> = forwarded_headers.iter().map(|h| h.name.of(&out).to_ascii_lowercase()).collect();
+            for hop in ["connection", "keep-alive", "te", "trailer", "upgrade"] {
+                prop_assert!(!names.contains(&hop.as_bytes().to_vec()));
+            }
+            for name in &named {
+                prop_assert!(!names.contains(&name.to_ascii_lowercase().into_bytes()));
+            }
+            prop_assert!(names.iter().all(|name| !name.starts_with(b"proxy-")));
+            for (name, _) in &fields {
+                let lower = name.to_ascii_lowercase();
+                let hop = ["connection", "keep-alive", "te", "trailer", "upgrade", "host"].contains(&lower.as_str())
+                    || lower.starts_with("proxy-")
+                    || named.iter().any(|n| n.eq_ignore_ascii_case(name));
+                prop_assert_eq!(names.contains(&lower.into_bytes()), !hop);
+            }
+        }
+    }
+}
