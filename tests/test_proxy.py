@@ -16,6 +16,7 @@ import base64
 import hashlib
 import os
 import resource
+import signal
 import socket
 import ssl
 import subprocess
@@ -620,3 +621,36 @@ def test_chunked_response_reaches_an_http10_client_decoded(proxy: Callable[..., 
         connection.send(f"GET http://127.0.0.1:{origin.port}/ HTTP/1.1\r\nHost: x\r\n\r\n".encode())
         response = connection.read_response()
     assert response.body == b"hello, world" and response.header("Transfer-Encoding") == "chunked"
+
+
+def test_graceful_stop_closes_idle_clients_and_lets_tunnels_finish(
+    proxy: Callable[..., RushServer], origin: RushServer, origins: Callable
+) -> None:
+    echo = origins(echo_until_eof)
+    server = proxy("--allow-private", "--allow-connect-port", str(echo.port))
+    idle = server.connect()
+    idle.send(f"GET http://127.0.0.1:{origin.port}/ HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    assert idle.read_response().body == b"Hello, World!"
+    with tunnel(server, echo.port) as sock:
+        sock.sendall(b"before")
+        assert sock.recv(6) == b"before"
+        server.send_signal(signal.SIGTERM)
+        # The idle keep-alive client is let go at once...
+        idle.assert_closed()
+        # ...while the tunnel goes on until its ends close it.
+        sock.sendall(b"after")
+        assert sock.recv(5) == b"after"
+        sock.shutdown(socket.SHUT_WR)
+        assert read_all(sock) == b""
+    assert server.wait_exit() == 0
+
+
+def test_several_workers(proxy: Callable[..., RushServer], origin: RushServer) -> None:
+    server = proxy("--allow-private", "--workers", "2")
+    assert len(server.wait_for_workers(2)) == 2
+    with httpx.Client(proxy=server.url, timeout=GUARD_TIMEOUT) as client:
+        for _ in range(3):
+            # A new client connection each time, so both workers are likely asked; each must answer.
+            with httpx.Client(proxy=server.url, timeout=GUARD_TIMEOUT) as fresh:
+                assert fresh.get(f"{origin.url}/").text == "Hello, World!"
+        assert [client.get(f"{origin.url}/").status_code for _ in range(10)] == [200] * 10
