@@ -654,3 +654,47 @@ def test_several_workers(proxy: Callable[..., RushServer], origin: RushServer) -
             with httpx.Client(proxy=server.url, timeout=GUARD_TIMEOUT) as fresh:
                 assert fresh.get(f"{origin.url}/").text == "Hello, World!"
         assert [client.get(f"{origin.url}/").status_code for _ in range(10)] == [200] * 10
+
+
+def test_origin_that_stalls_midway_is_cut_off(proxy: Callable[..., RushServer], origins: Callable) -> None:
+    release = threading.Event()
+
+    def stalls(connection: socket.socket) -> None:
+        connection.recv(65536)
+        connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nten bytes.")
+        release.wait(GUARD_TIMEOUT)
+
+    origin = origins(stalls)
+    server = proxy("--allow-private", "--upstream-timeout", "1")
+    try:
+        with server.connect() as connection:
+            connection.send(f"GET http://127.0.0.1:{origin.port}/ HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            result = connection.read_until_close()
+        assert result.responses == [] and result.leftover.endswith(b"ten bytes.")
+    finally:
+        release.set()
+
+
+def test_idle_keep_alive_client_is_closed(proxy: Callable[..., RushServer], origin: RushServer) -> None:
+    server = proxy("--allow-private", "--keep-alive-timeout", "1")
+    with server.connect() as connection:
+        connection.send(f"GET http://127.0.0.1:{origin.port}/ HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        assert connection.read_response().body == b"Hello, World!"
+        connection.assert_closed()
+
+
+def test_client_that_never_reads_is_dropped(proxy: Callable[..., RushServer], origin: RushServer) -> None:
+    size = 64 * 1024 * 1024  # far more than the kernel's socket buffers and the proxy's own hold
+    server = proxy("--allow-private", "--upstream-timeout", "1")
+    with server.connect(rcvbuf=4096) as connection:
+        connection.send(f"GET http://127.0.0.1:{origin.port}/big?size={size} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        # Not reading: the proxy's buffer fills and stops. Once the proxy gives
+        # up, reading shows the response cut short.
+        server.wait_for_log(r'"GET http://[^"]+/big\?size=\d+" 200', stream="stdout")
+        received = 0
+        try:
+            while chunk := connection.sock.recv(1 << 20):
+                received += len(chunk)
+        except ConnectionResetError:
+            pass
+    assert received < size

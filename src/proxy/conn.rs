@@ -258,7 +258,14 @@ impl Worker {
         // Answers go out in order: the next request waits for the last answer.
         let flushed = conn.flush()?;
         if !conn.output.is_empty() {
+            // A slow reader of the last answer has the send timeout, renewed by progress.
+            if flushed {
+                conn.deadline = self.now + self.config.send_timeout;
+            }
             return Ok(flushed);
+        }
+        if flushed {
+            conn.deadline = self.now + self.config.keep_alive_timeout;
         }
         if self.draining && conn.input.is_empty() {
             return Err(Close);

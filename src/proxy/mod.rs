@@ -389,12 +389,14 @@ impl ProxyServer {
     }
 
     /// Closes connections whose timer ran out; a request still waiting for
-    /// its origin gets a 504, one stalled in its head a 408.
+    /// its origin gets a 504 (one stalled in its head a 408) first, with the
+    /// send timeout to deliver it, after which it is closed like the rest.
     fn sweep(&mut self, py: Python<'_>) {
         let now = self.worker.now;
         self.next_sweep = now + Duration::from_secs(1);
         self.worker.origins.sweep(now);
         let mut expired = Vec::new();
+        let mut answered = Vec::new();
         for (key, connection) in self.connections.iter_mut() {
             if now < connection.deadline {
                 continue;
@@ -412,36 +414,27 @@ impl ProxyServer {
                 }
                 _ => None,
             };
-            if let Some((status, message)) = answer {
-                if let Some(record) = &mut connection.record {
-                    record.status = status;
-                }
-                conn::write_error(&mut connection.output, status, message);
-                connection.upstream = None;
-                connection.phase = Phase::Closing;
-                connection.deadline = now + self.worker.config.send_timeout;
+            let Some((status, message)) = answer else {
                 expired.push(key);
                 continue;
+            };
+            if let Some(record) = &mut connection.record {
+                record.status = status;
             }
-            expired.push(key);
+            conn::write_error(&mut connection.output, status, message);
+            connection.upstream = None;
+            connection.phase = Phase::Closing;
+            connection.deadline = now + self.worker.config.send_timeout;
+            answered.push(key);
         }
         for key in expired {
-            let closing_now = self
-                .connections
-                .get(key)
-                .is_some_and(|c| !matches!(c.phase, Phase::Closing) || c.output.is_empty());
-            if matches!(
-                self.connections.get(key).map(|c| &c.phase),
-                Some(Phase::Closing)
-            ) && !closing_now
-            {
-                // One write attempt for the answer; closed when written or on the next sweep.
-                self.drive(py, key);
-                continue;
-            }
             if let Some(mut connection) = self.connections.try_remove(key) {
                 self.worker.log_record(&mut connection);
             }
+        }
+        for key in answered {
+            // Writes the answer; closes once it is out (or at the send timeout).
+            self.drive(py, key);
         }
     }
 

@@ -208,7 +208,12 @@ impl Worker {
                 self.log_record(conn);
                 if keep_alive {
                     conn.phase = Phase::Idle;
-                    conn.deadline = self.now + self.config.keep_alive_timeout;
+                    conn.deadline = self.now
+                        + if conn.output.is_empty() {
+                            self.config.keep_alive_timeout
+                        } else {
+                            self.config.send_timeout
+                        };
                 } else {
                     conn.phase = Phase::Closing;
                     conn.deadline = self.now + self.config.send_timeout;
