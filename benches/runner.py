@@ -43,7 +43,7 @@ from benches.processes import RssSampler, ServerProcess
 from benches.results import RunRecord, wrk_failure
 from benches.scenarios import Scenario
 from benches.servers import BENCH_VENV, ORIGIN_SERVER, RUSH_VENV, SERVERS, Launch, Server
-from benches.wrk import WrkError, parse_wrk_output, wrk_command
+from benches.wrk import WrkError, parse_wrk_output, tunnel_command, wrk_command
 
 
 @dataclass
@@ -157,6 +157,18 @@ def run_wrk(argv: list[str], settings: Settings, duration_s: float) -> tuple[str
     return completed.stdout, used
 
 
+def check_answers(scenario: Scenario, host: str, port: int) -> None:
+    """The scenario's correctness check: `check_scenario`, or for a tunnel scenario one request
+    through a fresh tunnel by benches/tunnel_load.py (raises CheckFailed when wrong)."""
+    if scenario.load != "tunnel":
+        check_scenario(scenario, host, port)
+        return
+    argv = tunnel_command(scenario, f"http://{host}:{port}", 0, check=True)
+    completed = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    if completed.returncode != 0:
+        raise CheckFailed(f"CONNECT {scenario.path}: {completed.stderr.strip() or completed.stdout.strip()}")
+
+
 def start_origin(scenario: Scenario, settings: Settings, run_name: str) -> tuple[ServerProcess, int]:
     """Starts the origin a proxy scenario asks for (nginx serving ``scenario.origin_app``) on a
     free port, pinned to the load generator's core so the proxy keeps its own; returns it once it
@@ -200,6 +212,7 @@ def measure(planned: PlannedRun, settings: Settings) -> RunRecord:
     venv = server.venv_dir(settings.rush_venv, settings.bench_venv)
     run_name = f"{scenario.group}-{scenario.name}-{server.name}-{planned.repeat}"
     origin: ServerProcess | None = None
+    origin_port = 0
     if scenario.origin_app is not None:
         settings.log_dir.mkdir(parents=True, exist_ok=True)
         try:
@@ -216,6 +229,7 @@ def measure(planned: PlannedRun, settings: Settings) -> RunRecord:
         bin_dir=venv / "bin" if venv else None,
         workdir=settings.log_dir / f"{run_name}.work",
         workers=scenario.workers,
+        origin_port=origin_port,
     )
     command = ["taskset", "-c", settings.server_cores(scenario), *server.command(launch)]
     record.server_command = command
@@ -235,7 +249,7 @@ def measure(planned: PlannedRun, settings: Settings) -> RunRecord:
         return record
     try:
         wait_until_answering(lambda: answers_http(settings.host, port), settings.startup_timeout_s, process.is_alive)
-        check_scenario(scenario, settings.host, port)
+        check_answers(scenario, settings.host, port)
         record.idle_rss_bytes = process.rss_bytes()
         record.idle_rss_by_process = process.rss_by_process()
 
@@ -257,7 +271,7 @@ def measure(planned: PlannedRun, settings: Settings) -> RunRecord:
             record.cpu_us_per_request = record.server_cpu_seconds / result.requests * 1e6
         if not process.is_alive():
             raise CheckFailed("server exited during the load")
-        check_scenario(scenario, settings.host, port)
+        check_answers(scenario, settings.host, port)
         record.failure = wrk_failure(result, scenario)
     except (CheckFailed, WrkError, OSError, subprocess.TimeoutExpired) as error:
         record.failure = f"{type(error).__name__}: {error}" if not isinstance(error, CheckFailed) else str(error)

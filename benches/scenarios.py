@@ -72,6 +72,9 @@ class Scenario:
     # For proxies: the app nginx serves as the origin behind the proxy, started by the runner
     # first; ``{origin}`` in ``path`` becomes its host:port (an absolute-form target).
     origin_app: str | None = None
+    # The load generator: "wrk", or "tunnel" (benches/tunnel_load.py: CONNECT tunnels, which wrk
+    # cannot open; it takes ``wrk_args`` such as ``--tunnel-per-request``).
+    load: str = "wrk"
 
     @property
     def reports_latency(self) -> bool:
@@ -373,6 +376,25 @@ PROXY_GROUP: list[Scenario] = [
         expect=PROXIED_INDEX,
         expect_close=True,
         notes="a new client connection per request (the proxy may keep its origin connections)",
+        **PROXY_LOAD,
+    ),
+    Scenario(
+        name="connect-keep-alive",
+        title="CONNECT, then GET / again and again in each tunnel",
+        path="http://{origin}/",
+        expect=PROXIED_INDEX,
+        load="tunnel",
+        notes="100 tunnels held open, plain HTTP inside; the load generator is Python (benches/tunnel_load.py)",
+        **PROXY_LOAD,
+    ),
+    Scenario(
+        name="connect-per-request",
+        title="a new CONNECT tunnel per GET /",
+        path="http://{origin}/",
+        expect=PROXIED_INDEX,
+        load="tunnel",
+        wrk_args=("--tunnel-per-request",),
+        notes="tunnel set-up and tear-down per request, 100 at a time; Python load generator",
         **PROXY_LOAD,
     ),
 ]

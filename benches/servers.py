@@ -25,7 +25,8 @@ Templates use ``{bin}`` (the venv's bin directory), ``{host}``, ``{port}``,
 ``{workers}`` (only servers whose template has it take part in multi-worker
 scenarios), ``{workdir}`` (a fresh directory per run, for generated config),
 ``{site}`` (the static files), ``{rust_bin}`` (the Rust peers' build) and
-``{python}`` (the runner's interpreter, for version look-ups). The runner
+``{python}`` (the runner's interpreter, for version look-ups) and ``{origin_port}`` (the
+origin behind a proxy, in the proxy group). The runner
 prefixes ``taskset -c <cores>`` and runs them from the repository root with
 it on PYTHONPATH, so ``benches.apps.*`` import. A server with a `configure`
 hook (nginx) gets it called with the run's `Launch` first, to write its config.
@@ -71,6 +72,8 @@ class Launch:
     workdir: Path
     workers: int = 1
     site_dir: Path = SITE_DIR
+    # The origin behind a proxy (proxy group), for proxies that must be told which port CONNECT may reach.
+    origin_port: int = 0
 
     def placeholders(self) -> dict[str, object]:
         return {
@@ -82,6 +85,7 @@ class Launch:
             "site": self.site_dir,
             "rust_bin": RUST_BIN_DIR,
             "python": sys.executable,
+            "origin_port": self.origin_port,
         }
 
 
@@ -278,6 +282,9 @@ RUSH_PROXY = (
     "--workers",
     "1",
     "--allow-private",
+    # CONNECT reaches 443 only unless told; the benchmark's origin has a port of its own.
+    "--allow-connect-port",
+    "{origin_port}",
     "--no-access-log",
     "--log-level",
     "warning",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import sys
 from dataclasses import asdict, dataclass, field
 
 from benches import BENCHES_DIR
@@ -25,6 +26,8 @@ from benches.scenarios import Scenario
 PIPELINE_SCRIPT = BENCHES_DIR / "lua" / "pipeline.lua"
 # Absolute-form requests through a forward proxy (scenarios whose path is an http:// URL).
 PROXY_SCRIPT = BENCHES_DIR / "lua" / "proxy.lua"
+# CONNECT tunnels, which wrk cannot open (scenarios with load="tunnel"); prints a wrk-style report.
+TUNNEL_LOAD = BENCHES_DIR / "tunnel_load.py"
 # A request slower than this counts as a wrk "timeout" socket error; wrk's default is 2 s.
 WRK_TIMEOUT = "5s"
 
@@ -116,7 +119,10 @@ def parse_wrk_output(output: str) -> WrkResult:
 
 
 def wrk_command(scenario: Scenario, url: str, duration_s: float, wrk: str = "wrk") -> list[str]:
-    """The wrk argv for ``scenario`` against ``url`` (base URL without path) for ``duration_s`` seconds."""
+    """The wrk argv for ``scenario`` against ``url`` (base URL without path) for ``duration_s`` seconds
+    (for a tunnel scenario, the argv of benches/tunnel_load.py, which reports as wrk does)."""
+    if scenario.load == "tunnel":
+        return tunnel_command(scenario, url, duration_s)
     argv = [
         wrk,
         f"-t{scenario.threads}",
@@ -139,6 +145,17 @@ def wrk_command(scenario: Scenario, url: str, duration_s: float, wrk: str = "wrk
     if scenario.pipeline > 1:
         argv += ["--", str(scenario.pipeline)]
     return argv
+
+
+def tunnel_command(scenario: Scenario, url: str, duration_s: float, check: bool = False) -> list[str]:
+    """benches/tunnel_load.py through the proxy at ``url`` to the scenario's absolute target."""
+    proxy = url.split("://", 1)[-1].rstrip("/")
+    argv = [sys.executable, str(TUNNEL_LOAD), "--proxy", proxy, "--target", scenario.path]
+    if scenario.expect.body_sha256:
+        argv += ["--sha256", scenario.expect.body_sha256]
+    if check:
+        return [*argv, "--check"]
+    return [*argv, "--connections", str(scenario.connections), "--duration", f"{duration_s:g}", *scenario.wrk_args]
 
 
 def readable_command(argv: list[str]) -> str:
