@@ -274,7 +274,17 @@ impl Worker {
             match parse_proxy_request_head(&conn.input, &self.config.limits, &mut self.headers) {
                 Ok(HeadStatus::Complete(head)) => return self.start_request(py, conn, key, head),
                 Ok(HeadStatus::Partial) => {}
-                Err(error) => return self.refuse_malformed(conn, &error),
+                Err(error) => {
+                    // Not even a request line to log: the record says "-".
+                    conn.record = Some(Record {
+                        start: self.now,
+                        request: "-".into(),
+                        status: 0,
+                        up: 0,
+                        down: 0,
+                    });
+                    return self.refuse(conn, &error);
+                }
             }
         }
         let was_empty = conn.input.is_empty();
@@ -289,14 +299,8 @@ impl Worker {
         Ok(read)
     }
 
-    fn refuse_malformed(&mut self, conn: &mut ProxyConn, error: &ProtoError) -> Step {
-        conn.record = Some(Record {
-            start: self.now,
-            request: "-".into(),
-            status: 0,
-            up: 0,
-            down: 0,
-        });
+    /// A request the parser or the target check refused: its status, a one-line reason, closed.
+    fn refuse(&mut self, conn: &mut ProxyConn, error: &ProtoError) -> Step {
         let message = match error {
             ProtoError::BadRequest(message) | ProtoError::NotImplemented(message) => message,
             _ => "the request head was refused",
@@ -327,7 +331,7 @@ impl Worker {
         });
         let target = match proxy_target(buffer, &head) {
             Ok(target) => target,
-            Err(error) => return self.refuse_malformed_keep_record(conn, &error),
+            Err(error) => return self.refuse(conn, &error),
         };
         let (host, port) = match &target {
             ProxyTarget::Tunnel { host, port } | ProxyTarget::Forward { host, port, .. } => {
@@ -387,14 +391,6 @@ impl Worker {
                 Ok(false)
             }
         }
-    }
-
-    fn refuse_malformed_keep_record(&mut self, conn: &mut ProxyConn, error: &ProtoError) -> Step {
-        let message = match error {
-            ProtoError::BadRequest(message) => message,
-            _ => "bad request target",
-        };
-        self.fail(conn, error.status(), message)
     }
 
     /// The access rules, in the order squid applies them; `None` allows.

@@ -55,6 +55,8 @@ const RESOLVER: Token = Token(2);
 pub(crate) const FIRST_CONNECTION: usize = 4;
 /// Most connections accepted per listener event (see the server's ACCEPT_BATCH).
 const ACCEPT_BATCH: usize = 16;
+/// How long accepting pauses after an error such as EMFILE.
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 
 /// Timeouts and limits of one worker's proxy loop.
 pub(crate) struct ProxyConfig {
@@ -110,6 +112,9 @@ pub struct ProxyServer {
     worker: Worker,
     access_logger: Option<Py<PyAny>>,
     accept_paused: bool,
+    /// After an accept error (EMFILE...): when to try again. The listener is
+    /// edge-triggered, so the queue would otherwise wait for a newcomer.
+    accept_retry_at: Option<Instant>,
     drain_deadline: Option<Instant>,
     next_sweep: Instant,
     _waker: Arc<mio::Waker>,
@@ -227,6 +232,7 @@ impl ProxyServer {
             connections: Slab::with_capacity(1024),
             access_logger,
             accept_paused: false,
+            accept_retry_at: None,
             drain_deadline: None,
             next_sweep: now + Duration::from_secs(1),
             _waker: waker,
@@ -253,7 +259,7 @@ impl ProxyServer {
                     return Ok(());
                 }
             }
-            let timeout = if self.drain_deadline.is_some() {
+            let timeout = if self.drain_deadline.is_some() || self.accept_retry_at.is_some() {
                 Duration::from_millis(100)
             } else {
                 Duration::from_secs(1)
@@ -294,6 +300,10 @@ impl ProxyServer {
         self.events = events;
         if self.accept_paused && self.connections.len() < self.worker.config.max_connections {
             self.accept_paused = false;
+            self.accept(py);
+        }
+        if self.accept_retry_at.is_some_and(|at| self.worker.now >= at) {
+            self.accept_retry_at = None;
             self.accept(py);
         }
         if self.worker.now >= self.next_sweep {
@@ -340,7 +350,18 @@ impl ProxyServer {
             let (stream, peer) = match listener.accept() {
                 Ok(accepted) => accepted,
                 Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(_) => return,
+                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(error) => {
+                    if self.accept_retry_at.is_none() {
+                        let message = format!(
+                            "accept failed: {error}; retrying in {} ms",
+                            ACCEPT_RETRY.as_millis()
+                        );
+                        self.worker.log_error(py, &message, None);
+                    }
+                    self.accept_retry_at = Some(self.worker.now + ACCEPT_RETRY);
+                    return;
+                }
             };
             let _ = stream.set_nodelay(true);
             let serial = self.worker.next_serial();

@@ -163,3 +163,44 @@ fn resolve_jobs(receiver: &Mutex<Receiver<Job>>, answers: &Mutex<Vec<Answer>>, w
         let _ = waker.wake();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_arrive_through_the_waker_and_are_cached() {
+        let mut poll = mio::Poll::new().unwrap();
+        let waker = Arc::new(mio::Waker::new(poll.registry(), mio::Token(7)).unwrap());
+        let mut resolver = Resolver::start(waker).unwrap();
+        let now = Instant::now();
+        assert_eq!(
+            resolver.cached("127.0.0.1", now),
+            Some(vec!["127.0.0.1".parse().unwrap()])
+        );
+        assert_eq!(resolver.cached("localhost", now), None);
+        resolver.submit(3, 42, "localhost");
+        resolver.submit(4, 43, "no-such-host.invalid");
+        let mut answers = Vec::new();
+        let mut events = mio::Events::with_capacity(4);
+        while answers.len() < 2 {
+            poll.poll(&mut events, Some(Duration::from_secs(10)))
+                .unwrap();
+            assert!(!events.is_empty(), "no answer within 10 s");
+            answers.extend(resolver.take_answers(now));
+        }
+        answers.sort_by_key(|answer| answer.key);
+        assert_eq!((answers[0].key, answers[0].serial), (3, 42));
+        assert!(answers[0]
+            .result
+            .as_ref()
+            .unwrap()
+            .iter()
+            .any(IpAddr::is_loopback));
+        assert!(answers[1].result.is_err());
+        // Answered names are cached for the TTL, failures are not.
+        assert!(resolver.cached("localhost", now).is_some());
+        assert!(resolver.cached("localhost", now + CACHE_TTL).is_none());
+        assert!(resolver.cached("no-such-host.invalid", now).is_none());
+    }
+}
