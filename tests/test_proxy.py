@@ -30,6 +30,10 @@ import httpx
 import pytest
 from support import GUARD_TIMEOUT, RUSH, RushServer, ServerFactory
 
+# What the proxy adds to every forwarded message: it names the host, so that
+# the proxy recognises a request that comes back to it.
+VIA = f"1.1 {socket.gethostname()} (rush)"
+
 # ---------------------------------------------------------------------------
 # Origins made here
 
@@ -217,7 +221,7 @@ def test_curl_get_through_the_proxy(proxy: Callable[..., RushServer], origin: Ru
     result = curl("-x", server.url, f"{origin.url}/", "-D", "-")
     assert result.returncode == 0, result.stderr
     assert result.stdout.endswith(b"Hello, World!")
-    assert b"Via: 1.1 rush" in result.stdout
+    assert VIA.encode() in result.stdout
 
 
 def test_head_sent_to_the_origin_is_rewritten(proxy: Callable[..., RushServer], origin: RushServer) -> None:
@@ -237,8 +241,8 @@ def test_head_sent_to_the_origin_is_rewritten(proxy: Callable[..., RushServer], 
     for hop in ("connection", "x-secret", "keep-alive", "proxy-authorization", "proxy-connection", "te", "upgrade"):
         assert hop not in names
     assert ("x-kept", "yes") in [(name.lower(), value) for name, value in echo["headers"]]
-    assert ("via", "1.1 rush") in [(name.lower(), value) for name, value in echo["headers"]]
-    assert response.header("Via") == "1.1 rush"
+    assert ("via", VIA) in [(name.lower(), value) for name, value in echo["headers"]]
+    assert response.header("Via") == VIA
     assert response.header("Connection") == "close"
 
 
@@ -390,6 +394,20 @@ def test_defaults_refuse_private_targets_and_other_connect_ports(
     assert response.status == 403 and b"port" in response.body
 
 
+def test_forwarding_loops_are_refused(proxy: Callable[..., RushServer], origin: RushServer) -> None:
+    server = proxy("--allow-private")
+    # A request that already came through this proxy (another proxy sent it back): refused.
+    response = one_answer(
+        server, f"GET http://127.0.0.1:{origin.port}/ HTTP/1.1\r\nHost: x\r\nVia: 1.0 other, {VIA}\r\n\r\n".encode()
+    )
+    assert response.status == 403 and b"forwarding loop" in response.body
+    # A target that is the proxy itself gets the forwarded origin-form request, which it
+    # refuses (400) instead of forwarding it again: no loop either way.
+    request = f"GET http://127.0.0.1:{server.port}/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    response = one_answer(server, request.encode())
+    assert response.status == 400 and response.header("Via") == VIA
+
+
 def test_client_acl(proxy: Callable[..., RushServer], origin: RushServer) -> None:
     server = proxy("--allow-private", "--allow-client", "10.0.0.0/8")
     response = one_answer(server, f"GET http://127.0.0.1:{origin.port}/ HTTP/1.1\r\nHost: x\r\n\r\n".encode())
@@ -403,7 +421,8 @@ def test_basic_authentication(proxy: Callable[..., RushServer], origin: RushServ
     # {SHA} of "pw", as `htpasswd -s` writes it.
     htpasswd.write_text("# users\nbob:{SHA}" + base64.b64encode(hashlib.sha1(b"pw").digest()).decode() + "\n")
     server = proxy("--allow-private", "--auth", "alice:s3cret", "--auth-file", str(htpasswd))
-    request = f"GET http://127.0.0.1:{origin.port}/ HTTP/1.1\r\nHost: x\r\n"
+    # Connection: close, so each answer ends the exchange at once (no keep-alive wait).
+    request = f"GET http://127.0.0.1:{origin.port}/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
     for header in ("", f"Proxy-Authorization: {basic('alice:wrong')}\r\n", "Proxy-Authorization: Bearer x\r\n"):
         response = one_answer(server, (request + header + "\r\n").encode())
         assert response.status == 407
@@ -473,7 +492,8 @@ def test_policy_hook(rush_server: ServerFactory, origin: RushServer, tmp_path: P
         "sys.exit(rush.proxy.run(allow, fd=int(sys.argv[1]), allow_private=True))\n"
     )
     server = rush_server("", command=[sys.executable, str(script), "{fd}"], bind="fd")
-    request = f"GET http://127.0.0.1:{origin.port}/ HTTP/1.1\r\nHost: x\r\n"
+    # Connection: close, so each answer ends the exchange at once (no keep-alive wait).
+    request = f"GET http://127.0.0.1:{origin.port}/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
     assert one_answer(server, (request + "\r\n").encode()).body == b"Hello, World!"
     assert one_answer(server, (request + "X-Deny: 1\r\n\r\n").encode()).status == 403
     # A policy that raises refuses (fails closed), and the worker lives on.

@@ -70,6 +70,7 @@ class ProxyServer:
         allow_clients: list[str] = ...,
         auth: list[str] = ...,
         htpasswd: list[str] = ...,
+        via_name: str = "rush",
     ) -> None: ...
     def serve(self, stop: StopHandle, graceful_timeout: float = 30.0) -> None: ...
     @property

@@ -237,6 +237,8 @@ def run_proxy_worker(config: ProxyConfig, listener: socket.socket, ready_fd: int
         allow_clients=list(config.allow_client or []),
         auth=list(config.auth or []),
         htpasswd=config.htpasswd_lines(),
+        # Via: 1.1 HOST (rush): names this proxy, so a request that comes back to it is a loop.
+        via_name=socket.gethostname(),
     )
     listener.close()
     logs.error_logger.info("worker %d proxying", os.getpid())

@@ -27,7 +27,7 @@ use std::time::Instant;
 use mio::net::TcpStream;
 use mio::Token;
 use pyo3::prelude::*;
-use rush_proto::proxy::{proxy_target, write_forward_head, ProxyTarget};
+use rush_proto::proxy::{is_forwarding_loop, proxy_target, write_forward_head, ProxyTarget};
 use rush_proto::{parse_proxy_request_head, HeadStatus, ProtoError, RequestHead};
 
 use super::forward::Exchange;
@@ -362,6 +362,7 @@ impl Worker {
                     &self.headers,
                     authority.as_bytes(),
                     origin_form,
+                    &self.via,
                 );
                 let keep_alive = head.keep_alive && !self.draining && !conn.client_eof;
                 Some(Box::new(Exchange::new(
@@ -406,6 +407,9 @@ impl Worker {
             return Some(Refusal::Client);
         }
         let buffer = &conn.input;
+        if is_forwarding_loop(buffer, &self.headers, &self.via) {
+            return Some(Refusal::Loop);
+        }
         let authorization = self
             .headers
             .iter()

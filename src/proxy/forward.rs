@@ -64,6 +64,8 @@ pub(crate) struct Io<'a> {
     pub(crate) client_eof: &'a mut bool,
     pub(crate) scratch: &'a mut [u8],
     pub(crate) headers: &'a mut Vec<HeaderSpan>,
+    /// The `Via` value the proxy adds.
+    pub(crate) via: &'a [u8],
 }
 
 pub(crate) struct Exchange {
@@ -317,6 +319,7 @@ impl Exchange {
                 io.headers,
                 !interim && !self.client_keep_alive,
                 self.dechunk,
+                io.via,
             );
             let rest = self.from_origin.split_off(head.head_len);
             self.from_origin.clear();

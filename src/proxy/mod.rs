@@ -86,6 +86,8 @@ pub(crate) struct Worker {
     pub(crate) log_access: bool,
     /// Access log lines not yet handed to Python.
     pub(crate) log_lines: Vec<String>,
+    /// The `Via` value this proxy adds (`1.1 HOST (rush)`), also how it recognises its own requests.
+    pub(crate) via: Vec<u8>,
     error_logger: Py<PyAny>,
     serial: u64,
 }
@@ -129,7 +131,7 @@ impl ProxyServer {
         header_timeout=10.0, keep_alive_timeout=5.0, upstream_timeout=60.0,
         tunnel_idle_timeout=300.0, send_timeout=30.0, dns_timeout=10.0,
         allow_connect_ports=Vec::new(), allow_private=false, allow_clients=Vec::new(),
-        auth=Vec::new(), htpasswd=Vec::new(),
+        auth=Vec::new(), htpasswd=Vec::new(), via_name=String::from("rush"),
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -153,6 +155,7 @@ impl ProxyServer {
         allow_clients: Vec<String>,
         auth: Vec<String>,
         htpasswd: Vec<String>,
+        via_name: String,
     ) -> PyResult<Self> {
         let mut credentials = Vec::new();
         for text in &auth {
@@ -223,6 +226,7 @@ impl ProxyServer {
                 hook: policy_hook,
                 log_access: access_logger.is_some(),
                 log_lines: Vec::new(),
+                via: via_value(&via_name),
                 error_logger,
                 serial: 0,
             },
@@ -273,6 +277,18 @@ impl ProxyServer {
     fn connection_count(&self) -> usize {
         self.connections.len()
     }
+}
+
+/// `1.1 NAME (rush)`, NAME reduced to the characters a host name has (it
+/// comes from the machine's host name, and goes into every forwarded head).
+fn via_value(name: &str) -> Vec<u8> {
+    let name: String = name
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        .take(64)
+        .collect();
+    let name = if name.is_empty() { "rush" } else { &name };
+    format!("1.1 {name} (rush)").into_bytes()
 }
 
 impl ProxyServer {

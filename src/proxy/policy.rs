@@ -40,6 +40,8 @@ pub(crate) enum Refusal {
     Private,
     /// 403: the Python policy hook said no.
     Hook,
+    /// 403: the request came through this proxy already (its own `Via`).
+    Loop,
 }
 
 impl Refusal {
@@ -57,6 +59,7 @@ impl Refusal {
             Refusal::Port => "CONNECT to this port is not allowed",
             Refusal::Private => "the target is an internal address",
             Refusal::Hook => "refused by the proxy policy",
+            Refusal::Loop => "forwarding loop: the request came through this proxy already",
         }
     }
 }

@@ -185,6 +185,7 @@ impl Worker {
             client_eof: &mut conn.client_eof,
             scratch: &mut self.scratch,
             headers: &mut self.headers,
+            via: &self.via,
         };
         let outcome = exchange.step(&mut io);
         if let Some(record) = &mut conn.record {

@@ -151,13 +151,24 @@ pub fn hop_by_hop_mask(buffer: &[u8], headers: &[HeaderSpan]) -> Vec<bool> {
         .collect()
 }
 
-/// The `Via` value this proxy adds (RFC 9110 7.6.3).
-pub const VIA: &[u8] = b"1.1 rush";
+/// Whether the request already passed through this proxy: a `Via` element
+/// equal to `via` (the value this proxy adds, which names its host). A
+/// proxy that forwards to itself (a target that resolves to its own
+/// address) would otherwise loop until the head outgrows the size limit,
+/// holding two connections per hop.
+pub fn is_forwarding_loop(buffer: &[u8], headers: &[HeaderSpan], via: &[u8]) -> bool {
+    headers
+        .iter()
+        .filter(|header| header.name.of(buffer).eq_ignore_ascii_case(b"via"))
+        .flat_map(|header| header.value.of(buffer).split(|&byte| byte == b','))
+        .any(|element| element.trim_ascii().eq_ignore_ascii_case(via))
+}
 
 /// Writes the head sent to the origin for a forwarded request: the method
 /// as sent, the origin-form target, HTTP/1.1 (a proxy speaks its own
-/// version), the end-to-end fields in order (framing fields included: the
-/// body is passed on as framed), then `Host` from the target and `Via`.
+/// version), `Host` from the target, the end-to-end fields in order
+/// (framing fields included: the body is passed on as framed), then `Via`
+/// with the value `via` (RFC 9110 7.6.3, e.g. `1.1 host (rush)`).
 pub fn write_forward_head(
     out: &mut Vec<u8>,
     buffer: &[u8],
@@ -165,6 +176,7 @@ pub fn write_forward_head(
     headers: &[HeaderSpan],
     authority: &[u8],
     origin_form: &[u8],
+    via: &[u8],
 ) {
     out.extend_from_slice(head.method_span.of(buffer));
     out.push(b' ');
@@ -172,7 +184,7 @@ pub fn write_forward_head(
     out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
     out.extend_from_slice(authority);
     out.extend_from_slice(b"\r\n");
-    write_end_to_end(out, buffer, headers, false);
+    write_end_to_end(out, buffer, headers, false, via);
     out.extend_from_slice(b"\r\n");
 }
 
@@ -184,6 +196,7 @@ fn write_end_to_end(
     buffer: &[u8],
     headers: &[HeaderSpan],
     drop_transfer_encoding: bool,
+    via: &[u8],
 ) {
     let mask = hop_by_hop_mask(buffer, headers);
     for (header, hop) in headers.iter().zip(mask) {
@@ -197,7 +210,7 @@ fn write_end_to_end(
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"Via: ");
-    out.extend_from_slice(VIA);
+    out.extend_from_slice(via);
     out.extend_from_slice(b"\r\n");
 }
 
@@ -362,6 +375,7 @@ pub fn write_client_response_head(
     headers: &[HeaderSpan],
     close: bool,
     dechunked: bool,
+    via: &[u8],
 ) {
     out.extend_from_slice(b"HTTP/1.1 ");
     let mut status = itoa::Buffer::new();
@@ -369,7 +383,7 @@ pub fn write_client_response_head(
     out.push(b' ');
     out.extend_from_slice(head.reason.of(buffer));
     out.extend_from_slice(b"\r\n");
-    write_end_to_end(out, buffer, headers, dechunked);
+    write_end_to_end(out, buffer, headers, dechunked, via);
     if close {
         out.extend_from_slice(b"Connection: close\r\n");
     }

@@ -120,7 +120,15 @@ X-Secret: 1\r\nKeep-Alive: timeout=5\r\nProxy-Authorization: Basic eA==\r\nProxy
 TE: trailers\r\nTrailer: X\r\nUpgrade: h2c\r\nAccept: */*\r\nVia: 1.0 other\r\nContent-Length: 3\r\n\r\nabc";
     let (parsed, headers) = head(input);
     let mut out = Vec::new();
-    write_forward_head(&mut out, input, &parsed, &headers, b"origin:81", b"/p?q");
+    write_forward_head(
+        &mut out,
+        input,
+        &parsed,
+        &headers,
+        b"origin:81",
+        b"/p?q",
+        b"1.1 rush",
+    );
     assert_eq!(
         String::from_utf8(out).unwrap(),
         "POST /p?q HTTP/1.1\r\nHost: origin:81\r\nAccept: */*\r\nVia: 1.0 other\r\n\
@@ -225,7 +233,7 @@ fn response_split_at_every_offset_is_partial_until_complete() {
     let mut headers = Vec::new();
     parse_response_head(input, Method::Get, 16384, &mut headers).unwrap();
     let mut out = Vec::new();
-    write_client_response_head(&mut out, input, &parsed, &headers, true, false);
+    write_client_response_head(&mut out, input, &parsed, &headers, true, false, b"1.1 rush");
     assert_eq!(
         String::from_utf8(out).unwrap(),
         "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nVia: 1.1 rush\r\nConnection: close\r\n\r\n"
@@ -242,7 +250,7 @@ fn a_dechunked_response_head_drops_transfer_encoding() {
         panic!()
     };
     let mut out = Vec::new();
-    write_client_response_head(&mut out, input, &parsed, &headers, true, true);
+    write_client_response_head(&mut out, input, &parsed, &headers, true, true, b"1.1 rush");
     assert_eq!(
         String::from_utf8(out).unwrap(),
         "HTTP/1.1 200 OK\r\nX: 1\r\nVia: 1.1 rush\r\nConnection: close\r\n\r\n"
@@ -308,7 +316,7 @@ mod properties {
                 return Err(TestCaseError::fail("not a forward"));
             };
             let mut out = Vec::new();
-            write_forward_head(&mut out, input.as_bytes(), &parsed, &headers, authority.as_bytes(), &origin_form);
+            write_forward_head(&mut out, input.as_bytes(), &parsed, &headers, authority.as_bytes(), &origin_form, b"1.1 rush");
             let mut forwarded_headers = Vec::new();
             let Ok(HeadStatus::Complete(forwarded)) = parse_request_head(&out, &Limits::default(), &mut forwarded_headers) else {
                 return Err(TestCaseError::fail(format!("not a valid head: {}", String::from_utf8_lossy(&out))));
@@ -331,5 +339,33 @@ mod properties {
                 prop_assert_eq!(names.contains(&lower.into_bytes()), !hop);
             }
         }
+    }
+}
+
+#[test]
+fn forwarding_loops_are_seen_in_via() {
+    let me = b"1.1 proxy-a (rush)";
+    for (input, looped) in [
+        (&b"GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n"[..], false),
+        (
+            b"GET http://a/ HTTP/1.1\r\nHost: a\r\nVia: 1.1 proxy-b (rush)\r\n\r\n",
+            false,
+        ),
+        (
+            b"GET http://a/ HTTP/1.1\r\nHost: a\r\nVia: 1.0 x, 1.1 PROXY-A (rush) \r\n\r\n",
+            true,
+        ),
+        (
+            b"GET http://a/ HTTP/1.1\r\nHost: a\r\nVia: 1.0 x\r\nVia: 1.1 proxy-a (rush)\r\n\r\n",
+            true,
+        ),
+    ] {
+        let (_, headers) = head(input);
+        assert_eq!(
+            is_forwarding_loop(input, &headers, me),
+            looped,
+            "{}",
+            String::from_utf8_lossy(input)
+        );
     }
 }
