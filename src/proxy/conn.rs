@@ -63,8 +63,6 @@ pub(crate) enum Phase {
 pub(crate) struct Pending {
     pub(crate) host: String,
     pub(crate) port: u16,
-    /// The address in use (for a retry on a fresh connection).
-    pub(crate) address: Option<SocketAddr>,
     pub(crate) exchange: Option<Box<Exchange>>,
 }
 
@@ -220,7 +218,7 @@ impl Worker {
             let step = match conn.phase {
                 Phase::Idle => self.step_idle(py, conn, key),
                 Phase::Resolving(_) => Ok(false),
-                Phase::Connecting(_) => self.step_connecting(conn, key),
+                Phase::Connecting(_) => self.step_connecting(conn),
                 Phase::Tunnel(_) => self.step_tunnel(conn),
                 Phase::Forward(_) => self.step_forward(conn, key),
                 Phase::Closing => match conn.flush() {
@@ -380,7 +378,6 @@ impl Worker {
         let pending = Pending {
             host,
             port,
-            address: None,
             exchange,
         };
         conn.deadline = self.now + self.config.dns_timeout;

@@ -51,7 +51,6 @@ impl Worker {
         // The check above was on this exact address, and the connection goes
         // to it: no second lookup can send it elsewhere (DNS rebinding).
         let address = SocketAddr::new(ip, pending.port);
-        pending.address = Some(address);
         conn.deadline = self.now + self.config.upstream_timeout;
         if pending.exchange.is_some() {
             if let Some(mut stream) = self.origins.take(address) {
@@ -77,7 +76,7 @@ impl Worker {
         self.connect_fresh(conn, key, pending, address)
     }
 
-    pub(crate) fn step_connecting(&mut self, conn: &mut ProxyConn, _key: usize) -> Step {
+    pub(crate) fn step_connecting(&mut self, conn: &mut ProxyConn) -> Step {
         let Some(upstream) = &conn.upstream else {
             return Err(Close);
         };
@@ -232,7 +231,6 @@ impl Worker {
                 let pending = Pending {
                     host: String::new(),
                     port: address.port(),
-                    address: Some(address),
                     exchange: Some(exchange),
                 };
                 // Not from the pool this time: a fresh connection.
