@@ -718,3 +718,43 @@ def test_client_that_never_reads_is_dropped(proxy: Callable[..., RushServer], or
         except ConnectionResetError:
             pass
     assert received < size
+
+
+def test_client_half_close_after_its_request_still_gets_the_answer(
+    proxy: Callable[..., RushServer], origin: RushServer
+) -> None:
+    server = proxy("--allow-private")
+    with server.connect() as connection:
+        connection.send(f"GET http://127.0.0.1:{origin.port}/ HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        connection.sock.shutdown(socket.SHUT_WR)
+        result = connection.read_until_close()
+    assert [response.body for response in result.responses] == [b"Hello, World!"]
+
+
+def test_ipv6_targets(proxy: Callable[..., RushServer]) -> None:
+    try:
+        listener = socket.create_server(("::1", 0), family=socket.AF_INET6)
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        with listener:
+            connection, _ = listener.accept()
+            with connection:
+                echo_until_eof(connection)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    server = proxy("--allow-private", "--allow-connect-port", str(port))
+    sock = socket.create_connection(server.address, timeout=GUARD_TIMEOUT)
+    with sock:
+        sock.sendall(f"CONNECT [::1]:{port} HTTP/1.1\r\nHost: [::1]:{port}\r\n\r\nv6 bytes".encode())
+        expected = b"HTTP/1.1 200 Connection established\r\n\r\nv6 bytes"
+        received = b""
+        while len(received) < len(expected):
+            chunk = sock.recv(1024)
+            assert chunk, received
+            received += chunk
+        assert received == expected
+    thread.join(GUARD_TIMEOUT)
