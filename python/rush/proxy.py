@@ -7,8 +7,9 @@ a `Config` with the proxy's own fields; the ``rush proxy`` flags, the
 ``RUSH_*`` environment variables and `run` keywords come from it as they do
 for the server.
 
-Secure by default, as squid is: it listens on loopback, CONNECT reaches
-port 443 only (``--allow-connect-port`` adds more), targets that resolve to
+Secure by default, as squid is: it listens on loopback (another address
+needs ``--allow-client``, ``--auth`` or ``--auth-file``, so it never becomes
+an open proxy by accident), CONNECT reaches port 443 only (``--allow-connect-port`` adds more), targets that resolve to
 loopback, private, link-local or metadata addresses are refused (403)
 unless ``--allow-private``, ``--allow-client CIDR`` limits who may use it,
 and ``--auth``/``--auth-file`` require ``Proxy-Authorization: Basic``.
@@ -127,8 +128,26 @@ class ProxyConfig(Config):
                 raise OptionError("auth", "takes USER:PASSWORD", "<hidden>")
         if self.auth_file is not None and not os.access(self.auth_file, os.R_OK):
             raise OptionError("auth_file", "must be a readable htpasswd file", self.auth_file)
+        if self._is_open_proxy():
+            raise OptionError(
+                "host",
+                "would make an open proxy: with a non-loopback address, say who may use it with "
+                "--allow-client CIDR (0.0.0.0/0 and ::/0 for everyone), --auth or --auth-file",
+                self.host,
+            )
         if self.policy is not None and not callable(self.policy):
             raise OptionError("policy", "must be a function allow(client, host, port, headers) -> bool", self.policy)
+
+    def _is_open_proxy(self) -> bool:
+        """Listening beyond loopback with no client rule and no credentials: anyone who can
+        reach the port could relay through it (the accident the secure defaults exist for)."""
+        if self.allow_client or self.auth or self.auth_file or self.policy is not None or self.fd is not None:
+            return False
+        try:
+            return not ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            # A name: loopback only if it is localhost.
+            return self.host.lower() != "localhost"
 
     def htpasswd_lines(self) -> list[str]:
         if self.auth_file is None:
