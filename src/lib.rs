@@ -58,7 +58,7 @@ fn _rush(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<router::Router>()?;
     module.add_class::<server::Server>()?;
     module.add_class::<server::StopHandle>()?;
-    module.add_class::<proxy::ProxyServer>()?;
+    module.add_class::<proxy::ProxySettings>()?;
     module.add_class::<request::Request>()?;
     module.add_class::<response::Response>()?;
     module.add_class::<wsgi::FileWrapper>()?;

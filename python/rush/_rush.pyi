@@ -46,15 +46,11 @@ class StopHandle:
     def set(self) -> None: ...
     def is_set(self) -> bool: ...
 
-class ProxyServer:
+class ProxySettings:
     def __init__(
         self,
-        listener_fd: int,
-        error_logger: Callable[[str, BaseException | None], None],
         *,
-        access_logger: Callable[[str], None] | None = None,
         policy_hook: Callable[[tuple[str, int], str, int, list[tuple[str, str]]], bool] | None = None,
-        wakeup_fd: int | None = None,
         max_connections: int = 10000,
         max_request_line: int = 8192,
         max_head_size: int = 16384,
@@ -72,9 +68,6 @@ class ProxyServer:
         htpasswd: list[str] = ...,
         via_name: str = "rush",
     ) -> None: ...
-    def serve(self, stop: StopHandle, graceful_timeout: float = 30.0) -> None: ...
-    @property
-    def connection_count(self) -> int: ...
 
 class Server:
     def __init__(
@@ -102,6 +95,7 @@ class Server:
         asgi_app: Callable[..., Any] | None = None,
         asgi_state: dict[str, Any] | None = None,
         max_worker_output: int = 67108864,
+        proxy: ProxySettings | None = None,
     ) -> None: ...
     def fileno(self) -> int: ...
     def set_async_scheduler(self, runner: Any) -> None: ...

@@ -1,8 +1,9 @@
 """`rush proxy`: a forward HTTP proxy with CONNECT tunnels.
 
 The proxy runs under the same supervisor as the server (workers, signals,
-graceful drain, SO_REUSEPORT slots); each worker runs the native
-``ProxyServer`` loop instead of ``Server``. Its options are `ProxyConfig`,
+graceful drain, SO_REUSEPORT slots), and each worker runs the server's own
+native loop, built with ``ProxySettings``: every connection it accepts is a
+proxy connection. Its options are `ProxyConfig`,
 a `Config` with the proxy's own fields; the ``rush proxy`` flags, the
 ``RUSH_*`` environment variables and `run` keywords come from it as they do
 for the server.
@@ -26,7 +27,6 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
-import signal
 import socket
 import sys
 from collections.abc import Callable, Sequence
@@ -221,26 +221,17 @@ def main(argv: Sequence[str]) -> int:
 
 
 def run_proxy_worker(config: ProxyConfig, listener: socket.socket, ready_fd: int | None) -> int:
-    """The body of a proxy worker process; returns its exit code."""
-    from rush._rush import ProxyServer, StopHandle
-    from rush.worker import notify_ready, raise_open_file_limit
+    """The body of a proxy worker process: the server's native loop, built
+    with `ProxySettings` so that every connection it accepts is a proxy
+    connection; returns the exit code."""
+    from rush._rush import ProxySettings
+    from rush.app import App
+    from rush.worker import build_server, raise_open_file_limit, serve_native_loop
 
     logs.configure(config.log_level)
     raise_open_file_limit()
-    stop = StopHandle()
-    wakeup_reader, wakeup_writer = socket.socketpair()
-    wakeup_reader.setblocking(False)
-    wakeup_writer.setblocking(False)
-    signal.set_wakeup_fd(wakeup_writer.fileno(), warn_on_full_buffer=False)
-    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
-    signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
-    signal.signal(signal.SIGQUIT, lambda signum, frame: os._exit(0))
-    server = ProxyServer(
-        listener.fileno(),
-        logs.log_handler_error,
-        access_logger=logs.log_access if config.access_log else None,
+    settings = ProxySettings(
         policy_hook=config.policy,
-        wakeup_fd=wakeup_reader.fileno(),
         max_connections=config.max_connections,
         max_request_line=config.max_request_line,
         max_head_size=config.max_head_size,
@@ -259,11 +250,12 @@ def run_proxy_worker(config: ProxyConfig, listener: socket.socket, ready_fd: int
         # Via: 1.1 HOST (rush): names this proxy, so a request that comes back to it is a loop.
         via_name=socket.gethostname(),
     )
-    listener.close()
     logs.error_logger.info("worker %d proxying", os.getpid())
-    notify_ready(ready_fd)
-    server.serve(stop, config.graceful_timeout)
-    signal.set_wakeup_fd(-1)
+    serve_native_loop(
+        config,
+        ready_fd,
+        lambda wakeup_fd: build_server(config, listener, App().build_router(), wakeup_fd, proxy=settings),
+    )
     return 0
 
 

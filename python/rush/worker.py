@@ -25,6 +25,7 @@ import signal
 import socket
 import sys
 import traceback
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -143,6 +144,25 @@ def notify_ready(ready_fd: int | None) -> None:
 
 
 def serve_native(config: Config, listener: socket.socket, router: Router, ready_fd: int | None, **app: Any) -> None:
+    pools: list[BlockingPool] = []
+
+    def build(wakeup_fd: int) -> Server:
+        server = build_server(config, listener, router, wakeup_fd, **app)
+        if app.get("wsgi_app") is not None and config.threads > 0:
+            pools.append(BlockingPool(config.threads))
+            server.set_blocking_scheduler(pools[0].schedule_wsgi)
+            server.set_completion_source(pools[0].reader, pools[0].drain)
+        return server
+
+    serve_native_loop(config, ready_fd, build)
+    for pool in pools:
+        pool.shutdown()
+
+
+def serve_native_loop(config: Config, ready_fd: int | None, build: Callable[[int], Server]) -> None:
+    """Runs the native loop alone until a graceful stop: signals set a stop
+    flag that the loop sees through a wake-up fd in its epoll set. ``build``
+    makes the server, given that fd (the server loop, or the proxy's)."""
     stop = StopHandle()
     wakeup_reader, wakeup_writer = socket.socketpair()
     wakeup_reader.setblocking(False)
@@ -155,17 +175,10 @@ def serve_native(config: Config, listener: socket.socket, router: Router, ready_
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGQUIT, lambda signum, frame: os._exit(0))
-    server = build_server(config, listener, router, wakeup_reader.fileno(), **app)
-    pool = None
-    if app.get("wsgi_app") is not None and config.threads > 0:
-        pool = BlockingPool(config.threads)
-        server.set_blocking_scheduler(pool.schedule_wsgi)
-        server.set_completion_source(pool.reader, pool.drain)
+    server = build(wakeup_reader.fileno())
     notify_ready(ready_fd)
     server.serve(stop, config.graceful_timeout)
     signal.set_wakeup_fd(-1)
-    if pool is not None:
-        pool.shutdown()
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:

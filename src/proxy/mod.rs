@@ -1,13 +1,15 @@
-//! `rush proxy`: a forward HTTP proxy with CONNECT tunnels, run by a
-//! worker process like the server (same supervisor, same signals, same
-//! graceful drain).
+//! `rush proxy`: a forward HTTP proxy with CONNECT tunnels, as a kind of
+//! connection on the worker's own loop (`crate::server::Server`): same
+//! epoll, same accept, signals, deadline sweep and graceful drain. A
+//! server built with [`ProxySettings`] turns every connection it accepts
+//! into a [`ProxyLoop`] connection instead of an HTTP/1.1 one.
 //!
 //! How it works:
-//! * One mio `Poll` per worker; every socket edge-triggered. A client
-//!   connection has slab key `k`; its client socket has token
-//!   `FIRST_CONNECTION + 2k` and its upstream socket `FIRST_CONNECTION + 2k + 1`,
-//!   so any event on either drives the same connection (`conn.rs` for the
-//!   client side and the request's decisions, `upstream.rs` for the origin side).
+//! * Proxy connections live in a slab of their own. Connection `k`'s client
+//!   socket has token `PROXY_TOKENS + 2k` and its upstream socket
+//!   `PROXY_TOKENS + 2k + 1`, far above the server's tokens, so any event on
+//!   either drives the same connection (`conn.rs` for the client side and
+//!   the request's decisions, `upstream.rs` for the origin side).
 //! * A request head is parsed by rush-proto (strict framing, CONNECT
 //!   allowed), its target and the head for the origin come from
 //!   `rush_proto::proxy`, and the access rules from `policy.rs`, all pure.
@@ -17,7 +19,7 @@
 //! * A CONNECT tunnel relays with splice(2) through pooled pipes
 //!   (`relay.rs`); a forwarded request streams both bodies as framed
 //!   (`forward.rs`), and origin connections are kept alive per worker (`pool.rs`).
-//! * Deadlines are checked by a sweep once a second, as in the server.
+//! * Deadlines are checked by the server's sweep, once a second.
 //!
 //! Python (the GIL) is touched only for the optional policy hook, once per
 //! request or tunnel, and for log lines; never per byte.
@@ -30,33 +32,30 @@ mod relay;
 mod resolver;
 mod upstream;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mio::net::TcpListener;
-use mio::unix::SourceFd;
-use mio::{Events, Interest, Poll, Registry, Token};
+use mio::net::TcpStream;
+use mio::{Interest, Registry, Token};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use rush_proto::{HeaderSpan, Limits};
 use slab::Slab;
 
-use crate::options::{seconds, seconds_or_zero, READ_CHUNK};
-use crate::server::{adopt_listening_socket, StopHandle};
+use crate::options::{seconds, READ_CHUNK};
 use conn::{client_token, Disposition, Phase, ProxyConn};
 use policy::{Credential, Policy};
 use pool::OriginPool;
 use relay::PipePool;
 use resolver::Resolver;
 
-const LISTENER: Token = Token(0);
-const WAKEUP: Token = Token(1);
-const RESOLVER: Token = Token(2);
-pub(crate) const FIRST_CONNECTION: usize = 4;
-/// Most connections accepted per listener event (see the server's ACCEPT_BATCH).
-const ACCEPT_BATCH: usize = 16;
-/// How long accepting pauses after an error such as EMFILE.
-const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+/// The resolver threads wake the loop with this token (reserved by the server).
+pub(crate) const RESOLVER: Token = Token(4);
+/// Proxy connections' tokens start here, far above the server's own.
+pub(crate) const PROXY_TOKENS: usize = 1 << 40;
+/// Kept for `conn.rs`: where the proxy's token range starts.
+pub(crate) const FIRST_CONNECTION: usize = PROXY_TOKENS;
 
 /// Timeouts and limits of one worker's proxy loop.
 pub(crate) struct ProxyConfig {
@@ -104,29 +103,25 @@ impl Worker {
     }
 }
 
-/// The proxy loop of one worker.
-#[pyclass(module = "rush._rush", unsendable)]
-pub struct ProxyServer {
-    poll: Poll,
-    events: Events,
-    listener: Option<TcpListener>,
-    connections: Slab<ProxyConn>,
-    worker: Worker,
-    access_logger: Option<Py<PyAny>>,
-    accept_paused: bool,
-    /// After an accept error (EMFILE...): when to try again. The listener is
-    /// edge-triggered, so the queue would otherwise wait for a newcomer.
-    accept_retry_at: Option<Instant>,
-    drain_deadline: Option<Instant>,
-    next_sweep: Instant,
-    _waker: Arc<mio::Waker>,
+/// The proxy's options, built in Python and handed to the server, which
+/// turns them into its [`ProxyLoop`].
+#[pyclass(module = "rush._rush")]
+pub struct ProxySettings {
+    settings: Option<Settings>,
+}
+
+struct Settings {
+    config: ProxyConfig,
+    policy: Policy,
+    hook: Option<Py<PyAny>>,
+    via: Vec<u8>,
 }
 
 #[pymethods]
-impl ProxyServer {
+impl ProxySettings {
     #[new]
     #[pyo3(signature = (
-        listener_fd, error_logger, *, access_logger=None, policy_hook=None, wakeup_fd=None,
+        *, policy_hook=None,
         max_connections=10000, max_request_line=8192, max_head_size=16384, max_headers=100,
         header_timeout=10.0, keep_alive_timeout=5.0, upstream_timeout=60.0,
         tunnel_idle_timeout=300.0, send_timeout=30.0, dns_timeout=10.0,
@@ -135,11 +130,7 @@ impl ProxyServer {
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
-        listener_fd: i32,
-        error_logger: Py<PyAny>,
-        access_logger: Option<Py<PyAny>>,
         policy_hook: Option<Py<PyAny>>,
-        wakeup_fd: Option<i32>,
         max_connections: usize,
         max_request_line: usize,
         max_head_size: usize,
@@ -193,22 +184,8 @@ impl ProxyServer {
             send_timeout: seconds("send_timeout", send_timeout)?,
             dns_timeout: seconds("dns_timeout", dns_timeout)?,
         };
-        let owned = adopt_listening_socket(listener_fd)?;
-        let listener = std::net::TcpListener::from(owned);
-        listener.set_nonblocking(true)?;
-        let mut listener = TcpListener::from_std(listener);
-        let poll = Poll::new()?;
-        poll.registry()
-            .register(&mut listener, LISTENER, Interest::READABLE)?;
-        if let Some(fd) = wakeup_fd {
-            poll.registry()
-                .register(&mut SourceFd(&fd), WAKEUP, Interest::READABLE)?;
-        }
-        let waker = Arc::new(mio::Waker::new(poll.registry(), RESOLVER)?);
-        let now = Instant::now();
-        Ok(ProxyServer {
-            worker: Worker {
-                registry: poll.registry().try_clone()?,
+        Ok(ProxySettings {
+            settings: Some(Settings {
                 config,
                 policy: Policy {
                     connect_ports: allow_connect_ports,
@@ -216,66 +193,10 @@ impl ProxyServer {
                     clients,
                     credentials,
                 },
-                resolver: Resolver::start(Arc::clone(&waker))?,
-                origins: OriginPool::default(),
-                pipes: PipePool::default(),
-                scratch: vec![0; READ_CHUNK],
-                headers: Vec::with_capacity(32),
-                now,
-                draining: false,
                 hook: policy_hook,
-                log_access: access_logger.is_some(),
-                log_lines: Vec::new(),
                 via: via_value(&via_name),
-                error_logger,
-                serial: 0,
-            },
-            poll,
-            events: Events::with_capacity(1024),
-            listener: Some(listener),
-            connections: Slab::with_capacity(1024),
-            access_logger,
-            accept_paused: false,
-            accept_retry_at: None,
-            drain_deadline: None,
-            next_sweep: now + Duration::from_secs(1),
-            _waker: waker,
+            }),
         })
-    }
-
-    /// Runs until a graceful shutdown (requested through `stop`) has
-    /// drained every connection or `graceful_timeout` passed.
-    #[pyo3(signature = (stop, graceful_timeout=30.0))]
-    fn serve(
-        &mut self,
-        py: Python<'_>,
-        stop: &Bound<'_, StopHandle>,
-        graceful_timeout: f64,
-    ) -> PyResult<()> {
-        let graceful_timeout = seconds_or_zero("graceful_timeout", graceful_timeout)?;
-        loop {
-            if self.drain_deadline.is_none() && stop.get().is_set() {
-                self.start_drain(graceful_timeout);
-            }
-            if let Some(deadline) = self.drain_deadline {
-                if self.connections.is_empty() || Instant::now() >= deadline {
-                    self.connections.clear();
-                    return Ok(());
-                }
-            }
-            let timeout = if self.drain_deadline.is_some() || self.accept_retry_at.is_some() {
-                Duration::from_millis(100)
-            } else {
-                Duration::from_secs(1)
-            };
-            self.run_once(py, timeout)?;
-        }
-    }
-
-    /// Connections open now (for tests and metrics).
-    #[getter]
-    fn connection_count(&self) -> usize {
-        self.connections.len()
     }
 }
 
@@ -291,45 +212,105 @@ fn via_value(name: &str) -> Vec<u8> {
     format!("1.1 {name} (rush)").into_bytes()
 }
 
-impl ProxyServer {
-    fn run_once(&mut self, py: Python<'_>, timeout: Duration) -> PyResult<()> {
-        let poll = &mut self.poll;
-        let events = &mut self.events;
-        match py.detach(|| poll.poll(events, Some(timeout))) {
-            Ok(()) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {
-                return py.check_signals()
-            }
-            Err(error) => return Err(error.into()),
+/// The proxy connections of a worker's loop, and what they share.
+pub(crate) struct ProxyLoop {
+    connections: Slab<ProxyConn>,
+    worker: Worker,
+    access_logger: Option<Py<PyAny>>,
+    _waker: Arc<mio::Waker>,
+}
+
+impl ProxyLoop {
+    /// Takes the settings (a `ProxySettings` serves one server) and starts
+    /// the resolver threads, which wake the loop through `registry`.
+    pub(crate) fn new(
+        py: Python<'_>,
+        settings: &Bound<'_, ProxySettings>,
+        registry: &Registry,
+        error_logger: &Py<PyAny>,
+        access_logger: Option<&Py<PyAny>>,
+    ) -> PyResult<ProxyLoop> {
+        let Some(settings) = settings.borrow_mut().settings.take() else {
+            return Err(PyValueError::new_err(
+                "these ProxySettings are in use by another server",
+            ));
+        };
+        let waker = Arc::new(mio::Waker::new(registry, RESOLVER)?);
+        Ok(ProxyLoop {
+            connections: Slab::with_capacity(1024),
+            worker: Worker {
+                registry: registry.try_clone()?,
+                config: settings.config,
+                policy: settings.policy,
+                resolver: Resolver::start(Arc::clone(&waker))?,
+                origins: OriginPool::default(),
+                pipes: PipePool::default(),
+                scratch: vec![0; READ_CHUNK],
+                headers: Vec::with_capacity(32),
+                now: Instant::now(),
+                draining: false,
+                hook: settings.hook,
+                log_access: access_logger.is_some(),
+                log_lines: Vec::new(),
+                via: settings.via,
+                error_logger: error_logger.clone_ref(py),
+                serial: 0,
+            },
+            access_logger: access_logger.map(|logger| logger.clone_ref(py)),
+            _waker: waker,
+        })
+    }
+
+    /// Whether `token` belongs to a proxy connection.
+    pub(crate) fn owns(token: Token) -> bool {
+        token.0 >= PROXY_TOKENS
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.connections.len()
+    }
+
+    /// Whether `--max-connections` is reached (accepting then pauses).
+    pub(crate) fn is_full(&self) -> bool {
+        self.connections.len() >= self.worker.config.max_connections
+    }
+
+    /// Takes a connection the server accepted, and serves what it already sent.
+    pub(crate) fn adopt(
+        &mut self,
+        py: Python<'_>,
+        stream: TcpStream,
+        peer: SocketAddr,
+        now: Instant,
+    ) {
+        let _ = stream.set_nodelay(true);
+        self.worker.now = now;
+        let serial = self.worker.next_serial();
+        let deadline = now + self.worker.config.header_timeout;
+        let key = self
+            .connections
+            .insert(ProxyConn::new(stream, peer, serial, deadline));
+        let connection = &mut self.connections[key];
+        if self
+            .worker
+            .registry
+            .register(
+                &mut connection.client,
+                client_token(key),
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .is_err()
+        {
+            self.connections.remove(key);
+            return;
         }
-        self.worker.now = Instant::now();
-        let events = std::mem::replace(&mut self.events, Events::with_capacity(0));
-        let mut check_signals = false;
-        for event in events.iter() {
-            match event.token() {
-                LISTENER => self.accept(py),
-                WAKEUP => check_signals = true,
-                RESOLVER => self.deliver_answers(py),
-                Token(token) => self.drive(py, (token - FIRST_CONNECTION) / 2),
-            }
-        }
-        self.events = events;
-        if self.accept_paused && self.connections.len() < self.worker.config.max_connections {
-            self.accept_paused = false;
-            self.accept(py);
-        }
-        if self.accept_retry_at.is_some_and(|at| self.worker.now >= at) {
-            self.accept_retry_at = None;
-            self.accept(py);
-        }
-        if self.worker.now >= self.next_sweep {
-            self.sweep(py);
-        }
-        self.flush_log(py);
-        if check_signals {
-            py.check_signals()?;
-        }
-        Ok(())
+        self.drive(py, key);
+    }
+
+    /// An event on a proxy connection's client or upstream socket.
+    pub(crate) fn handle(&mut self, py: Python<'_>, token: Token, now: Instant) {
+        self.worker.now = now;
+        self.drive(py, (token.0 - PROXY_TOKENS) / 2);
     }
 
     fn drive(&mut self, py: Python<'_>, key: usize) {
@@ -353,65 +334,10 @@ impl ProxyServer {
         }
     }
 
-    fn accept(&mut self, py: Python<'_>) {
-        for _ in 0..ACCEPT_BATCH {
-            if self.connections.len() >= self.worker.config.max_connections {
-                // Resumed by the loop once a connection closes.
-                self.accept_paused = true;
-                return;
-            }
-            let Some(listener) = &self.listener else {
-                return;
-            };
-            let (stream, peer) = match listener.accept() {
-                Ok(accepted) => accepted,
-                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock => return,
-                Err(error) => {
-                    if self.accept_retry_at.is_none() {
-                        let message = format!(
-                            "accept failed: {error}; retrying in {} ms",
-                            ACCEPT_RETRY.as_millis()
-                        );
-                        self.worker.log_error(py, &message, None);
-                    }
-                    self.accept_retry_at = Some(self.worker.now + ACCEPT_RETRY);
-                    return;
-                }
-            };
-            let _ = stream.set_nodelay(true);
-            let serial = self.worker.next_serial();
-            let deadline = self.worker.now + self.worker.config.header_timeout;
-            let key = self
-                .connections
-                .insert(ProxyConn::new(stream, peer, serial, deadline));
-            let connection = &mut self.connections[key];
-            if self
-                .worker
-                .registry
-                .register(
-                    &mut connection.client,
-                    client_token(key),
-                    Interest::READABLE | Interest::WRITABLE,
-                )
-                .is_err()
-            {
-                self.connections.remove(key);
-                continue;
-            }
-            self.drive(py, key);
-        }
-        // More may be queued: edge-triggered, so look again on the next turn.
-        if let Some(listener) = &mut self.listener {
-            let _ = self
-                .worker
-                .registry
-                .reregister(listener, LISTENER, Interest::READABLE);
-        }
-    }
-
-    fn deliver_answers(&mut self, py: Python<'_>) {
-        for answer in self.worker.resolver.take_answers(self.worker.now) {
+    /// The resolver threads finished lookups: connections waiting for them go on.
+    pub(crate) fn deliver_answers(&mut self, py: Python<'_>, now: Instant) {
+        self.worker.now = now;
+        for answer in self.worker.resolver.take_answers(now) {
             let Some(connection) = self.connections.get_mut(answer.key) else {
                 continue;
             };
@@ -428,9 +354,8 @@ impl ProxyServer {
     /// Closes connections whose timer ran out; a request still waiting for
     /// its origin gets a 504 (one stalled in its head a 408) first, with the
     /// send timeout to deliver it, after which it is closed like the rest.
-    fn sweep(&mut self, py: Python<'_>) {
-        let now = self.worker.now;
-        self.next_sweep = now + Duration::from_secs(1);
+    pub(crate) fn sweep(&mut self, py: Python<'_>, now: Instant) {
+        self.worker.now = now;
         self.worker.origins.sweep(now);
         let mut expired = Vec::new();
         let mut answered = Vec::new();
@@ -475,17 +400,21 @@ impl ProxyServer {
         }
     }
 
-    fn start_drain(&mut self, graceful_timeout: Duration) {
-        self.drain_deadline = Some(Instant::now() + graceful_timeout);
+    /// Graceful shutdown: idle clients are closed now, busy ones after
+    /// their current request; tunnels run until they end or the server's
+    /// graceful timeout.
+    pub(crate) fn start_drain(&mut self) {
         self.worker.draining = true;
-        if let Some(mut listener) = self.listener.take() {
-            let _ = self.worker.registry.deregister(&mut listener);
-        }
         self.connections
             .retain(|_, connection| !connection.is_idle());
     }
 
-    fn flush_log(&mut self, py: Python<'_>) {
+    pub(crate) fn clear(&mut self) {
+        self.connections.clear();
+    }
+
+    /// Hands the access log lines of this turn to Python.
+    pub(crate) fn flush_log(&mut self, py: Python<'_>) {
         if self.worker.log_lines.is_empty() {
             return;
         }

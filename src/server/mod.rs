@@ -20,6 +20,9 @@
 //!   with its later pipelined requests buffered, so order is kept.
 //! * Deadlines are checked by a sweep once a second: O(connections) per
 //!   second is far below the per-request work and needs no timer structure.
+//! * Built with `proxy=ProxySettings(...)` (`rush proxy`), every accepted
+//!   connection is a forward-proxy connection instead (`crate::proxy`),
+//!   driven by this same loop: tokens above `proxy::PROXY_TOKENS` are its.
 
 mod completion;
 mod event_loop;
@@ -41,6 +44,7 @@ use crate::asgi::AsgiSettings;
 use crate::conn::Connection;
 use crate::dispatch::{AppInterface, Core};
 use crate::options::{seconds, seconds_or_zero, LoopConfig, OUTPUT_HIGH_WATER, READ_CHUNK};
+use crate::proxy::{ProxyLoop, ProxySettings};
 use crate::router::Router;
 use crate::static_files::StaticFiles;
 use crate::wsgi::WsgiSettings;
@@ -94,6 +98,9 @@ pub struct Server {
     /// Pool threads signal finished work here; `completion_drain()` returns
     /// `(key, request_id, future)` tuples to complete.
     completion_source: Option<(RawFd, Py<PyAny>)>,
+    /// `rush proxy`: every accepted connection is a proxy connection, kept
+    /// and driven there (`crate::proxy`) on this same loop.
+    proxy: Option<ProxyLoop>,
 }
 #[pymethods]
 impl Server {
@@ -104,7 +111,7 @@ impl Server {
         max_body_size=16 * 1024 * 1024, max_connections=10000,
         keep_alive_timeout=5.0, header_timeout=10.0, body_timeout=30.0, send_timeout=30.0,
         wsgi_app=None, root_path=String::new(), wsgi_multithread=false, wsgi_multiprocess=false,
-        asgi_app=None, asgi_state=None, max_worker_output=64 * 1024 * 1024,
+        asgi_app=None, asgi_state=None, max_worker_output=64 * 1024 * 1024, proxy=None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -131,6 +138,7 @@ impl Server {
         asgi_app: Option<Py<PyAny>>,
         asgi_state: Option<Py<PyDict>>,
         max_worker_output: usize,
+        proxy: Option<Bound<'_, ProxySettings>>,
     ) -> PyResult<Self> {
         let config = LoopConfig {
             limits: Limits {
@@ -210,6 +218,21 @@ impl Server {
             poll.registry()
                 .register(&mut SourceFd(&fd), FILE_EVENTS, Interest::READABLE)?;
         }
+        let proxy = match proxy {
+            None => None,
+            Some(_) if unix => {
+                return Err(pyo3::exceptions::PyValueError::new_err(
+                    "the proxy listens on TCP, not on a Unix socket",
+                ))
+            }
+            Some(settings) => Some(ProxyLoop::new(
+                py,
+                &settings,
+                poll.registry(),
+                &error_logger,
+                access_logger.as_ref(),
+            )?),
+        };
         let now = Instant::now();
         Ok(Server {
             poll,
@@ -243,6 +266,7 @@ impl Server {
             drain_deadline: None,
             next_sweep: now + Duration::from_secs(1),
             completion_source: None,
+            proxy,
         })
     }
 
@@ -359,11 +383,16 @@ impl Server {
     /// Number of open connections.
     #[getter]
     fn connection_count(&self) -> usize {
-        self.connections.len()
+        self.open_connections()
     }
 }
 
 impl Server {
+    /// Connections open now: HTTP ones and proxy ones.
+    pub(crate) fn open_connections(&self) -> usize {
+        self.connections.len() + self.proxy.as_ref().map_or(0, ProxyLoop::len)
+    }
+
     /// The one way Python's calls reach the loop: `work` runs under
     /// `catch_unwind`, and a panic (a bug of ours) is logged and costs at
     /// most the connection `key` the work was for, never the worker.
