@@ -265,9 +265,6 @@ impl Worker {
         if flushed {
             conn.deadline = self.now + self.config.keep_alive_timeout;
         }
-        if self.draining && conn.input.is_empty() {
-            return Err(Close);
-        }
         if !conn.input.is_empty() {
             match parse_proxy_request_head(&conn.input, &self.config.limits, &mut self.headers) {
                 Ok(HeadStatus::Complete(head)) => return self.start_request(py, conn, key, head),
@@ -288,6 +285,12 @@ impl Worker {
         let was_empty = conn.input.is_empty();
         let read = conn.read_client(&mut self.scratch)?;
         if conn.client_eof && (conn.input.is_empty() || !read) {
+            return Err(Close);
+        }
+        // Draining: an idle client is let go, but only once nothing it sent
+        // is left unread (a request that just arrived is answered, with
+        // `Connection: close`, instead of failed).
+        if self.draining && conn.input.is_empty() {
             return Err(Close);
         }
         if read && was_empty && !conn.input.is_empty() {

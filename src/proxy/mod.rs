@@ -400,13 +400,22 @@ impl ProxyLoop {
         }
     }
 
-    /// Graceful shutdown: idle clients are closed now, busy ones after
-    /// their current request; tunnels run until they end or the server's
-    /// graceful timeout.
-    pub(crate) fn start_drain(&mut self) {
+    /// Graceful shutdown: idle clients are closed now (after a last read, so
+    /// a request that just arrived is answered), busy ones after their
+    /// current request; tunnels run until they end or the server's graceful
+    /// timeout.
+    pub(crate) fn start_drain(&mut self, py: Python<'_>) {
         self.worker.draining = true;
-        self.connections
-            .retain(|_, connection| !connection.is_idle());
+        let idle: Vec<usize> = self
+            .connections
+            .iter()
+            .filter(|(_, connection)| connection.is_idle())
+            .map(|(key, _)| key)
+            .collect();
+        for key in idle {
+            // Reads what may have arrived; closes the connection if nothing did.
+            self.drive(py, key);
+        }
     }
 
     pub(crate) fn clear(&mut self) {

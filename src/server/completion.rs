@@ -57,7 +57,7 @@ impl Server {
             };
         }
         if let Some(proxy) = &mut self.proxy {
-            proxy.start_drain();
+            proxy.start_drain(py);
         }
         // An idle keep-alive connection is not closed now: its client may
         // have sent the next request already (under load it almost always
