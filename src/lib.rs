@@ -20,6 +20,7 @@ mod inflight;
 mod liveness;
 mod metrics;
 mod options;
+mod proxy;
 mod request;
 mod response;
 mod router;
@@ -73,6 +74,7 @@ fn _rush(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<tls::TlsSettings>()?;
     module.add_class::<server::Server>()?;
     module.add_class::<server::StopHandle>()?;
+    module.add_class::<proxy::ProxySettings>()?;
     module.add_class::<request::Request>()?;
     module.add_class::<response::Response>()?;
     module.add_class::<wsgi::FileWrapper>()?;

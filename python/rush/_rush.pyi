@@ -80,6 +80,29 @@ class StopHandle:
     def set(self) -> None: ...
     def is_set(self) -> bool: ...
 
+class ProxySettings:
+    def __init__(
+        self,
+        *,
+        policy_hook: Callable[[tuple[str, int], str, int, list[tuple[str, str]]], bool] | None = None,
+        max_connections: int = 10000,
+        max_request_line: int = 8192,
+        max_head_size: int = 16384,
+        max_headers: int = 100,
+        header_timeout: float = 10.0,
+        keep_alive_timeout: float = 5.0,
+        upstream_timeout: float = 60.0,
+        tunnel_idle_timeout: float = 300.0,
+        send_timeout: float = 30.0,
+        dns_timeout: float = 10.0,
+        allow_connect_ports: list[int] = ...,
+        allow_private: bool = False,
+        allow_clients: list[str] = ...,
+        auth: list[str] = ...,
+        htpasswd: list[str] = ...,
+        via_name: str = "rush",
+    ) -> None: ...
+
 class Server:
     def __init__(
         self,
@@ -108,6 +131,7 @@ class Server:
         max_worker_output: int = 67108864,
         tls: TlsSettings | None = None,
         tls_max_handshakes: int = 256,
+        proxy: ProxySettings | None = None,
     ) -> None: ...
     def fileno(self) -> int: ...
     def set_async_scheduler(self, runner: Any) -> None: ...

@@ -1,4 +1,5 @@
-"""The ``rush`` command: ``rush MODULE:ATTRIBUTE [options]``.
+"""The ``rush`` command: ``rush MODULE:ATTRIBUTE [options]``, or
+``rush proxy [options]`` for the forward proxy (`rush.proxy`).
 
 Flags are generated from `rush.Config`, so the CLI, the environment
 variables (``RUSH_<FLAG>``) and `rush.run` keywords always agree. A value
@@ -68,6 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["proxy"]:
+        from rush.proxy import main as proxy_main
+
+        return proxy_main(argv[1:])
     parser = build_parser()
     arguments = vars(parser.parse_args(argv))
     if arguments.pop("version"):

@@ -28,6 +28,7 @@ import socket
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -104,6 +105,11 @@ def build_server(config: Config, listener: socket.socket, router: Router, wakeup
 
 def run_worker(config: Config, listener: socket.socket, ready_fd: int | None, liveness: Liveness | None = None) -> int:
     """Runs one worker to completion; returns its exit code."""
+    from rush.proxy import ProxyConfig, run_proxy_worker
+
+    if isinstance(config, ProxyConfig):
+        # A proxy worker: the same process model, the proxy loop instead of the server's.
+        return run_proxy_worker(config, listener, ready_fd)
     logs.configure(config.log_level)
     # Where a stuck worker is stuck (--timeout): the supervisor sends this
     # signal before SIGKILL, and faulthandler prints every thread's stack
@@ -198,6 +204,27 @@ def serve_native(
     liveness: Liveness | None,
     **app: Any,
 ) -> None:
+    pools: list[BlockingPool] = []
+
+    def build(wakeup_fd: int) -> Server:
+        server = build_server(config, listener, router, wakeup_fd, **app)
+        if app.get("wsgi_app") is not None and config.threads > 0:
+            pools.append(BlockingPool(config.threads))
+            server.set_blocking_scheduler(pools[0].schedule_wsgi)
+            server.set_completion_source(pools[0].reader, pools[0].drain)
+        if liveness is not None:
+            server.set_liveness(liveness)
+        return server
+
+    serve_native_loop(config, ready_fd, build)
+    for pool in pools:
+        pool.shutdown()
+
+
+def serve_native_loop(config: Config, ready_fd: int | None, build: Callable[[int], Server]) -> None:
+    """Runs the native loop alone until a graceful stop: signals set a stop
+    flag that the loop sees through a wake-up fd in its epoll set. ``build``
+    makes the server, given that fd (the server loop, or the proxy's)."""
     stop = StopHandle()
     wakeup_reader, wakeup_writer = socket.socketpair()
     wakeup_reader.setblocking(False)
@@ -210,19 +237,10 @@ def serve_native(
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGQUIT, lambda signum, frame: os._exit(0))
-    server = build_server(config, listener, router, wakeup_reader.fileno(), **app)
-    pool = None
-    if app.get("wsgi_app") is not None and config.threads > 0:
-        pool = BlockingPool(config.threads)
-        server.set_blocking_scheduler(pool.schedule_wsgi)
-        server.set_completion_source(pool.reader, pool.drain)
-    if liveness is not None:
-        server.set_liveness(liveness)
+    server = build(wakeup_reader.fileno())
     notify_ready(ready_fd)
     server.serve(stop, config.graceful_timeout)
     signal.set_wakeup_fd(-1)
-    if pool is not None:
-        pool.shutdown()
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
