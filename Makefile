@@ -35,11 +35,16 @@ format: $(BIN)/.installed
 cargo-test:
 	cargo test --workspace
 
-# System tools the tests drive (wrk, a real load generator; redis-server, the response cache's
-# shared level): installed with apt when missing.
+# System tools the tests drive, as COMMAND:DEBIAN-PACKAGE: wrk (a real load generator), redis-server
+# (the response cache's shared level), curl and openssl (the proxy's tests). The missing ones are
+# installed with one apt-get run.
+TEST_TOOLS := wrk:wrk redis-server:redis-server curl:curl openssl:openssl
+
 test-tools:
-	@command -v wrk >/dev/null || (apt-get update -q && apt-get install -y -q wrk)
-	@command -v redis-server >/dev/null || (apt-get update -q && apt-get install -y -q redis-server)
+	@missing=""; for tool in $(TEST_TOOLS); do \
+		command -v $${tool%%:*} >/dev/null || missing="$$missing $${tool#*:}"; \
+	done; \
+	if [ -n "$$missing" ]; then apt-get update -q && apt-get install -y -q $$missing; fi
 
 pytest: build test-tools
 	$(BIN)/python -m pytest -q
