@@ -19,6 +19,8 @@
 //! * [`encode`]: response framing: Content-Length, chunked or close-delimited
 //!   bodies, HEAD and bodyless statuses, `Connection` tokens.
 //! * [`DateCache`]: the `Date` header, formatted once a second.
+//! * [`ws`]: WebSocket (RFC 6455) and permessage-deflate (RFC 7692): the
+//!   handshake, frames, messages and the closing handshake.
 //!
 //! Incomplete input is always [`HeadStatus::Partial`] / "need more", never an
 //! error, so the same input split at any offset gives the same result.
@@ -36,6 +38,7 @@ mod error;
 mod head;
 pub mod response;
 mod target;
+pub mod ws;
 
 pub use chunked::{ChunkedDecoder, ChunkedProgress};
 pub use date::DateCache;
