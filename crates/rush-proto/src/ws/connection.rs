@@ -351,3 +351,185 @@ fn peer_disconnect(code: Option<u16>, reason: ControlPayload) -> Disconnect {
         error: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::frame::apply_mask;
+    use super::*;
+    use Action::*;
+    use ConnectionState::*;
+
+    #[test]
+    fn the_policy_as_a_table() {
+        let table = [
+            (Open, Event::ReceivedMessage, Open, Deliver),
+            (Open, Event::ReceivedPing, Open, Pong),
+            (Open, Event::ReceivedPong, Open, Deliver),
+            (Open, Event::ReceivedClose, Closed, EchoCloseAndDisconnect),
+            (Open, Event::ReceivedError, Closed, FailAndDisconnect),
+            (Open, Event::AppSends, Open, Send),
+            (Open, Event::AppCloses, CloseSent, SendClose),
+            (Open, Event::TransportClosed, Closed, DisconnectAbnormally),
+            (CloseSent, Event::ReceivedMessage, CloseSent, Ignore),
+            (CloseSent, Event::ReceivedPing, CloseSent, Ignore),
+            (CloseSent, Event::ReceivedPong, CloseSent, Ignore),
+            (CloseSent, Event::ReceivedClose, Closed, Disconnect),
+            (
+                CloseSent,
+                Event::ReceivedError,
+                Closed,
+                DisconnectAbnormally,
+            ),
+            (CloseSent, Event::AppSends, CloseSent, Refuse),
+            (CloseSent, Event::AppCloses, CloseSent, Refuse),
+            (
+                CloseSent,
+                Event::TransportClosed,
+                Closed,
+                DisconnectAbnormally,
+            ),
+            (Closed, Event::ReceivedMessage, Closed, Ignore),
+            (Closed, Event::ReceivedPing, Closed, Ignore),
+            (Closed, Event::ReceivedPong, Closed, Ignore),
+            (Closed, Event::ReceivedClose, Closed, Ignore),
+            (Closed, Event::ReceivedError, Closed, Ignore),
+            (Closed, Event::AppSends, Closed, Refuse),
+            (Closed, Event::AppCloses, Closed, Refuse),
+            (Closed, Event::TransportClosed, Closed, DisconnectAbnormally),
+        ];
+        for (state, event, next_state, action) in table {
+            assert_eq!(
+                state.next(event),
+                (next_state, action),
+                "{state:?} {event:?}"
+            );
+        }
+    }
+
+    fn masked(first: u8, payload: &[u8]) -> Vec<u8> {
+        let key = [1, 2, 3, 4];
+        let mut frame = vec![first, 0x80 | payload.len() as u8];
+        frame.extend_from_slice(&key);
+        let start = frame.len();
+        frame.extend_from_slice(payload);
+        apply_mask(&mut frame[start..], key, 0);
+        frame
+    }
+
+    fn server() -> Connection {
+        Connection::new(Role::Server, 1024, None)
+    }
+
+    #[test]
+    fn pings_are_answered_and_messages_delivered_in_one_call() {
+        let mut connection = server();
+        let input = [masked(0x89, b"abc"), masked(0x81, b"hi")].concat();
+        let (mut message, mut out) = (Vec::new(), Vec::new());
+        let (consumed, received) = connection.receive(&input, &mut message, &mut out);
+        assert_eq!(consumed, input.len());
+        assert_eq!(received, Some(Received::Message(MessageKind::Text)));
+        assert_eq!(message, b"hi");
+        assert_eq!(out, b"\x8a\x03abc");
+    }
+
+    #[test]
+    fn a_peer_close_is_echoed_and_reported_once() {
+        let mut connection = server();
+        let (mut message, mut out) = (Vec::new(), Vec::new());
+        let input = [masked(0x88, b"\x0f\xa0bye"), masked(0x81, b"late")].concat();
+        let (_, received) = connection.receive(&input, &mut message, &mut out);
+        let Some(Received::Disconnect(disconnect)) = received else {
+            panic!("{received:?}")
+        };
+        assert_eq!((disconnect.code, disconnect.reason.as_str()), (4000, "bye"));
+        assert_eq!(out, b"\x88\x02\x0f\xa0");
+        assert_eq!(connection.state(), Closed);
+        // Nothing more: no second report, no sending, input ignored.
+        assert_eq!(connection.transport_closed(), None);
+        assert_eq!(
+            connection.send(&mut out, MessageKind::Text, b"x"),
+            Err(SendError::Closed)
+        );
+        assert_eq!(
+            connection.receive(b"junk", &mut message, &mut out),
+            (4, None)
+        );
+        assert!(message.is_empty());
+
+        // An empty close is echoed empty and reported as 1005.
+        let mut connection = server();
+        let mut out = Vec::new();
+        let (_, received) = connection.receive(&masked(0x88, b""), &mut message, &mut out);
+        assert!(matches!(
+            received,
+            Some(Received::Disconnect(super::Disconnect { code: 1005, .. }))
+        ));
+        assert_eq!(out, b"\x88\x00");
+    }
+
+    #[test]
+    fn a_server_close_waits_for_the_peer_and_drops_data_meanwhile() {
+        let mut connection = server();
+        let (mut message, mut out) = (Vec::new(), Vec::new());
+        connection.close(&mut out, Some(1001), "shutdown").unwrap();
+        assert_eq!(out, b"\x88\x0a\x03\xe9shutdown");
+        assert_eq!(connection.state(), CloseSent);
+        assert_eq!(
+            connection.close(&mut out, Some(1000), ""),
+            Err(SendError::Closed)
+        );
+        assert_eq!(connection.ping(&mut out, b""), Err(SendError::Closed));
+        out.clear();
+        let input = [
+            masked(0x81, b"late"),
+            masked(0x89, b"p"),
+            masked(0x88, b"\x03\xe8"),
+        ]
+        .concat();
+        let (consumed, received) = connection.receive(&input, &mut message, &mut out);
+        assert_eq!(consumed, input.len());
+        assert!(matches!(
+            received,
+            Some(Received::Disconnect(super::Disconnect { code: 1000, .. }))
+        ));
+        assert!(message.is_empty(), "data after our close is not delivered");
+        assert!(out.is_empty(), "no pong and no second close");
+        assert_eq!(connection.state(), Closed);
+    }
+
+    #[test]
+    fn protocol_errors_send_their_close_code() {
+        let mut connection = server();
+        let (mut message, mut out) = (Vec::new(), Vec::new());
+        let (_, received) = connection.receive(b"\x81\x02hi", &mut message, &mut out);
+        let Some(Received::Disconnect(disconnect)) = received else {
+            panic!("{received:?}")
+        };
+        assert_eq!(disconnect.code, 1002);
+        assert!(disconnect.error.is_some());
+        assert_eq!(&out[..4], b"\x88\x1e\x03\xea");
+        assert_eq!(&out[4..], b"unmasked frame from a client");
+        assert_eq!(connection.state(), Closed);
+
+        let mut connection = server();
+        out.clear();
+        let (_, received) = connection.receive(&masked(0x81, b"\xff"), &mut message, &mut out);
+        assert!(matches!(
+            received,
+            Some(Received::Disconnect(super::Disconnect { code: 1007, .. }))
+        ));
+        assert_eq!(&out[2..4], b"\x03\xef");
+    }
+
+    #[test]
+    fn a_drop_is_reported_as_1006_once() {
+        let mut connection = server();
+        let disconnect = connection.transport_closed().unwrap();
+        assert_eq!(disconnect.code, 1006);
+        assert_eq!(connection.transport_closed(), None);
+        let mut connection = server();
+        let mut out = Vec::new();
+        connection.close(&mut out, Some(1000), "").unwrap();
+        assert_eq!(connection.transport_closed().map(|d| d.code), Some(1006));
+    }
+}
