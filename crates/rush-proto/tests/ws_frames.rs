@@ -22,7 +22,10 @@ fn cat(frames: &[Vec<u8>]) -> Vec<u8> {
     frames.concat()
 }
 
-fn ok(items: Vec<Item>) -> Result<Vec<Item>, u16> {
+/// The items a valid input gives, or the close code of the error.
+type Expected = Result<Vec<Item>, u16>;
+
+fn ok(items: Vec<Item>) -> Expected {
     Ok(items)
 }
 
@@ -31,7 +34,7 @@ fn text(value: &str) -> Item {
 }
 
 /// (name, input, expected items or the close code of the error).
-fn table() -> Vec<(&'static str, Vec<u8>, Result<Vec<Item>, u16>)> {
+fn table() -> Vec<(&'static str, Vec<u8>, Expected)> {
     let kosme = "κόσμε".as_bytes();
     let mut non_minimal = vec![0x82, 0xFF, 0, 0, 0, 0, 0, 0, 0, 3];
     non_minimal.extend_from_slice(&KEY);
@@ -202,11 +205,6 @@ fn table() -> Vec<(&'static str, Vec<u8>, Result<Vec<Item>, u16>)> {
     ]
 }
 
-fn expected_outcome(input: &[u8], expected: &Result<Vec<Item>, u16>) -> Option<Vec<Item>> {
-    let _ = input;
-    expected.as_ref().ok().cloned()
-}
-
 #[test]
 fn table_fed_whole() {
     for (name, input, expected) in table() {
@@ -222,7 +220,6 @@ fn table_fed_whole() {
                 assert_eq!(error.close_code(), *code, "{name}: {error}");
             }
         }
-        let _ = expected_outcome(&input, &expected);
     }
 }
 

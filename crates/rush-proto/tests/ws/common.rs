@@ -25,7 +25,6 @@ pub fn raw(first: u8, payload: &[u8], mask: Option<[u8; 4]>) -> Vec<u8> {
             out.extend_from_slice(&(length as u64).to_be_bytes());
         }
     }
-    let start = out.len();
     if let Some(key) = mask {
         out.extend_from_slice(&key);
     }
@@ -34,7 +33,6 @@ pub fn raw(first: u8, payload: &[u8], mask: Option<[u8; 4]>) -> Vec<u8> {
     if let Some(key) = mask {
         apply_mask(&mut out[data_start..], key, 0);
     }
-    let _ = start;
     out
 }
 
