@@ -398,3 +398,56 @@ fn compressed_text_fails_fast_and_bad_data_is_1007() {
         assert_eq!(error.close_code(), 1002);
     }
 }
+
+#[test]
+fn the_first_problem_in_the_inflated_stream_wins_however_it_is_split() {
+    // Found by the ws_frames fuzz target: compressed text whose first
+    // inflated bytes are not UTF-8 and whose deflate data then breaks.
+    // Byte by byte the text error came first, whole the deflate error did;
+    // now each piece of output is checked before the deflate status, so
+    // both report the text error.
+    let input = [
+        &[0x41, 0x83, 0x37, 0xfa, 0x21, 0x3d, 0xc5, 0xb2, 0xce][..],
+        &[0x80, 0x84, 0x37, 0xfa, 0x14, 0x3d, 0xf7, 0x33, 0x26, 0x3d],
+    ]
+    .concat();
+    let params = params(12, 15, true);
+    let expected = WsError::InvalidPayload("text message is not UTF-8");
+    let whole = decode_pieces(
+        &mut MessageDecoder::new(Role::Server, 1 << 16, Some(&params)),
+        &[&input],
+    );
+    assert_eq!(whole.error.map(|(error, _)| error), Some(expected));
+    for split in 0..=input.len() {
+        let (a, b) = input.split_at(split);
+        let outcome = decode_pieces(
+            &mut MessageDecoder::new(Role::Server, 1 << 16, Some(&params)),
+            &[a, b],
+        );
+        assert_eq!(
+            outcome.error.map(|(error, _)| error),
+            Some(expected),
+            "split at {split}"
+        );
+    }
+
+    // The same for the limit: invalid text past the limit is never looked
+    // at (the limit wins), before it the text error wins.
+    for (invalid_at, expected) in [(10, expected), (40, WsError::TooBig)] {
+        let mut text = vec![b'a'; 64];
+        text[invalid_at] = 0xff;
+        let mut encoder = MessageEncoder::new(Role::Client, Some(&params));
+        let mut wire = Vec::new();
+        encoder.message(&mut wire, MessageKind::Binary, &text);
+        wire[0] = (wire[0] & 0xF0) | 0x01;
+        for pieces in [vec![&wire[..]], wire.chunks(1).collect()] {
+            let mut decoder = MessageDecoder::new(Role::Server, 32, Some(&params));
+            let outcome = decode_pieces(&mut decoder, &pieces);
+            assert_eq!(
+                outcome.error.map(|(error, _)| error),
+                Some(expected),
+                "invalid at {invalid_at}"
+            );
+        }
+    }
+}

@@ -339,7 +339,9 @@ impl MessageDecoder {
             .message
             .as_mut()
             .expect("start_frame opened a message for every data frame");
-        let start = payload.len();
+        let is_text = message.kind == MessageKind::Text;
+        let utf8 = &mut self.utf8;
+        let mut check = |output: &[u8]| check_text(utf8, is_text, output);
         if message.compressed {
             self.scratch.clear();
             self.scratch.extend_from_slice(piece);
@@ -354,18 +356,16 @@ impl MessageDecoder {
                     payload,
                     &mut message.size,
                     self.max_message_size,
+                    &mut check,
                 )?;
         } else {
+            let start = payload.len();
             payload.extend_from_slice(piece);
             if masked {
                 apply_mask(&mut payload[start..], mask, self.frame_position);
             }
             message.size += piece.len();
-        }
-        if message.kind == MessageKind::Text {
-            self.utf8
-                .feed(&payload[start..])
-                .map_err(|_| WsError::InvalidPayload("text message is not UTF-8"))?;
+            check(&payload[start..])?;
         }
         Ok(())
     }
@@ -395,19 +395,20 @@ impl MessageDecoder {
                     .message
                     .take()
                     .expect("a data frame belongs to a message");
+                let is_text = message.kind == MessageKind::Text;
                 if message.compressed {
-                    let start = payload.len();
+                    let utf8 = &mut self.utf8;
                     self.decompressor
                         .as_mut()
                         .expect("compressed messages need a negotiated decompressor")
-                        .finish_message(payload, &mut message.size, self.max_message_size)?;
-                    if message.kind == MessageKind::Text {
-                        self.utf8
-                            .feed(&payload[start..])
-                            .map_err(|_| WsError::InvalidPayload("text message is not UTF-8"))?;
-                    }
+                        .finish_message(
+                            payload,
+                            &mut message.size,
+                            self.max_message_size,
+                            &mut |output: &[u8]| check_text(utf8, is_text, output),
+                        )?;
                 }
-                if message.kind == MessageKind::Text {
+                if is_text {
                     self.utf8
                         .finish()
                         .map_err(|_| WsError::InvalidPayload("text message is not UTF-8"))?;
@@ -418,4 +419,13 @@ impl MessageDecoder {
         self.control.len = 0;
         Ok(incoming)
     }
+}
+
+/// Validates the next bytes of a message's payload if it is text.
+fn check_text(utf8: &mut Utf8Validator, is_text: bool, bytes: &[u8]) -> Result<(), WsError> {
+    if is_text {
+        utf8.feed(bytes)
+            .map_err(|_| WsError::InvalidPayload("text message is not UTF-8"))?;
+    }
+    Ok(())
 }

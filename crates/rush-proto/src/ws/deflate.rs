@@ -300,12 +300,18 @@ impl Decompressor {
     /// Inflates `input` (the next compressed bytes of the message) onto
     /// `out`, adding to `size` what it appends; fails with
     /// [`WsError::TooBig`] as soon as `size` would exceed `max`.
+    ///
+    /// `check` sees every piece of output within the limit as soon as it
+    /// is produced, before the limit or the deflate status are looked at,
+    /// so whichever problem comes first in the inflated stream is the one
+    /// reported, however the compressed bytes were split.
     pub(crate) fn inflate(
         &mut self,
         mut input: &[u8],
         out: &mut Vec<u8>,
         size: &mut usize,
         max: usize,
+        check: &mut impl FnMut(&[u8]) -> Result<(), WsError>,
     ) -> Result<(), WsError> {
         while !self.ended {
             // One byte over the budget is enough to know the limit is broken.
@@ -320,6 +326,8 @@ impl Decompressor {
             let produced = (self.stream.total_out() - before_out) as usize;
             out.truncate(start + produced);
             input = &input[used..];
+            let within_limit = produced.min(max - *size);
+            check(&out[start..start + within_limit])?;
             *size += produced;
             if *size > max {
                 return Err(WsError::TooBig);
@@ -347,8 +355,9 @@ impl Decompressor {
         out: &mut Vec<u8>,
         size: &mut usize,
         max: usize,
+        check: &mut impl FnMut(&[u8]) -> Result<(), WsError>,
     ) -> Result<(), WsError> {
-        self.inflate(&SYNC_TAIL, out, size, max)?;
+        self.inflate(&SYNC_TAIL, out, size, max, check)?;
         if self.reset_after_message || self.ended {
             self.stream.reset(false);
             self.ended = false;
