@@ -67,11 +67,20 @@ fn negotiation_table() {
         ),
         // Case-insensitive names, other extensions skipped.
         ("x-webkit-deflate-frame, PerMessage-Deflate", Some("permessage-deflate; server_max_window_bits=12")),
-        // Declined offers: an 8-bit server window (zlib cannot), unknown or
-        // repeated parameters, bad values; the next offer is tried.
-        ("permessage-deflate; server_max_window_bits=8", None),
+        // An 8-bit server window is honoured (with stored blocks).
         (
-            "permessage-deflate; server_max_window_bits=8, permessage-deflate",
+            "permessage-deflate; server_max_window_bits=8",
+            Some("permessage-deflate; server_max_window_bits=8"),
+        ),
+        // Autobahn 13.7: the first offer that can be honoured wins.
+        (
+            "permessage-deflate; server_no_context_takeover; server_max_window_bits=8; client_max_window_bits, permessage-deflate",
+            Some("permessage-deflate; server_no_context_takeover; server_max_window_bits=8; client_max_window_bits=12"),
+        ),
+        // Declined offers: unknown or repeated parameters, bad values; the
+        // next offer is tried.
+        (
+            "permessage-deflate; server_max_window_bits=7, permessage-deflate",
             Some("permessage-deflate; server_max_window_bits=12"),
         ),
         ("permessage-deflate; unknown", None),
@@ -450,4 +459,34 @@ fn the_first_problem_in_the_inflated_stream_wins_however_it_is_split() {
             );
         }
     }
+}
+
+#[test]
+fn an_8_bit_window_is_honoured_with_stored_blocks() {
+    let params = params(8, 8, false);
+    let messages = sample_messages();
+    for (sender, receiver) in [(Role::Server, Role::Client), (Role::Client, Role::Server)] {
+        let mut encoder = MessageEncoder::new(sender, Some(&params));
+        encoder.set_mask_key([1, 2, 3, 4]);
+        let mut wire = Vec::new();
+        for (kind, payload) in &messages {
+            encoder.message(&mut wire, *kind, payload);
+        }
+        let mut decoder = MessageDecoder::new(receiver, 1 << 20, Some(&params));
+        let outcome = decode_pieces(&mut decoder, &wire.chunks(1000).collect::<Vec<_>>());
+        assert_eq!(outcome.error, None);
+        assert_eq!(outcome.items, expected_items(&messages));
+    }
+    // Every block is stored (BTYPE 00): no back-reference can reach past 256 bytes.
+    let mut encoder = MessageEncoder::new(Role::Server, Some(&params));
+    let mut wire = Vec::new();
+    encoder.message(&mut wire, MessageKind::Text, &[b'a'; 1000]);
+    let payloads = frame_payloads(&wire);
+    assert_eq!(payloads[0][0] & 0b110, 0, "first block header is stored");
+    assert!(payloads[0].len() >= 1000, "stored, not compressed");
+    let mut state = InflateState::new_boxed(DataFormat::Raw);
+    assert_eq!(
+        reference_inflate(&mut state, &payloads[0]),
+        vec![b'a'; 1000]
+    );
 }

@@ -5,10 +5,16 @@
 //! accepts the first offer it can honour ([`DeflateConfig::negotiate`]) and
 //! answers with the parameters both ends will use ([`DeflateParams`]). An
 //! offer with an unknown or repeated parameter or an invalid value is
-//! declined (RFC 7692 5), and so is one asking the server to compress with
-//! an 8-bit window: zlib (and zlib-rs) cannot produce raw deflate streams
-//! with a 256-byte window (it silently uses 512 bytes, which the client
-//! could not inflate), so that offer cannot be honoured.
+//! declined (RFC 7692 5).
+//!
+//! An 8-bit window (256 bytes) needs care: zlib (and zlib-rs) cannot
+//! compress raw deflate with one (it silently uses 512 bytes, and a
+//! back-reference 300 bytes back would break a client inflating with 256).
+//! A window limits how far back-references reach, so an end asked for 8
+//! bits sends *stored* blocks (compression level 0), which have none: the
+//! offer is honoured exactly, at the cost of compression. Autobahn offers
+//! `server_max_window_bits=8` in cases 13.3 and 13.5; declining would leave
+//! them unimplemented.
 //!
 //! Windows default to 12 bits (4 KiB) in both directions, as the websockets
 //! library tunes them, instead of deflate's 15 (32 KiB): the compressor's
@@ -47,7 +53,8 @@ pub const EXTENSION_NAME: &[u8] = b"permessage-deflate";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeflateConfig {
     /// The largest window the server compresses with, 9..=15 (default 12).
-    /// A client offer with a smaller `server_max_window_bits` lowers it.
+    /// A client offer with a smaller `server_max_window_bits` lowers it
+    /// (down to 8, which means sending stored blocks).
     pub server_max_window_bits: u8,
     /// The window asked of the client, 8..=15 (default 12), when its offer
     /// allows a limit.
@@ -81,7 +88,7 @@ pub struct DeflateParams {
     pub server_no_context_takeover: bool,
     /// The client resets its compressor after every message.
     pub client_no_context_takeover: bool,
-    /// The server's compression window, 9..=15.
+    /// The server's compression window, 8..=15 (8: stored blocks only).
     pub server_max_window_bits: u8,
     /// The client's compression window, 8..=15 (15 when not limited).
     pub client_max_window_bits: u8,
@@ -136,10 +143,6 @@ impl DeflateConfig {
             .server_max_window_bits
             .clamp(9, 15)
             .min(server_max_window_bits.unwrap_or(15));
-        if server_bits < 9 {
-            // Asked for an 8-bit window, which zlib cannot compress with.
-            return None;
-        }
         let client_bits = match client_max_window_bits {
             // The client accepts a limit: ours, or its own if smaller.
             Some(offered) => self
@@ -221,14 +224,15 @@ pub(crate) struct Compressor {
 impl Compressor {
     pub(crate) fn new(params: &DeflateParams, role: Role) -> Compressor {
         let (bits, reset_after_message) = params.sending(role);
+        // zlib cannot compress raw deflate with an 8-bit window; stored
+        // blocks (level 0) make no back-references, so they fit any window.
+        let level = if bits < 9 {
+            Compression::none()
+        } else {
+            Compression::new(params.level)
+        };
         Compressor {
-            // zlib cannot compress raw deflate with 8 bits (only a client
-            // would be asked to); it is clamped to 9 and documented.
-            stream: Compress::new_with_window_bits(
-                Compression::new(params.level),
-                false,
-                bits.clamp(9, 15),
-            ),
+            stream: Compress::new_with_window_bits(level, false, bits.clamp(9, 15)),
             reset_after_message,
         }
     }
