@@ -490,3 +490,54 @@ fn an_8_bit_window_is_honoured_with_stored_blocks() {
         vec![b'a'; 1000]
     );
 }
+
+#[test]
+fn incompressible_messages_at_the_limit_pass_and_compressed_bytes_are_bounded() {
+    use rush_proto::ws::decoder::compressed_limit;
+    // Found by the ws_frames fuzz target: random bytes compress to stored
+    // blocks a few bytes longer than the message, which must still pass.
+    let params = params(15, 15, true);
+    let max = 100_000;
+    // xorshift64: bytes deflate cannot shrink.
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let noise: Vec<u8> = (0..max)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 32) as u8
+        })
+        .collect();
+    let wire = compressed_client_message(&params, MessageKind::Binary, &noise);
+    assert!(
+        wire.len() > max + 14,
+        "the noise did not compress: {}",
+        wire.len()
+    );
+    let outcome = decode_pieces(
+        &mut MessageDecoder::new(Role::Server, max, Some(&params)),
+        &[&wire],
+    );
+    assert_eq!(outcome.error, None);
+    assert_eq!(outcome.items, vec![Item::Binary(noise)]);
+
+    // Compressed bytes past the bound are refused from the frame header,
+    // also when spread over fragments.
+    let limit = compressed_limit(64);
+    assert_eq!(limit, 64 + 8 + 1024);
+    // Empty stored blocks: valid deflate that inflates to nothing.
+    let nothing: Vec<u8> = [0x00, 0x00, 0x00, 0xff, 0xff].repeat(200);
+    let first = common::client(0x42, &nothing);
+    let header = &common::client(0x80, &nothing[..100])[..8];
+    let mut decoder = MessageDecoder::new(Role::Server, 64, Some(&params));
+    let outcome = decode_pieces(&mut decoder, &[&first[..8]]);
+    assert_eq!(
+        outcome.error, None,
+        "1000 compressed bytes are within the bound"
+    );
+    let mut decoder = MessageDecoder::new(Role::Server, 64, Some(&params));
+    let (error, fed) = decode_pieces(&mut decoder, &[&first, header])
+        .error
+        .unwrap();
+    assert_eq!((error, fed), (WsError::TooBig, first.len() + 8));
+}

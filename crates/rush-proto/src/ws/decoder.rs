@@ -22,8 +22,12 @@
 //!   does not inflate.
 //! * 1009: a message longer than `max_message_size` bytes (after
 //!   inflating). An uncompressed frame that would take the message over is
-//!   refused from its header, before its payload arrives; a compressed
-//!   frame longer than the limit too; inflated output as soon as it passes it.
+//!   refused from its header, before its payload arrives; inflated output
+//!   as soon as it passes the limit. A compressed message may be a little
+//!   longer on the wire than inflated (stored blocks add 5 bytes per 64 KiB),
+//!   so its compressed bytes are held to [`compressed_limit`] instead, from
+//!   each frame's header: enough for any real deflate stream, and it stops a
+//!   peer from sending compressed bytes that inflate to nothing forever.
 //!
 //! Control frames may arrive between the fragments of a message; they are
 //! reported without disturbing the message being assembled. After an
@@ -120,6 +124,16 @@ struct Assembling {
     compressed: bool,
     /// Payload bytes of the message so far (after inflating).
     size: usize,
+    /// Payload bytes of its frames so far, as sent (compressed).
+    wire_size: u64,
+}
+
+/// How many compressed bytes a message of at most `max_message_size`
+/// bytes may take: an eighth more, plus 1 KiB. Deflate's worst case
+/// (stored blocks) adds 5 bytes per 65,535, far less.
+pub fn compressed_limit(max_message_size: usize) -> u64 {
+    let max = max_message_size as u64;
+    max.saturating_add(max / 8).saturating_add(1024)
 }
 
 /// Decodes the frames one end receives. One per connection.
@@ -278,26 +292,28 @@ impl MessageDecoder {
                 return Err(Protocol("RSV1 set on a continuation or control frame"));
             }
         }
-        let too_big =
-            |size: usize| size as u64 + frame.payload_length > self.max_message_size as u64;
+        // Uncompressed, the frame adds its length to the message; compressed,
+        // its length to the compressed bytes (inflated output is checked as
+        // it is produced).
+        let max = self.max_message_size;
+        let too_big = |message: &Assembling| {
+            if message.compressed {
+                message.wire_size.saturating_add(frame.payload_length) > compressed_limit(max)
+            } else {
+                message.size as u64 + frame.payload_length > max as u64
+            }
+        };
         match frame.opcode {
-            Opcode::Continuation => match self.message {
+            Opcode::Continuation => match self.message.as_mut() {
                 None => return Err(Protocol("continuation frame without a message")),
-                Some(message) if !message.compressed && too_big(message.size) => {
-                    return Err(WsError::TooBig)
-                }
-                Some(_) if too_big(0) => return Err(WsError::TooBig),
-                Some(_) => {}
+                Some(message) if too_big(message) => return Err(WsError::TooBig),
+                Some(message) => message.wire_size += frame.payload_length,
             },
             Opcode::Text | Opcode::Binary => {
                 if self.message.is_some() {
                     return Err(Protocol("new data frame inside a fragmented message"));
                 }
-                if too_big(0) {
-                    return Err(WsError::TooBig);
-                }
-                self.utf8.reset();
-                self.message = Some(Assembling {
+                let message = Assembling {
                     kind: if frame.opcode == Opcode::Text {
                         MessageKind::Text
                     } else {
@@ -305,7 +321,16 @@ impl MessageDecoder {
                     },
                     compressed: frame.rsv1,
                     size: 0,
-                });
+                    wire_size: frame.payload_length,
+                };
+                if too_big(&Assembling {
+                    wire_size: 0,
+                    ..message
+                }) {
+                    return Err(WsError::TooBig);
+                }
+                self.utf8.reset();
+                self.message = Some(message);
             }
             Opcode::Close | Opcode::Ping | Opcode::Pong => {}
         }
