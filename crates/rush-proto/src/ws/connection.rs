@@ -206,7 +206,8 @@ impl Connection {
     /// Decodes `input`, answering pings and close frames into `out`, until
     /// the input is used up or there is something for the application.
     /// Returns the bytes consumed and that thing. Message payloads are
-    /// appended to `message` (see [`MessageDecoder::decode`]).
+    /// appended to `message`, which must hold nothing else: clear it after
+    /// taking each delivered message (see [`MessageDecoder::decode`]).
     ///
     /// Once `Closed`, input is consumed and ignored.
     pub fn receive(
@@ -217,7 +218,6 @@ impl Connection {
     ) -> (usize, Option<Received>) {
         let mut consumed = 0;
         while self.state != ConnectionState::Closed {
-            let message_start = message.len();
             let progress = match self.decoder.decode(&input[consumed..], message) {
                 Ok(progress) => progress,
                 Err(error) => {
@@ -267,8 +267,9 @@ impl Connection {
                     self.report(peer_disconnect(code, reason))
                 }
                 (Action::Ignore, Incoming::Message(_)) => {
-                    // Data after our close is dropped, not delivered.
-                    message.truncate(message_start);
+                    // Data after our close is dropped, not delivered
+                    // (including fragments that arrived before it).
+                    message.clear();
                     None
                 }
                 _ => None,
@@ -495,6 +496,20 @@ mod tests {
         assert!(message.is_empty(), "data after our close is not delivered");
         assert!(out.is_empty(), "no pong and no second close");
         assert_eq!(connection.state(), Closed);
+    }
+
+    #[test]
+    fn a_message_finished_after_our_close_is_dropped_whole() {
+        let mut connection = server();
+        let (mut message, mut out) = (Vec::new(), Vec::new());
+        assert_eq!(
+            connection.receive(&masked(0x01, b"first"), &mut message, &mut out),
+            (11, None)
+        );
+        connection.close(&mut out, Some(1000), "").unwrap();
+        let (_, received) = connection.receive(&masked(0x80, b"second"), &mut message, &mut out);
+        assert_eq!(received, None);
+        assert!(message.is_empty(), "{message:?}");
     }
 
     #[test]
