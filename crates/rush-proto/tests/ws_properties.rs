@@ -220,3 +220,97 @@ proptest! {
         prop_assert_eq!(received, expected);
     }
 }
+
+/// What tungstenite, reading as a server, makes of `input`: the messages
+/// it reports, and whether it refused the input.
+fn tungstenite_server_reads(input: Vec<u8>) -> (Vec<Item>, bool) {
+    let mut server = tungstenite::WebSocket::from_raw_socket(
+        Pipe {
+            incoming: Cursor::new(input),
+            outgoing: Vec::new(),
+        },
+        tungstenite::protocol::Role::Server,
+        None,
+    );
+    let mut items = Vec::new();
+    loop {
+        match server.read() {
+            Ok(tungstenite::Message::Text(text)) => items.push(Item::Text(text.to_string())),
+            Ok(tungstenite::Message::Binary(bytes)) => items.push(Item::Binary(bytes.to_vec())),
+            Ok(tungstenite::Message::Ping(bytes)) => items.push(Item::Ping(bytes.to_vec())),
+            Ok(tungstenite::Message::Pong(bytes)) => items.push(Item::Pong(bytes.to_vec())),
+            // tungstenite answers a close code not allowed on the wire by
+            // replacing it with 1002 (and closing): its way of refusing.
+            Ok(tungstenite::Message::Close(Some(frame)))
+                if u16::from(frame.code) == 1002
+                    && frame.reason.as_str() == "Protocol violation" =>
+            {
+                return (items, true)
+            }
+            Ok(tungstenite::Message::Close(frame)) => items.push(match frame {
+                Some(frame) => Item::Close(Some(u16::from(frame.code)), frame.reason.to_string()),
+                None => Item::Close(None, String::new()),
+            }),
+            Ok(tungstenite::Message::Frame(_)) => unreachable!("not reported when reading"),
+            Err(tungstenite::Error::Io(error)) if error.kind() == io::ErrorKind::WouldBlock => {
+                return (items, false)
+            }
+            Err(tungstenite::Error::ConnectionClosed) => return (items, false),
+            Err(_) => return (items, true),
+        }
+    }
+}
+
+#[test]
+fn tungstenite_agrees_on_what_to_refuse() {
+    use common::client;
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("text", client(0x81, b"Hello")),
+        (
+            "fragments and a ping",
+            [
+                client(0x01, b"He"),
+                client(0x89, b"p"),
+                client(0x80, b"llo"),
+            ]
+            .concat(),
+        ),
+        ("close with a reason", client(0x88, b"\x03\xe8bye")),
+        ("close 4999", client(0x88, b"\x13\x87")),
+        ("unmasked", common::raw(0x81, b"Hello", None)),
+        ("reserved opcode", client(0x83, b"")),
+        ("reserved control opcode", client(0x8B, b"")),
+        ("RSV1 without an extension", client(0xC1, b"x")),
+        ("RSV2", client(0xA1, b"x")),
+        ("fragmented ping", client(0x09, b"")),
+        ("ping of 126 bytes", client(0x89, &[0; 126])),
+        ("continuation first", client(0x80, b"x")),
+        (
+            "text inside a message",
+            [client(0x01, b"a"), client(0x81, b"b")].concat(),
+        ),
+        ("invalid UTF-8", client(0x81, b"\xff")),
+        (
+            "invalid UTF-8 across fragments",
+            [client(0x01, b"\xce"), client(0x80, b"a")].concat(),
+        ),
+        ("close of 1 byte", client(0x88, b"\x03")),
+        ("close 1005", client(0x88, b"\x03\xed")),
+        ("close 2999", client(0x88, b"\x0b\xb7")),
+        ("close reason not UTF-8", client(0x88, b"\x03\xe8\xff")),
+    ];
+    for (name, input) in cases {
+        let ours = decode_pieces(
+            &mut MessageDecoder::new(Role::Server, 1 << 20, None),
+            &[&input],
+        );
+        let (items, refused) = tungstenite_server_reads(input);
+        assert_eq!(
+            refused,
+            ours.error.is_some(),
+            "{name}: ours {:?}",
+            ours.error
+        );
+        assert_eq!(items, ours.items, "{name}");
+    }
+}

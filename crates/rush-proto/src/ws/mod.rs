@@ -32,7 +32,7 @@ pub mod handshake;
 mod utf8;
 
 pub use connection::{Connection, ConnectionState, Disconnect, Received, SendError};
-pub use decoder::{ControlPayload, Incoming, MessageDecoder};
+pub use decoder::{ControlPayload, Incoming, MessageDecoder, Progress};
 pub use deflate::{DeflateConfig, DeflateParams};
 pub use frame::{MessageEncoder, Opcode};
 pub use handshake::{is_upgrade_request, validate_handshake, Handshake, HandshakeError};
