@@ -24,7 +24,7 @@
 use super::close::{ABNORMAL, NO_STATUS};
 use super::decoder::{ControlPayload, Incoming, MessageDecoder};
 use super::deflate::DeflateParams;
-use super::frame::{FrameError, MessageEncoder};
+use super::frame::{FrameError, MessageEncoder, PreparedMessage};
 use super::{MessageKind, Role, WsError};
 
 /// Where the closing handshake stands.
@@ -223,10 +223,9 @@ impl Connection {
                 Err(error) => {
                     let received = match self.apply(Event::ReceivedError) {
                         Action::FailAndDisconnect => {
-                            // The error's own text is short enough to be a reason.
-                            let _ =
-                                self.encoder
-                                    .close(out, Some(error.close_code()), error.message());
+                            self.encoder
+                                .close(out, Some(error.close_code()), error.message())
+                                .expect("error texts are short enough to be close reasons");
                             self.report(Disconnect {
                                 code: error.close_code(),
                                 reason: ControlPayload::new(error.message().as_bytes()),
@@ -291,6 +290,27 @@ impl Connection {
         match self.apply(Event::AppSends) {
             Action::Send => {
                 self.encoder.message(out, kind, payload);
+                Ok(())
+            }
+            _ => Err(SendError::Closed),
+        }
+    }
+
+    /// Appends a message framed once for many connections: its frames as
+    /// they are, or, with permessage-deflate, the payload compressed with
+    /// this connection's context. Refused once a close frame was sent.
+    pub fn send_prepared(
+        &mut self,
+        out: &mut Vec<u8>,
+        message: &PreparedMessage,
+    ) -> Result<(), SendError> {
+        match self.apply(Event::AppSends) {
+            Action::Send if self.encoder.compresses() => {
+                self.encoder.message(out, message.kind(), message.payload());
+                Ok(())
+            }
+            Action::Send => {
+                out.extend_from_slice(message.frames());
                 Ok(())
             }
             _ => Err(SendError::Closed),
@@ -534,6 +554,42 @@ mod tests {
             Some(Received::Disconnect(super::Disconnect { code: 1007, .. }))
         ));
         assert_eq!(&out[2..4], b"\x03\xef");
+    }
+
+    #[test]
+    fn prepared_messages_are_framed_once_or_compressed_per_connection() {
+        let prepared = PreparedMessage::new(MessageKind::Text, b"to everyone", None);
+        assert_eq!(prepared.frames(), b"\x81\x0bto everyone");
+        let mut plain = server();
+        let mut out = Vec::new();
+        plain.send_prepared(&mut out, &prepared).unwrap();
+        assert_eq!(out, prepared.frames());
+
+        let params = DeflateParams {
+            server_no_context_takeover: false,
+            client_no_context_takeover: false,
+            server_max_window_bits: 12,
+            client_max_window_bits: 12,
+            level: 6,
+        };
+        let mut compressed = Connection::new(Role::Server, 1024, Some(&params));
+        let mut out = Vec::new();
+        compressed.send_prepared(&mut out, &prepared).unwrap();
+        assert_eq!(out[0], 0xC1, "compressed with RSV1");
+        let mut client = MessageDecoder::new(Role::Client, 1024, Some(&params));
+        let mut message = Vec::new();
+        let progress = client.decode(&out, &mut message).unwrap();
+        assert_eq!(
+            progress.incoming,
+            Some(Incoming::Message(MessageKind::Text))
+        );
+        assert_eq!(message, b"to everyone");
+
+        plain.close(&mut out, None, "").unwrap();
+        assert_eq!(
+            plain.send_prepared(&mut out, &prepared),
+            Err(SendError::Closed)
+        );
     }
 
     #[test]

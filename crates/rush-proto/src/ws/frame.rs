@@ -242,6 +242,52 @@ impl std::fmt::Display for FrameError {
 
 impl std::error::Error for FrameError {}
 
+/// A message framed once for many receivers (a broadcast): the frames a
+/// server sends without compression. Connections without
+/// permessage-deflate copy these bytes as they are; the others compress
+/// the payload with their own context ([`crate::ws::Connection::send_prepared`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreparedMessage {
+    kind: MessageKind,
+    payload: Vec<u8>,
+    frames: Vec<u8>,
+}
+
+impl PreparedMessage {
+    /// Frames `payload` once, as one frame or fragments of at most
+    /// `max_frame_payload` bytes. A text payload must be UTF-8.
+    pub fn new(
+        kind: MessageKind,
+        payload: &[u8],
+        max_frame_payload: Option<NonZeroUsize>,
+    ) -> PreparedMessage {
+        let mut encoder = MessageEncoder::new(Role::Server, None);
+        encoder.set_max_frame_payload(max_frame_payload);
+        let mut frames = Vec::with_capacity(payload.len() + 14);
+        encoder.message(&mut frames, kind, payload);
+        PreparedMessage {
+            kind,
+            payload: payload.to_vec(),
+            frames,
+        }
+    }
+
+    /// The kind of message.
+    pub fn kind(&self) -> MessageKind {
+        self.kind
+    }
+
+    /// The payload, for receivers that compress.
+    pub fn payload(&self) -> &[u8] {
+        &self.payload
+    }
+
+    /// The uncompressed frames, ready to write.
+    pub fn frames(&self) -> &[u8] {
+        &self.frames
+    }
+}
+
 /// Writes the messages and control frames one end sends, into buffers the
 /// caller owns.
 #[derive(Debug)]

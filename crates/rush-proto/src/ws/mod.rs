@@ -34,7 +34,7 @@ mod utf8;
 pub use connection::{Connection, ConnectionState, Disconnect, Received, SendError};
 pub use decoder::{ControlPayload, Incoming, MessageDecoder, Progress};
 pub use deflate::{DeflateConfig, DeflateParams};
-pub use frame::{MessageEncoder, Opcode};
+pub use frame::{MessageEncoder, Opcode, PreparedMessage};
 pub use handshake::{is_upgrade_request, validate_handshake, Handshake, HandshakeError};
 
 /// Which end of the connection this is. Clients mask every frame they send
