@@ -314,3 +314,106 @@ fn tungstenite_agrees_on_what_to_refuse() {
         assert_eq!(items, ours.items, "{name}");
     }
 }
+
+/// One step of a connection's life, from either side.
+#[derive(Debug, Clone)]
+enum Step {
+    PeerMessage(Vec<u8>),
+    PeerPing(Vec<u8>),
+    PeerClose(Option<u16>),
+    PeerGarbage,
+    AppSends(Vec<u8>),
+    AppPings,
+    AppCloses(u16),
+    Drop,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => proptest::collection::vec(any::<u8>(), 0..40).prop_map(Step::PeerMessage),
+        2 => proptest::collection::vec(any::<u8>(), 0..20).prop_map(Step::PeerPing),
+        1 => proptest::option::of(prop_oneof![Just(1000u16), Just(1001), Just(4000)]).prop_map(Step::PeerClose),
+        1 => Just(Step::PeerGarbage),
+        3 => proptest::collection::vec(any::<u8>(), 0..40).prop_map(Step::AppSends),
+        1 => Just(Step::AppPings),
+        1 => prop_oneof![Just(1000u16), Just(1001), Just(1011)].prop_map(Step::AppCloses),
+        1 => Just(Step::Drop),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Whatever happens in whatever order: one disconnect at most (exactly
+    /// one once closed), nothing sent after our close frame, at most one
+    /// close frame, a pong for each ping received while open, and every
+    /// byte written is a valid server frame.
+    #[test]
+    fn connection_invariants(steps in proptest::collection::vec(step(), 0..20)) {
+        use rush_proto::ws::{Connection, ConnectionState, Received};
+        let mut peer = MessageEncoder::new(Role::Client, None);
+        peer.set_mask_key([3, 1, 4, 1]);
+        let mut server = Connection::new(Role::Server, 1 << 16, None);
+        let (mut message, mut out) = (Vec::new(), Vec::new());
+        let mut disconnects = 0;
+        let mut pings_while_open = 0;
+        for step in steps {
+            let mut input = Vec::new();
+            match step {
+                Step::PeerMessage(payload) => peer.message(&mut input, MessageKind::Binary, &payload),
+                Step::PeerPing(payload) => {
+                    if server.state() == ConnectionState::Open {
+                        pings_while_open += 1;
+                    }
+                    peer.ping(&mut input, &payload).unwrap()
+                }
+                Step::PeerClose(code) => peer.close(&mut input, code, "").unwrap(),
+                Step::PeerGarbage => input.extend_from_slice(b"\x83\x80\0\0\0\0"),
+                Step::AppSends(payload) => {
+                    let open = server.state() == ConnectionState::Open;
+                    prop_assert_eq!(server.send(&mut out, MessageKind::Binary, &payload).is_ok(), open);
+                }
+                Step::AppPings => {
+                    let open = server.state() == ConnectionState::Open;
+                    prop_assert_eq!(server.ping(&mut out, b"").is_ok(), open);
+                }
+                Step::AppCloses(code) => {
+                    let open = server.state() == ConnectionState::Open;
+                    prop_assert_eq!(server.close(&mut out, Some(code), "").is_ok(), open);
+                }
+                Step::Drop => {
+                    if server.transport_closed().is_some() {
+                        disconnects += 1;
+                    }
+                }
+            }
+            let mut offset = 0;
+            loop {
+                let (consumed, received) = server.receive(&input[offset..], &mut message, &mut out);
+                offset += consumed;
+                match received {
+                    Some(Received::Message(_)) => message.clear(),
+                    Some(Received::Pong(_)) => {}
+                    Some(Received::Disconnect(_)) => disconnects += 1,
+                    None => break,
+                }
+            }
+            prop_assert_eq!(offset, input.len());
+            // A ping that arrives when the peer already closed is not answered.
+            if matches!(server.state(), ConnectionState::Closed) {
+                prop_assert_eq!(disconnects, 1);
+            }
+            prop_assert!(disconnects <= 1);
+        }
+        // Read back what the server wrote, as its client.
+        let outcome = decode_pieces(&mut MessageDecoder::new(Role::Client, 1 << 20, None), &[&out]);
+        prop_assert_eq!(outcome.error, None);
+        let closes = outcome.items.iter().filter(|item| matches!(item, Item::Close(..))).count();
+        prop_assert!(closes <= 1);
+        if let Some(close_at) = outcome.items.iter().position(|item| matches!(item, Item::Close(..))) {
+            prop_assert_eq!(close_at, outcome.items.len() - 1, "nothing after our close");
+        }
+        let pongs = outcome.items.iter().filter(|item| matches!(item, Item::Pong(_))).count();
+        prop_assert!(pongs <= pings_while_open);
+    }
+}
