@@ -14,7 +14,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 seconds="${FUZZ_SECONDS:-600}"
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(request_head chunked encode_roundtrip)
+    targets=(request_head chunked encode_roundtrip ws_frames)
 fi
 # The version of the afl crate in Cargo.lock: cargo-afl keeps the AFL++
 # runtime under its own version, so the two must match.
@@ -53,9 +53,13 @@ for target in "${targets[@]}"; do
     out="out/$target-$(date -u +%Y%m%d-%H%M%S)"
     mkdir -p "$out"
     echo "== fuzzing $target for ${seconds}s into fuzz/$out (log: $out/afl.log)"
+    dict=http.dict
+    if [ "$target" = ws_frames ]; then
+        dict=ws.dict
+    fi
     status=0
     timeout $((seconds + 300)) nice -n 19 cargo afl fuzz \
-        -i "corpus/$target" -o "$out" -x http.dict -V "$seconds" \
+        -i "corpus/$target" -o "$out" -x "$dict" -V "$seconds" \
         "target/afl/release/$target" >"$out/afl.log" 2>&1 || status=$?
     stats="$out/default/fuzzer_stats"
     if [ ! -f "$stats" ]; then

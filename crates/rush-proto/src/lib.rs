@@ -23,6 +23,8 @@
 //! * [`encode`]: response framing: Content-Length, chunked or close-delimited
 //!   bodies, HEAD and bodyless statuses, `Connection` tokens.
 //! * [`DateCache`]: the `Date` header, formatted once a second.
+//! * [`ws`]: WebSocket (RFC 6455) and permessage-deflate (RFC 7692): the
+//!   handshake, frames, messages and the closing handshake.
 //!
 //! Incomplete input is always [`HeadStatus::Partial`] / "need more", never an
 //! error, so the same input split at any offset gives the same result.
@@ -41,6 +43,7 @@ mod head;
 pub mod proxy;
 pub mod response;
 mod target;
+pub mod ws;
 
 pub use chunked::{ChunkedDecoder, ChunkedProgress};
 pub use date::DateCache;

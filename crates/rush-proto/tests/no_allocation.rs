@@ -125,3 +125,81 @@ fn writing_responses_does_not_allocate() {
     });
     assert_eq!(count, 0);
 }
+
+#[test]
+fn websocket_steady_state_does_not_allocate() {
+    use rush_proto::ws::handshake::{accept_key, write_accept_response};
+    use rush_proto::ws::{
+        is_upgrade_request, validate_handshake, Connection, DeflateParams, MessageEncoder,
+        MessageKind, Received, Role,
+    };
+
+    let limits = Limits::default();
+    let mut headers = Vec::with_capacity(limits.max_headers);
+    let upgrade = b"GET /chat HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+        Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+    let mut out = Vec::with_capacity(1 << 16);
+    let count = allocations_during(|| {
+        for _ in 0..100 {
+            out.clear();
+            let Ok(HeadStatus::Complete(head)) = parse_request_head(upgrade, &limits, &mut headers)
+            else {
+                panic!("not parsed")
+            };
+            assert!(is_upgrade_request(upgrade, &headers));
+            let handshake = validate_handshake(&head, upgrade, &headers).unwrap();
+            assert_eq!(handshake.accept, accept_key(b"dGhlIHNhbXBsZSBub25jZQ=="));
+            write_accept_response(&mut out, &handshake.accept, Some(b"chat"), None, &[]).unwrap();
+        }
+    });
+    assert_eq!(count, 0, "handshake");
+
+    let params = DeflateParams {
+        server_no_context_takeover: false,
+        client_no_context_takeover: false,
+        server_max_window_bits: 12,
+        client_max_window_bits: 12,
+        level: 6,
+    };
+    for deflate in [None, Some(&params)] {
+        // What a client sends: a text message, a ping, a binary message.
+        let mut client = MessageEncoder::new(Role::Client, deflate);
+        client.set_mask_key([1, 2, 3, 4]);
+        let mut input = Vec::new();
+        for _ in 0..200 {
+            client.message(
+                &mut input,
+                MessageKind::Text,
+                "hello κόσμε".repeat(20).as_bytes(),
+            );
+            client.ping(&mut input, b"ping").unwrap();
+            client.message(&mut input, MessageKind::Binary, &[7; 3000]);
+        }
+        let mut server = Connection::new(Role::Server, 1 << 20, deflate);
+        let mut message = Vec::with_capacity(1 << 16);
+        let mut offset = 0;
+        // Warm up the buffers (and the compressor's) with the first round.
+        let mut round = |server: &mut Connection, message: &mut Vec<u8>, out: &mut Vec<u8>| {
+            for _ in 0..2 {
+                loop {
+                    let (consumed, received) = server.receive(&input[offset..], message, out);
+                    offset += consumed;
+                    if let Some(Received::Message(kind)) = received {
+                        server.send(out, kind, message).unwrap();
+                        message.clear();
+                        break;
+                    }
+                }
+            }
+        };
+        out.clear();
+        round(&mut server, &mut message, &mut out);
+        let count = allocations_during(|| {
+            for _ in 0..100 {
+                out.clear();
+                round(&mut server, &mut message, &mut out);
+            }
+        });
+        assert_eq!(count, 0, "messages, deflate: {}", deflate.is_some());
+    }
+}

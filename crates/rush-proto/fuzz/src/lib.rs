@@ -16,15 +16,20 @@
 //!   [`reference`], a plain reading of the RFC 9112 7.1 grammar.
 //! * [`encode_roundtrip`]: pieces framed by `BodyEncoder` decode back to
 //!   their concatenation.
+//! * [`ws_frames`]: the WebSocket decoder gives the same messages and
+//!   errors however its input is split, agrees with the encoder on what it
+//!   accepted, and the connection state machine answers and closes sanely.
 
 pub mod chunked;
 pub mod encode;
 pub mod head;
 pub mod reference;
+pub mod ws;
 
 pub use chunked::chunked;
 pub use encode::encode_roundtrip;
 pub use head::request_head;
+pub use ws::ws_frames;
 
 /// Runs the named target on `data`; `None` for an unknown name.
 pub fn run_target(name: &str, data: &[u8]) -> Option<()> {
@@ -32,13 +37,14 @@ pub fn run_target(name: &str, data: &[u8]) -> Option<()> {
         "request_head" => request_head(data),
         "chunked" => chunked(data),
         "encode_roundtrip" => encode_roundtrip(data),
+        "ws_frames" => ws_frames(data),
         _ => return None,
     }
     Some(())
 }
 
 /// The names of the targets, as `run_target` and the corpus folders spell them.
-pub const TARGETS: [&str; 3] = ["request_head", "chunked", "encode_roundtrip"];
+pub const TARGETS: [&str; 4] = ["request_head", "chunked", "encode_roundtrip", "ws_frames"];
 
 /// Bytes shown for a failure message: printable ASCII as is, the rest escaped.
 pub fn show(bytes: &[u8]) -> String {
