@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from benches.scenarios import Expectation, Scenario
+from benches.tls import wrap
 
 MAX_HEAD_BYTES = 64 * 1024
 
@@ -176,7 +177,7 @@ def check_scenario(scenario: Scenario, host: str, port: int, timeout: float = 5.
     """Sends the scenario's request (``scenario.pipeline`` copies in one write) and checks every
     response; raises CheckFailed naming the first problem. Returns the responses."""
     depth = 1 if scenario.expect_close else scenario.pipeline
-    with socket.create_connection((host, port), timeout=timeout) as sock:
+    with connect(host, port, timeout, scenario.tls) as sock:
         sock.sendall(request_bytes(scenario, host, port) * depth)
         reader = ResponseReader(sock, scenario.method)
         responses = []
@@ -199,10 +200,22 @@ def check_scenario(scenario: Scenario, host: str, port: int, timeout: float = 5.
     return responses
 
 
-def answers_http(host: str, port: int, timeout: float = 2.0) -> int:
+def connect(host: str, port: int, timeout: float, tls: bool = False) -> socket.socket:
+    """A connection to the server under test (through TLS for the ``tls`` group)."""
+    sock = socket.create_connection((host, port), timeout=timeout)
+    if not tls:
+        return sock
+    try:
+        return wrap(sock)
+    except BaseException:
+        sock.close()
+        raise
+
+
+def answers_http(host: str, port: int, timeout: float = 2.0, tls: bool = False) -> int:
     """Connects, sends ``GET /`` and reads one whole response; returns its status (any status will
     do: this only tells that an HTTP server is up, the scenario check judges the answer)."""
-    with socket.create_connection((host, port), timeout=timeout) as sock:
+    with connect(host, port, timeout, tls) as sock:
         sock.sendall(f"GET / HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode("latin-1"))
         return ResponseReader(sock).read_response().status
 

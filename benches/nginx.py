@@ -34,6 +34,8 @@ import os
 import pwd
 from pathlib import Path
 
+from benches.tls import CERTFILE, KEYFILE
+
 # A connection per client of the largest scenario (1000), with room for nginx's own descriptors.
 WORKER_CONNECTIONS = 4096
 KEEPALIVE_REQUESTS = 10_000_000
@@ -107,7 +109,17 @@ def render_config(
 ) -> str:
     """The complete nginx.conf for serving ``app`` on ``host:port`` (raises KeyError for an app
     nginx has no configuration for)."""
-    locations = LOCATIONS[app].replace("SITE", str(site_dir))
+    # The tls group's apps are the same sites served over TLS (benches/tls.py's certificate).
+    tls = app.startswith("tls-")
+    locations = LOCATIONS[app.removeprefix("tls-")].replace("SITE", str(site_dir))
+    listen = f"listen {host}:{port} backlog=2048;"
+    if tls:
+        listen = (
+            f"listen {host}:{port} ssl backlog=2048;\n"
+            f"        ssl_certificate {CERTFILE};\n"
+            f"        ssl_certificate_key {KEYFILE};\n"
+            "        ssl_protocols TLSv1.3 TLSv1.2;"
+        )
     user = user or worker_user()
     user_line = f"user {user[0]} {user[1]};\n" if user else ""
     temp = workdir / "temp"
@@ -143,7 +155,7 @@ http {{
     scgi_temp_path {temp}/scgi;
 {OPEN_FILE_CACHE if open_file_cache else ""}
     server {{
-        listen {host}:{port} backlog=2048;
+        {listen}
 {locations}
     }}
 }}

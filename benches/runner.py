@@ -43,6 +43,7 @@ from benches.processes import RssSampler, ServerProcess
 from benches.results import RunRecord, wrk_failure
 from benches.scenarios import Scenario
 from benches.servers import BENCH_VENV, ORIGIN_SERVER, RUSH_VENV, SERVERS, Launch, Server
+from benches.tls import ensure_certificate
 from benches.wrk import WrkError, parse_wrk_output, tunnel_command, wrk_command
 
 
@@ -192,7 +193,9 @@ def start_origin(scenario: Scenario, settings: Settings, run_name: str) -> tuple
         log_path=settings.log_dir / f"{run_name}.origin.log",
     )
     try:
-        wait_until_answering(lambda: answers_http(settings.host, port), settings.startup_timeout_s, process.is_alive)
+        wait_until_answering(
+            lambda: answers_http(settings.host, port, tls=scenario.tls), settings.startup_timeout_s, process.is_alive
+        )
     except CheckFailed:
         process.stop(settings.stop_timeout_s)
         raise
@@ -205,6 +208,8 @@ def measure(planned: PlannedRun, settings: Settings) -> RunRecord:
     scenario, server = planned.scenario, planned.server
     record = RunRecord(scenario=scenario.key, server=server.name, repeat=planned.repeat)
     started = time.monotonic()
+    if scenario.tls:
+        ensure_certificate()
     port = free_port(settings.host)
     if not port_is_free(settings.host, port):
         record.failure = f"port {port} already answers before the server starts"
@@ -233,7 +238,7 @@ def measure(planned: PlannedRun, settings: Settings) -> RunRecord:
     )
     command = ["taskset", "-c", settings.server_cores(scenario), *server.command(launch)]
     record.server_command = command
-    url = f"http://{settings.host}:{port}"
+    url = f"{'https' if scenario.tls else 'http'}://{settings.host}:{port}"
     record.wrk_command = wrk_command(scenario, url, settings.duration_s, settings.wrk)
     log_path = settings.log_dir / f"{run_name}.log"
     settings.log_dir.mkdir(parents=True, exist_ok=True)

@@ -68,6 +68,8 @@ class Scenario:
     expect_close: bool = False
     # Restricts the scenario to these servers; None means every server.
     servers: tuple[str, ...] | None = None
+    # HTTPS: the servers' apps for it serve benches/tls.py's certificate; checks and wrk speak TLS.
+    tls: bool = False
     notes: str = ""
     # For proxies: the app nginx serves as the origin behind the proxy, started by the runner
     # first; ``{origin}`` in ``path`` becomes its host:port (an absolute-form target).
@@ -400,6 +402,54 @@ PROXY_GROUP: list[Scenario] = [
 ]
 
 # Group name -> its scenarios, in the order they run and appear in tables.
+TLS_NOTES = "TLS 1.3, one ECDSA P-256 certificate for all (benches/tls.py)"
+
+TLS_GROUP: list[Scenario] = [
+    Scenario(
+        name="hello-keep-alive",
+        group="tls",
+        title="HTTPS GET / keep-alive",
+        path="/",
+        app="tls-hello",
+        tls=True,
+        expect=PLAIN_HELLO,
+        notes=f"plaintext over 100 keep-alive TLS connections; {TLS_NOTES}",
+    ),
+    Scenario(
+        name="handshake-per-request",
+        group="tls",
+        title="HTTPS GET / Connection: close",
+        path="/",
+        app="tls-hello",
+        tls=True,
+        headers=(("Connection", "close"),),
+        expect=PLAIN_HELLO,
+        expect_close=True,
+        notes=f"a new TCP connection and TLS handshake per request (as wrk makes them); {TLS_NOTES}",
+    ),
+    Scenario(
+        name="static-4k",
+        group="tls",
+        title="HTTPS GET a 4 KiB file",
+        path=f"/static/{SMALL_FILE}",
+        app="tls-static",
+        tls=True,
+        expect=Expectation(body_sha256=sha256(text_of_size(SMALL_SIZE)), headers=(("content-type", "text/plain"),)),
+        notes=f"a 4 KiB static file over keep-alive TLS; {TLS_NOTES}",
+    ),
+    Scenario(
+        name="static-1m",
+        group="tls",
+        title="HTTPS GET a 1 MiB file",
+        path=f"/static/{LARGE_FILE}",
+        app="tls-static",
+        tls=True,
+        connections=16,
+        expect=Expectation(body_sha256=sha256(text_of_size(LARGE_SIZE)), headers=(("content-type", "text/plain"),)),
+        notes=f"a 1 MiB static file over 16 keep-alive TLS connections; {TLS_NOTES}",
+    ),
+]
+
 GROUPS: dict[str, list[Scenario]] = {
     "hello": HELLO_GROUP,
     "rush-v2": RUSH_V2_GROUP,
@@ -408,6 +458,7 @@ GROUPS: dict[str, list[Scenario]] = {
     "concurrency-models": CONCURRENCY_GROUP,
     "rust-frameworks": RUST_GROUP,
     "proxy": PROXY_GROUP,
+    "tls": TLS_GROUP,
 }
 
 # Groups left out of the headline: their other servers are teaching examples, not peers one would pick.

@@ -54,6 +54,7 @@ from benches.nginx import write_config
 from benches.proxies import write_squid_config, write_tinyproxy_config
 from benches.rust_peers import RUST_BIN_DIR
 from benches.scenarios import Scenario
+from benches.tls import CERTFILE, KEYFILE
 
 RUSH_VENV = REPO_ROOT / ".venv"
 BENCH_VENV = REPO_ROOT / ".venv-bench"
@@ -86,6 +87,8 @@ class Launch:
             "rust_bin": RUST_BIN_DIR,
             "python": sys.executable,
             "origin_port": self.origin_port,
+            "certfile": CERTFILE,
+            "keyfile": KEYFILE,
         }
 
 
@@ -250,6 +253,9 @@ def concurrency_example(name: str, title: str) -> Server:
 
 
 GRANIAN_STATIC = ("--static-path-route", "/static", "--static-path-mount", "{site}")
+# The tls group: every server serves benches/tls.py's certificate.
+GRANIAN_TLS = ("--ssl-certificate", "{certfile}", "--ssl-keyfile", "{keyfile}")
+RUSH_TLS = ("--ssl-certfile", "{certfile}", "--ssl-keyfile", "{keyfile}")
 # granian serves a directory's index only through --static-path-dir-to-file; a path without a file
 # under the route falls through to the app, which answers /easter, /hello and the 404.
 GRANIAN_SITE_ROOT = (
@@ -317,6 +323,8 @@ SERVERS: list[Server] = [
             "fastapi": rush("benches.apps.fastapi_app:app", "--interface", "asgi", "--workers", "1"),
             # The origin is on loopback, which `rush proxy` refuses unless told.
             "proxy": RUSH_PROXY,
+            "tls-hello": rush("benches.apps.rush_app:app", "--workers", "1", *RUSH_TLS),
+            "tls-static": rush("benches.apps.rush_static_app:app", "--workers", "1", *RUSH_TLS),
         },
         probe="import rush._rush",
         version_argv=("{bin}/rush", "--version"),
@@ -363,6 +371,10 @@ SERVERS: list[Server] = [
             "hello": granian("rsgi", "benches.apps.rsgi_app:app", "--loop", "uvloop"),
             "rush-v2": granian("rsgi", "benches.apps.rsgi_app:app", "--loop", "uvloop", *GRANIAN_SITE_ROOT),
             "static": granian("rsgi", "benches.apps.rsgi_app:app", "--loop", "uvloop", *GRANIAN_STATIC),
+            "tls-hello": granian("rsgi", "benches.apps.rsgi_app:app", "--loop", "uvloop", *GRANIAN_TLS),
+            "tls-static": granian(
+                "rsgi", "benches.apps.rsgi_app:app", "--loop", "uvloop", *GRANIAN_STATIC, *GRANIAN_TLS
+            ),
         },
         probe="import granian, uvloop",
         version_argv=("{bin}/granian", "--version"),
@@ -437,6 +449,13 @@ SERVERS: list[Server] = [
             "rush-v2": uvicorn("benches.apps.asgi_app:app"),
             "asgi": uvicorn("benches.apps.asgi_app:app"),
             "fastapi": uvicorn("benches.apps.fastapi_app:app"),
+            "tls-hello": (
+                *uvicorn("benches.apps.asgi_app:app"),
+                "--ssl-certfile",
+                "{certfile}",
+                "--ssl-keyfile",
+                "{keyfile}",
+            ),
         },
         probe="import uvicorn, uvloop, httptools, fastapi",
         version_argv=("{bin}/uvicorn", "--version"),
@@ -513,7 +532,7 @@ SERVERS: list[Server] = [
         name="nginx",
         title="nginx",
         venv="system",
-        apps={"hello": NGINX, "rush-v2": NGINX, "static": NGINX},
+        apps={"hello": NGINX, "rush-v2": NGINX, "static": NGINX, "tls-hello": NGINX, "tls-static": NGINX},
         version_argv=("nginx", "-v"),
         apt_packages=("nginx",),
         configure=nginx_configurer(open_file_cache=False),
