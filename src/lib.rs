@@ -27,6 +27,7 @@ mod router;
 mod server;
 mod static_files;
 mod tls;
+mod tls_tickets;
 mod watch;
 mod wsgi;
 
@@ -72,6 +73,7 @@ fn _rush(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<router::CacheHandle>()?;
     module.add_class::<metrics::MetricsTable>()?;
     module.add_class::<tls::TlsSettings>()?;
+    module.add_class::<tls_tickets::TicketKeys>()?;
     module.add_class::<server::Server>()?;
     module.add_class::<server::StopHandle>()?;
     module.add_class::<proxy::ProxySettings>()?;

@@ -19,8 +19,8 @@
 //! * Several certificate/key pairs may be given: the client's SNI name
 //!   picks the first certificate valid for it, else the first pair serves.
 //! * Session resumption: stateful (an in-memory cache per worker) and with
-//!   tickets; ticket keys are per worker, so a client resumes only with the
-//!   worker it first met.
+//!   tickets sealed by keys all workers share (`tls_tickets.rs`), so a client
+//!   resumes with whichever worker the kernel hands its connection to.
 //! * Client certificates with `--ssl-ca-certs`: `required` refuses a
 //!   handshake without a valid one, `optional` accepts both.
 
@@ -34,6 +34,8 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
 use rustls::{RootCertStore, ServerConfig};
+
+use crate::tls_tickets::TicketKeys;
 
 /// The TLS side of a listener (see the module).
 #[pyclass(module = "rush._rush", frozen)]
@@ -50,13 +52,16 @@ impl TlsSettings {
     /// Several pairs: the certificate is chosen by the name the client asks
     /// for (SNI); the first pair serves clients that ask for none or for a
     /// name no certificate covers.
+    /// `tickets`: session-ticket keys shared by all workers (made by the
+    /// supervisor before it forks); without them this process has its own.
     #[new]
-    #[pyo3(signature = (certfiles, keyfiles, *, ca_certs=None, cert_reqs="none"))]
+    #[pyo3(signature = (certfiles, keyfiles, *, ca_certs=None, cert_reqs="none", tickets=None))]
     fn new(
         certfiles: Vec<String>,
         keyfiles: Vec<String>,
         ca_certs: Option<&str>,
         cert_reqs: &str,
+        tickets: Option<PyRef<'_, TicketKeys>>,
     ) -> PyResult<Self> {
         if certfiles.is_empty() || certfiles.len() != keyfiles.len() {
             return Err(PyValueError::new_err(format!(
@@ -65,8 +70,11 @@ impl TlsSettings {
                 keyfiles.len()
             )));
         }
-        let config = server_config(&certfiles, &keyfiles, ca_certs, cert_reqs)
+        let mut config = server_config(&certfiles, &keyfiles, ca_certs, cert_reqs)
             .map_err(PyValueError::new_err)?;
+        if let Some(tickets) = tickets {
+            config.ticketer = tickets.ticketer();
+        }
         Ok(TlsSettings {
             config: Arc::new(config),
         })

@@ -308,3 +308,23 @@ def serves_a_new_client(server: RushServer, pki: dict[str, Path]) -> bool:
             return True
     except (ssl.SSLError, ConnectionError):
         return False
+
+
+def test_sessions_resume_with_any_worker(rush_server: ServerFactory, pki: dict[str, Path]) -> None:
+    """Ticket keys are shared by the workers: a session resumes whichever
+    worker the kernel hands the next connection to."""
+    server = rush_server("basic", "--workers", "3", *tls_args(pki))
+    context = client_context(pki)
+    with tls_connection(server, context) as first:
+        first.sendall(request("GET", "/", [("Connection", "close")]))
+        read_until_closed(first)  # the server's session ticket arrives with the answer
+        session = first.session
+    assert session is not None
+    resumed = []
+    for _ in range(12):
+        raw = socket.create_connection(("127.0.0.1", server.port), timeout=GUARD_TIMEOUT)
+        with context.wrap_socket(raw, server_hostname="localhost", session=session) as sock:
+            sock.sendall(request("GET", "/", [("Connection", "close")]))
+            read_until_closed(sock)
+            resumed.append(sock.session_reused)
+    assert all(resumed), resumed

@@ -52,8 +52,20 @@ class CacheHandle:
 
 class TlsSettings:
     def __init__(
-        self, certfiles: list[str], keyfiles: list[str], *, ca_certs: str | None = None, cert_reqs: str = "none"
+        self,
+        certfiles: list[str],
+        keyfiles: list[str],
+        *,
+        ca_certs: str | None = None,
+        cert_reqs: str = "none",
+        tickets: TicketKeys | None = None,
     ) -> None: ...
+
+class TicketKeys:
+    def __init__(self) -> None: ...
+    @staticmethod
+    def rotation_seconds() -> int: ...
+    def rotate(self) -> None: ...
 
 class MetricsTable:
     def __init__(self, slots: int) -> None: ...

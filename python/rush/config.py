@@ -488,6 +488,7 @@ class Config:
         --ssl-certfile; raises OptionError naming the file at fault."""
         if not self.ssl_certfile or not self.ssl_keyfile:
             return None
+        from rush import tls
         from rush._rush import TlsSettings
 
         try:
@@ -496,6 +497,7 @@ class Config:
                 list(self.ssl_keyfile),
                 ca_certs=self.ssl_ca_certs,
                 cert_reqs=self.ssl_cert_reqs,
+                tickets=tls.ticket_keys,
             )
         except ValueError as error:
             raise TlsError(f"cannot serve HTTPS: {error}") from None

@@ -85,7 +85,7 @@ import socket
 import time
 from collections import deque
 
-from rush import logs
+from rush import logs, tls
 from rush._rush import share_cache_generations
 from rush.config import Config
 from rush.listeners import bind_tcp, binds_tcp_itself, describe
@@ -160,6 +160,9 @@ class Supervisor(Renewal):
         self.reload_due_at: float | None = None
         # Cache invalidation counters every forked worker shares (src/cache/generations.rs).
         share_cache_generations()
+        # TLS session-ticket keys every worker shares, rotated from the loop (rush/tls.py).
+        if config.ssl_certfile:
+            tls.share_ticket_keys()
         # The workers' metrics counters (shared too) and the listener that serves them.
         self.metrics = MetricsEndpoint(config, config.max_workers()) if config.metrics else None
         # One socket per slot, and a ready pipe per starting worker.
@@ -223,6 +226,7 @@ class Supervisor(Renewal):
             elif starting[fd].read_ready():
                 self.events.append(WorkerReady(starting[fd]))
         self.reap()
+        tls.rotate_when_due(time.monotonic())
         self.events.extend(self.due_timers(time.monotonic()))
 
     def reap(self) -> None:
