@@ -35,6 +35,7 @@ use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
 use rustls::{RootCertStore, ServerConfig};
 
+use crate::conn::TlsInfo;
 use crate::tls_tickets::TicketKeys;
 
 /// The TLS side of a listener (see the module).
@@ -185,4 +186,43 @@ fn server_config(
     config.ticketer = rustls::crypto::ring::Ticketer::new()
         .map_err(|error| format!("cannot make session ticket keys: {error}"))?;
     Ok(config)
+}
+
+/// ASGI's TLS extension (`scope["extensions"]["tls"]`): the client's
+/// verified certificate chain, the TLS version and the cipher suite.
+pub fn add_asgi_extension(
+    py: Python<'_>,
+    scope: &Bound<'_, pyo3::types::PyDict>,
+    tls: &TlsInfo,
+) -> PyResult<()> {
+    let extension = pyo3::types::PyDict::new(py);
+    extension.set_item("server_cert", py.None())?;
+    extension.set_item("client_cert_chain", &tls.client_chain_pem)?;
+    extension.set_item("client_cert_name", py.None())?;
+    extension.set_item("client_cert_error", py.None())?;
+    extension.set_item("tls_version", tls.version_code)?;
+    extension.set_item("cipher_suite", tls.cipher_code)?;
+    let extensions = match scope.get_item("extensions")? {
+        Some(existing) => existing.cast_into::<pyo3::types::PyDict>()?,
+        None => {
+            let created = pyo3::types::PyDict::new(py);
+            scope.set_item("extensions", &created)?;
+            created
+        }
+    };
+    extensions.set_item("tls", extension)
+}
+
+/// The `SSL_*` variables WSGI apps know from Apache's mod_ssl.
+pub fn add_wsgi_variables(environ: &Bound<'_, pyo3::types::PyDict>, tls: &TlsInfo) -> PyResult<()> {
+    environ.set_item("SSL_PROTOCOL", tls.version_name)?;
+    environ.set_item("SSL_CIPHER", tls.cipher_name)?;
+    match tls.client_chain_pem.first() {
+        Some(leaf) => {
+            environ.set_item("SSL_CLIENT_CERT", leaf)?;
+            environ.set_item("SSL_CLIENT_VERIFY", "SUCCESS")?;
+        }
+        None => environ.set_item("SSL_CLIENT_VERIFY", "NONE")?,
+    }
+    Ok(())
 }

@@ -328,3 +328,38 @@ def test_sessions_resume_with_any_worker(rush_server: ServerFactory, pki: dict[s
             read_until_closed(sock)
             resumed.append(sock.session_reused)
     assert all(resumed), resumed
+
+
+@pytest.mark.parametrize(
+    ("app", "path"), [("tests.apps.wsgi_apps:app", "/environ"), ("tests.apps.asgi_apps:app", "/scope")]
+)
+def test_the_client_certificate_reaches_the_app(
+    rush_server: ServerFactory, pki: dict[str, Path], app: str, path: str
+) -> None:
+    args = tls_args(pki, "--ssl-ca-certs", str(pki["ca"]), "--ssl-cert-reqs", "required")
+    server = rush_server(app, *args)
+    with httpx.Client(verify=client_context(pki, with_certificate=True), timeout=GUARD_TIMEOUT) as client:
+        described = client.get(f"{https(server)}{path}").json()
+    client_pem = pki["client"].read_text()
+    if "environ" in path:
+        assert described["SSL_PROTOCOL"] == "TLSv1.3" and described["SSL_CLIENT_VERIFY"] == "SUCCESS"
+        leaf = described["SSL_CLIENT_CERT"]
+    else:
+        extension = described["extensions"]["tls"]
+        assert extension["tls_version"] == 0x0304 and extension["cipher_suite"] > 0
+        leaf = extension["client_cert_chain"][0]
+    assert leaf.startswith("-----BEGIN CERTIFICATE-----") and leaf.strip() in client_pem
+
+
+def test_the_client_refuses_an_expired_certificate(
+    rush_server: ServerFactory, ca: trustme.CA, pki: dict[str, Path], tmp_path: Path
+) -> None:
+    import datetime
+
+    expired = ca.issue_cert("localhost", not_after=datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=1))
+    chain, key = tmp_path / "expired.pem", tmp_path / "expired-key.pem"
+    chain.write_bytes(b"".join(blob.bytes() for blob in expired.cert_chain_pems))
+    expired.private_key_pem.write_to_path(key)
+    server = rush_server("basic", "--ssl-certfile", str(chain), "--ssl-keyfile", str(key))
+    with pytest.raises(ssl.SSLCertVerificationError, match="expired"):
+        tls_connection(server, client_context(pki))

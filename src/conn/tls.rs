@@ -35,6 +35,17 @@ const PLAINTEXT_LIMIT: usize = 256 * 1024;
 /// What a client that spoke plain HTTP to the TLS port reads.
 const PLAIN_HTTP_ANSWER: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: 44\r\nConnection: close\r\n\r\nThis port speaks HTTPS: use an https:// URL\n";
 
+/// The session as an app sees it (ASGI's `tls` extension, WSGI's `SSL_*`).
+pub struct TlsInfo {
+    /// 0x0304 for TLS 1.3, 0x0303 for TLS 1.2.
+    pub version_code: u16,
+    pub version_name: &'static str,
+    pub cipher_code: u16,
+    pub cipher_name: &'static str,
+    /// The client's verified certificate chain (leaf first), PEM.
+    pub client_chain_pem: Vec<String>,
+}
+
 /// A TLS server session over a TCP socket.
 pub struct TlsStream {
     pub socket: TcpStream,
@@ -67,6 +78,43 @@ impl TlsStream {
     fn release_handshake_slot(&mut self) {
         if let Some(slot) = self.handshake_slot.take() {
             slot.set(slot.get().saturating_sub(1));
+        }
+    }
+
+    /// What the app may learn about the session (after the handshake).
+    pub fn info(&self) -> TlsInfo {
+        use base64::Engine as _;
+        let version = self.session.protocol_version();
+        let suite = self
+            .session
+            .negotiated_cipher_suite()
+            .map(|suite| suite.suite());
+        let client_chain_pem = self
+            .session
+            .peer_certificates()
+            .unwrap_or_default()
+            .iter()
+            .map(|certificate| {
+                let body = base64::engine::general_purpose::STANDARD.encode(certificate.as_ref());
+                let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
+                for line in body.as_bytes().chunks(64) {
+                    pem.push_str(std::str::from_utf8(line).unwrap_or_default());
+                    pem.push('\n');
+                }
+                pem.push_str("-----END CERTIFICATE-----\n");
+                pem
+            })
+            .collect();
+        TlsInfo {
+            version_code: version.map(u16::from).unwrap_or(0),
+            version_name: match version {
+                Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
+                Some(rustls::ProtocolVersion::TLSv1_2) => "TLSv1.2",
+                _ => "",
+            },
+            cipher_code: suite.map(u16::from).unwrap_or(0),
+            cipher_name: suite.and_then(|suite| suite.as_str()).unwrap_or(""),
+            client_chain_pem,
         }
     }
 

@@ -26,6 +26,14 @@ impl Stream {
         matches!(self, Stream::Tls(_))
     }
 
+    /// The TLS session, if the client speaks TLS.
+    pub fn tls(&self) -> Option<&TlsStream> {
+        match self {
+            Stream::Tls(tls) => Some(tls),
+            _ => None,
+        }
+    }
+
     /// Encrypted bytes wait for the socket (output still pending).
     pub fn wants_write(&self) -> bool {
         match self {

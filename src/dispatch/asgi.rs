@@ -204,10 +204,11 @@ impl Core {
             .address
             .as_ref()
             .expect("set just above");
-        let secure = connection.stream.is_tls();
+        let tls = connection.stream.tls().map(|tls| tls.info());
         let started = build_scope(py, settings, head_bytes, head, client).and_then(|scope| {
-            if secure {
+            if let Some(tls) = &tls {
                 scope.set_item(pyo3::intern!(py, "scheme"), pyo3::intern!(py, "https"))?;
+                crate::tls::add_asgi_extension(py, &scope, tls)?;
             }
             let receive = Py::new(py, receive)?;
             let send = Py::new(py, AsgiSend::new())?;

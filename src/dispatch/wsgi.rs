@@ -77,12 +77,13 @@ impl Core {
         let app = settings.app.clone_ref(py);
         let environ =
             build_environ(py, settings, head_bytes, head, body, remote).and_then(|environ| {
-                if connection.stream.is_tls() {
+                if let Some(tls) = connection.stream.tls() {
                     environ.set_item(
                         pyo3::intern!(py, "wsgi.url_scheme"),
                         pyo3::intern!(py, "https"),
                     )?;
                     environ.set_item(pyo3::intern!(py, "HTTPS"), pyo3::intern!(py, "on"))?;
+                    crate::tls::add_wsgi_variables(&environ, &tls.info())?;
                 }
                 Ok(environ)
             });
