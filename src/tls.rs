@@ -56,12 +56,13 @@ impl TlsSettings {
     /// `tickets`: session-ticket keys shared by all workers (made by the
     /// supervisor before it forks); without them this process has its own.
     #[new]
-    #[pyo3(signature = (certfiles, keyfiles, *, ca_certs=None, cert_reqs="none", tickets=None))]
+    #[pyo3(signature = (certfiles, keyfiles, *, ca_certs=None, cert_reqs="none", ciphers=None, tickets=None))]
     fn new(
         certfiles: Vec<String>,
         keyfiles: Vec<String>,
         ca_certs: Option<&str>,
         cert_reqs: &str,
+        ciphers: Option<&str>,
         tickets: Option<PyRef<'_, TicketKeys>>,
     ) -> PyResult<Self> {
         if certfiles.is_empty() || certfiles.len() != keyfiles.len() {
@@ -71,7 +72,7 @@ impl TlsSettings {
                 keyfiles.len()
             )));
         }
-        let mut config = server_config(&certfiles, &keyfiles, ca_certs, cert_reqs)
+        let mut config = server_config(&certfiles, &keyfiles, ca_certs, cert_reqs, ciphers)
             .map_err(PyValueError::new_err)?;
         if let Some(tickets) = tickets {
             config.ticketer = tickets.ticketer();
@@ -132,13 +133,50 @@ impl ResolvesServerCert for ChooseByName {
     }
 }
 
+/// ring's provider, its cipher suites limited to `ciphers` (rustls names,
+/// comma-separated, e.g. `TLS13_AES_256_GCM_SHA384`) when given.
+fn provider_with_ciphers(ciphers: Option<&str>) -> Result<CryptoProvider, String> {
+    let mut provider = rustls::crypto::ring::default_provider();
+    let Some(ciphers) = ciphers else {
+        return Ok(provider);
+    };
+    let name = |suite: &rustls::SupportedCipherSuite| suite.suite().as_str().unwrap_or("");
+    let mut chosen = Vec::new();
+    for wanted in ciphers
+        .split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+    {
+        match provider
+            .cipher_suites
+            .iter()
+            .find(|suite| name(suite) == wanted)
+        {
+            Some(suite) => chosen.push(*suite),
+            None => {
+                let known: Vec<&str> = provider.cipher_suites.iter().map(name).collect();
+                return Err(format!(
+                    "unknown cipher suite {wanted:?} (rustls names: {})",
+                    known.join(", ")
+                ));
+            }
+        }
+    }
+    if chosen.is_empty() {
+        return Err("--ssl-ciphers names no cipher suite".into());
+    }
+    provider.cipher_suites = chosen;
+    Ok(provider)
+}
+
 fn server_config(
     certfiles: &[String],
     keyfiles: &[String],
     ca_certs: Option<&str>,
     cert_reqs: &str,
+    ciphers: Option<&str>,
 ) -> Result<ServerConfig, String> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = Arc::new(provider_with_ciphers(ciphers)?);
     let certificates = certfiles
         .iter()
         .zip(keyfiles)

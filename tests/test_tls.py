@@ -363,3 +363,12 @@ def test_the_client_refuses_an_expired_certificate(
     server = rush_server("basic", "--ssl-certfile", str(chain), "--ssl-keyfile", str(key))
     with pytest.raises(ssl.SSLCertVerificationError, match="expired"):
         tls_connection(server, client_context(pki))
+
+
+def test_ssl_ciphers_limits_the_suites(rush_server: ServerFactory, pki: dict[str, Path]) -> None:
+    server = rush_server("basic", *tls_args(pki, "--ssl-ciphers", "TLS13_CHACHA20_POLY1305_SHA256"))
+    with tls_connection(server, client_context(pki)) as sock:
+        assert sock.cipher()[0] == "TLS_CHACHA20_POLY1305_SHA256"
+    refused = rush_server("basic", *tls_args(pki, "--ssl-ciphers", "ECDHE-RSA-AES128-SHA"), wait=False)
+    assert refused.wait_exit() == 2
+    assert "unknown cipher suite" in refused.stderr_path.read_text()

@@ -58,6 +58,7 @@ class TlsSettings:
         *,
         ca_certs: str | None = None,
         cert_reqs: str = "none",
+        ciphers: str | None = None,
         tickets: TicketKeys | None = None,
     ) -> None: ...
 

@@ -186,6 +186,9 @@ class Config:
     ssl_keyfile_password: str | None = _option(None, "not supported: decrypt the key first (openssl pkey)")
     ssl_ca_certs: str | None = _option(None, "CA certificates that client certificates must chain to", metavar="PATH")
     ssl_cert_reqs: str = _option("none", "client certificates: none, optional or required (needs --ssl-ca-certs)")
+    ssl_ciphers: str | None = _option(
+        None, "only these cipher suites, comma-separated rustls names (e.g. TLS13_AES_256_GCM_SHA384)"
+    )
     ssl_max_handshakes: int = _option(
         256, "most TLS handshakes in progress per worker; newcomers past it are closed at once"
     )
@@ -497,6 +500,7 @@ class Config:
                 list(self.ssl_keyfile),
                 ca_certs=self.ssl_ca_certs,
                 cert_reqs=self.ssl_cert_reqs,
+                ciphers=self.ssl_ciphers,
                 tickets=tls.ticket_keys,
             )
         except ValueError as error:
