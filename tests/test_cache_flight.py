@@ -101,3 +101,15 @@ def test_waiting_requests_go_to_the_handler_after_the_lock_timeout(server: RushS
         wait_for(lambda: counter(client, "/calls", "locked") == calls + 2, "the waiting request to give up waiting")
         client.get("/gate/open")
         assert first.read_response().status == second.read_response().status == 200
+
+
+@pytest.mark.parametrize("threads", ["0", "2"])
+def test_a_wsgi_body_with_close_is_cached(rush_server: ServerFactory, threads: str) -> None:
+    """Flask answers with an iterable that has close() (Werkzeug's
+    ClosingIterator): on a --cache path it is collected and stored."""
+    server = rush_server("tests.apps.cached_flight:wsgi_app", "--threads", threads, *CACHE_FLAGS)
+    with httpx.Client(base_url=server.url, timeout=GUARD_TIMEOUT) as client:
+        first, second = client.get("/closing"), client.get("/closing")
+        assert first.content == second.content == b"closing ok!"
+        assert "age" in second.headers
+        assert counter(client, "/calls", "closing") == 1

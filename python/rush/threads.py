@@ -99,14 +99,16 @@ class BlockingPool:
         os.set_blocking(self.reader, False)
         os.set_blocking(self.writer, False)
 
-    def schedule_wsgi(self, app: Any, environ: dict[str, Any], key: int, request_id: int) -> None:
-        future = self.executor.submit(self._run_wsgi, app, environ, key, request_id)
+    def schedule_wsgi(self, app: Any, environ: dict[str, Any], key: int, request_id: int, stream: bool = True) -> None:
+        future = self.executor.submit(self._run_wsgi, app, environ, key, request_id, stream)
         future.add_done_callback(partial(self._done, key, request_id))
 
-    def _run_wsgi(self, app: Any, environ: dict[str, Any], key: int, request_id: int) -> Any:
+    def _run_wsgi(self, app: Any, environ: dict[str, Any], key: int, request_id: int, stream: bool) -> Any:
         """Calls the app; a streamed body gets a channel, and this thread
-        goes on iterating it once the loop has the response head."""
-        response = call_wsgi(app, environ, True)
+        goes on iterating it once the loop has the response head. Without
+        ``stream`` (an answer that fills the response cache) the body is
+        collected here, whole."""
+        response = call_wsgi(app, environ, stream)
         body = response.take_body()
         if body is None:
             return response

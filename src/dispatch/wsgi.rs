@@ -95,8 +95,12 @@ impl Core {
         };
         self.next_request_id += 1;
         awaiting.request_id = self.next_request_id;
+        // An answer that fills the cache is collected whole (a Flask body is
+        // an iterable with close(), which would otherwise stream and so
+        // could not be stored); every other body streams.
+        let stream = fill.is_none();
         if let Some(scheduler) = &self.blocking_scheduler {
-            return match scheduler.call1(py, (app, environ, key, awaiting.request_id)) {
+            return match scheduler.call1(py, (app, environ, key, awaiting.request_id, stream)) {
                 Ok(_) => {
                     awaiting.request_line = line.text().into_owned();
                     awaiting.request_head = head_bytes.to_vec();
@@ -108,7 +112,7 @@ impl Core {
                 Err(error) => self.finish(py, connection, &awaiting, head_bytes, &line, Err(error)),
             };
         }
-        match call_wsgi(py, app.bind(py), &environ, true) {
+        match call_wsgi(py, app.bind(py), &environ, stream) {
             Ok(mut response) if response.stream.is_some() => {
                 self.start_wsgi_stream(py, connection, &awaiting, &line, &mut response)
             }

@@ -31,6 +31,7 @@ CACHE_FLAGS = [
     *("--cache", "/slow:ttl=600,vary_query=k"),
     *("--cache", "/swr:ttl=600,stale=600"),
     *("--cache", "/locked:ttl=600,lock_timeout=0.5"),
+    *("--cache", "/closing:ttl=600"),
 ]
 
 calls: Counter[str] = Counter()
@@ -97,6 +98,20 @@ def stats(request: Request) -> dict[str, int]:
     return app.cache.stats()
 
 
+class ClosingBody:
+    """A body like Werkzeug's ClosingIterator: an iterable with close()."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+        self.closed = False
+
+    def __iter__(self) -> Any:
+        return iter(self.chunks)
+
+    def close(self) -> None:
+        self.closed = True
+
+
 # The WSGI twin, for --threads N: its handlers block a pool thread.
 thread_gate = threading.Event()
 thread_gate.set()
@@ -115,6 +130,10 @@ def wsgi_app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
         thread_gate.wait()
         body = f"swr {calls['swr']}"
         headers.append(("Cache-Control", "max-age=0"))
+    elif path == "/closing":
+        calls["closing"] += 1
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "11")])
+        return ClosingBody([b"closing ", b"ok!"])  # type: ignore[return-value]
     elif path == "/gate/close":
         thread_gate.clear()
         body = "closed"
