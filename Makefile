@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export VIRTUAL_ENV := $(abspath $(VENV))
 
-.PHONY: run test build lint format cargo-test pytest test-tools bench soak clean
+.PHONY: run catalog test build lint format cargo-test pytest test-tools bench soak clean
 
 $(BIN)/.installed: requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,13 @@ build: $(BIN)/.installed
 
 run: build
 	$(BIN)/rush examples.hello:app --host 127.0.0.1 --port 8000
+
+# The package catalog of seed 004 (examples/catalog/README.md): builds its SQLite database from the
+# seeded generator (once), then serves /nas/ with the rush App and its native cache. Try
+# http://127.0.0.1:8000/nas/?arch=x86_64&build=42661&language=enu
+catalog: build
+	$(BIN)/python -m examples.catalog build
+	$(BIN)/python -m examples.catalog serve --host 127.0.0.1 --port 8000
 
 lint: $(BIN)/.installed
 	cargo fmt --all -- --check
@@ -35,9 +42,13 @@ format: $(BIN)/.installed
 cargo-test:
 	cargo test --workspace
 
-# System tools the tests drive (wrk, a real load generator): installed with apt when missing.
+# System tools the tests drive, installed with apt when missing: wrk (a real load generator), and
+# PostgreSQL and MariaDB, which tests/test_catalog.py starts as throwaway servers (Debian keeps
+# PostgreSQL's programs in /usr/lib/postgresql/N/bin, off PATH).
 test-tools:
 	@command -v wrk >/dev/null || (apt-get update -q && apt-get install -y -q wrk)
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || (apt-get update -q && apt-get install -y -q postgresql)
+	@command -v mariadbd >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q mariadb-server)
 
 pytest: build test-tools
 	$(BIN)/python -m pytest -q
