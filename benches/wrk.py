@@ -125,10 +125,14 @@ def wrk_command(scenario: Scenario, url: str, duration_s: float, wrk: str = "wrk
     for name, value in scenario.headers:
         argv += ["-H", f"{name}: {value}"]
     argv += list(scenario.wrk_args)
-    if scenario.pipeline > 1:
+    if scenario.script:
+        argv += ["-s", str(BENCHES_DIR / "lua" / scenario.script)]
+    elif scenario.pipeline > 1:
         argv += ["-s", str(PIPELINE_SCRIPT)]
     argv.append(url.rstrip("/") + scenario.path)
-    if scenario.pipeline > 1:
+    if scenario.script:
+        argv += ["--", *scenario.script_args]
+    elif scenario.pipeline > 1:
         argv += ["--", str(scenario.pipeline)]
     return argv
 
