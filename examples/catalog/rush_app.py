@@ -7,9 +7,11 @@ calling the handler or the database. ``POST /nas/`` (DSM may post a form)
 answers the same, uncached. With ``CATALOG_CACHE=0`` nothing is cached (the
 cold benchmarks). Settings: examples/catalog/settings.py.
 
-With a PostgreSQL URL the handlers are ``async def`` on psycopg's async pool,
-so a query in flight does not block the worker's loop; SQLite and MariaDB
-(PyMySQL) are blocking drivers, so their handlers are plain functions.
+The handlers are plain functions on blocking drivers (sqlite3, psycopg,
+PyMySQL). With ``CATALOG_ASYNC=1`` and a PostgreSQL URL they are ``async def``
+on psycopg's async pool, so a query in flight does not block the worker's
+loop; not the default yet, because rush's cache does not store the answer of
+a handler that suspends (see settings.py).
 rush speaks plain HTTP, so the URLs' scheme is ``http``.
 """
 
@@ -25,7 +27,7 @@ from examples.catalog.db import STATS, connect
 
 app = App()
 catalog = Catalog()
-database = connect(settings.database_url(), asynchronous=True)
+database = connect(settings.database_url(), asynchronous=settings.async_handlers())
 cache = Cache(ttl=600, vary_query=list(VARY_QUERY), vary_headers=["host"]) if settings.cache_enabled() else None
 
 

@@ -5,6 +5,11 @@
   from the generator on first use when it does not exist yet.
 * ``CATALOG_CACHE``: ``0`` turns the front end's cache off (cold benchmarks);
   anything else, or unset, leaves it on.
+* ``CATALOG_ASYNC``: ``1`` makes the rush App's handlers ``async def`` on
+  psycopg's async pool when the database is PostgreSQL; by default they are
+  blocking like the SQLite and MariaDB ones. rush's cache does not yet store
+  the answer of an async handler that really suspends (awaits a query), so
+  the async handlers would miss every time (tests/test_catalog.py marks it).
 * ``CATALOG_ADMIN``: ``1`` adds ``GET /_catalog/stats`` (this process's query
   counter, see db.STATS) and ``POST /_catalog/invalidate`` (drops the cached
   answers and the reference tables). Off by default: a public catalog must not
@@ -41,6 +46,10 @@ def build_sqlite(path: Path) -> None:
 
 def cache_enabled() -> bool:
     return os.environ.get("CATALOG_CACHE", "1") != "0"
+
+
+def async_handlers() -> bool:
+    return os.environ.get("CATALOG_ASYNC", "0") == "1"
 
 
 def admin_enabled() -> bool:
