@@ -143,6 +143,41 @@ def shape_problems(path: str, body: bytes, host: str) -> list[str]:
     return problems
 
 
+def read_stats(host: str, port: int) -> dict[str, float] | None:
+    """The catalog's counters (``CATALOG_ADMIN=1``), or None when the server does not expose them."""
+    from benches.httpcheck import ResponseReader
+
+    try:
+        with socket.create_connection((host, port), timeout=10) as sock:
+            sock.sendall(f"GET /_catalog/stats HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n".encode())
+            response = ResponseReader(sock).read_response()
+    except OSError:
+        return None
+    if response.status != 200:
+        return None
+    try:
+        return json.loads(response.body)
+    except ValueError:
+        return None
+
+
+def per_request(before: dict[str, float], after: dict[str, float], requests: int) -> dict[str, float]:
+    """Where a window's time went, per request: queries, and ms in the database, building the
+    document from rows and encoding it (the rest of the server CPU is the server and framework)."""
+    if requests <= 0:
+        return {}
+    delta = {name: after.get(name, 0) - before.get(name, 0) for name in after}
+    return {
+        "queries": delta["queries"] / requests,
+        "db_ms": 1000 * delta["db_seconds"] / requests,
+        "build_ms": 1000 * delta["build_seconds"] / requests,
+        "encode_ms": 1000 * delta.get("encode_seconds", 0.0) / requests,
+        # Answers encoded: on every request for a cache that keeps the document (Flask-Caching), on
+        # misses only for caches that keep the bytes (rush's, the FastAPI app's).
+        "encodes": delta.get("encodes", 0) / requests,
+    }
+
+
 @dataclass
 class Prepared:
     """The databases started for a run, and the scenarios that can run."""
@@ -270,11 +305,10 @@ def concurrent_gets(host: str, port: int, path: str, count: int, timeout: float 
 
 
 def stats(host: str, port: int) -> dict[str, Any]:
-    from benches.httpcheck import ResponseReader
-
-    with socket.create_connection((host, port), timeout=10) as sock:
-        sock.sendall(f"GET /_catalog/stats HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
-        return json.loads(ResponseReader(sock).read_response().body)
+    found = read_stats(host, port)
+    if found is None:
+        raise RuntimeError("the server does not answer /_catalog/stats (CATALOG_ADMIN=1)")
+    return found
 
 
 def measure_misses(server_names: list[str], databases: list[str], count: int, settings: Any) -> list[dict[str, Any]]:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from benches import REPO_ROOT
+from benches import REPO_ROOT, catalog
 from benches.httpcheck import CheckFailed, answers_http, check_scenario, free_port, port_is_free, wait_until_answering
 from benches.processes import RssSampler, ServerProcess
 from benches.results import RunRecord, wrk_failure
@@ -199,15 +199,20 @@ def measure(planned: PlannedRun, settings: Settings) -> RunRecord:
         if settings.warmup_s > 0:
             run_wrk(wrk_command(scenario, url, settings.warmup_s, settings.wrk), settings, settings.warmup_s)
 
+        # The catalog's own counters around the window (outside it: they cost the server a request).
+        app_before = catalog.read_stats(settings.host, port) if scenario.app.startswith("catalog-") else None
         cpu_before = process.cpu_seconds()
         with RssSampler(process.pid) as sampler:
             output, client_cpu = run_wrk(record.wrk_command, settings, settings.duration_s)
         record.server_cpu_seconds = process.cpu_seconds() - cpu_before
+        app_after = catalog.read_stats(settings.host, port) if app_before is not None else None
         record.sampled_peak_rss_bytes = sampler.peak_bytes
         record.peak_rss_bytes = max(process.peak_rss_bytes(), sampler.peak_bytes)
 
         result = parse_wrk_output(output)
         record.take_wrk(result, scenario)
+        if app_before is not None and app_after is not None:
+            record.app_per_request = catalog.per_request(app_before, app_after, result.requests)
         if result.duration_s > 0:
             record.client_cpu_utilisation = client_cpu / result.duration_s
         if result.requests:

@@ -40,13 +40,16 @@ Row = tuple[Any, ...]
 
 @dataclass
 class Stats:
-    """What the catalog cost this process: database queries and time, catalogs built and the
-    time spent turning rows into JSON. Updated under a lock (thread pools call in parallel)."""
+    """What the catalog cost this process: database queries and time, catalogs built and the time
+    spent turning rows into Python data (build), and data into JSON bytes (encode). Updated under
+    a lock (thread pools call in parallel)."""
 
     queries: int = 0
     db_seconds: float = 0.0
     catalogs: int = 0
     build_seconds: float = 0.0
+    encodes: int = 0
+    encode_seconds: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add_query(self, seconds: float) -> None:
@@ -59,6 +62,11 @@ class Stats:
             self.catalogs += 1
             self.build_seconds += seconds
 
+    def add_encode(self, seconds: float) -> None:
+        with self.lock:
+            self.encodes += 1
+            self.encode_seconds += seconds
+
     def snapshot(self) -> dict[str, float]:
         with self.lock:
             return {
@@ -66,6 +74,8 @@ class Stats:
                 "db_seconds": round(self.db_seconds, 6),
                 "catalogs": self.catalogs,
                 "build_seconds": round(self.build_seconds, 6),
+                "encodes": self.encodes,
+                "encode_seconds": round(self.encode_seconds, 6),
             }
 
 
