@@ -20,13 +20,17 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from support import GUARD_TIMEOUT, RushServer, ServerFactory, clean_environment
+from support import GUARD_TIMEOUT, REPO, RushServer, ServerFactory, clean_environment
+
+# `python -m pytest` puts the repository root on sys.path, the `pytest` script does not.
+sys.path.insert(0, str(REPO))
 
 from examples.catalog import data, dbservers
 from examples.catalog.catalog import ARCH_FROM_SYNO
