@@ -253,6 +253,11 @@ def start_mariadb(parent: Path | None = None, cpus: str | None = None) -> Databa
             f"--port={port}",
             "--bind-address=127.0.0.1",
             f"--pid-file={directory / 'mariadb.pid'}",
+            # Its own temporary files in its own directory: in /tmp, a cleaner (or another test
+            # session) removing them turns a query into "Error on delete of '/tmp/#sql-temptable'".
+            f"--tmpdir={directory}",
+            "--tmp-table-size=64M",
+            "--max-heap-table-size=64M",
             "--skip-log-bin",
             "--innodb-flush-log-at-trx-commit=0",
             "--innodb-doublewrite=0",
