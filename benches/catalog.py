@@ -317,7 +317,9 @@ def stats(host: str, port: int) -> dict[str, Any]:
     return found
 
 
-def measure_misses(server_names: list[str], databases: list[str], count: int, settings: Any) -> list[dict[str, Any]]:
+def measure_misses(
+    server_names: list[str], databases: list[str], count: int, settings: Any, extra_env: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
     from benches.httpcheck import answers_http, free_port, wait_until_answering
     from benches.processes import ServerProcess
     from benches.runner import server_environment
@@ -338,7 +340,7 @@ def measure_misses(server_names: list[str], databases: list[str], count: int, se
             workdir = settings.log_dir / f"misses-{server.name}-{database}"
             workdir.mkdir(parents=True, exist_ok=True)
             launch = Launch(app, settings.host, port, venv / "bin" if venv else None, workdir)
-            env = {**server_environment(server, settings), "CATALOG_ADMIN": "1"}
+            env = {**server_environment(server, settings), "CATALOG_ADMIN": "1", **(extra_env or {})}
             command = ["taskset", "-c", str(settings.server_cpu), *server.command(launch)]
             process = ServerProcess(command, cwd=REPO_ROOT, env=env, log_path=workdir / "server.log")
             try:
@@ -373,6 +375,11 @@ def main(argv: list[str] | None = None) -> int:
     misses.add_argument("--servers", nargs="+", default=["rush", "rush-flask", "gunicorn", "uvicorn"])
     misses.add_argument("--databases", nargs="+", default=list(DATABASES), choices=DATABASES)
     misses.add_argument("--count", type=int, default=100)
+    misses.add_argument(
+        "--async-handlers",
+        action="store_true",
+        help="CATALOG_ASYNC=1: the rush App's async handlers on PostgreSQL (blocking ones serialise the misses)",
+    )
     arguments = parser.parse_args(argv)
 
     settings = Settings()
@@ -383,7 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     ) as prepared:
         databases = [database for database in arguments.databases if database not in prepared.notes]
         started = time.monotonic()
-        rows = measure_misses(arguments.servers, databases, arguments.count, settings)
+        extra_env = {"CATALOG_ASYNC": "1"} if arguments.async_handlers else {}
+        rows = measure_misses(arguments.servers, databases, arguments.count, settings, extra_env)
     print(f"\n{arguments.count} concurrent GETs of one uncached key ({MISSES_PATH}):")
     print(f"{'server':<12} {'database':<11} {'queries':>8} {'catalogs built':>15}  answers")
     for row in rows:
