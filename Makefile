@@ -42,11 +42,13 @@ format: $(BIN)/.installed
 cargo-test:
 	cargo test --workspace
 
-# System tools the tests drive, installed with apt when missing: wrk (a real load generator), and
-# PostgreSQL and MariaDB, which tests/test_catalog.py starts as throwaway servers (Debian keeps
-# PostgreSQL's programs in /usr/lib/postgresql/N/bin, off PATH).
+# System tools the tests drive, installed with apt when missing: wrk (a real load generator),
+# redis-server (the response cache's shared level), and PostgreSQL and MariaDB, which
+# tests/test_catalog.py starts as throwaway servers (Debian keeps PostgreSQL's programs in
+# /usr/lib/postgresql/N/bin, off PATH).
 test-tools:
 	@command -v wrk >/dev/null || (apt-get update -q && apt-get install -y -q wrk)
+	@command -v redis-server >/dev/null || (apt-get update -q && apt-get install -y -q redis-server)
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || (apt-get update -q && apt-get install -y -q postgresql)
 	@command -v mariadbd >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q mariadb-server)
 

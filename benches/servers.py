@@ -325,6 +325,20 @@ SERVERS: list[Server] = [
         notes="the catalog's Flask twin unchanged, Flask-Caching off, rush's native cache (--cache) when warm",
     ),
     Server(
+        name="rush-metrics",
+        title="rush --metrics",
+        venv="rush",
+        apps={
+            # Port 0: the counters are kept and served on a free port, not scraped.
+            "hello": rush("benches.apps.rush_app:app", "--workers", "1", "--metrics", "127.0.0.1:0"),
+        },
+        probe="import rush._rush",
+        version_argv=("{bin}/rush", "--version"),
+        install_hint="make build",
+        default=False,
+        notes="rush with --metrics on, to measure what counting costs",
+    ),
+    Server(
         name="rush-baseline",
         title="rush (baseline build)",
         venv="rush",

@@ -389,6 +389,9 @@ pub struct AsgiSend {
     /// The future a waiting `send()` returned: resolved when the output
     /// drains, or failed when the client is gone.
     drain_waiter: Option<Py<PyAny>>,
+    /// The response as written so far, kept while it fills a cache entry
+    /// (`None` when it does not, or once it grew past what is kept).
+    pub recorded: Option<Vec<u8>>,
 }
 
 impl AsgiSend {
@@ -403,6 +406,7 @@ impl AsgiSend {
             body_written: 0,
             framing_chunked: false,
             framing_close: false,
+            recorded: None,
             bodyless: false,
             notify: None,
             disconnected: false,

@@ -22,6 +22,9 @@ pub enum InFlight {
     Handler(Box<AwaitingResponse>),
     /// A WSGI body being streamed.
     Stream(Box<WsgiStream>),
+    /// A request parked until another request's answer fills the cache
+    /// entry it wants (its bytes wait in the connection's input).
+    AwaitingFill,
 }
 
 impl InFlight {
@@ -57,6 +60,8 @@ pub struct AwaitingResponse {
     pub allow: Option<Vec<u8>>,
     /// The request object, kept only when the app has a 500 handler.
     pub request: Option<pyo3::Py<crate::request::Request>>,
+    /// The cache entry this response fills, on a cached route's miss.
+    pub cache_fill: Option<crate::cache::CacheFill>,
 }
 
 impl AwaitingResponse {
@@ -74,6 +79,7 @@ impl AwaitingResponse {
             asgi: None,
             allow: None,
             request: None,
+            cache_fill: None,
         }
     }
 }

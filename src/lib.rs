@@ -17,12 +17,14 @@ mod dispatch;
 mod http1;
 mod http_write;
 mod inflight;
+mod metrics;
 mod options;
 mod request;
 mod response;
 mod router;
 mod server;
 mod static_files;
+mod tls;
 mod wsgi;
 
 use pyo3::prelude::*;
@@ -52,9 +54,21 @@ fn exit_with_parent(signal: i32, expected_parent: i32) -> PyResult<()> {
     Ok(())
 }
 
+/// Maps the response cache's invalidation counters in memory that workers
+/// forked afterwards share, so `app.cache.invalidate()` in one worker
+/// reaches all of them (src/cache/generations.rs). The supervisor calls it
+/// before it forks.
+#[pyfunction]
+fn share_cache_generations() {
+    cache::share_generations();
+}
+
 #[pymodule]
 fn _rush(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<router::Router>()?;
+    module.add_class::<router::CacheHandle>()?;
+    module.add_class::<metrics::MetricsTable>()?;
+    module.add_class::<tls::TlsSettings>()?;
     module.add_class::<server::Server>()?;
     module.add_class::<server::StopHandle>()?;
     module.add_class::<request::Request>()?;
@@ -67,6 +81,7 @@ fn _rush(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<wsgi::WsgiBody>()?;
     module.add_function(wrap_pyfunction!(wsgi::call_wsgi, module)?)?;
     module.add_function(wrap_pyfunction!(exit_with_parent, module)?)?;
+    module.add_function(wrap_pyfunction!(share_cache_generations, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -9,16 +9,17 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
 
-use crate::cache::{CachePolicy, ResponseCache};
+use crate::cache::{CacheCounters, CachePolicy, ResponseCache};
 use crate::static_files::{CacheMode, MountSpec};
 
 /// A route's cache policy as Python passes it: `(ttl, vary_query,
-/// vary_headers, statuses)` (python/rush/cache.py, `Cache.native`).
-type NativeCachePolicy = (f64, Vec<String>, Vec<String>, Vec<u16>);
+/// vary_headers, statuses, stale, lock_timeout, with_credentials)`
+/// (python/rush/cache.py, `Cache.native`).
+type NativeCachePolicy = (f64, Vec<String>, Vec<String>, Vec<u16>, f64, f64, bool);
 
 /// The response cache's bound per worker unless the app sets one.
 const DEFAULT_CACHE_BYTES: u64 = 64 * 1024 * 1024;
@@ -30,7 +31,7 @@ pub struct Handler {
     /// `async def` handlers return a coroutine that the loop drives.
     pub is_async: bool,
     /// How the route's answers are cached, if they are.
-    pub cache: Option<Rc<CachePolicy>>,
+    pub cache: Option<Arc<CachePolicy>>,
 }
 
 /// A redirect answered entirely in Rust.
@@ -77,11 +78,50 @@ pub struct Router {
     handlers: Vec<Handler>,
     error_handlers: HashMap<u16, Handler>,
     static_mounts: Vec<MountSpec>,
+    /// Paths of a WSGI/ASGI app whose answers are cached (`--cache`).
+    cached_paths: Vec<CachedPath>,
     /// The worker's cached answers of routes with a `Cache` policy.
     pub response_cache: RefCell<ResponseCache>,
+    /// Its counters, shared with the `CacheHandle`s given to Python.
+    cache_counters: Arc<CacheCounters>,
+    /// The shared second level (python/rush/cache_shared.py) of cached
+    /// routes that have one, by route.
+    shared_levels: HashMap<u32, Py<PyAny>>,
 }
 
+/// A path of a WSGI/ASGI app with a cache policy: exact, or every path
+/// under a prefix (given as `/prefix/*`).
+struct CachedPath {
+    spec: String,
+    path: String,
+    prefix: bool,
+    policy: Arc<CachePolicy>,
+}
+
+/// Cached paths are numbered from here in cache keys, apart from routes.
+const FIRST_CACHED_PATH: u32 = 1 << 31;
+
 impl Router {
+    /// The shared second level of a cached route, if it has one.
+    pub fn shared_level(&self, route: u32) -> Option<&Py<PyAny>> {
+        self.shared_levels.get(&route)
+    }
+
+    /// The cache policy of a WSGI/ASGI app's path (percent-decoded), if
+    /// `--cache` named it; the first match wins.
+    pub fn cached_path(&self, path: &str) -> Option<&Arc<CachePolicy>> {
+        self.cached_paths
+            .iter()
+            .find(|cached| {
+                if cached.prefix {
+                    path.starts_with(&cached.path)
+                } else {
+                    path == cached.path
+                }
+            })
+            .map(|cached| &cached.policy)
+    }
+
     /// Finds what `method` on `path` (percent-decoded) leads to.
     pub fn route<'router, 'path>(
         &'router self,
@@ -146,6 +186,7 @@ impl Router {
 impl Router {
     #[new]
     fn new() -> Self {
+        let cache_counters = Arc::new(CacheCounters::default());
         Router {
             tree: matchit::Router::new(),
             endpoints: Vec::new(),
@@ -153,14 +194,21 @@ impl Router {
             handlers: Vec::new(),
             error_handlers: HashMap::new(),
             static_mounts: Vec::new(),
-            response_cache: RefCell::new(ResponseCache::new(DEFAULT_CACHE_BYTES)),
+            cached_paths: Vec::new(),
+            response_cache: RefCell::new(ResponseCache::new(
+                DEFAULT_CACHE_BYTES,
+                cache_counters.clone(),
+            )),
+            cache_counters,
+            shared_levels: HashMap::new(),
         }
     }
 
     /// Registers `handler` for `methods` on `pattern` (`/users/{id}`, `/files/{*rest}`).
     /// `cache` is `(ttl, vary_query, vary_headers, statuses)` for a route
     /// whose answers the worker caches (see src/cache.rs).
-    #[pyo3(signature = (pattern, methods, handler, is_async, cache=None))]
+    #[pyo3(signature = (pattern, methods, handler, is_async, cache=None, shared=None))]
+    #[allow(clippy::too_many_arguments)]
     fn add_route(
         &mut self,
         pattern: &str,
@@ -168,6 +216,7 @@ impl Router {
         handler: Py<PyAny>,
         is_async: bool,
         cache: Option<NativeCachePolicy>,
+        shared: Option<Py<PyAny>>,
     ) -> PyResult<()> {
         let endpoint = self.endpoint_for(
             pattern,
@@ -179,17 +228,11 @@ impl Router {
         let handler_index = self.handlers.len();
         let cache = match cache {
             None => None,
-            Some((ttl, vary_query, vary_headers, statuses)) => Some(Rc::new(CachePolicy {
-                route: handler_index as u32,
-                ttl: crate::options::seconds("cache ttl", ttl)?,
-                vary_query,
-                vary_headers: vary_headers
-                    .into_iter()
-                    .map(|name| name.to_ascii_lowercase().into_bytes())
-                    .collect(),
-                statuses,
-            })),
+            Some(policy) => Some(Arc::new(cache_policy(handler_index as u32, policy)?)),
         };
+        if let Some(shared) = shared {
+            self.shared_levels.insert(handler_index as u32, shared);
+        }
         self.handlers.push(Handler {
             callable: handler,
             is_async,
@@ -327,33 +370,68 @@ impl Router {
     /// Sets the bound of the worker's response cache, in bytes (drops what
     /// it holds).
     fn set_cache_size(&self, max_bytes: u64) {
-        *self.response_cache.borrow_mut() = ResponseCache::new(max_bytes);
+        *self.response_cache.borrow_mut() =
+            ResponseCache::new(max_bytes, self.cache_counters.clone());
     }
 
-    /// Drops every cached answer (`pattern` None) or those of the routes
-    /// registered on `pattern`.
-    #[pyo3(signature = (pattern=None))]
-    fn cache_invalidate(&self, pattern: Option<&str>) -> PyResult<()> {
-        let mut cache = self.response_cache.borrow_mut();
-        let Some(pattern) = pattern else {
-            cache.clear();
-            return Ok(());
-        };
-        let Some(&endpoint) = self.endpoint_by_pattern.get(pattern) else {
-            return Err(PyValueError::new_err(format!("no route {pattern:?}")));
-        };
-        if let Endpoint::Methods { by_method, .. } = &self.endpoints[endpoint] {
-            for (_, handler) in by_method {
-                cache.invalidate_route(*handler as u32);
-            }
+    /// Caches the answers of a WSGI/ASGI app for `spec`: a path, or every
+    /// path under a prefix written `/prefix/*` (`--cache`).
+    #[pyo3(signature = (spec, policy, shared=None))]
+    fn add_cached_path(
+        &mut self,
+        spec: &str,
+        policy: NativeCachePolicy,
+        shared: Option<Py<PyAny>>,
+    ) -> PyResult<()> {
+        if !spec.starts_with('/') {
+            return Err(PyValueError::new_err(format!(
+                "a cached path starts with '/' (got {spec:?})"
+            )));
         }
+        let (path, prefix) = match spec.strip_suffix('*') {
+            Some(prefix) => (prefix.to_owned(), true),
+            None => (spec.to_owned(), false),
+        };
+        let route = FIRST_CACHED_PATH + self.cached_paths.len() as u32;
+        if let Some(shared) = shared {
+            self.shared_levels.insert(route, shared);
+        }
+        self.cached_paths.push(CachedPath {
+            spec: spec.to_owned(),
+            path,
+            prefix,
+            policy: Arc::new(cache_policy(route, policy)?),
+        });
         Ok(())
     }
 
-    /// `(entries, bytes, hits, misses)` of the worker's response cache.
-    fn cache_stats(&self) -> (usize, u64, u64, u64) {
-        let cache = self.response_cache.borrow();
-        (cache.len(), cache.weight(), cache.hits, cache.misses)
+    /// A handle on the worker's cache that any thread may use (a WSGI
+    /// app's pool threads too): invalidation and counters. Made after every
+    /// route and cached path is registered.
+    fn cache_handle(&self) -> CacheHandle {
+        let mut policies: Vec<(String, Arc<CachePolicy>)> = self
+            .endpoint_by_pattern
+            .iter()
+            .filter_map(|(pattern, &endpoint)| match &self.endpoints[endpoint] {
+                Endpoint::Methods { by_method, .. } => Some((pattern, by_method)),
+                Endpoint::Redirect(_) => None,
+            })
+            .flat_map(|(pattern, by_method)| {
+                by_method.iter().filter_map(|(_, handler)| {
+                    let policy = self.handlers[*handler].cache.clone()?;
+                    Some((pattern.clone(), policy))
+                })
+            })
+            .collect();
+        policies.extend(
+            self.cached_paths
+                .iter()
+                .map(|cached| (cached.spec.clone(), cached.policy.clone())),
+        );
+        CacheHandle {
+            policies,
+            counters: self.cache_counters.clone(),
+        }
     }
 
     fn add_error_handler(&mut self, status: u16, handler: Py<PyAny>, is_async: bool) {
@@ -371,5 +449,93 @@ impl Router {
     #[getter]
     fn needs_asyncio(&self) -> bool {
         self.has_async_handlers()
+    }
+}
+
+/// A route's cache policy from what Python passes (`Cache.native`).
+fn cache_policy(route: u32, policy: NativeCachePolicy) -> PyResult<CachePolicy> {
+    let (ttl, vary_query, vary_headers, statuses, stale, lock_timeout, with_credentials) = policy;
+    let seconds_or_zero = |name: &str, value: f64| {
+        if value == 0.0 {
+            Ok(std::time::Duration::ZERO)
+        } else {
+            crate::options::seconds(name, value)
+        }
+    };
+    Ok(CachePolicy {
+        route,
+        ttl: crate::options::seconds("cache ttl", ttl)?,
+        vary_query,
+        vary_headers: vary_headers
+            .into_iter()
+            .map(|name| name.to_ascii_lowercase().into_bytes())
+            .collect(),
+        statuses,
+        stale: seconds_or_zero("cache stale", stale)?,
+        lock_timeout: seconds_or_zero("cache lock_timeout", lock_timeout)?,
+        with_credentials,
+    })
+}
+
+/// `app.cache` / `rush.cache.worker_cache` in Python: invalidates through
+/// the shared generation counters (src/cache/generations.rs) and reads the
+/// worker's counters, both atomics, so any thread may call it.
+#[pyclass(module = "rush._rush", frozen)]
+pub struct CacheHandle {
+    /// (route pattern or cached path spec, its policy).
+    policies: Vec<(String, Arc<CachePolicy>)>,
+    counters: Arc<CacheCounters>,
+}
+
+#[pymethods]
+impl CacheHandle {
+    /// Makes cached answers out of date in every worker: all of them
+    /// (`pattern` None), those of the route or cached path `pattern`, or,
+    /// with `query`, only those of `pattern` for exactly these values of
+    /// its `vary_query` parameters (whatever headers they varied on).
+    /// Returns the name prefixes (see `crate::cache::shared_name`) a shared
+    /// second level drops for this invalidation (`""`: everything).
+    #[pyo3(signature = (pattern=None, query=None))]
+    fn invalidate(
+        &self,
+        pattern: Option<&str>,
+        query: Option<Vec<(String, String)>>,
+    ) -> PyResult<Vec<String>> {
+        let Some(pattern) = pattern else {
+            crate::cache::invalidate_all();
+            return Ok(vec![String::new()]);
+        };
+        let named: Vec<&Arc<CachePolicy>> = self
+            .policies
+            .iter()
+            .filter(|(name, _)| name == pattern)
+            .map(|(_, policy)| policy)
+            .collect();
+        if named.is_empty() {
+            return Err(PyValueError::new_err(format!(
+                "no cached route or path {pattern:?}"
+            )));
+        }
+        let mut prefixes = Vec::new();
+        for policy in named {
+            match &query {
+                None => {
+                    crate::cache::invalidate_route(policy.route);
+                    prefixes.push(crate::cache::shared_route_prefix(policy.route));
+                }
+                Some(query) => {
+                    let pairs = query.iter().map(|(name, value)| (name, value));
+                    let entry = crate::cache::entry_key(policy, pairs);
+                    crate::cache::invalidate_entry(&entry);
+                    prefixes.push(crate::cache::shared_entry_prefix(&entry));
+                }
+            }
+        }
+        Ok(prefixes)
+    }
+
+    /// The worker's cache counters by name.
+    fn stats(&self) -> HashMap<&'static str, u64> {
+        self.counters.snapshot().into_iter().collect()
     }
 }

@@ -107,11 +107,75 @@ def test_clear_and_invalidate(client: httpx.Client) -> None:
 
 
 def test_the_cache_is_bounded_by_bytes_under_many_keys(server: RushServer, client: httpx.Client) -> None:
-    # 3,000 distinct keys of 1 KB answers against a 1 MiB bound.
+    # 100,000 distinct keys of 1 KB answers against a 1 MiB bound.
     with server.connect() as connection:
-        for start in range(0, 3000, 100):
-            connection.send(b"".join(request("GET", f"/many?key={index}") for index in range(start, start + 100)))
-            assert all(response.status == 200 for response in connection.read_responses(100))
+        for start in range(0, 100_000, 500):
+            connection.send(b"".join(request("GET", f"/many?key={index}") for index in range(start, start + 500)))
+            assert all(response.status == 200 for response in connection.read_responses(500))
     stats = client.get("/stats").json()
     assert stats["bytes"] <= 1024 * 1024, stats
     assert 0 < stats["entries"] < 1000, stats
+
+
+def test_a_cached_answer_carries_a_strong_etag_and_answers_if_none_match_with_304(client: httpx.Client) -> None:
+    first = client.get("/nas/", params={"arch": "etag"})
+    etag = first.headers["etag"]
+    assert etag.startswith('"') and not etag.startswith("W/")
+    before = calls(client, "nas")
+    revalidated = client.get("/nas/", params={"arch": "etag"}, headers={"If-None-Match": f'"other", {etag}'})
+    assert revalidated.status_code == 304 and revalidated.content == b""
+    assert revalidated.headers["etag"] == etag and "age" in revalidated.headers
+    changed = client.get("/nas/", params={"arch": "etag"}, headers={"If-None-Match": '"other"'})
+    assert changed.status_code == 200 and changed.content == first.content
+    assert calls(client, "nas") == before
+
+
+def test_a_failed_refresh_serves_the_stale_answer(client: httpx.Client) -> None:
+    # /flaky answers with max-age=0: stale at once, within its stale=600 window.
+    first = client.get("/flaky")
+    assert first.status_code == 200
+    client.get("/flaky-fail")
+    before = calls(client, "flaky")
+    again = client.get("/flaky")
+    assert calls(client, "flaky") == before + 1, "the stale answer was refreshed"
+    assert again.status_code == 200 and again.content == first.content, "stale-if-error"
+
+
+def test_invalidating_one_entry_leaves_the_others(client: httpx.Client) -> None:
+    for arch in ("one", "two"):
+        client.get("/nas/", params={"arch": arch, "build": "1"})
+        client.get("/nas/", params={"arch": arch, "build": "1"}, headers={"Host": "other.example"})
+    before = calls(client, "nas")
+    client.get("/invalidate", params={"pattern": "/nas/", "arch": "one", "build": "1"})
+    client.get("/nas/", params={"arch": "two", "build": "1"})
+    assert calls(client, "nas") == before, "another entry stays"
+    client.get("/nas/", params={"arch": "one", "build": "1"})
+    client.get("/nas/", params={"arch": "one", "build": "1"}, headers={"Host": "other.example"})
+    assert calls(client, "nas") == before + 2, "the entry is gone whatever the host"
+
+
+def test_invalidation_reaches_every_worker(rush_server: ServerFactory) -> None:
+    server = rush_server("tests.apps.cached:app", "--workers", "2")
+
+    def answers_by_worker() -> dict[int, int]:
+        """The cached call number of each worker, by PID (new connections
+        until both workers have answered twice)."""
+        seen: dict[int, list[int]] = {}
+        for _ in range(400):
+            with httpx.Client(base_url=server.url, timeout=GUARD_TIMEOUT) as fresh:
+                answer = fresh.get("/pid").json()
+            seen.setdefault(answer["pid"], []).append(answer["call"])
+            if len(seen) == 2 and all(len(calls) >= 2 for calls in seen.values()):
+                break
+        assert len(seen) == 2, f"both workers should answer: {seen}"
+        for pid, numbers in seen.items():
+            assert len(set(numbers[1:])) == 1, f"worker {pid} answers from its cache after its first call"
+        return {pid: numbers[-1] for pid, numbers in seen.items()}
+
+    cached = answers_by_worker()
+    with httpx.Client(base_url=server.url, timeout=GUARD_TIMEOUT) as one:
+        one.get("/invalidate", params={"pattern": "/pid"})
+    after = answers_by_worker()
+    assert after.keys() == cached.keys()
+    for pid in cached:
+        assert after[pid] > cached[pid], f"worker {pid} called its handler again after the invalidation"

@@ -175,7 +175,10 @@ class App:
             router.set_cache_size(max(cache_sizes))
         for route in self.routes:
             policy = route.cache.native() if route.cache is not None else None
-            router.add_route(route.pattern, list(route.methods), route.handler, _is_async(route.handler), policy)
+            shared = route.cache.shared_level() if route.cache is not None else None
+            router.add_route(
+                route.pattern, list(route.methods), route.handler, _is_async(route.handler), policy, shared
+            )
         for mount in self.static_mounts:
             router.add_static(mount.prefix, mount.directory, **mount.options)
         for status, handler in self.error_handlers.items():

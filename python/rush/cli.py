@@ -13,7 +13,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from rush.config import ENVIRONMENT_PREFIX, Config, OptionError
+from rush.config import ENVIRONMENT_PREFIX, Config, OptionError, TlsError
 from rush.main import serve
 
 # The exit status of a usage error, as argparse uses.
@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         if option.metadata.get("kind") == "bool":
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help_text)
             continue
-        if option.metadata.get("kind") == "mounts":
+        if option.metadata.get("kind") in ("mounts", "cache_specs"):
             parser.add_argument(flag, action="append", default=None, metavar=option.metadata["metavar"], help=help_text)
             continue
         parser.add_argument(
@@ -86,6 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("no application given (rush MODULE:ATTRIBUTE, or --static PREFIX=DIR to serve files)")
     try:
         return serve(config)
+    except TlsError as error:
+        return usage_error(str(error))
     except OSError as error:
         print(f"rush: cannot listen: {error}", file=sys.stderr)
         return 1

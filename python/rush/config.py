@@ -52,6 +52,10 @@ def worker_cap() -> int:
     return min(max(4 * (os.cpu_count() or 1), 32), 512)
 
 
+class TlsError(ValueError):
+    """The certificate or key files cannot be used (one line for the operator)."""
+
+
 class OptionError(ValueError):
     """An option's value is refused. The message is one line naming the
     flag (and the environment variable the value came from, if it did)."""
@@ -153,7 +157,35 @@ class Config:
         metavar="PREFIX=DIR",
     )
     static_cache: str = _option("memory", "static file cache: memory (bodies in memory) or filesystem (sendfile)")
+    cache: list[str] = _option(
+        None,
+        "cache a WSGI/ASGI app's answers natively: PATH:ttl=SECONDS[,vary_query=a|b,vary_headers=host,stale=S,"
+        "statuses=200|404,lock_timeout=S,max_bytes=64M] (repeatable; env: ';'-separated)",
+        kind="cache_specs",
+        metavar="SPEC",
+    )
     access_log: bool = _option(False, "log one line per request to stdout", kind="bool")
+    ssl_certfile: list[str] = _option(
+        None,
+        "serve HTTPS: a certificate chain (PEM, leaf first); repeatable with --ssl-keyfile, chosen by SNI name",
+        kind="mounts",
+        metavar="PATH",
+    )
+    ssl_keyfile: list[str] = _option(
+        None,
+        "the private key of the --ssl-certfile in the same position (PEM: PKCS#8, PKCS#1 or SEC1)",
+        kind="mounts",
+        metavar="PATH",
+    )
+    ssl_keyfile_password: str | None = _option(None, "not supported: decrypt the key first (openssl pkey)")
+    ssl_ca_certs: str | None = _option(None, "CA certificates that client certificates must chain to", metavar="PATH")
+    ssl_cert_reqs: str = _option("none", "client certificates: none, optional or required (needs --ssl-ca-certs)")
+    ssl_max_handshakes: int = _option(
+        256, "most TLS handshakes in progress per worker; newcomers past it are closed at once"
+    )
+    metrics: str | None = _option(
+        None, "serve Prometheus metrics from the supervisor on HOST:PORT, e.g. 127.0.0.1:9100", metavar="HOST:PORT"
+    )
     log_level: str = _option("info", "error, warning, info or debug")
 
     @classmethod
@@ -204,6 +236,8 @@ class Config:
         kind = option.metadata.get("kind")
         if kind == "mounts":
             return [item.strip() for item in text.split(",") if item.strip()]
+        if kind == "cache_specs":
+            return [item.strip() for item in text.split(";") if item.strip()]
         default = option.default
         try:
             if kind == "size":
@@ -250,6 +284,10 @@ class Config:
         for name in ("access_log", "allow_many_workers"):
             if not isinstance(getattr(self, name), bool):
                 raise OptionError(name, "must be true or false", getattr(self, name))
+        host_port = r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]*):\d{1,5}"
+        if self.metrics is not None and not re.fullmatch(host_port, str(self.metrics)):
+            raise OptionError("metrics", "takes HOST:PORT, e.g. 127.0.0.1:9100", self.metrics)
+        self._check_tls()
         if self.uds is not None and (not isinstance(self.uds, str) or not self.uds):
             raise OptionError("uds", "must be a path", self.uds)
         if isinstance(self.static, str):
@@ -258,6 +296,15 @@ class Config:
             prefix, separator, directory = str(mount).partition("=")
             if not separator or not prefix.startswith("/") or not directory:
                 raise OptionError("static", "takes PREFIX=DIRECTORY, e.g. /assets=./public", mount)
+        if isinstance(self.cache, str):
+            raise OptionError("cache", "must be a list of PATH:ttl=SECONDS,... strings", self.cache)
+        from rush.cache import parse_cache_spec
+
+        for spec in self.cache or []:
+            try:
+                parse_cache_spec(str(spec))
+            except ValueError as error:
+                raise OptionError("cache", str(error), spec) from None
         self._check_choice("interface", ("auto", "rush", "wsgi", "asgi"))
         self._check_choice("lifespan", ("auto", "on", "off"))
         if self.root_path and (not self.root_path.startswith("/") or self.root_path.endswith("/")):
@@ -299,6 +346,48 @@ class Config:
         if value not in choices:
             listed = ", ".join(choices[:-1]) + " or " + choices[-1]
             raise OptionError(name, f"must be {listed}", getattr(self, name))
+
+    def _check_tls(self) -> None:
+        self._check_choice("ssl_cert_reqs", ("none", "optional", "required"))
+        self._check_whole("ssl_max_handshakes", 1, 1_000_000)
+        for name in ("ssl_certfile", "ssl_keyfile"):
+            if isinstance(getattr(self, name), str):
+                setattr(self, name, [getattr(self, name)])
+        if len(self.ssl_certfile or []) != len(self.ssl_keyfile or []):
+            raise OptionError(
+                "ssl_keyfile", "must be given once per --ssl-certfile, in the same order", self.ssl_keyfile
+            )
+        if self.ssl_keyfile_password is not None:
+            raise OptionError(
+                "ssl_keyfile_password",
+                "is not supported: decrypt the key with `openssl pkey -in KEY -out PLAIN` and pass that",
+                "***",
+            )
+        if self.ssl_certfile and self.uds:
+            raise OptionError("ssl_certfile", "applies to TCP listeners, not --uds", self.ssl_certfile)
+
+    def tls_settings(self) -> Any:
+        """The native TLS settings (certificates loaded), or None without
+        --ssl-certfile; raises OptionError naming the file at fault."""
+        if not self.ssl_certfile or not self.ssl_keyfile:
+            return None
+        from rush._rush import TlsSettings
+
+        try:
+            return TlsSettings(
+                list(self.ssl_certfile),
+                list(self.ssl_keyfile),
+                ca_certs=self.ssl_ca_certs,
+                cert_reqs=self.ssl_cert_reqs,
+            )
+        except ValueError as error:
+            raise TlsError(f"cannot serve HTTPS: {error}") from None
+
+    def cached_paths(self) -> list[tuple[str, Any]]:
+        """The ``--cache`` paths and their `rush.Cache` policies."""
+        from rush.cache import parse_cache_spec
+
+        return [parse_cache_spec(spec) for spec in self.cache or []]
 
     def static_mounts(self) -> list[tuple[str, str]]:
         """The ``--static`` mounts as (prefix, directory) pairs."""

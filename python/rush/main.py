@@ -14,6 +14,9 @@ def serve(config: Config) -> int:
     """Binds, forks the workers and supervises them until shutdown; returns the exit code.
     Raises `rush.config.OptionError` (a ValueError) for a bad option, before binding."""
     config.validate()
+    # Certificates are loaded once here so that a bad file stops rush before
+    # it binds or forks (each worker loads them again for itself).
+    config.tls_settings()
     logs.configure(config.log_level)
     listener = create_listener(config)
     return Supervisor(config, listener).run()

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from rush._rush import exit_with_parent
 from rush.config import Config
+from rush.metrics import count_into_slot
 from rush.worker import worker_main
 
 # A worker that dies within this many seconds of its start (or before it was
@@ -225,6 +226,7 @@ def fork_worker(
             # A worker must not outlive its supervisor (even one killed with
             # SIGKILL): the kernel then asks it to drain and exit.
             exit_with_parent(signal.SIGTERM, supervisor_pid)
+            count_into_slot(slot.index)
             worker_main(config, slot.listener, ready_writer)
         except BaseException:  # noqa: BLE001 - the child must never return into the supervisor's code
             traceback.print_exc()

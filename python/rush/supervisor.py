@@ -78,8 +78,10 @@ import time
 from collections import deque
 
 from rush import logs
+from rush._rush import share_cache_generations
 from rush.config import Config
 from rush.listeners import bind_tcp, binds_tcp_itself, describe
+from rush.metrics import MetricsEndpoint
 from rush.slots import (
     EARLY_DEATH,
     Event,
@@ -120,6 +122,8 @@ class Supervisor:
     def __init__(self, config: Config, listener: socket.socket) -> None:
         self.config = config
         self.address = describe(listener)
+        if config.ssl_certfile:
+            self.address = self.address.replace("http://", "https://", 1)
         self.family = listener.family
         self.per_slot = listener.family != socket.AF_UNIX and binds_tcp_itself(config)
         self.slots: dict[int, Slot] = {0: Slot(0, listener, owned=self.per_slot)}
@@ -130,6 +134,10 @@ class Supervisor:
         self.events: deque[Event] = deque()
         self.stopping = False
         self.exit_code = 0
+        # Cache invalidation counters every forked worker shares (src/cache/generations.rs).
+        share_cache_generations()
+        # The workers' metrics counters (shared too) and the listener that serves them.
+        self.metrics = MetricsEndpoint(config, config.max_workers()) if config.metrics else None
         # One socket per slot, and a ready pipe per starting worker.
         raise_open_file_limit()
         try:
@@ -180,11 +188,15 @@ class Supervisor:
         starting = {worker.ready_reader: worker for worker in self.workers.values() if worker.ready_reader >= 0}
         poller = select.poll()
         poller.register(self.wake_reader, select.POLLIN)
+        if self.metrics is not None:
+            poller.register(self.metrics.fileno(), select.POLLIN)
         for fd in starting:
             poller.register(fd, select.POLLIN)
         for fd, _ in poller.poll(math.ceil(timeout * 1000)):
             if fd == self.wake_reader:
                 _drain(self.wake_reader)
+            elif self.metrics is not None and fd == self.metrics.fileno():
+                self.metrics.serve()
             elif starting[fd].read_ready():
                 self.events.append(WorkerReady(starting[fd]))
         self.reap()
@@ -324,6 +336,9 @@ class Supervisor:
 
     def on_exit(self, worker: Worker, code: int) -> None:
         how = _describe_exit(code)
+        if self.metrics is not None:
+            cause = "retired" if worker.retired is not None else "stopped" if self.stopping else "died"
+            self.metrics.worker_exited(cause)
         slot = self.slots.get(worker.slot)
         held_slot = slot is not None and slot.worker is worker
         if held_slot:
@@ -503,13 +518,17 @@ class Supervisor:
             signals=HANDLED_SIGNALS,
             slots=self.slots.values(),
             workers=self.workers.values(),
-            private_fds=(self.wake_reader, self.wake_writer),
+            private_fds=(self.wake_reader, self.wake_writer)
+            + ((self.metrics.fileno(),) if self.metrics is not None else ()),
         )
         self.workers[worker.pid] = worker
         logs.error_logger.info("started worker %d", worker.pid)
         return worker
 
     def cleanup(self) -> None:
+        # Metrics stay served while workers drain, until the very end.
+        if self.metrics is not None:
+            self.metrics.close()
         if self.family == socket.AF_UNIX and self.config.uds:
             try:
                 os.unlink(self.config.uds)

@@ -31,6 +31,7 @@ from typing import Any
 from rush import logs
 from rush._rush import Router, Server, StopHandle
 from rush.app import App
+from rush.cache import worker_cache
 from rush.config import Config
 from rush.coroutines import CoroutineRunner
 from rush.lifespan import Lifespan
@@ -86,6 +87,8 @@ def build_server(config: Config, listener: socket.socket, router: Router, wakeup
         send_timeout=config.send_timeout,
         max_worker_output=config.max_worker_output,
         root_path=config.root_path,
+        tls=config.tls_settings(),
+        tls_max_handshakes=config.ssl_max_handshakes,
         **app,
     )
     listener.close()
@@ -106,6 +109,7 @@ def run_worker(config: Config, listener: socket.socket, ready_fd: int | None) ->
         for prefix, directory in config.static_mounts():
             rush_app.static(prefix, directory, cache=config.static_cache)
         router = rush_app.build_router()
+        add_cached_paths(config, router, interface)
     except Exception:  # noqa: BLE001 - whatever a broken app raises is reported, then the worker exits
         logs.error_logger.error("could not load the application:\n%s", traceback.format_exc())
         return EXIT_BOOT_FAILURE
@@ -129,6 +133,19 @@ def run_worker(config: Config, listener: socket.socket, ready_fd: int | None) ->
     else:
         serve_native(config, listener, router, ready_fd)
     return 0
+
+
+def add_cached_paths(config: Config, router: Router, interface: str) -> None:
+    """The ``--cache`` paths of a WSGI/ASGI app, on its router; `worker_cache`
+    reaches the worker's cache whatever the interface."""
+    cached = config.cached_paths()
+    if cached and interface == "rush":
+        raise ValueError("--cache is for WSGI and ASGI apps; a rush App passes cache=Cache(...) to its routes")
+    if cached:
+        router.set_cache_size(max(policy.max_bytes_value for _, policy in cached))
+    for path, policy in cached:
+        router.add_cached_path(path, policy.native(), policy.shared_level())
+    worker_cache.attach(router)
 
 
 def notify_ready(ready_fd: int | None) -> None:
@@ -214,8 +231,11 @@ async def _serve_until_drained(
     loop.add_reader(server.fileno(), server.poll)
     notify_ready(ready_fd)
     # tick() checks deadlines once a second, and returns True once a
-    # requested shutdown has drained.
+    # requested shutdown has drained. What it leaves to do (a parked request
+    # released, a request found on an idle connection) is driven by a poll()
+    # outside this task: a handler's coroutine cannot start inside it.
     while not server.tick():
+        loop.call_soon(server.poll)
         if stopping.is_set():
             await asyncio.sleep(0.05)
             continue

@@ -10,6 +10,7 @@
 
 mod sink;
 pub mod state;
+mod tls;
 mod transport;
 
 use std::net::SocketAddr;
@@ -20,6 +21,7 @@ use crate::options::{LoopConfig, LINGER_TIMEOUT};
 
 pub(crate) use sink::ResponseSink;
 pub(crate) use state::{BodyProgress, ConnState, PendingBody, ReadState, Timer, WriteState};
+pub(crate) use tls::TlsStream;
 pub(crate) use transport::Stream;
 
 /// Whether a connection survives a drive.
@@ -62,6 +64,9 @@ pub struct Connection {
     pub peer_closed: bool,
     /// epoll reported the peer's FIN (EPOLLRDHUP); reads go on until EOF.
     pub peer_sent_fin: bool,
+    /// When the request being answered was dispatched (kept only while
+    /// `--metrics` counts request durations).
+    pub request_started: Option<Instant>,
 }
 
 impl Connection {
@@ -83,6 +88,7 @@ impl Connection {
             deadline: Some(now + config.keep_alive_timeout),
             peer_closed: false,
             peer_sent_fin: false,
+            request_started: None,
         }
     }
 
@@ -104,19 +110,22 @@ impl Connection {
         });
     }
 
-    /// Whether anything is still to be written.
+    /// Whether anything is still to be written (TLS records included).
     pub fn has_pending_output(&self) -> bool {
-        self.sink.has_pending()
+        self.sink.has_pending() || self.stream.wants_write()
     }
 
     /// Writes what the sink holds into the transport, as far as it goes.
     pub fn write_output(&mut self) -> std::io::Result<()> {
-        self.sink.write_to(&mut self.stream)
+        self.sink.write_to(&mut self.stream)?;
+        self.stream.flush_records()
     }
 
     /// After a write attempt: see [`ResponseSink::track_progress`].
     pub fn track_write_progress(&mut self, now: Instant, send_timeout: std::time::Duration) {
-        self.sink.track_progress(now, send_timeout);
+        let transport_pending = self.stream.wants_write();
+        self.sink
+            .track_progress(now, send_timeout, transport_pending);
     }
 }
 

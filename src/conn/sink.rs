@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::transport::Stream;
 use crate::http_write::OutgoingBody;
+use crate::metrics;
 use crate::options::{OUTPUT_HIGH_WATER, OUTPUT_LOW_WATER};
 
 /// What a connection owes its client, and how fast the client takes it.
@@ -56,8 +57,15 @@ impl ResponseSink {
     /// Renews the send deadline after a write attempt: it moves only when
     /// the client took some bytes since it was last set, so an app that
     /// keeps sending to a client that never reads is still cut off.
-    pub fn track_progress(&mut self, now: Instant, send_timeout: Duration) {
-        if !self.has_pending() {
+    /// `transport_pending`: the transport still holds bytes of ours (TLS
+    /// records the socket has not taken).
+    pub fn track_progress(
+        &mut self,
+        now: Instant,
+        send_timeout: Duration,
+        transport_pending: bool,
+    ) {
+        if !self.has_pending() && !transport_pending {
             self.write_deadline = None;
         } else if self.write_deadline.is_none() || self.written != self.written_at_deadline {
             self.write_deadline = Some(now + send_timeout);
@@ -77,6 +85,7 @@ impl ResponseSink {
                 Ok(count) => {
                     written += count;
                     self.written += count as u64;
+                    metrics::count(metrics::Counter::BytesOut, count as u64);
                 }
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => break,
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
@@ -113,6 +122,30 @@ impl ResponseSink {
                         Ok(count) => {
                             *offset += count;
                             self.written += count as u64;
+                            metrics::count(metrics::Counter::BytesOut, count as u64);
+                            count
+                        }
+                        Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(error) => Err(error).or_else(would_block)?,
+                    }
+                }
+                Some(OutgoingBody::File { file, offset, end }) if stream.is_tls() => {
+                    if *offset >= *end {
+                        self.body = None;
+                        return Ok(());
+                    }
+                    // No sendfile through TLS: the file is read in pieces
+                    // and encrypted (rustls bounds what it holds).
+                    let mut piece = vec![0u8; ((*end - *offset) as usize).min(64 * 1024)];
+                    let read = std::os::unix::fs::FileExt::read_at(&**file, &mut piece, *offset)?;
+                    if read == 0 {
+                        return Err(io::ErrorKind::UnexpectedEof.into());
+                    }
+                    match stream.write(&piece[..read]) {
+                        Ok(count) => {
+                            *offset += count as u64;
+                            self.written += count as u64;
+                            metrics::count(metrics::Counter::BytesOut, count as u64);
                             count
                         }
                         Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
@@ -152,6 +185,7 @@ impl ResponseSink {
                     } else {
                         *offset = file_offset as u64;
                         self.written += result as u64;
+                        metrics::count(metrics::Counter::BytesOut, result as u64);
                         result as usize
                     }
                 }

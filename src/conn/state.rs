@@ -200,6 +200,21 @@ impl ConnState {
         };
     }
 
+    /// The request waits, unconsumed in the input, for another request's
+    /// answer (a cache fill): nothing is read or processed meanwhile.
+    pub fn request_parked(&mut self) {
+        self.write = WriteState::Handler;
+        self.read = ReadState::Held;
+    }
+
+    /// A parked request may go on: its bytes, still buffered, are
+    /// processed again as a head that has arrived.
+    pub fn request_unparked(&mut self) -> Timer {
+        self.write = WriteState::Ready;
+        self.read = ReadState::Head;
+        Timer::Header
+    }
+
     /// The body that flowed to the running app is complete.
     pub fn body_to_app_complete(&mut self) {
         if let ReadState::BodyToApp(_) = self.read {
@@ -333,6 +348,12 @@ mod tests {
     fn refuse(state: &mut ConnState) {
         state.refused();
     }
+    fn park(state: &mut ConnState) {
+        state.request_parked();
+    }
+    fn unpark(state: &mut ConnState) {
+        let _ = state.request_unparked();
+    }
     fn linger(state: &mut ConnState) {
         let _ = state.linger_started();
     }
@@ -406,6 +427,16 @@ mod tests {
                 "Connection: close",
                 &[dispatch, answer_and_close],
                 (Read::Held, Closing { linger: false }, None, false),
+            ),
+            (
+                "parked for a cache fill: nothing read or processed",
+                &[arrive, dispatch, park],
+                (Read::Held, Handler, None, false),
+            ),
+            (
+                "unparked: its buffered head is processed again",
+                &[arrive, dispatch, park, unpark],
+                (Read::Head, Ready, Some(Timer::Header), true),
             ),
             (
                 "refused",

@@ -1,6 +1,7 @@
-//! The transport under a connection: the socket, and writing the
-//! connection's output (bytes, then a shared-memory or file body) into it.
-//! Plain TCP and Unix sockets today; TLS slots in here as another transport.
+//! The transport under a connection: a TCP or Unix socket, or TLS over TCP
+//! (`tls.rs`). The HTTP/1.1 driver reads and writes it through `Read` and
+//! `Write` whichever it is; what only TLS has (records waiting for the
+//! socket, no `sendfile`) is asked through the methods here.
 
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
@@ -10,13 +11,37 @@ use mio::event::Source;
 use mio::net::{TcpStream, UnixStream};
 use mio::{Interest, Registry, Token};
 
-/// A TCP or Unix stream socket.
+use super::tls::TlsStream;
+
+/// A TCP or Unix stream socket, or TLS over TCP.
 pub enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    Tls(Box<TlsStream>),
 }
 
 impl Stream {
+    /// Whether the client speaks TLS to us (the scheme is https).
+    pub fn is_tls(&self) -> bool {
+        matches!(self, Stream::Tls(_))
+    }
+
+    /// Encrypted bytes wait for the socket (output still pending).
+    pub fn wants_write(&self) -> bool {
+        match self {
+            Stream::Tls(tls) => tls.wants_write(),
+            _ => false,
+        }
+    }
+
+    /// Puts pending TLS records on the socket, as far as it takes them.
+    pub fn flush_records(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Tls(tls) => tls.flush_records(),
+            _ => Ok(()),
+        }
+    }
+
     /// Bytes received and not read yet (FIONREAD): a client that has sent
     /// something must not have its connection closed as idle.
     pub fn unread_bytes(&self) -> usize {
@@ -36,6 +61,7 @@ impl Stream {
         let _ = match self {
             Stream::Tcp(stream) => stream.shutdown(Shutdown::Write),
             Stream::Unix(stream) => stream.shutdown(Shutdown::Write),
+            Stream::Tls(tls) => tls.socket.shutdown(Shutdown::Write),
         };
     }
 }
@@ -45,6 +71,7 @@ impl AsRawFd for Stream {
         match self {
             Stream::Tcp(stream) => stream.as_raw_fd(),
             Stream::Unix(stream) => stream.as_raw_fd(),
+            Stream::Tls(tls) => tls.socket.as_raw_fd(),
         }
     }
 }
@@ -54,6 +81,7 @@ impl Read for Stream {
         match self {
             Stream::Tcp(stream) => stream.read(buffer),
             Stream::Unix(stream) => stream.read(buffer),
+            Stream::Tls(tls) => tls.read(buffer),
         }
     }
 }
@@ -63,6 +91,7 @@ impl Write for Stream {
         match self {
             Stream::Tcp(stream) => stream.write(buffer),
             Stream::Unix(stream) => stream.write(buffer),
+            Stream::Tls(tls) => tls.write(buffer),
         }
     }
 
@@ -81,6 +110,7 @@ impl Source for Stream {
         match self {
             Stream::Tcp(stream) => stream.register(registry, token, interests),
             Stream::Unix(stream) => stream.register(registry, token, interests),
+            Stream::Tls(tls) => tls.socket.register(registry, token, interests),
         }
     }
 
@@ -93,6 +123,7 @@ impl Source for Stream {
         match self {
             Stream::Tcp(stream) => stream.reregister(registry, token, interests),
             Stream::Unix(stream) => stream.reregister(registry, token, interests),
+            Stream::Tls(tls) => tls.socket.reregister(registry, token, interests),
         }
     }
 
@@ -100,6 +131,7 @@ impl Source for Stream {
         match self {
             Stream::Tcp(stream) => stream.deregister(registry),
             Stream::Unix(stream) => stream.deregister(registry),
+            Stream::Tls(tls) => tls.socket.deregister(registry),
         }
     }
 }

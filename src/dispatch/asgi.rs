@@ -5,9 +5,11 @@ use pyo3::prelude::*;
 use rush_proto::encode::{connection_has_close, is_framing_header, status_has_no_body};
 use rush_proto::RequestHead;
 
+use super::cached::{FillAnswer, RECORD_LIMIT};
 use super::{keep_or_close, AppInterface, Core, Outcome, RequestLine};
 use crate::asgi::{address_object, build_scope, AsgiReceive, AsgiSend, SendState};
 use crate::body::RequestBody;
+use crate::cache::CacheFill;
 use crate::conn::{BodyProgress, Connection, ReadState};
 use crate::coroutine::CoroutineStart;
 use crate::http_write::{finish_head_after, AppFields, ResponseContext};
@@ -132,6 +134,37 @@ impl Core {
         head: &RequestHead,
         body: AsgiBody<'_>,
         keep_alive: bool,
+        fill: Option<CacheFill>,
+    ) -> Outcome {
+        let start = connection.sink.output.len();
+        let outcome = self.run_asgi(py, connection, key, head_bytes, head, body, keep_alive);
+        if !matches!(outcome, Outcome::Pending) {
+            // Answered within this call: the whole response is in the output.
+            self.complete_cache_fill(py, connection, fill, FillAnswer::InOutput(start), &outcome);
+        } else if let Some(fill) = fill {
+            // Sent in parts from now on: recorded as written, completed when done.
+            if let Some(InFlight::Handler(awaiting)) = &mut connection.in_flight {
+                if let Some(exchange) = &awaiting.asgi {
+                    let recorded = connection.sink.output[start..].to_vec();
+                    exchange.send.bind(py).borrow_mut().recorded = Some(recorded);
+                }
+                awaiting.cache_fill = Some(fill);
+            }
+        }
+        outcome
+    }
+
+    /// Starts the ASGI app for a request (see `dispatch_asgi`).
+    #[allow(clippy::too_many_arguments)]
+    fn run_asgi(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        key: usize,
+        head_bytes: &[u8],
+        head: &RequestHead,
+        body: AsgiBody<'_>,
+        keep_alive: bool,
     ) -> Outcome {
         let mut awaiting = AwaitingResponse::new(head, keep_alive, 200);
         let line = RequestLine::Raw(head_bytes, head);
@@ -171,7 +204,11 @@ impl Core {
             .address
             .as_ref()
             .expect("set just above");
+        let secure = connection.stream.is_tls();
         let started = build_scope(py, settings, head_bytes, head, client).and_then(|scope| {
+            if secure {
+                scope.set_item(pyo3::intern!(py, "scheme"), pyo3::intern!(py, "https"))?;
+            }
             let receive = Py::new(py, receive)?;
             let send = Py::new(py, AsgiSend::new())?;
             let coroutine =
@@ -296,7 +333,30 @@ impl Core {
 
     /// Writes what the app has sent so far. Returns the outcome once the
     /// response is complete (or can never be), `None` while it goes on.
+    /// A response that fills a cache entry is recorded as it is written.
     pub(crate) fn write_asgi(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        exchange: &AsgiExchange,
+        write: AsgiWrite,
+        line: &RequestLine<'_>,
+    ) -> Option<Outcome> {
+        let before = connection.sink.output.len();
+        let outcome = self.write_asgi_parts(py, connection, exchange, write, line);
+        let mut send = exchange.send.bind(py).borrow_mut();
+        if let Some(recorded) = &mut send.recorded {
+            let written = &connection.sink.output[before.min(connection.sink.output.len())..];
+            if recorded.len() + written.len() > RECORD_LIMIT {
+                send.recorded = None;
+            } else {
+                recorded.extend_from_slice(written);
+            }
+        }
+        outcome
+    }
+
+    fn write_asgi_parts(
         &mut self,
         py: Python<'_>,
         connection: &mut Connection,
@@ -333,6 +393,7 @@ impl Core {
                     asgi: None,
                     allow: None,
                     request: None,
+                    cache_fill: None,
                 };
                 return Some(self.finish(py, connection, &awaiting, &[], line, Err(error)));
             }

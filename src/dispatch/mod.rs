@@ -71,6 +71,13 @@ pub(crate) struct Core {
     /// Unsent output summed over the worker's connections (as of each
     /// connection's last drive).
     pub(crate) output_total: usize,
+    /// While a request is answered: it is still whole in its connection's
+    /// input, so it may be parked there to wait for a cache fill.
+    pub(crate) may_park: bool,
+    /// Connections whose parked request may go on now (its cache fill
+    /// completed): the server drives them after the current event.
+    /// (A `RefCell`: the cache lookup, which holds `&self`, may wake some.)
+    pub(crate) woken: std::cell::RefCell<Vec<usize>>,
 }
 /// How requests that no native route answers reach the app: a closed set
 /// of three, chosen once when the worker starts. (An enum rather than a
@@ -93,6 +100,9 @@ pub(crate) enum Outcome {
     Close,
     /// An async handler is still running.
     Pending,
+    /// Not answered: the request waits, unconsumed, for a cache fill
+    /// (`cached.rs`) and is processed again when woken.
+    Parked,
 }
 impl Core {
     /// Whether the answer being written must close its connection because
@@ -315,6 +325,9 @@ impl Core {
         status: u16,
         length: usize,
     ) {
+        if let Some(started) = connection.request_started {
+            crate::metrics::response(status, started.elapsed());
+        }
         if let Some(logger) = &self.access_logger {
             let entry = format!(
                 "{} - \"{}\" {} {}",

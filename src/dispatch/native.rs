@@ -5,12 +5,15 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use rush_proto::{Method, RequestHead, Version};
 
-use super::cached::CacheLookup;
+use super::cached::{CacheLookup, FillAnswer};
 use super::{call_handler, keep_or_close, AppInterface, Core, Outcome, RequestLine};
+use std::time::Instant;
+
 use crate::body::RequestBody;
 use crate::conn::Connection;
 use crate::coroutine::CoroutineStart;
 use crate::inflight::{AwaitingResponse, InFlight};
+use crate::metrics;
 use crate::request::{decode_path, header_fields, Request, RequestParts};
 use crate::response::{finish_head, write_status_page, ResponseContext};
 use crate::router::RouteDecision;
@@ -29,6 +32,9 @@ impl Core {
         head: &RequestHead,
         body: RequestBody<'_>,
     ) -> Outcome {
+        if metrics::enabled() {
+            connection.request_started = Some(Instant::now());
+        }
         let keep_alive = head.keep_alive && !self.closes_for_drain();
         let context = ResponseContext {
             date_line: self.date.header_line(),
@@ -44,7 +50,7 @@ impl Core {
         let router = router.bind(py).borrow();
         let decision = router.route(method, &path);
         let mut params: Option<Bound<'_, PyDict>> = None;
-        let mut cache_key = None;
+        let mut cache_fill = None;
         let mut allow_for_handler: Option<Vec<u8>> = None;
         let (handler, default_status) = match decision {
             RouteDecision::Redirect(redirect) => {
@@ -105,12 +111,28 @@ impl Core {
                     }
                 }
             }
-            RouteDecision::NotFound if matches!(self.app, AppInterface::Asgi(_)) => {
-                let body = AsgiBody::Complete(body);
-                return self.dispatch_asgi(py, connection, key, head_bytes, head, body, keep_alive);
-            }
-            RouteDecision::NotFound if matches!(self.app, AppInterface::Wsgi(_)) => {
-                return self.dispatch_wsgi(py, connection, key, head_bytes, head, body, keep_alive);
+            RouteDecision::NotFound if !matches!(self.app, AppInterface::Native) => {
+                let mut fill = None;
+                if let Some(policy) = router.cached_path(&path) {
+                    match self.look_up_cached(
+                        py, connection, key, &router, policy, head_bytes, head, &context,
+                    ) {
+                        CacheLookup::Answered(outcome) => return outcome,
+                        CacheLookup::Parked => return Outcome::Parked,
+                        CacheLookup::Handler(handler_fill) => fill = handler_fill,
+                    }
+                }
+                drop(router);
+                return if matches!(self.app, AppInterface::Asgi(_)) {
+                    let body = AsgiBody::Complete(body);
+                    self.dispatch_asgi(
+                        py, connection, key, head_bytes, head, body, keep_alive, fill,
+                    )
+                } else {
+                    self.dispatch_wsgi(
+                        py, connection, key, head_bytes, head, body, keep_alive, fill,
+                    )
+                };
             }
             RouteDecision::NotFound => match router.error_handler(404) {
                 Some(handler) => (handler, 404),
@@ -161,12 +183,12 @@ impl Core {
                 params: matched,
             } => {
                 if let Some(policy) = &handler.cache {
-                    match self
-                        .look_up_cached(py, connection, &router, policy, head_bytes, head, &context)
-                    {
+                    match self.look_up_cached(
+                        py, connection, key, &router, policy, head_bytes, head, &context,
+                    ) {
                         CacheLookup::Answered(outcome) => return outcome,
-                        CacheLookup::Miss(key) => cache_key = Some((policy.clone(), key)),
-                        CacheLookup::Bypass => {}
+                        CacheLookup::Parked => return Outcome::Parked,
+                        CacheLookup::Handler(fill) => cache_fill = fill,
                     }
                 }
                 if !matched.is_empty() {
@@ -208,37 +230,38 @@ impl Core {
         let line = RequestLine::Raw(head_bytes, head);
         let result =
             request.and_then(|request| call_handler(py, handler, &request, params.as_ref()));
-        match result {
+        let start = connection.sink.output.len();
+        let outcome = match result {
             Err(error) => self.finish(py, connection, &awaiting, head_bytes, &line, Err(error)),
             Ok(coroutine) if handler.is_async => {
                 self.next_request_id += 1;
                 awaiting.request_id = self.next_request_id;
                 match self.start_coroutine(py, &coroutine, key, awaiting.request_id) {
                     Ok(CoroutineStart::Finished(result)) => {
-                        let start = connection.sink.output.len();
-                        let outcome =
-                            self.finish(py, connection, &awaiting, head_bytes, &line, Ok(result));
-                        self.store_cached(connection, &router, cache_key, start, &awaiting);
-                        outcome
+                        self.finish(py, connection, &awaiting, head_bytes, &line, Ok(result))
                     }
                     Ok(CoroutineStart::Continuing) => {
                         awaiting.request_line = line.text().into_owned();
                         awaiting.request_head = head_bytes.to_vec();
+                        awaiting.cache_fill = cache_fill;
                         connection.state.handler_pending(None);
                         connection.in_flight = Some(InFlight::Handler(Box::new(awaiting)));
-                        Outcome::Pending
+                        return Outcome::Pending;
                     }
                     Err(error) => {
                         self.finish(py, connection, &awaiting, head_bytes, &line, Err(error))
                     }
                 }
             }
-            Ok(value) => {
-                let start = connection.sink.output.len();
-                let outcome = self.finish(py, connection, &awaiting, head_bytes, &line, Ok(value));
-                self.store_cached(connection, &router, cache_key, start, &awaiting);
-                outcome
-            }
-        }
+            Ok(value) => self.finish(py, connection, &awaiting, head_bytes, &line, Ok(value)),
+        };
+        self.complete_cache_fill(
+            py,
+            connection,
+            cache_fill,
+            FillAnswer::InOutput(start),
+            &outcome,
+        );
+        outcome
     }
 }

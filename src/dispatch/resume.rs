@@ -5,6 +5,7 @@
 
 use pyo3::prelude::*;
 
+use super::cached::FillAnswer;
 use super::{AsgiWrite, Core, Outcome, RequestLine};
 use crate::conn::Connection;
 use crate::inflight::{AsgiExchange, InFlight};
@@ -46,6 +47,10 @@ impl Core {
             &RequestLine::Owned(&request_line),
         )?;
         self.detached_requests.insert(request_id, request_line);
+        if let Some(InFlight::Handler(awaiting)) = &mut connection.in_flight {
+            let fill = awaiting.cache_fill.take();
+            self.complete_recorded_fill(py, connection, fill, &exchange, &outcome);
+        }
         Some(outcome)
     }
 
@@ -58,23 +63,60 @@ impl Core {
         connection: &mut Connection,
         task: &Bound<'_, PyAny>,
     ) -> Outcome {
-        let Some(InFlight::Handler(awaiting)) = connection.in_flight.take() else {
+        let Some(InFlight::Handler(mut awaiting)) = connection.in_flight.take() else {
             unreachable!("the server checked the request in flight");
         };
         let result = task.call_method0(pyo3::intern!(py, "result"));
         let line = RequestLine::Owned(&awaiting.request_line);
+        let fill = awaiting.cache_fill.take();
         if let Some(exchange) = &awaiting.asgi {
-            return self.complete_asgi(py, connection, &awaiting, exchange, &line, result);
+            let outcome = self.complete_asgi(py, connection, &awaiting, exchange, &line, result);
+            self.complete_recorded_fill(py, connection, fill, exchange, &outcome);
+            return outcome;
         }
         if let Ok(value) = &result {
             if let Ok(response) = value.cast::<WsgiResponse>() {
                 let mut response = response.borrow_mut();
                 if response.channel.is_some() {
-                    return self.start_wsgi_stream(py, connection, &awaiting, &line, &mut response);
+                    let outcome =
+                        self.start_wsgi_stream(py, connection, &awaiting, &line, &mut response);
+                    // A streamed body is not stored.
+                    self.complete_cache_fill(
+                        py,
+                        connection,
+                        fill,
+                        FillAnswer::NotStorable,
+                        &outcome,
+                    );
+                    return outcome;
                 }
             }
         }
         let request_head = &awaiting.request_head;
-        self.finish(py, connection, &awaiting, request_head, &line, result)
+        let start = connection.sink.output.len();
+        let outcome = self.finish(py, connection, &awaiting, request_head, &line, result);
+        self.complete_cache_fill(py, connection, fill, FillAnswer::InOutput(start), &outcome);
+        outcome
+    }
+
+    /// An ASGI response that was sent in parts is complete: the cache fill
+    /// it was recorded for (if any) completes with the recording.
+    fn complete_recorded_fill(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        fill: Option<crate::cache::CacheFill>,
+        exchange: &AsgiExchange,
+        outcome: &Outcome,
+    ) {
+        if fill.is_none() {
+            return;
+        }
+        let recorded = exchange.send.bind(py).borrow_mut().recorded.take();
+        let answer = match &recorded {
+            Some(bytes) => FillAnswer::Recorded(bytes),
+            None => FillAnswer::NotStorable,
+        };
+        self.complete_cache_fill(py, connection, fill, answer, outcome);
     }
 }

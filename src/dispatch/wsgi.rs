@@ -13,8 +13,10 @@ use rush_proto::RequestHead;
 
 use rush_proto::encode::{BodyEncoder, FramingPlan};
 
+use super::cached::FillAnswer;
 use super::{keep_or_close, AppInterface, Core, Outcome, RequestLine};
 use crate::body::RequestBody;
+use crate::cache::CacheFill;
 use crate::conn::Connection;
 use crate::http_write::{finish_head_after, ResponseContext};
 use crate::inflight::{
@@ -34,6 +36,35 @@ impl Core {
         head: &RequestHead,
         body: RequestBody<'_>,
         keep_alive: bool,
+        fill: Option<CacheFill>,
+    ) -> Outcome {
+        let start = connection.sink.output.len();
+        let mut fill = fill;
+        let outcome = self.run_wsgi(
+            py, connection, key, head_bytes, head, body, keep_alive, &mut fill,
+        );
+        let answer = match outcome {
+            // Handed to the pool with the fill, or streamed (not stored).
+            Outcome::Pending => FillAnswer::NotStorable,
+            _ => FillAnswer::InOutput(start),
+        };
+        self.complete_cache_fill(py, connection, fill, answer, &outcome);
+        outcome
+    }
+
+    /// Calls the WSGI app; a request handed to the pool takes `fill` along
+    /// (its completion stores the answer).
+    #[allow(clippy::too_many_arguments)]
+    fn run_wsgi(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        key: usize,
+        head_bytes: &[u8],
+        head: &RequestHead,
+        body: RequestBody<'_>,
+        keep_alive: bool,
+        fill: &mut Option<CacheFill>,
     ) -> Outcome {
         let mut awaiting = AwaitingResponse::new(head, keep_alive, 200);
         let line = RequestLine::Raw(head_bytes, head);
@@ -44,7 +75,17 @@ impl Core {
             unreachable!("dispatch_wsgi is called only with a WSGI app");
         };
         let app = settings.app.clone_ref(py);
-        let environ = build_environ(py, settings, head_bytes, head, body, remote);
+        let environ =
+            build_environ(py, settings, head_bytes, head, body, remote).and_then(|environ| {
+                if connection.stream.is_tls() {
+                    environ.set_item(
+                        pyo3::intern!(py, "wsgi.url_scheme"),
+                        pyo3::intern!(py, "https"),
+                    )?;
+                    environ.set_item(pyo3::intern!(py, "HTTPS"), pyo3::intern!(py, "on"))?;
+                }
+                Ok(environ)
+            });
         let environ = match environ {
             Ok(environ) => environ,
             Err(error) => {
@@ -58,6 +99,7 @@ impl Core {
                 Ok(_) => {
                     awaiting.request_line = line.text().into_owned();
                     awaiting.request_head = head_bytes.to_vec();
+                    awaiting.cache_fill = fill.take();
                     connection.state.handler_pending(None);
                     connection.in_flight = Some(InFlight::Handler(Box::new(awaiting)));
                     Outcome::Pending

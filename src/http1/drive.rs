@@ -10,6 +10,7 @@ use rush_proto::ProtoError;
 use super::input::BodyError;
 use crate::conn::{Connection, Disposition, ReadState, WriteState};
 use crate::dispatch::{Core, Outcome};
+use crate::metrics;
 use crate::options::LINGER_MAX_BYTES;
 use crate::response::{write_status_page, ResponseContext};
 
@@ -95,6 +96,7 @@ impl Core {
                     }
                 }
                 Ok(count) => {
+                    metrics::count(metrics::Counter::BytesIn, count as u64);
                     // With the peer's FIN already signalled, read on to see the EOF.
                     socket_may_have_input =
                         count == self.read_buffer.len() || connection.peer_sent_fin;
@@ -129,6 +131,13 @@ impl Core {
                 // (the body's, while its body flows to the app) applies.
                 let timer = connection.state.timer();
                 return connection.start_timer(timer, self.now, &self.config);
+            }
+            Outcome::Parked => {
+                connection.state.request_parked();
+                connection.in_flight = Some(crate::inflight::InFlight::AwaitingFill);
+                // No timer: the cache fill's lock timeout releases it.
+                connection.deadline = None;
+                return;
             }
             Outcome::Close => false,
             Outcome::KeepAlive => !self.closes_for_drain(),
@@ -172,6 +181,7 @@ impl Core {
 
     /// Answers a request the protocol refused, and closes.
     pub(crate) fn refuse(&mut self, connection: &mut Connection, error: &ProtoError) {
+        metrics::refused(error.status());
         rush_proto::response::write_error_response(
             &mut connection.sink.output,
             error,

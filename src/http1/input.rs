@@ -13,7 +13,7 @@ use rush_proto::{
 
 use crate::body::{BodyBuffer, RequestBody};
 use crate::conn::{BodyProgress, Connection, PendingBody, ReadState};
-use crate::dispatch::{AppInterface, AsgiBody, Core};
+use crate::dispatch::{AppInterface, AsgiBody, Core, Outcome};
 
 impl Core {
     /// Turns buffered input into responses until it runs out, a response
@@ -79,16 +79,25 @@ impl Core {
                             offset = input.len();
                         }
                         Ok(BodyStart::Complete { body, consumed }) => {
-                            offset += head_end + consumed;
-                            let more = offset < input.len();
-                            self.dispatch_whole(py, connection, key, head_bytes, &head, body, more);
+                            let next = offset + head_end + consumed;
+                            let more = next < input.len();
+                            if self
+                                .dispatch_whole(py, connection, key, head_bytes, &head, body, more)
+                            {
+                                // Parked: the request stays in the input.
+                                break;
+                            }
+                            offset = next;
                         }
                         Ok(BodyStart::Decoded { body, consumed }) => {
-                            offset += head_end + consumed;
-                            let more = offset < input.len();
-                            self.dispatch_whole(
-                                py, connection, key, head_bytes, &head, &body, more,
-                            );
+                            let next = offset + head_end + consumed;
+                            let more = next < input.len();
+                            if self
+                                .dispatch_whole(py, connection, key, head_bytes, &head, &body, more)
+                            {
+                                break;
+                            }
+                            offset = next;
                         }
                         Ok(BodyStart::Incomplete {
                             body: BodyBuffer::Memory(initial),
@@ -105,9 +114,12 @@ impl Core {
                             offset += head_end + consumed;
                             let keep_alive = head.keep_alive && !self.closes_for_drain();
                             let body = AsgiBody::Streaming { initial, progress };
+                            if crate::metrics::enabled() {
+                                connection.request_started = Some(std::time::Instant::now());
+                            }
                             connection.state.request_dispatched();
                             let outcome = self.dispatch_asgi(
-                                py, connection, key, head_bytes, &head, body, keep_alive,
+                                py, connection, key, head_bytes, &head, body, keep_alive, None,
                             );
                             self.after_outcome(connection, outcome);
                         }
@@ -152,7 +164,9 @@ impl Core {
     }
 
     /// Answers a request whose whole body is in hand; `pipelined_after`:
-    /// complete bytes of later requests follow it in the buffer.
+    /// complete bytes of later requests follow it in the buffer. Returns
+    /// whether the request was parked (left unconsumed, see
+    /// `dispatch/cached.rs`) instead.
     #[allow(clippy::too_many_arguments)]
     fn dispatch_whole(
         &mut self,
@@ -163,8 +177,9 @@ impl Core {
         head: &RequestHead,
         body: &[u8],
         pipelined_after: bool,
-    ) {
+    ) -> bool {
         self.pipelined_after = pipelined_after;
+        self.may_park = true;
         connection.state.request_dispatched();
         let outcome = self.dispatch(
             py,
@@ -174,7 +189,10 @@ impl Core {
             head,
             RequestBody::Bytes(body),
         );
+        self.may_park = false;
+        let parked = matches!(outcome, Outcome::Parked);
         self.after_outcome(connection, outcome);
+        parked
     }
 
     /// Whether a request whose body is still arriving goes to the ASGI app

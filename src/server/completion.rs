@@ -32,6 +32,7 @@ impl Server {
         }
         self.core.pipelined_after = false;
         self.drive_connection(py, key);
+        self.wake_parked(py);
     }
 
     pub(super) fn start_drain(&mut self, py: Python<'_>, graceful_timeout: Duration) {
@@ -101,5 +102,6 @@ impl Server {
         self.core.after_outcome(connection, outcome);
         self.core.pipelined_after = false;
         self.drive_connection(py, key);
+        self.wake_parked(py);
     }
 }

@@ -9,8 +9,9 @@ use mio::{Events, Interest, Token};
 use pyo3::prelude::*;
 
 use super::{Listener, Server};
-use crate::conn::{Connection, Disposition, Protocol, ReadState, Stream, WriteState};
+use crate::conn::{Connection, Disposition, Protocol, ReadState, Stream, TlsStream, WriteState};
 use crate::inflight::InFlight;
+use crate::metrics;
 
 pub(crate) const LISTENER: Token = Token(0);
 pub(crate) const WAKEUP: Token = Token(1);
@@ -104,6 +105,10 @@ impl Server {
         if completions {
             self.complete_finished_work(py)?;
         }
+        for key in std::mem::take(&mut self.drive_soon) {
+            self.drive_connection(py, key);
+        }
+        self.wake_parked(py);
         self.resume_accepting(py);
         if check_signals {
             py.check_signals()?;
@@ -173,10 +178,34 @@ impl Server {
         }
     }
 
+    /// Drives the connections whose parked request may go on (a cache fill
+    /// it waited for completed, or its lock timed out): their buffered
+    /// request is processed again. Driving one may complete another fill,
+    /// so this runs until none is left.
+    pub(crate) fn wake_parked(&mut self, py: Python<'_>) {
+        while !self.core.woken.get_mut().is_empty() {
+            for key in std::mem::take(self.core.woken.get_mut()) {
+                let Some(connection) = self.connections.get_mut(key) else {
+                    continue;
+                };
+                // The key may name a newer connection by now: only a parked
+                // request is woken.
+                if !matches!(connection.in_flight, Some(InFlight::AwaitingFill)) {
+                    continue;
+                }
+                connection.in_flight = None;
+                let timer = connection.state.request_unparked();
+                connection.start_timer(Some(timer), self.core.now, &self.core.config);
+                self.drive_connection(py, key);
+            }
+        }
+    }
+
     /// Closes a connection (dropping it closes the socket and tells a
     /// running app), and takes its output off the worker's budget.
     pub(crate) fn close_connection(&mut self, key: usize) {
         if let Some(connection) = self.connections.try_remove(key) {
+            metrics::count(metrics::Counter::ConnectionsClosed, 1);
             self.core.unaccount_output(&connection);
         }
     }
@@ -231,11 +260,26 @@ impl Server {
                 self.accept_paused = true;
                 return accepted_now;
             }
+            let tls = &self.tls;
+            let handshakes = &self.tls_handshakes;
             let accepted = match &self.listener {
-                Some(Listener::Tcp(listener)) => listener.accept().map(|(stream, address)| {
+                Some(Listener::Tcp(listener)) => listener.accept().and_then(|(stream, address)| {
                     // Responses are written whole; Nagle would only delay them.
                     let _ = stream.set_nodelay(true);
-                    (Stream::Tcp(stream), Some(address))
+                    let stream = match tls {
+                        None => Stream::Tcp(stream),
+                        Some((_, max)) if handshakes.get() >= *max => {
+                            // Too many handshakes in progress: this one is
+                            // closed now (dropping it), the next is accepted.
+                            return Err(io::ErrorKind::ConnectionAborted.into());
+                        }
+                        Some((config, _)) => {
+                            let session = rustls::ServerConnection::new(config.clone())
+                                .map_err(io::Error::other)?;
+                            Stream::Tls(Box::new(TlsStream::new(stream, session, handshakes)))
+                        }
+                    };
+                    Ok((stream, Some(address)))
                 }),
                 Some(Listener::Unix(listener)) => listener
                     .accept()
@@ -252,6 +296,7 @@ impl Server {
                 }
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => return accepted_now,
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+                Err(error) if error.kind() == io::ErrorKind::ConnectionAborted => continue,
                 Err(error) => {
                     // EMFILE, ENFILE, ENOBUFS: the queue is still there, but
                     // the edge-triggered listener will not report it again
@@ -274,6 +319,14 @@ impl Server {
                 self.core.now,
                 &self.core.config,
             ));
+            metrics::count(metrics::Counter::ConnectionsAccepted, 1);
+            if self.tls.is_some() {
+                // The handshake counts as the start of a request: the header
+                // timeout applies from accept.
+                if let Some(connection) = self.connections.get_mut(key) {
+                    connection.deadline = Some(self.core.now + self.core.config.header_timeout);
+                }
+            }
             // A connection accepted now may carry a request sent after a file
             // changed, later than this batch's inotify events: read them first.
             if !self.core.static_files.is_empty() {
@@ -352,6 +405,15 @@ impl Server {
             self.accept_paused = false;
             self.accept_connections(py);
         }
+        // Requests parked on a cache fill that is overdue go to the handler.
+        let router = self.core.router.clone_ref(py);
+        let released = router
+            .bind(py)
+            .borrow()
+            .response_cache
+            .borrow_mut()
+            .release_overdue_fills(now);
+        self.core.woken.get_mut().extend(released);
         let mut expired = Vec::new();
         let mut woken = Vec::new();
         self.core.date.refresh(SystemTime::now());
@@ -376,6 +438,7 @@ impl Server {
                         &mut connection.sink.output,
                         date_line,
                     );
+                    metrics::refused(408);
                     let _ = connection.write_output();
                 }
                 // An idle connection whose next request just arrived is
@@ -391,8 +454,8 @@ impl Server {
         for key in expired {
             self.close_connection(key);
         }
-        for key in woken {
-            self.drive_connection(py, key);
-        }
+        // Driven by the loop's next pass, not from here: in asyncio mode the
+        // sweep runs inside a task (`tick`), where no handler may start.
+        self.drive_soon.extend(woken);
     }
 }

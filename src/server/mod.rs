@@ -82,9 +82,17 @@ pub struct Server {
     poll: Poll,
     events: Events,
     listener: Option<Listener>,
+    /// Set when the listener speaks TLS: every accepted TCP connection gets
+    /// a session from it; and the most handshakes in progress at once.
+    tls: Option<(std::sync::Arc<rustls::ServerConfig>, usize)>,
+    /// TLS handshakes in progress (see `conn/tls.rs`).
+    tls_handshakes: std::rc::Rc<std::cell::Cell<usize>>,
     connections: Slab<Connection>,
     core: Core,
     accept_paused: bool,
+    /// Connections the sweep found with work to do (a request arrived on an
+    /// idle one), driven by the loop's next pass rather than by the sweep.
+    drive_soon: Vec<usize>,
     /// After an accept error: when to try again.
     accept_retry_at: Option<Instant>,
     /// When closing idle connections at the cap may be logged again.
@@ -104,7 +112,8 @@ impl Server {
         max_body_size=16 * 1024 * 1024, max_connections=10000,
         keep_alive_timeout=5.0, header_timeout=10.0, body_timeout=30.0, send_timeout=30.0,
         wsgi_app=None, root_path=String::new(), wsgi_multithread=false, wsgi_multiprocess=false,
-        asgi_app=None, asgi_state=None, max_worker_output=64 * 1024 * 1024,
+        asgi_app=None, asgi_state=None, max_worker_output=64 * 1024 * 1024, tls=None,
+        tls_max_handshakes=256,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -131,7 +140,10 @@ impl Server {
         asgi_app: Option<Py<PyAny>>,
         asgi_state: Option<Py<PyDict>>,
         max_worker_output: usize,
+        tls: Option<PyRef<'_, crate::tls::TlsSettings>>,
+        tls_max_handshakes: usize,
     ) -> PyResult<Self> {
+        let tls = tls.map(|settings| (settings.config.clone(), tls_max_handshakes.max(1)));
         let config = LoopConfig {
             limits: Limits {
                 max_request_line,
@@ -215,6 +227,8 @@ impl Server {
             poll,
             events: Events::with_capacity(1024),
             listener: Some(listener),
+            tls,
+            tls_handshakes: Default::default(),
             connections: Slab::with_capacity(1024),
             core: Core {
                 router,
@@ -236,8 +250,11 @@ impl Server {
                 draining: false,
                 pipelined_after: false,
                 output_total: 0,
+                may_park: false,
+                woken: Default::default(),
             },
             accept_paused: false,
+            drive_soon: Vec::new(),
             accept_retry_at: None,
             next_eviction_warning: now,
             drain_deadline: None,
@@ -318,7 +335,9 @@ impl Server {
     }
 
     /// Checks deadlines; returns True once a requested shutdown has drained
-    /// (asyncio mode calls this periodically).
+    /// (asyncio mode calls this periodically, from a task: connections with
+    /// work it finds are driven by the next `poll`, which the caller
+    /// schedules outside any task).
     fn tick(&mut self, py: Python<'_>) -> bool {
         self.guarded(py, None, |server| {
             server.core.now = Instant::now();

@@ -35,6 +35,7 @@ use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
 
 mod serve;
 
+pub(crate) use serve::etag_list_matches;
 use serve::write_plain;
 #[cfg(test)]
 use serve::*;
@@ -451,9 +452,11 @@ impl StaticFiles {
         let mount = &self.mounts[mount_index];
         if mount.caching {
             if let Some(entry) = mount.cache.get(key) {
+                crate::metrics::count(crate::metrics::Counter::StaticHits, 1);
                 return LookupResult::from_entry(entry);
             }
         }
+        crate::metrics::count(crate::metrics::Counter::StaticMisses, 1);
         let entry = resolve(&mount.spec, relative, trailing_slash, mount.cached_bytes);
         let result = LookupResult::from_entry(&entry);
         let mount = &mut self.mounts[mount_index];

@@ -225,7 +225,7 @@ pub(super) fn not_modified(
 }
 
 /// Weak comparison (RFC 9110 8.8.3.2) of an If-None-Match list against our tag.
-pub(super) fn etag_list_matches(candidates: &[u8], etag: &[u8]) -> bool {
+pub(crate) fn etag_list_matches(candidates: &[u8], etag: &[u8]) -> bool {
     let candidates = trim(candidates);
     if candidates == b"*" {
         return true;

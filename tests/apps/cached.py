@@ -8,12 +8,17 @@ its calls in this worker, so a test can tell a cached answer from a new one.
 * ``/async`` is an ``async def`` handler that answers in its first step;
 * ``/big`` caches a 100 KiB body (sent from the shared stored bytes);
 * ``/many?key=K`` caches per key, for the memory bound;
+* ``/flaky`` answers with ``max-age=0`` (stale at once, within
+  ``stale=600``) and raises once ``/flaky-fail`` was called;
+* ``/pid`` caches its worker's PID and call count (invalidation across
+  workers);
 * ``/calls`` the call counts, ``/stats`` the cache's, ``/clear`` and
-  ``/invalidate`` drop entries.
+  ``/invalidate?pattern=P[&name=value...]`` drop entries.
 """
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 from rush import App, Cache, Request, Response
@@ -73,6 +78,30 @@ def many(request: Request) -> bytes:
     return b"m" * 1000
 
 
+failing = False
+
+
+@app.get("/flaky", cache=Cache(ttl=600, stale=600, max_bytes=BOUND))
+def flaky(request: Request) -> Response:
+    calls["flaky"] += 1
+    if failing:
+        raise RuntimeError("the refresh fails")
+    return Response(f"flaky {calls['flaky']}", headers={"Cache-Control": "max-age=0"})
+
+
+@app.get("/flaky-fail")
+def flaky_fail(request: Request) -> str:
+    global failing
+    failing = True
+    return "failing"
+
+
+@app.get("/pid", cache=Cache(ttl=600, max_bytes=BOUND))
+def pid(request: Request) -> dict[str, int]:
+    calls["pid"] += 1
+    return {"pid": os.getpid(), "call": calls["pid"]}
+
+
 @app.get("/calls")
 def get_calls(request: Request) -> dict[str, int]:
     return dict(calls)
@@ -91,5 +120,6 @@ def clear(request: Request) -> str:
 
 @app.get("/invalidate")
 def invalidate(request: Request) -> str:
-    app.cache.invalidate(request.query["pattern"])
+    query = {name: request.query.getlist(name) for name in request.query if name != "pattern"}
+    app.cache.invalidate(request.query["pattern"], **query)
     return "invalidated"

@@ -1,0 +1,183 @@
+//! A TLS transport: a TCP socket with a rustls `ServerConnection` between
+//! it and the connection's buffers.
+//!
+//! rustls is sans-IO: `read_tls` takes records from the socket,
+//! `process_new_packets` decrypts them (and advances the handshake),
+//! `reader()` yields plaintext; `writer()` takes plaintext and `write_tls`
+//! puts records on the socket. This type turns that into the plain
+//! `Read`/`Write` the HTTP/1.1 driver already uses, non-blocking:
+//! * a read returns plaintext, or WouldBlock once the socket has nothing
+//!   more; handshake records rustls wants to send are flushed as they
+//!   appear, so the handshake needs no state of its own in the loop;
+//! * a write hands plaintext to rustls (bounded by its buffer limit) and
+//!   flushes records as far as the socket takes them; what is left is
+//!   reported by [`TlsStream::wants_write`], which the connection counts as
+//!   pending output, so the loop waits for writability as for any output.
+//! * Handshakes in progress are counted per worker; past a cap the loop
+//!   closes newcomers at once, so a flood of handshakes (each costs the
+//!   loop real CPU) cannot starve established connections.
+//! * A first byte that is not a TLS handshake record but an ASCII letter is
+//!   plain HTTP sent to the TLS port: it gets a plain-text 400 saying so,
+//!   and the connection closes (rather than a TLS alert the client cannot
+//!   read, or a hang).
+
+use std::cell::Cell;
+use std::io::{self, Read, Write};
+use std::rc::Rc;
+
+use mio::net::TcpStream;
+use rustls::ServerConnection;
+
+/// The most plaintext rustls holds unsent per connection; a writer that
+/// meets it gets WouldBlock, as from a full socket.
+const PLAINTEXT_LIMIT: usize = 256 * 1024;
+
+/// What a client that spoke plain HTTP to the TLS port reads.
+const PLAIN_HTTP_ANSWER: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: 44\r\nConnection: close\r\n\r\nThis port speaks HTTPS: use an https:// URL\n";
+
+/// A TLS server session over a TCP socket.
+pub struct TlsStream {
+    pub socket: TcpStream,
+    session: ServerConnection,
+    /// The first byte was looked at (plain HTTP is refused with a hint).
+    checked_first_byte: bool,
+    /// While the handshake runs: the worker's count of handshakes in
+    /// progress, decremented when it completes or the connection goes.
+    handshake_slot: Option<Rc<Cell<usize>>>,
+}
+
+impl TlsStream {
+    /// `handshakes` counts this worker's handshakes in progress (this one
+    /// is counted until it completes).
+    pub fn new(
+        socket: TcpStream,
+        mut session: ServerConnection,
+        handshakes: &Rc<Cell<usize>>,
+    ) -> TlsStream {
+        session.set_buffer_limit(Some(PLAINTEXT_LIMIT));
+        handshakes.set(handshakes.get() + 1);
+        TlsStream {
+            socket,
+            session,
+            checked_first_byte: false,
+            handshake_slot: Some(handshakes.clone()),
+        }
+    }
+
+    fn release_handshake_slot(&mut self) {
+        if let Some(slot) = self.handshake_slot.take() {
+            slot.set(slot.get().saturating_sub(1));
+        }
+    }
+
+    /// Encrypted bytes are waiting for the socket.
+    pub fn wants_write(&self) -> bool {
+        self.session.wants_write()
+    }
+
+    /// Puts as many pending records on the socket as it takes.
+    pub fn flush_records(&mut self) -> io::Result<()> {
+        while self.session.wants_write() {
+            match self.session.write_tls(&mut self.socket) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(_) => {}
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(())
+    }
+
+    /// Before the first record: plain HTTP gets a plain answer and an error
+    /// (the connection closes).
+    fn refuse_plain_http(&mut self) -> io::Result<()> {
+        let mut first = [0u8; 1];
+        // SAFETY: peeks at most one byte into a live local buffer of that
+        // length; the socket is open for `self`'s lifetime.
+        let peeked = unsafe {
+            libc::recv(
+                std::os::fd::AsRawFd::as_raw_fd(&self.socket),
+                first.as_mut_ptr().cast(),
+                1,
+                libc::MSG_PEEK,
+            )
+        };
+        if peeked < 1 {
+            // Nothing yet (or EOF): read_tls below reports it.
+            return Ok(());
+        }
+        self.checked_first_byte = true;
+        if first[0].is_ascii_alphabetic() {
+            let _ = self.socket.write(PLAIN_HTTP_ANSWER);
+            // Take what the client sent and end our side first: closing with
+            // unread bytes would reset the connection and lose the answer.
+            let mut discard = [0u8; 16 * 1024];
+            while matches!(self.socket.read(&mut discard), Ok(count) if count > 0) {}
+            let _ = self.socket.shutdown(std::net::Shutdown::Write);
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "plain HTTP on the TLS port",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Read for TlsStream {
+    fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match self.session.reader().read(buffer) {
+                Ok(count) => return Ok(count),
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                // The peer closed without close_notify: the end of its data.
+                Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
+                Err(error) => return Err(error),
+            }
+            if !self.checked_first_byte {
+                self.refuse_plain_http()?;
+            }
+            match self.session.read_tls(&mut self.socket) {
+                Ok(0) => return Ok(0),
+                Ok(_) => {}
+                Err(error) => return Err(error),
+            }
+            if let Err(error) = self.session.process_new_packets() {
+                // The alert rustls queued tells the client why.
+                let _ = self.flush_records();
+                return Err(io::Error::new(io::ErrorKind::InvalidData, error));
+            }
+            if self.handshake_slot.is_some() && !self.session.is_handshaking() {
+                self.release_handshake_slot();
+            }
+            // Handshake messages (or a key update) to answer right away.
+            self.flush_records()?;
+        }
+    }
+}
+
+impl Write for TlsStream {
+    fn write(&mut self, buffer: &[u8]) -> io::Result<usize> {
+        let mut accepted = self.session.writer().write(buffer)?;
+        if accepted == 0 && !buffer.is_empty() {
+            // rustls's plaintext buffer is full: make room, then try again.
+            self.flush_records()?;
+            accepted = self.session.writer().write(buffer)?;
+            if accepted == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+        }
+        self.flush_records()?;
+        Ok(accepted)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.flush_records()
+    }
+}
+
+impl Drop for TlsStream {
+    fn drop(&mut self) {
+        self.release_handshake_slot();
+    }
+}
