@@ -376,9 +376,9 @@ def main(argv: list[str] | None = None) -> int:
     misses.add_argument("--databases", nargs="+", default=list(DATABASES), choices=DATABASES)
     misses.add_argument("--count", type=int, default=100)
     misses.add_argument(
-        "--async-handlers",
+        "--blocking-handlers",
         action="store_true",
-        help="CATALOG_ASYNC=1: the rush App's async handlers on PostgreSQL (blocking ones serialise the misses)",
+        help="CATALOG_ASYNC=0: the rush App's blocking handlers on PostgreSQL too (async by default)",
     )
     arguments = parser.parse_args(argv)
 
@@ -390,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     ) as prepared:
         databases = [database for database in arguments.databases if database not in prepared.notes]
         started = time.monotonic()
-        extra_env = {"CATALOG_ASYNC": "1"} if arguments.async_handlers else {}
+        extra_env = {"CATALOG_ASYNC": "0"} if arguments.blocking_handlers else {}
         rows = measure_misses(arguments.servers, databases, arguments.count, settings, extra_env)
     print(f"\n{arguments.count} concurrent GETs of one uncached key ({MISSES_PATH}):")
     print(f"{'server':<12} {'database':<11} {'queries':>8} {'catalogs built':>15}  answers")

@@ -89,4 +89,5 @@ if settings.admin_enabled():
         if answers is not None:
             answers.clear()
         catalog.invalidate()
+        settings.invalidate_rush_cache()
         return PlainTextResponse("invalidated\n")

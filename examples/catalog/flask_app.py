@@ -78,7 +78,9 @@ if settings.admin_enabled():
 
     @app.post("/_catalog/invalidate")
     def invalidate() -> str:
-        # What spkrepo's clear_catalog_cache does, plus the reference tables.
+        # What spkrepo's clear_catalog_cache does, plus the reference tables and, under rush with
+        # --cache, rush's cached answers.
         cache.delete_memoized(get_catalog)
         catalog.invalidate()
+        settings.invalidate_rush_cache()
         return "invalidated\n"

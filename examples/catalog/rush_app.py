@@ -7,12 +7,11 @@ calling the handler or the database. ``POST /nas/`` (DSM may post a form)
 answers the same, uncached. With ``CATALOG_CACHE=0`` nothing is cached (the
 cold benchmarks). Settings: examples/catalog/settings.py.
 
-The handlers are plain functions on blocking drivers (sqlite3, psycopg,
-PyMySQL). With ``CATALOG_ASYNC=1`` and a PostgreSQL URL they are ``async def``
-on psycopg's async pool, so a query in flight does not block the worker's
-loop; not the default yet, because rush's cache does not store the answer of
-a handler that suspends (see settings.py).
-rush speaks plain HTTP, so the URLs' scheme is ``http``.
+With a PostgreSQL URL the handlers are ``async def`` on psycopg's async pool,
+so a query in flight does not block the worker's loop (``CATALOG_ASYNC=0``
+makes them blocking); SQLite and MariaDB (PyMySQL) are blocking drivers, so
+their handlers are plain functions. rush speaks plain HTTP here, so the URLs'
+scheme is ``http`` (rush's Request does not say the scheme; see README.md).
 """
 
 from __future__ import annotations
@@ -28,7 +27,11 @@ from examples.catalog.db import STATS, connect
 app = App()
 catalog = Catalog()
 database = connect(settings.database_url(), asynchronous=settings.async_handlers())
-cache = Cache(ttl=600, vary_query=list(VARY_QUERY), vary_headers=["host"]) if settings.cache_enabled() else None
+# stale=30: an expired answer is still served for 30 s while one request refreshes it, so a key's
+# expiry never makes its clients wait for the database (and a failing refresh keeps it served).
+cache = (
+    Cache(ttl=600, vary_query=list(VARY_QUERY), vary_headers=["host"], stale=30) if settings.cache_enabled() else None
+)
 
 
 def base_url(request: Request) -> str:
@@ -79,7 +82,8 @@ if settings.admin_enabled():
 
     @app.post("/_catalog/invalidate")
     def invalidate(request: Request) -> str:
-        # This worker's cached answers and reference tables (rush's cache is per worker).
+        # rush drops the cached answers in every worker; the reference tables are this process's
+        # (the other workers reload theirs within REFERENCE_TTL).
         app.cache.invalidate("/nas/")
         catalog.invalidate()
         return "invalidated\n"

@@ -5,11 +5,9 @@
   from the generator on first use when it does not exist yet.
 * ``CATALOG_CACHE``: ``0`` turns the front end's cache off (cold benchmarks);
   anything else, or unset, leaves it on.
-* ``CATALOG_ASYNC``: ``1`` makes the rush App's handlers ``async def`` on
-  psycopg's async pool when the database is PostgreSQL; by default they are
-  blocking like the SQLite and MariaDB ones. rush's cache does not yet store
-  the answer of an async handler that really suspends (awaits a query), so
-  the async handlers would miss every time (tests/test_catalog.py marks it).
+* ``CATALOG_ASYNC``: with a PostgreSQL URL, the rush App's handlers are
+  ``async def`` on psycopg's async pool (a query in flight does not block the
+  worker's loop); ``0`` makes them blocking, like the SQLite and MariaDB ones.
 * ``CATALOG_ADMIN``: ``1`` adds ``GET /_catalog/stats`` (this process's query
   counter, see db.STATS) and ``POST /_catalog/invalidate`` (drops the cached
   answers and the reference tables). Off by default: a public catalog must not
@@ -49,8 +47,18 @@ def cache_enabled() -> bool:
 
 
 def async_handlers() -> bool:
-    return os.environ.get("CATALOG_ASYNC", "0") == "1"
+    return os.environ.get("CATALOG_ASYNC", "1") != "0"
 
 
 def admin_enabled() -> bool:
     return os.environ.get("CATALOG_ADMIN", "0") == "1"
+
+
+def invalidate_rush_cache(path: str = "/nas/") -> None:
+    """Drops rush's native cached answers of ``path`` in every worker, when this app runs under
+    rush with ``--cache`` (the Flask and FastAPI front ends); nothing under another server."""
+    try:
+        from rush.cache import worker_cache
+    except ImportError:
+        return
+    worker_cache.invalidate(path)
