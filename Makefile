@@ -42,15 +42,19 @@ format: $(BIN)/.installed
 cargo-test:
 	cargo test --workspace
 
-# System tools the tests drive, installed with apt when missing: wrk (a real load generator),
-# redis-server (the response cache's shared level), and PostgreSQL and MariaDB, which
-# tests/test_catalog.py starts as throwaway servers (Debian keeps PostgreSQL's programs in
-# /usr/lib/postgresql/N/bin, off PATH).
+# System tools the tests drive, as COMMAND:DEBIAN-PACKAGE: wrk (a real load generator), redis-server
+# (the response cache's shared level), curl and openssl (the proxy's tests), mariadbd (MariaDB, which
+# tests/test_catalog.py starts as a throwaway server). The missing ones are installed with one
+# apt-get run. PostgreSQL, which the catalog's tests start too, keeps its programs off PATH
+# (/usr/lib/postgresql/N/bin), so it is looked for there.
+TEST_TOOLS := wrk:wrk redis-server:redis-server curl:curl openssl:openssl mariadbd:mariadb-server
+
 test-tools:
-	@command -v wrk >/dev/null || (apt-get update -q && apt-get install -y -q wrk)
-	@command -v redis-server >/dev/null || (apt-get update -q && apt-get install -y -q redis-server)
+	@missing=""; for tool in $(TEST_TOOLS); do \
+		command -v $${tool%%:*} >/dev/null || missing="$$missing $${tool#*:}"; \
+	done; \
+	if [ -n "$$missing" ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; fi
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || (apt-get update -q && apt-get install -y -q postgresql)
-	@command -v mariadbd >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q mariadb-server)
 
 pytest: build test-tools
 	$(BIN)/python -m pytest -q

@@ -15,6 +15,10 @@
 7. check the response again (the server survived the load and still answers right);
 8. judge wrk's report (socket errors, statuses) and stop the server by its PID.
 
+A proxy scenario (one with an ``origin_app``) first starts its origin (nginx) on a port of
+its own, pinned to the client core, and names it in the scenario's absolute-form target; the
+proxy is then measured like any server, and the origin stopped after it.
+
 `plan` interleaves: for each scenario, for each repeat, every server once, the
 servers' order rotating by one each repeat, so slow drift of the machine (heat,
 other load) spreads over all servers instead of favouring the one that ran first.
@@ -29,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
@@ -38,8 +42,8 @@ from benches.httpcheck import CheckFailed, answers_http, check_scenario, free_po
 from benches.processes import RssSampler, ServerProcess
 from benches.results import RunRecord, wrk_failure
 from benches.scenarios import Scenario
-from benches.servers import BENCH_VENV, RUSH_VENV, Launch, Server
-from benches.wrk import WrkError, parse_wrk_output, wrk_command
+from benches.servers import BENCH_VENV, ORIGIN_SERVER, RUSH_VENV, SERVERS, Launch, Server
+from benches.wrk import WrkError, parse_wrk_output, tunnel_command, wrk_command
 
 # How many paths of a spread (Scenario.spread) are checked again after the load; all are before.
 AFTER_LOAD_CHECKS = 20
@@ -156,6 +160,49 @@ def run_wrk(argv: list[str], settings: Settings, duration_s: float) -> tuple[str
     return completed.stdout, used
 
 
+def check_answers(scenario: Scenario, host: str, port: int, limit: int | None = None) -> None:
+    """The scenario's correctness check: `check_scenario` (the first ``limit`` paths of a spread),
+    or for a tunnel scenario one request through a fresh tunnel by benches/tunnel_load.py (raises
+    CheckFailed when wrong)."""
+    if scenario.load != "tunnel":
+        check_scenario(scenario, host, port, limit=limit)
+        return
+    argv = tunnel_command(scenario, f"http://{host}:{port}", 0, check=True)
+    completed = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    if completed.returncode != 0:
+        raise CheckFailed(f"CONNECT {scenario.path}: {completed.stderr.strip() or completed.stdout.strip()}")
+
+
+def start_origin(scenario: Scenario, settings: Settings, run_name: str) -> tuple[ServerProcess, int]:
+    """Starts the origin a proxy scenario asks for (nginx serving ``scenario.origin_app``) on a
+    free port, pinned to the load generator's core so the proxy keeps its own; returns it once it
+    answers, with its port."""
+    origin = next(server for server in SERVERS if server.name == ORIGIN_SERVER)
+    port = free_port(settings.host)
+    launch = Launch(
+        app=scenario.origin_app or "",
+        host=settings.host,
+        port=port,
+        bin_dir=None,
+        workdir=settings.log_dir / f"{run_name}.origin.work",
+    )
+    launch.workdir.mkdir(parents=True, exist_ok=True)
+    if origin.configure is not None:
+        origin.configure(launch)
+    process = ServerProcess(
+        ["taskset", "-c", str(settings.client_cpu), *origin.command(launch)],
+        cwd=REPO_ROOT,
+        env=server_environment(origin, settings),
+        log_path=settings.log_dir / f"{run_name}.origin.log",
+    )
+    try:
+        wait_until_answering(lambda: answers_http(settings.host, port), settings.startup_timeout_s, process.is_alive)
+    except CheckFailed:
+        process.stop(settings.stop_timeout_s)
+        raise
+    return process, port
+
+
 def measure(planned: PlannedRun, settings: Settings) -> RunRecord:
     """One server on one scenario, following the method in this module's docstring. Never raises
     for a server's misbehaviour: whatever went wrong becomes the record's ``failure``."""
@@ -168,6 +215,17 @@ def measure(planned: PlannedRun, settings: Settings) -> RunRecord:
         return record
     venv = server.venv_dir(settings.rush_venv, settings.bench_venv)
     run_name = f"{scenario.group}-{scenario.name}-{server.name}-{planned.repeat}"
+    origin: ServerProcess | None = None
+    origin_port = 0
+    if scenario.origin_app is not None:
+        settings.log_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            origin, origin_port = start_origin(scenario, settings, run_name)
+        except (CheckFailed, OSError) as error:
+            record.failure = f"the origin did not start: {error}"
+            return record
+        # The scenario as measured: its absolute-form target names this run's origin.
+        scenario = replace(scenario, path=scenario.path.format(origin=f"{settings.host}:{origin_port}"))
     launch = Launch(
         app=scenario.app,
         host=settings.host,
@@ -175,6 +233,7 @@ def measure(planned: PlannedRun, settings: Settings) -> RunRecord:
         bin_dir=venv / "bin" if venv else None,
         workdir=settings.log_dir / f"{run_name}.work",
         workers=scenario.workers,
+        origin_port=origin_port,
     )
     command = ["taskset", "-c", settings.server_cores(scenario), *server.command(launch)]
     record.server_command = command
@@ -189,10 +248,12 @@ def measure(planned: PlannedRun, settings: Settings) -> RunRecord:
         process = ServerProcess(command, cwd=REPO_ROOT, env=server_environment(server, settings), log_path=log_path)
     except OSError as error:
         record.failure = f"cannot start the server: {error}"
+        if origin is not None:
+            origin.stop(settings.stop_timeout_s)
         return record
     try:
         wait_until_answering(lambda: answers_http(settings.host, port), settings.startup_timeout_s, process.is_alive)
-        check_scenario(scenario, settings.host, port)
+        check_answers(scenario, settings.host, port)
         record.idle_rss_bytes = process.rss_bytes()
         record.idle_rss_by_process = process.rss_by_process()
 
@@ -220,12 +281,14 @@ def measure(planned: PlannedRun, settings: Settings) -> RunRecord:
         if not process.is_alive():
             raise CheckFailed("server exited during the load")
         # After the load a sample of a spread is enough: the server survived and still answers right.
-        check_scenario(scenario, settings.host, port, limit=AFTER_LOAD_CHECKS)
+        check_answers(scenario, settings.host, port, limit=AFTER_LOAD_CHECKS)
         record.failure = wrk_failure(result, scenario)
     except (CheckFailed, WrkError, OSError, subprocess.TimeoutExpired) as error:
         record.failure = f"{type(error).__name__}: {error}" if not isinstance(error, CheckFailed) else str(error)
     finally:
         process.stop(settings.stop_timeout_s)
+        if origin is not None:
+            origin.stop(settings.stop_timeout_s)
         if record.failure:
             record.server_log_tail = process.log_tail()
     record.ok = record.failure is None

@@ -79,6 +79,12 @@ class Scenario:
     # "" when the load asks ``path`` only.
     spread: str = ""
     notes: str = ""
+    # For proxies: the app nginx serves as the origin behind the proxy, started by the runner
+    # first; ``{origin}`` in ``path`` becomes its host:port (an absolute-form target).
+    origin_app: str | None = None
+    # The load generator: "wrk", or "tunnel" (benches/tunnel_load.py: CONNECT tunnels, which wrk
+    # cannot open; it takes ``wrk_args`` such as ``--tunnel-per-request``).
+    load: str = "wrk"
 
     @property
     def reports_latency(self) -> bool:
@@ -403,6 +409,54 @@ CATALOG_GROUP: list[Scenario] = [
     for close in (False, True)
 ]
 
+# Forward proxies (`benches.proxies`): wrk sends absolute-form requests through the proxy
+# (benches/lua/proxy.lua) for the seed's small index.html on an nginx origin. The seed
+# (shared/seeds/003) ran wrk with 100 connections and one thread, but sent origin-form
+# requests a proxy cannot route: every one of its answers was an error. Here every answer
+# is checked (a 2xx with the file's bytes) before and after timing, and wrk's error count fails a run.
+PROXY_LOAD = {"group": "proxy", "app": "proxy", "origin_app": "rush-v2", "threads": 1, "connections": 100}
+PROXIED_INDEX = Expectation(status=200, body_sha256=sha256(INDEX_HTML), headers=(("content-type", "text/html"),))
+
+PROXY_GROUP: list[Scenario] = [
+    Scenario(
+        name="absolute-get",
+        title="GET http://origin/ keep-alive",
+        path="http://{origin}/",
+        expect=PROXIED_INDEX,
+        notes="absolute-form GETs over 100 keep-alive client connections; nginx origin on wrk's core",
+        **PROXY_LOAD,
+    ),
+    Scenario(
+        name="absolute-get-close",
+        title="GET http://origin/ Connection: close",
+        path="http://{origin}/",
+        headers=(("Connection", "close"),),
+        expect=PROXIED_INDEX,
+        expect_close=True,
+        notes="a new client connection per request (the proxy may keep its origin connections)",
+        **PROXY_LOAD,
+    ),
+    Scenario(
+        name="connect-keep-alive",
+        title="CONNECT, then GET / again and again in each tunnel",
+        path="http://{origin}/",
+        expect=PROXIED_INDEX,
+        load="tunnel",
+        notes="100 tunnels held open, plain HTTP inside; the load generator is Python (benches/tunnel_load.py)",
+        **PROXY_LOAD,
+    ),
+    Scenario(
+        name="connect-per-request",
+        title="a new CONNECT tunnel per GET /",
+        path="http://{origin}/",
+        expect=PROXIED_INDEX,
+        load="tunnel",
+        wrk_args=("--tunnel-per-request",),
+        notes="tunnel set-up and tear-down per request, 100 at a time; Python load generator",
+        **PROXY_LOAD,
+    ),
+]
+
 # Group name -> its scenarios, in the order they run and appear in tables.
 GROUPS: dict[str, list[Scenario]] = {
     "hello": HELLO_GROUP,
@@ -412,6 +466,7 @@ GROUPS: dict[str, list[Scenario]] = {
     "concurrency-models": CONCURRENCY_GROUP,
     "rust-frameworks": RUST_GROUP,
     "catalog": CATALOG_GROUP,
+    "proxy": PROXY_GROUP,
 }
 
 # Groups left out of the headline: their other servers are teaching examples, not peers one would pick.

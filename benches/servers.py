@@ -17,13 +17,16 @@ measured on a scenario only if it has a command for that app:
 - ``rush-v2``: a static site at ``/`` (``index.html``), ``/easter`` and ``/hello``;
 - ``static``: the site's files under ``/static/``;
 - ``wsgi``, ``asgi``: the hello endpoints through that interface;
-- ``flask``, ``fastapi``: the framework apps of benches/apps/.
+- ``flask``, ``fastapi``: the framework apps of benches/apps/;
+- ``proxy``: a forward proxy (rush proxy, squid, tinyproxy, proxy.py), measured with an
+  origin in front of which it stands (`benches.proxies`, ``Scenario.origin_app``).
 
 Templates use ``{bin}`` (the venv's bin directory), ``{host}``, ``{port}``,
 ``{workers}`` (only servers whose template has it take part in multi-worker
 scenarios), ``{workdir}`` (a fresh directory per run, for generated config),
 ``{site}`` (the static files), ``{rust_bin}`` (the Rust peers' build) and
-``{python}`` (the runner's interpreter, for version look-ups). The runner
+``{python}`` (the runner's interpreter, for version look-ups) and ``{origin_port}`` (the
+origin behind a proxy, in the proxy group). The runner
 prefixes ``taskset -c <cores>`` and runs them from the repository root with
 it on PYTHONPATH, so ``benches.apps.*`` import. A server with a `configure`
 hook (nginx) gets it called with the run's `Launch` first, to write its config.
@@ -48,6 +51,7 @@ from pathlib import Path
 from benches import REPO_ROOT, catalog
 from benches.apps.site import SITE_DIR
 from benches.nginx import write_config
+from benches.proxies import write_squid_config, write_tinyproxy_config
 from benches.rust_peers import RUST_BIN_DIR
 from benches.scenarios import Scenario
 
@@ -68,6 +72,8 @@ class Launch:
     workdir: Path
     workers: int = 1
     site_dir: Path = SITE_DIR
+    # The origin behind a proxy (proxy group), for proxies that must be told which port CONNECT may reach.
+    origin_port: int = 0
 
     def placeholders(self) -> dict[str, object]:
         return {
@@ -80,6 +86,7 @@ class Launch:
             "site": self.site_dir,
             "rust_bin": RUST_BIN_DIR,
             "python": sys.executable,
+            "origin_port": self.origin_port,
         }
 
 
@@ -288,6 +295,35 @@ def rush_baseline(app: str, *options: str) -> tuple[str, ...]:
     return ("/usr/bin/env", f"PYTHONPATH={RUSH_BASELINE}", "{bin}/python", "-m", "rush", *rush(app, *options)[1:])
 
 
+RUSH_PROXY = (
+    "{bin}/rush",
+    "proxy",
+    "--host",
+    "{host}",
+    "--port",
+    "{port}",
+    "--workers",
+    "1",
+    "--allow-private",
+    # CONNECT reaches 443 only unless told; the benchmark's origin has a port of its own.
+    "--allow-connect-port",
+    "{origin_port}",
+    "--no-access-log",
+    "--log-level",
+    "warning",
+)
+# Who serves the origin behind the proxies in the proxy group.
+ORIGIN_SERVER = "nginx"
+
+
+def squid_configurer(launch: Launch) -> object:
+    return write_squid_config(launch.host, launch.port, launch.workdir)
+
+
+def tinyproxy_configurer(launch: Launch) -> object:
+    return write_tinyproxy_config(launch.host, launch.port, launch.workdir)
+
+
 SERVERS: list[Server] = [
     Server(
         name="rush",
@@ -304,6 +340,8 @@ SERVERS: list[Server] = [
             "fastapi": rush("benches.apps.fastapi_app:app", "--interface", "asgi", "--workers", "1"),
             # The catalog's rush App, with its native cache when warm (CATALOG_CACHE).
             **catalog_apps(rush("examples.catalog.rush_app:app", "--workers", "1")),
+            # The origin is on loopback, which `rush proxy` refuses unless told.
+            "proxy": RUSH_PROXY,
         },
         probe="import rush._rush",
         version_argv=("{bin}/rush", "--version"),
@@ -569,6 +607,50 @@ SERVERS: list[Server] = [
         version_argv=("{python}", "-m", "benches.rust_peers", "version", "hyper"),
         install_hint="make bench-tools (builds benches/rust with cargo)",
         notes="tokio current-thread runtime for 1 worker, multi-thread runtime with N threads otherwise",
+    ),
+    Server(
+        name="squid",
+        title="squid",
+        venv="system",
+        apps={"proxy": ("squid", "-N", "-f", "{workdir}/squid.conf")},
+        version_argv=("squid", "-v"),
+        apt_packages=("squid",),
+        configure=squid_configurer,
+        notes="forward proxy peer: one process (-N), no cache, access log off, config from benches/proxies.py",
+    ),
+    Server(
+        name="tinyproxy",
+        title="tinyproxy",
+        venv="system",
+        apps={"proxy": ("tinyproxy", "-d", "-c", "{workdir}/tinyproxy.conf")},
+        version_argv=("tinyproxy", "-v"),
+        apt_packages=("tinyproxy",),
+        configure=tinyproxy_configurer,
+        notes="forward proxy peer: a thread per client, logging critical only, config from benches/proxies.py",
+    ),
+    Server(
+        name="proxy.py",
+        title="proxy.py",
+        venv="bench",
+        apps={
+            "proxy": (
+                "{bin}/proxy",
+                "--hostname",
+                "{host}",
+                "--port",
+                "{port}",
+                "--num-workers",
+                "1",
+                "--num-acceptors",
+                "1",
+                "--log-level",
+                "WARNING",
+            )
+        },
+        probe="import proxy",
+        version_argv=("{bin}/proxy", "--version"),
+        requirements=("proxy.py",),
+        notes="forward proxy peer in Python (PyPI proxy.py): one acceptor and one worker",
     ),
 ]
 

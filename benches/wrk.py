@@ -8,19 +8,26 @@ units (``us``, ``ms``, ``s``, ``m``, ``h``) which are converted to
 milliseconds; sizes (``B``, ``KB``, ``MB``, ``GB``) to bytes.
 
 Pipelining uses benches/lua/pipeline.lua, which sends ``pipeline`` copies of
-the request per write (the script gets the depth after ``--``).
+the request per write (the script gets the depth after ``--``). A scenario
+whose path is an ``http://`` URL goes through a forward proxy: wrk connects
+to the proxy and benches/lua/proxy.lua sends that absolute-form target.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+import sys
 from dataclasses import asdict, dataclass, field
 
 from benches import BENCHES_DIR
 from benches.scenarios import Scenario
 
 PIPELINE_SCRIPT = BENCHES_DIR / "lua" / "pipeline.lua"
+# Absolute-form requests through a forward proxy (scenarios whose path is an http:// URL).
+PROXY_SCRIPT = BENCHES_DIR / "lua" / "proxy.lua"
+# CONNECT tunnels, which wrk cannot open (scenarios with load="tunnel"); prints a wrk-style report.
+TUNNEL_LOAD = BENCHES_DIR / "tunnel_load.py"
 # A request slower than this counts as a wrk "timeout" socket error; wrk's default is 2 s.
 WRK_TIMEOUT = "5s"
 
@@ -112,7 +119,10 @@ def parse_wrk_output(output: str) -> WrkResult:
 
 
 def wrk_command(scenario: Scenario, url: str, duration_s: float, wrk: str = "wrk") -> list[str]:
-    """The wrk argv for ``scenario`` against ``url`` (base URL without path) for ``duration_s`` seconds."""
+    """The wrk argv for ``scenario`` against ``url`` (base URL without path) for ``duration_s`` seconds
+    (for a tunnel scenario, the argv of benches/tunnel_load.py, which reports as wrk does)."""
+    if scenario.load == "tunnel":
+        return tunnel_command(scenario, url, duration_s)
     argv = [
         wrk,
         f"-t{scenario.threads}",
@@ -125,6 +135,10 @@ def wrk_command(scenario: Scenario, url: str, duration_s: float, wrk: str = "wrk
     for name, value in scenario.headers:
         argv += ["-H", f"{name}: {value}"]
     argv += list(scenario.wrk_args)
+    if scenario.path.startswith("http://"):
+        # wrk connects to the proxy at ``url`` and asks it for the absolute target.
+        argv += ["-s", str(PROXY_SCRIPT), url.rstrip("/") + "/", "--", scenario.path, str(scenario.pipeline)]
+        return argv
     if scenario.script:
         argv += ["-s", str(BENCHES_DIR / "lua" / scenario.script)]
     elif scenario.pipeline > 1:
@@ -135,6 +149,17 @@ def wrk_command(scenario: Scenario, url: str, duration_s: float, wrk: str = "wrk
     elif scenario.pipeline > 1:
         argv += ["--", str(scenario.pipeline)]
     return argv
+
+
+def tunnel_command(scenario: Scenario, url: str, duration_s: float, check: bool = False) -> list[str]:
+    """benches/tunnel_load.py through the proxy at ``url`` to the scenario's absolute target."""
+    proxy = url.split("://", 1)[-1].rstrip("/")
+    argv = [sys.executable, str(TUNNEL_LOAD), "--proxy", proxy, "--target", scenario.path]
+    if scenario.expect.body_sha256:
+        argv += ["--sha256", scenario.expect.body_sha256]
+    if check:
+        return [*argv, "--check"]
+    return [*argv, "--connections", str(scenario.connections), "--duration", f"{duration_s:g}", *scenario.wrk_args]
 
 
 def readable_command(argv: list[str]) -> str:

@@ -17,14 +17,17 @@ mod dispatch;
 mod http1;
 mod http_write;
 mod inflight;
+mod liveness;
 mod metrics;
 mod options;
+mod proxy;
 mod request;
 mod response;
 mod router;
 mod server;
 mod static_files;
 mod tls;
+mod watch;
 mod wsgi;
 
 use pyo3::prelude::*;
@@ -71,6 +74,7 @@ fn _rush(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<tls::TlsSettings>()?;
     module.add_class::<server::Server>()?;
     module.add_class::<server::StopHandle>()?;
+    module.add_class::<proxy::ProxySettings>()?;
     module.add_class::<request::Request>()?;
     module.add_class::<response::Response>()?;
     module.add_class::<wsgi::FileWrapper>()?;
@@ -79,6 +83,8 @@ fn _rush(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<asgi::AsgiReceive>()?;
     module.add_class::<wsgi::WsgiResponse>()?;
     module.add_class::<wsgi::WsgiBody>()?;
+    module.add_class::<liveness::Liveness>()?;
+    module.add_class::<watch::FileWatcher>()?;
     module.add_function(wrap_pyfunction!(wsgi::call_wsgi, module)?)?;
     module.add_function(wrap_pyfunction!(exit_with_parent, module)?)?;
     module.add_function(wrap_pyfunction!(share_cache_generations, module)?)?;

@@ -446,8 +446,9 @@ def rss_kib(pid: int) -> int:
 
 
 def clean_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The test process's environment without RUSH_* variables, plus ``extra``."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("RUSH_")}
+    """The test process's environment without RUSH_* variables (nor
+    WEB_CONCURRENCY, which rush reads as --workers), plus ``extra``."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("RUSH_") and key != "WEB_CONCURRENCY"}
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.update(extra or {})

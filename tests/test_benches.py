@@ -296,10 +296,10 @@ def test_every_server_command_has_its_placeholders(tmp_path):
             if server.configure is None:
                 assert "1234" in " ".join(command), (server.name, app)
             else:
-                # The port is in the generated config (nginx), which the command points to.
-                server.configure(launch)
-                assert "127.0.0.1:1234" in (workdir / "nginx.conf").read_text()
-                assert f"{workdir}/nginx.conf" in command
+                # The port is in the generated config (nginx, squid, tinyproxy), which the command points to.
+                config = Path(server.configure(launch))
+                assert "1234" in config.read_text() and "127.0.0.1" in config.read_text(), (server.name, app)
+                assert str(config) in command, (server.name, app)
 
 
 def test_a_server_takes_part_only_in_scenarios_it_has_an_app_for():
@@ -928,3 +928,84 @@ def test_a_spread_is_checked_path_by_path():
     assert len(responses) == 3 and server.paths == list(catalog.SPREAD[:3])
     with CatalogCanned(host="first.example") as server, pytest.raises(CheckFailed, match="is not on http"):
         check_scenario(warm, "127.0.0.1", server.port, timeout=2, limit=3)
+
+
+def test_proxy_scenarios_send_absolute_form_targets_through_the_proxy():
+    from dataclasses import replace
+
+    from benches.scenarios import GROUPS
+    from benches.wrk import PROXY_SCRIPT, TUNNEL_LOAD, wrk_command
+
+    loads = set()
+    for scenario in GROUPS["proxy"]:
+        assert scenario.origin_app is not None and scenario.path.startswith("http://{origin}")
+        measured = replace(scenario, path=scenario.path.format(origin="127.0.0.1:9"))
+        argv = wrk_command(measured, "http://127.0.0.1:8888", 1.0)
+        loads.add(scenario.load)
+        if scenario.load == "wrk":
+            # wrk connects to the proxy; the script sends the origin's absolute-form target.
+            assert argv[-6:] == ["-s", str(PROXY_SCRIPT), "http://127.0.0.1:8888/", "--", "http://127.0.0.1:9/", "1"]
+        else:
+            # CONNECT tunnels: wrk cannot, benches/tunnel_load.py does, checking every body's digest.
+            assert argv[1] == str(TUNNEL_LOAD)
+            assert argv[argv.index("--proxy") + 1] == "127.0.0.1:8888"
+            assert argv[argv.index("--target") + 1] == "http://127.0.0.1:9/"
+            assert argv[argv.index("--sha256") + 1] == scenario.expect.body_sha256
+    assert loads == {"wrk", "tunnel"}
+    assert {"rush", "squid", "tinyproxy", "proxy.py"} <= {server.name for server in SERVERS if "proxy" in server.apps}
+
+
+def test_tunnel_load_reports_as_wrk_does_and_checks_bodies():
+    import hashlib
+    import http.server
+
+    from benches.wrk import TUNNEL_LOAD, parse_wrk_output
+
+    class Tunnel(http.server.BaseHTTPRequestHandler):
+        """A forward proxy reduced to CONNECT, answering the tunnelled GETs itself."""
+
+        protocol_version = "HTTP/1.1"
+
+        def do_CONNECT(self):
+            self.send_response(200, "Connection established")
+            self.end_headers()
+            # Each tunnelled request: its request line, fields up to the empty line, then the answer.
+            while self.rfile.readline():
+                while self.rfile.readline() not in (b"", b"\r\n"):
+                    pass
+                self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Tunnel)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = [sys.executable, str(TUNNEL_LOAD), "--proxy", f"127.0.0.1:{server.server_address[1]}"]
+        base += ["--target", "http://127.0.0.1:9/"]
+        right = hashlib.sha256(b"hello").hexdigest()
+        assert subprocess.run([*base, "--sha256", right, "--check"], timeout=30).returncode == 0
+        assert subprocess.run([*base, "--sha256", "0" * 64, "--check"], capture_output=True, timeout=30).returncode == 1
+        output = subprocess.run(
+            [*base, "--sha256", right, "--connections", "2", "--duration", "0.2"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+        result = parse_wrk_output(output)
+        assert result.requests > 0 and result.non_2xx_3xx == 0 and result.socket_error_total == 0
+        assert set(result.latency_ms) >= {"p50", "p90", "p99"}
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_proxy_peer_configs_listen_on_the_run_address_and_keep_files_in_the_workdir(tmp_path):
+    from benches.proxies import squid_config, tinyproxy_config
+
+    squid = squid_config("127.0.0.1", 4321, tmp_path)
+    assert "http_port 127.0.0.1:4321" in squid and "cache deny all" in squid and "access_log none" in squid
+    assert f"pid_filename {tmp_path}/squid.pid" in squid
+    tinyproxy = tinyproxy_config("127.0.0.1", 4321, tmp_path)
+    assert "Port 4321" in tinyproxy and "Listen 127.0.0.1" in tinyproxy and str(tmp_path) in tinyproxy

@@ -1,4 +1,5 @@
-"""The ``rush`` command: ``rush MODULE:ATTRIBUTE [options]``.
+"""The ``rush`` command: ``rush MODULE:ATTRIBUTE [options]``, or
+``rush proxy [options]`` for the forward proxy (`rush.proxy`).
 
 Flags are generated from `rush.Config`, so the CLI, the environment
 variables (``RUSH_<FLAG>``) and `rush.run` keywords always agree. A value
@@ -41,26 +42,38 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("app", nargs="?", help="the application, as MODULE:ATTRIBUTE (env RUSH_APP)")
     for option in Config.option_fields():
-        flag = "--" + option.name.replace("_", "-")
+        flags = ["--" + option.name.replace("_", "-")]
+        if option.metadata.get("short"):
+            flags.insert(0, option.metadata["short"])
         environment = ENVIRONMENT_PREFIX + option.name.upper()
         help_text = f"{option.metadata['help']} (env {environment})"
+        if option.name == "workers":
+            help_text = f"{option.metadata['help']} (env {environment}, or WEB_CONCURRENCY)"
         if option.metadata.get("kind") == "bool":
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+            parser.add_argument(*flags, action=argparse.BooleanOptionalAction, default=None, help=help_text)
             continue
-        if option.metadata.get("kind") in ("mounts", "cache_specs"):
-            parser.add_argument(flag, action="append", default=None, metavar=option.metadata["metavar"], help=help_text)
+        if option.metadata.get("kind") in ("mounts", "cache_specs", "list"):
+            metavar = option.metadata["metavar"] or option.name.upper()
+            parser.add_argument(*flags, action="append", default=None, metavar=metavar, help=help_text)
             continue
+        if option.default is not None and "[default:" not in help_text:
+            help_text = f"{help_text} [default: {option.default}]"
         parser.add_argument(
-            flag,
+            *flags,
             default=None,
             metavar=option.metadata.get("metavar") or option.name.upper(),
-            help=f"{help_text} [default: {option.default}]",
+            help=help_text,
         )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["proxy"]:
+        from rush.proxy import main as proxy_main
+
+        return proxy_main(argv[1:])
     parser = build_parser()
     arguments = vars(parser.parse_args(argv))
     if arguments.pop("version"):
@@ -86,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("no application given (rush MODULE:ATTRIBUTE, or --static PREFIX=DIR to serve files)")
     try:
         return serve(config)
-    except TlsError as error:
+    except (TlsError, OptionError) as error:
         return usage_error(str(error))
     except OSError as error:
         print(f"rush: cannot listen: {error}", file=sys.stderr)

@@ -19,10 +19,8 @@ the worker count under a cap (`worker_cap`) that only
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import os
 import re
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
@@ -44,6 +42,10 @@ MAX_HEADERS_LIMIT = 10000
 MAX_THREADS = 1024
 # Even with --allow-many-workers, no more worker processes than this.
 WORKERS_HARD_LIMIT = 4096
+# --timeout: the default, and the shortest accepted (an idle worker's loop
+# comes back once a second, so anything shorter would kill healthy workers).
+DEFAULT_TIMEOUT = 60.0
+MIN_TIMEOUT = 2.0
 
 
 def worker_cap() -> int:
@@ -107,8 +109,8 @@ def parse_bool(text: str) -> bool:
     raise ValueError(f"not a boolean: {text!r}")
 
 
-def _option(default: Any, help: str, *, kind: str = "", metavar: str | None = None) -> Any:
-    return field(default=default, metadata={"help": help, "kind": kind, "metavar": metavar})
+def _option(default: Any, help: str, *, kind: str = "", metavar: str | None = None, short: str | None = None) -> Any:
+    return field(default=default, metadata={"help": help, "kind": kind, "metavar": metavar, "short": short})
 
 
 @dataclass
@@ -123,7 +125,7 @@ class Config:
     fd: int | None = _option(
         None, "serve on this already-bound listening socket fd (systemd, supervisors)", metavar="N"
     )
-    workers: int = _option(1, "worker processes (each runs one event loop on one core)")
+    workers: int = _option(1, "worker processes (each runs one event loop on one core)", short="-w")
     allow_many_workers: bool = _option(
         False, "allow more workers than 4 per CPU (at least 32, at most 512), up to 4096", kind="bool"
     )
@@ -132,7 +134,11 @@ class Config:
     header_timeout: float = _option(10.0, "seconds a client has to send a complete request head")
     body_timeout: float = _option(30.0, "seconds of silence allowed while a request body arrives")
     send_timeout: float = _option(30.0, "seconds of no write progress before a client is dropped")
-    graceful_timeout: float = _option(30.0, "seconds in-flight requests get to finish on shutdown or reload")
+    graceful_timeout: float = _option(
+        30.0,
+        "seconds in-flight requests get after SIGTERM/SIGINT, or when a reload, --max-requests or TTOU retires "
+        "their worker; a worker still running then is killed",
+    )
     max_body_size: int = _option(
         16 * 1024**2, "largest request body in bytes (413 beyond); suffixes K, M, G", kind="size"
     )
@@ -187,6 +193,35 @@ class Config:
         None, "serve Prometheus metrics from the supervisor on HOST:PORT, e.g. 127.0.0.1:9100", metavar="HOST:PORT"
     )
     log_level: str = _option("info", "error, warning, info or debug")
+    # Development and lifecycle (issue 14): gunicorn's and uvicorn's names.
+    bind: str | None = _option(
+        None, "HOST:PORT, [IPV6]:PORT or unix:PATH to listen on (instead of --host/--port/--uds)", short="-b"
+    )
+    timeout: float | None = _option(
+        None,
+        "kill and replace a worker whose loop has not come back for this many seconds (a handler stuck in "
+        "a blocking call); 0 = off [default: 60, off with --reload]",
+        metavar="SECONDS",
+    )
+    max_requests: int = _option(0, "replace a worker (gracefully, one at a time) after this many requests; 0 = off")
+    max_requests_jitter: int = _option(0, "add 0 to N requests (random, per worker) to --max-requests")
+    reload: bool = _option(False, "development: restart the workers when a watched file changes", kind="bool")
+    reload_dir: list[str] = _option(
+        None, "a directory to watch (repeatable; env: comma-separated) [default: the working directory]", kind="list"
+    )
+    reload_include: list[str] = _option(
+        None, "a file pattern to watch (repeatable; env: comma-separated) [default: *.py]", kind="list"
+    )
+    reload_exclude: list[str] = _option(
+        None, "a file or directory pattern not to watch (repeatable; env: comma-separated)", kind="list"
+    )
+    factory: bool = _option(False, "APP is a function returning the application: call it", kind="bool")
+    app_dir: str = _option(".", "look for the application's module in this directory (added to sys.path)")
+    chdir: str | None = _option(None, "change to this directory before anything else", metavar="DIR")
+    env_file: str | None = _option(
+        None, "load environment variables from this file (KEY=VALUE lines) before reading the options", metavar="PATH"
+    )
+    pid: str | None = _option(None, "write the supervisor's process id to this file", metavar="PATH")
 
     @classmethod
     def option_fields(cls) -> list[dataclasses.Field[Any]]:
@@ -200,17 +235,20 @@ class Config:
     ) -> Config:
         """Builds a Config from explicit values (flags or keywords; ``None``
         means not given), then ``RUSH_*`` environment variables, then defaults."""
-        environment = os.environ if environment is None else environment
-        values: dict[str, Any] = {}
-        variables: dict[str, str] = {}  # option -> the environment variable that set it
         known = {option.name: option for option in fields(cls)}
         unknown = set(explicit) - set(known)
         if unknown:
             raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
+        environment = _with_env_file(explicit, os.environ if environment is None else environment)
+        values: dict[str, Any] = {}
+        variables: dict[str, str] = {}  # option -> the environment variable that set it
         for name, option in known.items():
             value = explicit.get(name)
             if value is None:
                 variable = ENVIRONMENT_PREFIX + name.upper()
+                if name == "workers" and variable not in environment and "WEB_CONCURRENCY" in environment:
+                    # What Heroku, Render and gunicorn use for the number of workers.
+                    variable = "WEB_CONCURRENCY"
                 text = environment.get(variable)
                 if text is not None:
                     variables[name] = variable
@@ -222,6 +260,7 @@ class Config:
                 values[name] = value
         config = cls(**values)
         try:
+            config.apply_bind()
             config.validate()
         except OptionError as error:
             if error.name in variables:
@@ -238,6 +277,8 @@ class Config:
             return [item.strip() for item in text.split(",") if item.strip()]
         if kind == "cache_specs":
             return [item.strip() for item in text.split(";") if item.strip()]
+        if kind == "list":
+            return [item.strip() for item in text.split(",") if item.strip()]
         default = option.default
         try:
             if kind == "size":
@@ -246,14 +287,14 @@ class Config:
                 return parse_bool(text)
             if isinstance(default, int) or option.type in ("int | None", "int"):
                 return int(text)
-            if isinstance(default, float):
+            if isinstance(default, float) or option.type == "float | None":
                 return float(text)
         except ValueError:
             if kind == "size":
                 expected = "a size in bytes such as 16M, 64K or 1048576"
             elif kind == "bool" or isinstance(default, bool):
                 expected = "true or false"
-            elif isinstance(default, float):
+            elif isinstance(default, float) or option.type == "float | None":
                 expected = "a number"
             else:
                 expected = "a whole number"
@@ -311,6 +352,82 @@ class Config:
             raise OptionError("root_path", "must start with '/' and not end with it, e.g. /api", self.root_path)
         self._check_choice("static_cache", ("memory", "filesystem"))
         self._check_choice("log_level", ("critical", "error", "warning", "info", "debug"), self.log_level.lower())
+        self._validate_lifecycle()
+
+    def _validate_lifecycle(self) -> None:
+        """The options of development and the workers' life (--reload, --timeout...)."""
+        if self.timeout is not None:
+            self._check_seconds("timeout", zero_allowed=True)
+            if 0 < self.timeout < MIN_TIMEOUT:
+                raise OptionError(
+                    "timeout",
+                    f"must be 0 (off) or at least {MIN_TIMEOUT} s (an idle loop comes back every second)",
+                    self.timeout,
+                )
+        for name in ("max_requests", "max_requests_jitter"):
+            self._check_whole(name, 0, MAX_SIZE)
+        for name in ("reload", "factory"):
+            if not isinstance(getattr(self, name), bool):
+                raise OptionError(name, "must be true or false", getattr(self, name))
+        for name in ("reload_dir", "reload_include", "reload_exclude"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, str) or not all(isinstance(item, str) for item in value)):
+                raise OptionError(name, "must be a list of strings", value)
+        if not isinstance(self.app_dir, str) or not self.app_dir:
+            raise OptionError("app_dir", "must be a directory", self.app_dir)
+        for name in ("chdir", "env_file", "pid", "bind"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise OptionError(name, "must be a non-empty string", value)
+        if self.factory and self.app is not None and not isinstance(self.app, str):
+            raise OptionError("factory", "needs the application as an import string, MODULE:FUNCTION", self.app)
+
+    def effective_timeout(self) -> float:
+        """``--timeout`` in seconds, 0 when off: 60 unless given, but off under
+        ``--reload`` (a developer stopped at a breakpoint must not be killed)."""
+        if self.timeout is None:
+            return 0.0 if self.reload else DEFAULT_TIMEOUT
+        return float(self.timeout)
+
+    def apply_bind(self) -> None:
+        """``--bind``/``-b`` as gunicorn reads it: ``HOST``, ``HOST:PORT``,
+        ``[IPV6]:PORT``, ``unix:PATH`` or ``fd://N``; sets host and port, uds or fd."""
+        if self.bind is None:
+            return
+        text = self.bind
+        problem = "takes HOST:PORT, [IPV6]:PORT, unix:PATH or fd://N"
+        if not isinstance(text, str) or not text.strip():
+            raise OptionError("bind", problem, text)
+        text = text.strip()
+        if text.startswith("unix:"):
+            if not text[5:]:
+                raise OptionError("bind", problem, self.bind)
+            self.uds = text[5:]
+            return
+        if text.startswith("fd://"):
+            try:
+                self.fd = int(text[5:])
+            except ValueError:
+                raise OptionError("bind", problem, self.bind) from None
+            return
+        match = re.fullmatch(r"\[([0-9A-Fa-f:.]+)\](?::(\d+))?|([^:\s\[\]]+)(?::(\d+))?", text)
+        if match is None:
+            raise OptionError("bind", problem, self.bind)
+        self.host = match.group(1) or match.group(3)
+        port = match.group(2) or match.group(4)
+        if port is not None:
+            self.port = int(port)
+
+    def check_paths(self) -> None:
+        """What must exist before anything is bound or forked: each ``--static``
+        directory, ``--app-dir``, ``--chdir``. Relative paths are read from the
+        directory rush runs in (after ``--chdir``)."""
+        for mount in self.static or []:
+            directory = str(mount).partition("=")[2]
+            if not os.path.isdir(directory):
+                raise OptionError("static", f"names a directory that does not exist: {directory}", mount)
+        if not os.path.isdir(self.app_dir):
+            raise OptionError("app_dir", "must be an existing directory", self.app_dir)
 
     def _workers_problem(self) -> str:
         if self.allow_many_workers:
@@ -394,24 +511,39 @@ class Config:
         return [tuple(mount.split("=", 1)) for mount in self.static or []]  # type: ignore[misc]
 
     def load_app(self) -> Any:
-        """Imports the application (``"module:attribute"``), or returns it as given.
-        With no app but ``--static`` mounts, an empty `rush.App` serves them."""
+        """Imports the application (``"module:attribute"``, called with
+        ``--factory``), or returns it as given; raises
+        `rush.loading.AppLoadError`. With no app but ``--static`` mounts,
+        an empty `rush.App` serves them."""
         if self.app is None and self.static:
             from rush.app import App
 
             return App()
         if not isinstance(self.app, str):
             return self.app
-        module_name, _, attribute = self.app.partition(":")
-        if not module_name or not attribute:
-            raise ImportError(f"application {self.app!r} must be given as MODULE:ATTRIBUTE")
-        if "" not in sys.path and os.getcwd() not in sys.path:
-            sys.path.insert(0, os.getcwd())
-        module = importlib.import_module(module_name)
-        value: Any = module
-        for part in attribute.split("."):
-            try:
-                value = getattr(value, part)
-            except AttributeError:
-                raise ImportError(f"module {module_name!r} has no attribute {attribute!r}") from None
-        return value
+        from rush.loading import load_app
+
+        return load_app(self.app, factory=self.factory, app_dir=self.app_dir)
+
+
+def _with_env_file(explicit: Mapping[str, Any], environment: Mapping[str, str]) -> Mapping[str, str]:
+    """``--env-file`` (or ``RUSH_ENV_FILE``): the environment with the file's
+    variables under the real ones. When the environment is the process's, the
+    file's variables are also set there (unless already set), for the app."""
+    path = explicit.get("env_file")
+    variable = None
+    if path is None:
+        variable = ENVIRONMENT_PREFIX + "ENV_FILE"
+        path = environment.get(variable)
+    if path is None:
+        return environment
+    from rush.envfile import parse_env_file
+
+    try:
+        found = parse_env_file(path)
+    except (OSError, ValueError) as error:
+        raise OptionError("env_file", f"cannot be read: {error}", path, variable) from None
+    if environment is os.environ:
+        for name, value in found.items():
+            os.environ.setdefault(name, value)
+    return {**found, **environment}

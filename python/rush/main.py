@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 from typing import Any
 
 from rush import logs
-from rush.config import Config
+from rush.config import Config, OptionError
 from rush.listeners import create_listener
 from rush.supervisor import Supervisor
 
@@ -14,20 +16,66 @@ def serve(config: Config) -> int:
     """Binds, forks the workers and supervises them until shutdown; returns the exit code.
     Raises `rush.config.OptionError` (a ValueError) for a bad option, before binding."""
     config.validate()
+    if config.chdir is not None:
+        try:
+            os.chdir(config.chdir)
+        except OSError as error:
+            raise OptionError("chdir", f"cannot be entered: {error.strerror}", config.chdir) from None
+    config.check_paths()
     # Certificates are loaded once here so that a bad file stops rush before
     # it binds or forks (each worker loads them again for itself).
     config.tls_settings()
     logs.configure(config.log_level)
     listener = create_listener(config)
-    return Supervisor(config, listener).run()
+    with _pid_file(config.pid):
+        return Supervisor(config, listener).run()
+
+
+@contextlib.contextmanager
+def _pid_file(path: str | None) -> Any:
+    """Writes the supervisor's pid to ``path`` while it runs; removes the
+    file at exit if it still holds that pid (another rush may have taken it)."""
+    if path is None:
+        yield
+        return
+    pid = str(os.getpid())
+    try:
+        with open(path, "w") as file:
+            file.write(pid + "\n")
+    except OSError as error:
+        raise OptionError("pid", f"cannot be written: {error.strerror}", path) from None
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError), open(path) as file:
+            ours = file.read().strip() == pid
+        if ours:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
 
 def run(app: Any, **options: Any) -> int:
-    """Serves ``app`` (a `rush.App` or ``"module:attribute"``) until SIGTERM/SIGINT.
+    """Serves ``app`` (a `rush.App`, a WSGI or ASGI app, or ``"module:attribute"``)
+    until SIGTERM/SIGINT.
 
     Options are those of `rush.Config` (``host``, ``port``, ``workers``,
     ``max_body_size``...); unset ones come from ``RUSH_*`` environment
     variables, then defaults. A bad value raises ValueError (`rush.config.OptionError`)
     naming the option's flag, before anything is bound or forked.
+
+    More than one worker, or ``reload``, needs ``app`` as an import string
+    (``rush.run("main:app", workers=4)``): each worker then imports the app
+    itself. An app object was imported in this process, and forking it would
+    copy into every worker whatever it started (threads, pools, open
+    connections), which breaks in ways that are hard to trace.
     """
-    return serve(Config.from_sources({"app": app, **options}))
+    config = Config.from_sources({"app": app, **options})
+    if not isinstance(app, str) and app is not None and (config.workers > 1 or config.reload):
+        asked = f"workers={config.workers}" if config.workers > 1 else "reload=True"
+        raise OptionError(
+            "workers" if config.workers > 1 else "reload",
+            f"needs the application as an import string: rush.run('module:attribute', {asked}) lets each worker "
+            "import it; an app object imported here would be forked with its threads, pools and sockets",
+            config.workers if config.workers > 1 else True,
+        )
+    return serve(config)

@@ -7,14 +7,17 @@ handles (supervisor.py has the loop and what each event does):
   process, and it sends nothing once the process was reaped: by then its pid
   may belong to another process;
 * the events: `SignalReceived`, `WorkerExited`, `WorkerReady`, and the
-  timers `RespawnDue`, `ReadyOverdue` and `StopOverdue`;
+  timers `RespawnDue`, `ReadyOverdue`, `StopOverdue`, `CheckupDue` and
+  `FilesChanged`;
 * `fork_worker`, which forks a worker that inherits nothing of the
-  supervisor's but its slot's socket and its own ready pipe.
+  supervisor's but its slot's socket, its own ready pipe and its own
+  liveness page (a shared memory page its loop writes, see src/liveness.rs).
 """
 
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import time
@@ -22,10 +25,10 @@ import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from rush._rush import exit_with_parent
+from rush._rush import Liveness, exit_with_parent
 from rush.config import Config
 from rush.metrics import count_into_slot
-from rush.worker import worker_main
+from rush.worker import DUMP_SIGNAL, worker_main
 
 # A worker that dies within this many seconds of its start (or before it was
 # ready) died early: its replacement waits RESPAWN_DELAY_FIRST seconds,
@@ -35,6 +38,9 @@ from rush.worker import worker_main
 EARLY_DEATH = 1.0
 RESPAWN_DELAY_FIRST = 0.1
 RESPAWN_DELAY_MAX = 5.0
+# A stuck worker (--timeout) first gets DUMP_SIGNAL (see worker.py), and
+# SIGKILL this many seconds later.
+STUCK_DUMP_GRACE = 0.5
 
 
 def respawn_delay(failures: int) -> float:
@@ -62,6 +68,12 @@ class Worker:
     # When it gets SIGKILL if it still runs: SIGTERM time + --graceful-timeout.
     kill_at: float | None = None
     killed: bool = False
+    # Found stuck (--timeout): told to print its stack, killed at kill_at.
+    stuck: bool = False
+    # The page its loop writes its heartbeat and request count to (src/liveness.rs).
+    liveness: Liveness | None = None
+    # --max-requests plus this worker's jitter; 0: no limit.
+    request_limit: int = 0
 
     def send(self, signum: int) -> None:
         """Signals the process, unless it was reaped already (its pid may be reused)."""
@@ -79,6 +91,15 @@ class Worker:
             return
         self.send(signal.SIGTERM)
         self.kill_at = now + graceful_timeout
+
+    def dump_then_kill(self, now: float) -> None:
+        """Asks the worker to print its threads' stacks, and kills it
+        STUCK_DUMP_GRACE seconds later (at once if it was already killed)."""
+        if self.killed:
+            return
+        self.send(DUMP_SIGNAL)
+        self.stuck = True
+        self.kill_at = now + STUCK_DUMP_GRACE
 
     def kill(self) -> None:
         if not self.killed:
@@ -134,6 +155,11 @@ class Reload:
     successor: Worker | None = None
     ready_deadline: float = 0.0
     replaced: int = 0
+    # Why the workers are replaced, for the log: "SIGHUP", "--reload", or a
+    # worker's --max-requests.
+    cause: str = "SIGHUP"
+    # A recycle (--max-requests) replaces this one worker only.
+    only: Worker | None = None
 
 
 # The events of the supervisor's loop.
@@ -180,7 +206,19 @@ class StopOverdue:
     worker: Worker
 
 
-Event = SignalReceived | WorkerExited | WorkerReady | RespawnDue | ReadyOverdue | StopOverdue
+@dataclass(frozen=True)
+class CheckupDue:
+    """Time to read the workers' liveness pages (--timeout, --max-requests)."""
+
+
+@dataclass(frozen=True)
+class FilesChanged:
+    """Watched files changed (--reload) and have been quiet for a moment."""
+
+
+Event = (
+    SignalReceived | WorkerExited | WorkerReady | RespawnDue | ReadyOverdue | StopOverdue | CheckupDue | FilesChanged
+)
 
 
 def fork_worker(
@@ -200,6 +238,12 @@ def fork_worker(
     ``signals`` stay blocked until the child has reset their handlers, so
     none runs a supervisor handler in the child."""
     ready_reader, ready_writer = os.pipe()
+    try:
+        liveness = Liveness()
+    except OSError:
+        os.close(ready_reader)
+        os.close(ready_writer)
+        raise
     supervisor_pid = os.getpid()
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
     try:
@@ -227,7 +271,7 @@ def fork_worker(
             # SIGKILL): the kernel then asks it to drain and exit.
             exit_with_parent(signal.SIGTERM, supervisor_pid)
             count_into_slot(slot.index)
-            worker_main(config, slot.listener, ready_writer)
+            worker_main(config, slot.listener, ready_writer, liveness)
         except BaseException:  # noqa: BLE001 - the child must never return into the supervisor's code
             traceback.print_exc()
         finally:
@@ -235,4 +279,10 @@ def fork_worker(
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     os.close(ready_writer)
     os.set_blocking(ready_reader, False)
-    return Worker(pid, slot.index, ready_reader, time.monotonic(), generation)
+    request_limit = 0
+    if config.max_requests > 0:
+        # Jitter spreads the recycling of workers started together.
+        request_limit = config.max_requests + random.randint(0, config.max_requests_jitter)
+    return Worker(
+        pid, slot.index, ready_reader, time.monotonic(), generation, liveness=liveness, request_limit=request_limit
+    )

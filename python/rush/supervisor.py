@@ -8,9 +8,9 @@ the slot's whole life, so a worker that dies or is replaced hands its socket,
 with the connections queued in its backlog, to its successor.
 
 The supervisor is a state machine driven by one event queue. Its loop waits
-(in ``poll``) for the wake-up pipe, the ready pipes of starting workers, or
-the next deadline, then queues what happened and handles the events one at a
-time:
+(in ``poll``) for the wake-up pipe, the ready pipes of starting workers, the
+``--reload`` watcher's inotify descriptor (reloader.py), or the next
+deadline, then queues what happened and handles the events one at a time:
 
 * ``SignalReceived``: the signal handlers only queue this; the C-level
   handler also writes to the wake-up pipe (``signal.set_wakeup_fd``), so a
@@ -23,14 +23,22 @@ time:
 * timers: ``RespawnDue`` (an empty slot may get a worker), ``ReadyOverdue``
   (a reload's new worker was not ready within ``WORKER_READY_TIMEOUT``),
   ``StopOverdue`` (a worker asked to stop still runs at its own deadline,
-  ``--graceful-timeout`` after its SIGTERM: it gets SIGKILL, and a log line).
+  ``--graceful-timeout`` after its SIGTERM: it gets SIGKILL, and a log line),
+  ``CheckupDue`` (read the workers' liveness pages: ``--timeout``,
+  ``--max-requests``) and ``FilesChanged`` (``--reload``). Reloads, recycles,
+  checkups and file changes are handled in renewal.py, a mixin of this class.
 
 The state: the slots, each with its worker (or the time its next one may
 start), every unreaped `Worker` (serving, starting, or retired and draining),
 the `Reload` in progress, and whether the server is stopping. What events do:
 
+* at start, only slot 0 gets a worker; the other slots get theirs once it is
+  ready, and only then is "serving on" logged: the app was loaded (by a
+  worker: loading it here first would fork whatever it starts at import into
+  every worker), and a broken app fails, and says why, once;
 * a worker that dies is replaced in its slot (unless it failed to load the
-  app, which would only fail again: then everything stops with exit code 3).
+  app, which would only fail again: then everything stops with exit code 3,
+  or, under ``--reload``, the slot waits for the next change of a file).
   One that dies early (within ``EARLY_DEATH`` seconds of its start, or before
   it was ready) is replaced only after a delay that starts at 0.1 s and
   doubles with each consecutive early death of its slot, up to 5 s. After
@@ -59,8 +67,8 @@ the `Reload` in progress, and whether the server is stopping. What events do:
   slot's socket first, then retires the slot's workers, so the socket closes
   once they let go of it.
 
-A forked worker keeps only its own slot's socket and the write end of its
-own ready pipe: it closes the wake-up pipe, the other slots' sockets and the
+A forked worker keeps only its own slot's socket, the write end of its own
+ready pipe and its liveness page: it closes the wake-up pipe, the watcher, the other slots' sockets and the
 other workers' ready pipes before anything else, with the supervisor's
 signals blocked until their handlers are reset. Workers are forked before the
 supervisor creates any thread, as fork needs.
@@ -82,9 +90,13 @@ from rush._rush import share_cache_generations
 from rush.config import Config
 from rush.listeners import bind_tcp, binds_tcp_itself, describe
 from rush.metrics import MetricsEndpoint
+from rush.reloader import Reloader
+from rush.renewal import WORKER_READY_TIMEOUT, Renewal
 from rush.slots import (
     EARLY_DEATH,
+    CheckupDue,
     Event,
+    FilesChanged,
     ReadyOverdue,
     Reload,
     RespawnDue,
@@ -109,8 +121,6 @@ HANDLED_SIGNALS = (
     signal.SIGCHLD,
 )
 
-# How long a reload's new worker may take to load the app before the reload gives up on it.
-WORKER_READY_TIMEOUT = 60.0
 # Early deaths in a row (see slots.EARLY_DEATH) that stop the server with EXIT_CRASH_LOOP.
 CRASH_LOOP_LIMIT = 10
 EXIT_CRASH_LOOP = 1
@@ -118,7 +128,7 @@ EXIT_CRASH_LOOP = 1
 LONGEST_WAIT = 1.0
 
 
-class Supervisor:
+class Supervisor(Renewal):
     def __init__(self, config: Config, listener: socket.socket) -> None:
         self.config = config
         self.address = describe(listener)
@@ -133,7 +143,21 @@ class Supervisor:
         self.generation = 0  # SIGHUPs so far
         self.events: deque[Event] = deque()
         self.stopping = False
+        self.stop_signal = ""  # the signal that started the stop
         self.exit_code = 0
+        # Until slot 0's first worker has loaded the app, the other slots
+        # wait: a broken app fails (and says why) once, and the banner
+        # "serving on" is printed only once the app loaded (see on_ready).
+        self.booting = True
+        self.timeout = config.effective_timeout()
+        self.next_checkup: float | None = None
+        if self.timeout or config.max_requests:
+            self.next_checkup = time.monotonic()
+        self.reloader = (
+            Reloader(config.reload_dir, config.reload_include, config.reload_exclude) if config.reload else None
+        )
+        self.changed_files: set[str] = set()
+        self.reload_due_at: float | None = None
         # Cache invalidation counters every forked worker shares (src/cache/generations.rs).
         share_cache_generations()
         # The workers' metrics counters (shared too) and the listener that serves them.
@@ -142,7 +166,7 @@ class Supervisor:
         raise_open_file_limit()
         try:
             for index in range(1, config.workers):
-                self.open_slot(index)
+                self.open_slot(index).respawn_at = math.inf  # started once slot 0's worker is ready
         except BaseException:
             self.close_listeners()
             raise
@@ -154,13 +178,8 @@ class Supervisor:
     def run(self) -> int:
         previous = {signum: signal.signal(signum, self._queue_signal) for signum in HANDLED_SIGNALS}
         signal.set_wakeup_fd(self.wake_writer, warn_on_full_buffer=False)
-        logs.error_logger.info(
-            "rush %s serving on %s with %d worker(s) (supervisor pid %d)",
-            _version(),
-            self.address,
-            len(self.slots),
-            os.getpid(),
-        )
+        if self.reloader is not None:
+            logs.error_logger.info("--reload: %s", self.reloader.describe())
         try:
             while not (self.stopping and not self.workers):
                 self.wait_for_events()
@@ -190,6 +209,8 @@ class Supervisor:
         poller.register(self.wake_reader, select.POLLIN)
         if self.metrics is not None:
             poller.register(self.metrics.fileno(), select.POLLIN)
+        if self.reloader is not None:
+            poller.register(self.reloader.fileno(), select.POLLIN)
         for fd in starting:
             poller.register(fd, select.POLLIN)
         for fd, _ in poller.poll(math.ceil(timeout * 1000)):
@@ -197,6 +218,8 @@ class Supervisor:
                 _drain(self.wake_reader)
             elif self.metrics is not None and fd == self.metrics.fileno():
                 self.metrics.serve()
+            elif self.reloader is not None and fd == self.reloader.fileno():
+                self.note_file_changes()
             elif starting[fd].read_ready():
                 self.events.append(WorkerReady(starting[fd]))
         self.reap()
@@ -225,6 +248,7 @@ class Supervisor:
             found += [slot.respawn_at for slot in self.slots.values() if slot.worker is None]
         if self.reload is not None and self.reload.successor is not None:
             found.append(self.reload.ready_deadline)
+        found += [due for due in (self.next_checkup, self.reload_due_at) if due is not None and not self.stopping]
         return found
 
     def due_timers(self, now: float) -> list[Event]:
@@ -237,6 +261,10 @@ class Supervisor:
             due += [RespawnDue(slot) for slot in self.slots.values() if slot.worker is None and slot.respawn_at <= now]
         if self.reload is not None and self.reload.successor is not None and self.reload.ready_deadline <= now:
             due.append(ReadyOverdue(self.reload.successor))
+        if not self.stopping and self.next_checkup is not None and self.next_checkup <= now:
+            due.append(CheckupDue())
+        if not self.stopping and self.reload_due_at is not None and self.reload_due_at <= now:
+            due.append(FilesChanged())
         return due
 
     def handle(self, event: Event) -> None:
@@ -260,8 +288,15 @@ class Supervisor:
                     )
                     self.reload = None
                     self.retire(worker, "not ready in time", kill=True)
+            case CheckupDue():
+                if not self.stopping:
+                    self.checkup()
+            case FilesChanged():
+                self.on_files_changed()
             case StopOverdue(worker):
-                if not worker.reaped and worker.kill_at is not None:
+                if not worker.reaped and worker.kill_at is not None and worker.stuck:
+                    worker.kill()  # its stacks were printed, and why it is killed logged
+                elif not worker.reaped and worker.kill_at is not None:
                     logs.error_logger.warning(
                         "worker %d did not stop within --graceful-timeout (%g s): killing it",
                         worker.pid,
@@ -275,10 +310,22 @@ class Supervisor:
         if signum == signal.SIGCHLD:
             return  # the loop reaps after every wake-up
         if signum in (signal.SIGTERM, signal.SIGINT) and not self.stopping:
-            logs.error_logger.info("received %s: shutting down gracefully", name)
+            logs.error_logger.info(
+                "received %s: shutting down gracefully (up to --graceful-timeout, %g s; %s again stops at once)",
+                name,
+                self.config.graceful_timeout,
+                "Ctrl-C" if signum == signal.SIGINT else "SIGINT or SIGQUIT",
+            )
+            self.stop_signal = name
             self.stop(graceful=True)
         elif signum == signal.SIGINT:
-            logs.error_logger.warning("second interrupt: stopping immediately")
+            draining = sum(1 for worker in self.workers.values() if not worker.killed)
+            again = "Ctrl-C pressed again" if self.stop_signal == "SIGINT" else f"SIGINT after {self.stop_signal}"
+            logs.error_logger.warning(
+                "second interrupt (%s): stopping immediately, killing %d worker(s) without waiting for their requests",
+                again,
+                draining,
+            )
             self.stop(graceful=False)
         elif signum == signal.SIGQUIT:
             logs.error_logger.warning("received SIGQUIT: stopping immediately")
@@ -324,6 +371,23 @@ class Supervisor:
         slot.spawn_failures = 0
 
     def on_ready(self, worker: Worker) -> None:
+        slot = self.slots.get(worker.slot)
+        if self.booting and slot is not None and slot.worker is worker:
+            # The app loaded: only now is the server really serving. (Loading
+            # it in the supervisor first would fork whatever it starts at
+            # import, its threads and sockets, into every worker.)
+            self.booting = False
+            logs.error_logger.info(
+                "rush %s serving on %s with %d worker(s) (supervisor pid %d)",
+                _version(),
+                self.address,
+                len(self.slots),
+                os.getpid(),
+            )
+            now = time.monotonic()
+            for other in self.slots.values():
+                if other.worker is None and other.respawn_at == math.inf:
+                    other.respawn_at = now
         reload = self.reload
         if reload is None or reload.successor is not worker:
             return
@@ -332,7 +396,7 @@ class Supervisor:
         slot = self.slots[worker.slot]  # removing a slot retires its successor first
         old, slot.worker = slot.worker, worker
         if old is not None and old is not worker:
-            self.retire(old, f"replaced by worker {worker.pid} (SIGHUP)")
+            self.retire(old, f"replaced by worker {worker.pid} ({reload.cause})")
 
     def on_exit(self, worker: Worker, code: int) -> None:
         how = _describe_exit(code)
@@ -344,7 +408,7 @@ class Supervisor:
         if held_slot:
             slot.worker = None
         if worker.retired is not None:
-            logs.error_logger.info("retired worker %d exited (%s)", worker.pid, how)
+            logs.error_logger.info("retired worker %d exited (%s); it was retired: %s", worker.pid, how, worker.retired)
             return
         if self.stopping:
             logs.error_logger.info("worker %d exited (%s)", worker.pid, how)
@@ -352,7 +416,10 @@ class Supervisor:
         if self.reload is not None and self.reload.successor is worker:
             self.reload = None
             problem = "could not load the application" if code == EXIT_BOOT_FAILURE else f"died ({how})"
-            logs.error_logger.error("the new worker %d %s; reload aborted, the old workers go on", worker.pid, problem)
+            hint = "; the next change to a watched file tries again" if self.reloader is not None else ""
+            logs.error_logger.error(
+                "the new worker %d %s; reload aborted, the old workers go on%s", worker.pid, problem, hint
+            )
             # Unless it had taken the slot of an old worker that died meanwhile, nothing else changes.
         if slot is None or not held_slot:
             return
@@ -364,6 +431,12 @@ class Supervisor:
                 worker.pid,
                 how,
                 successor.pid,
+            )
+        elif code == EXIT_BOOT_FAILURE and self.reloader is not None:
+            # --reload: the developer fixes the code; the next change starts it again.
+            slot.respawn_at = math.inf
+            logs.error_logger.error(
+                "worker %d could not load the application; waiting for a change to a watched file", worker.pid
             )
         elif code == EXIT_BOOT_FAILURE:
             logs.error_logger.error("worker %d could not load the application; stopping", worker.pid)
@@ -402,10 +475,11 @@ class Supervisor:
             "worker %d died (%s) %s; starting a new one in %.1f s", worker.pid, _describe_exit(code), when, delay
         )
 
-    def retire(self, worker: Worker, reason: str, kill: bool = False) -> None:
+    def retire(self, worker: Worker, reason: str, kill: bool = False, stuck: bool = False) -> None:
         """Asks a worker to drain (SIGTERM, then SIGKILL at its deadline), or
-        kills it; it is not replaced when it exits. A slot it was serving gets
-        a new worker at once."""
+        kills it (``kill``), or has it print its stacks and kills it
+        (``stuck``); it is not replaced when it exits. A slot it was serving
+        gets a new worker at once."""
         logs.error_logger.info("retiring worker %d: %s", worker.pid, reason)
         worker.retired = reason
         worker.close_ready_pipe()  # whether it gets ready no longer matters
@@ -418,50 +492,10 @@ class Supervisor:
             self.reload.successor = None
         if kill:
             worker.kill()
+        elif stuck:
+            worker.dump_then_kill(now)
         else:
             worker.terminate(now, self.config.graceful_timeout)
-
-    # Reloads (SIGHUP).
-    def begin_reload(self) -> None:
-        self.generation += 1
-        if self.reload is None:
-            logs.error_logger.info("received SIGHUP: replacing workers one by one")
-            self.reload = Reload(self.generation)
-            return
-        logs.error_logger.info("received SIGHUP during a reload: starting it over")
-        self.reload.generation = self.generation
-        if self.reload.successor is not None:
-            self.retire(self.reload.successor, "superseded by a newer SIGHUP")
-
-    def advance_reload(self) -> None:
-        """Starts the next new worker of the reload in progress, if it waits
-        for none; ends the reload once every slot's worker is new."""
-        reload = self.reload
-        if reload is None or reload.successor is not None:
-            return
-        stale = [
-            slot
-            for _, slot in sorted(self.slots.items())
-            if slot.worker is not None and slot.worker.generation < reload.generation
-        ]
-        if not stale:
-            logs.error_logger.info("reload finished: %d worker(s) replaced", reload.replaced)
-            self.reload = None
-            return
-        serving = [slot for slot in stale if slot.worker is not None and slot.worker.ready]
-        if not serving:
-            return  # the old workers left are still starting: wait until they are ready
-        try:
-            reload.successor = self.fork_worker(serving[0])
-        except OSError as error:
-            logs.error_logger.error(
-                "cannot start a new worker in slot %d: %s; reload aborted, the old workers go on",
-                serving[0].index,
-                error,
-            )
-            self.reload = None
-            return
-        reload.ready_deadline = time.monotonic() + WORKER_READY_TIMEOUT
 
     # Slots (SIGTTIN, SIGTTOU).
     def open_slot(self, index: int) -> Slot:
@@ -519,7 +553,8 @@ class Supervisor:
             slots=self.slots.values(),
             workers=self.workers.values(),
             private_fds=(self.wake_reader, self.wake_writer)
-            + ((self.metrics.fileno(),) if self.metrics is not None else ()),
+            + ((self.metrics.fileno(),) if self.metrics is not None else ())
+            + ((self.reloader.fileno(),) if self.reloader is not None else ()),
         )
         self.workers[worker.pid] = worker
         logs.error_logger.info("started worker %d", worker.pid)

@@ -18,28 +18,36 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import faulthandler
 import inspect
+import math
 import os
 import resource
 import signal
 import socket
 import sys
+import time
 import traceback
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 from rush import logs
-from rush._rush import Router, Server, StopHandle
+from rush._rush import Liveness, Router, Server, StopHandle
 from rush.app import App
 from rush.cache import worker_cache
 from rush.config import Config
 from rush.coroutines import CoroutineRunner
 from rush.lifespan import Lifespan
+from rush.loading import AppLoadError
 from rush.threads import BlockingPool
 
 # The supervisor stops instead of respawning when a worker exits with this:
 # the app could not be loaded, so a new worker would fail the same way.
 EXIT_BOOT_FAILURE = 3
+# On this signal a worker prints every thread's stack (faulthandler); the
+# supervisor sends it to a stuck worker (--timeout) before killing it.
+DUMP_SIGNAL = signal.SIGUSR1
 
 
 def raise_open_file_limit() -> None:
@@ -95,9 +103,18 @@ def build_server(config: Config, listener: socket.socket, router: Router, wakeup
     return server
 
 
-def run_worker(config: Config, listener: socket.socket, ready_fd: int | None) -> int:
+def run_worker(config: Config, listener: socket.socket, ready_fd: int | None, liveness: Liveness | None = None) -> int:
     """Runs one worker to completion; returns its exit code."""
+    from rush.proxy import ProxyConfig, run_proxy_worker
+
+    if isinstance(config, ProxyConfig):
+        # A proxy worker: the same process model, the proxy loop instead of the server's.
+        return run_proxy_worker(config, listener, ready_fd)
     logs.configure(config.log_level)
+    # Where a stuck worker is stuck (--timeout): the supervisor sends this
+    # signal before SIGKILL, and faulthandler prints every thread's stack
+    # from its C-level handler, which runs even while a handler holds the GIL.
+    faulthandler.register(DUMP_SIGNAL, file=sys.stderr, all_threads=True, chain=False)
     try:
         app = config.load_app()
         interface = detect_interface(app, config.interface)
@@ -110,11 +127,18 @@ def run_worker(config: Config, listener: socket.socket, ready_fd: int | None) ->
             rush_app.static(prefix, directory, cache=config.static_cache)
         router = rush_app.build_router()
         add_cached_paths(config, router, interface)
+    except AppLoadError as error:
+        # One line saying what is wrong, then the user's own frames only.
+        logs.error_logger.error("could not load the application: %s", error)
+        if error.details:
+            print(error.details, file=sys.stderr)
+        return EXIT_BOOT_FAILURE
     except Exception:  # noqa: BLE001 - whatever a broken app raises is reported, then the worker exits
         logs.error_logger.error("could not load the application:\n%s", traceback.format_exc())
         return EXIT_BOOT_FAILURE
     described = config.app if isinstance(config.app, str) else type(app).__name__
     logs.error_logger.info("worker %d serving %s as a %s app", os.getpid(), described, interface)
+    warn_about_options_that_do_not_apply(config, interface)
     raise_open_file_limit()
     if interface == "wsgi":
         serve_native(
@@ -122,17 +146,35 @@ def run_worker(config: Config, listener: socket.socket, ready_fd: int | None) ->
             listener,
             router,
             ready_fd,
+            liveness,
             wsgi_app=app,
             wsgi_multithread=config.threads > 0,
             wsgi_multiprocess=config.workers > 1,
         )
     elif interface == "asgi":
-        return serve_with_asyncio(config, listener, router, ready_fd, asgi_app=app)
+        return serve_with_asyncio(config, listener, router, ready_fd, liveness, asgi_app=app)
     elif router.needs_asyncio:
-        return serve_with_asyncio(config, listener, router, ready_fd)
+        return serve_with_asyncio(config, listener, router, ready_fd, liveness)
     else:
-        serve_native(config, listener, router, ready_fd)
+        serve_native(config, listener, router, ready_fd, liveness)
     return 0
+
+
+def warn_about_options_that_do_not_apply(config: Config, interface: str) -> None:
+    """Options of one interface given to another are ignored: say so, rather
+    than let the user believe they took effect."""
+    if config.threads > 0 and interface != "wsgi":
+        logs.error_logger.warning(
+            "--threads %d is ignored: it runs WSGI apps on a thread pool, and this is a %s app",
+            config.threads,
+            interface,
+        )
+    if config.lifespan != "auto" and interface != "asgi":
+        logs.error_logger.warning(
+            "--lifespan %s is ignored: lifespan events are for ASGI apps, and this is a %s app",
+            config.lifespan,
+            interface,
+        )
 
 
 def add_cached_paths(config: Config, router: Router, interface: str) -> None:
@@ -154,7 +196,35 @@ def notify_ready(ready_fd: int | None) -> None:
         os.close(ready_fd)
 
 
-def serve_native(config: Config, listener: socket.socket, router: Router, ready_fd: int | None, **app: Any) -> None:
+def serve_native(
+    config: Config,
+    listener: socket.socket,
+    router: Router,
+    ready_fd: int | None,
+    liveness: Liveness | None,
+    **app: Any,
+) -> None:
+    pools: list[BlockingPool] = []
+
+    def build(wakeup_fd: int) -> Server:
+        server = build_server(config, listener, router, wakeup_fd, **app)
+        if app.get("wsgi_app") is not None and config.threads > 0:
+            pools.append(BlockingPool(config.threads))
+            server.set_blocking_scheduler(pools[0].schedule_wsgi)
+            server.set_completion_source(pools[0].reader, pools[0].drain)
+        if liveness is not None:
+            server.set_liveness(liveness)
+        return server
+
+    serve_native_loop(config, ready_fd, build)
+    for pool in pools:
+        pool.shutdown()
+
+
+def serve_native_loop(config: Config, ready_fd: int | None, build: Callable[[int], Server]) -> None:
+    """Runs the native loop alone until a graceful stop: signals set a stop
+    flag that the loop sees through a wake-up fd in its epoll set. ``build``
+    makes the server, given that fd (the server loop, or the proxy's)."""
     stop = StopHandle()
     wakeup_reader, wakeup_writer = socket.socketpair()
     wakeup_reader.setblocking(False)
@@ -167,17 +237,10 @@ def serve_native(config: Config, listener: socket.socket, router: Router, ready_
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGQUIT, lambda signum, frame: os._exit(0))
-    server = build_server(config, listener, router, wakeup_reader.fileno(), **app)
-    pool = None
-    if app.get("wsgi_app") is not None and config.threads > 0:
-        pool = BlockingPool(config.threads)
-        server.set_blocking_scheduler(pool.schedule_wsgi)
-        server.set_completion_source(pool.reader, pool.drain)
+    server = build(wakeup_reader.fileno())
     notify_ready(ready_fd)
     server.serve(stop, config.graceful_timeout)
     signal.set_wakeup_fd(-1)
-    if pool is not None:
-        pool.shutdown()
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -189,7 +252,12 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 
 
 def serve_with_asyncio(
-    config: Config, listener: socket.socket, router: Router, ready_fd: int | None, asgi_app: Any = None
+    config: Config,
+    listener: socket.socket,
+    router: Router,
+    ready_fd: int | None,
+    liveness: Liveness | None,
+    asgi_app: Any = None,
 ) -> int:
     """Serves with an asyncio loop owning the thread; returns the exit code."""
     loop = new_event_loop()
@@ -207,9 +275,14 @@ def serve_with_asyncio(
         # A suspended ASGI app's messages are written from the loop's own turn
         # (call_soon), never from inside the app's send() call.
         server.set_asgi_notifier(lambda key, request_id: partial(loop.call_soon, server.flush_asgi, key, request_id))
-        loop.run_until_complete(_serve_until_drained(server, config, loop, ready_fd))
+        if liveness is not None:
+            server.set_liveness(liveness)
+        stop_requested = loop.run_until_complete(_serve_until_drained(server, config, loop, ready_fd))
         if lifespan is not None:
-            loop.run_until_complete(lifespan.shutdown(config.graceful_timeout))
+            # --graceful-timeout counts from the stop signal, as the
+            # supervisor's SIGKILL does: the shutdown gets what is left of it.
+            left = max(config.graceful_timeout - (time.monotonic() - stop_requested), 0.0)
+            loop.run_until_complete(lifespan.shutdown(left))
         return 0
     finally:
         _cancel_remaining_tasks(loop)
@@ -218,10 +291,14 @@ def serve_with_asyncio(
 
 async def _serve_until_drained(
     server: Server, config: Config, loop: asyncio.AbstractEventLoop, ready_fd: int | None
-) -> None:
+) -> float:
+    """Serves until a requested stop has drained; returns when the stop was requested."""
     stopping = asyncio.Event()
+    requested = [math.inf]
 
     def request_stop() -> None:
+        if not stopping.is_set():
+            requested[0] = time.monotonic()
         server.begin_shutdown(config.graceful_timeout)
         stopping.set()
 
@@ -244,6 +321,7 @@ async def _serve_until_drained(
         except TimeoutError:
             pass
     loop.remove_reader(server.fileno())
+    return min(requested[0], time.monotonic())
 
 
 def _cancel_remaining_tasks(loop: asyncio.AbstractEventLoop) -> None:
@@ -254,11 +332,13 @@ def _cancel_remaining_tasks(loop: asyncio.AbstractEventLoop) -> None:
         loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
 
 
-def worker_main(config: Config, listener: socket.socket, ready_fd: int | None) -> None:
+def worker_main(
+    config: Config, listener: socket.socket, ready_fd: int | None, liveness: Liveness | None = None
+) -> None:
     """Entry point in the forked child; never returns."""
     code = 1
     try:
-        code = run_worker(config, listener, ready_fd)
+        code = run_worker(config, listener, ready_fd, liveness)
         # os._exit skips atexit hooks, the only shutdown hook a WSGI app has:
         # run them after a normal stop (the stack above is the supervisor's,
         # forked, so the worker cannot simply return through it).

@@ -26,6 +26,7 @@ use crate::asgi::AsgiSettings;
 use crate::conn::Connection;
 use crate::coroutine::{self, send_none, CoroutineStart, Step};
 use crate::inflight::AwaitingResponse;
+use crate::liveness::Liveness;
 use crate::options::{LoopConfig, OUTPUT_FAIR_SHARE};
 use crate::request::Request;
 use crate::response::{render_result, write_status_page, ResponseContext};
@@ -78,6 +79,9 @@ pub(crate) struct Core {
     /// completed): the server drives them after the current event.
     /// (A `RefCell`: the cache lookup, which holds `&self`, may wake some.)
     pub(crate) woken: std::cell::RefCell<Vec<usize>>,
+    /// The page this worker shares with its supervisor (`--timeout`,
+    /// `--max-requests`), if it has one: each request is counted there.
+    pub(crate) liveness: Option<Py<Liveness>>,
 }
 /// How requests that no native route answers reach the app: a closed set
 /// of three, chosen once when the worker starts. (An enum rather than a

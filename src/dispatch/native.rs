@@ -35,6 +35,9 @@ impl Core {
         if metrics::enabled() {
             connection.request_started = Some(Instant::now());
         }
+        if let Some(liveness) = &self.liveness {
+            liveness.get().request_started(head_bytes);
+        }
         let keep_alive = head.keep_alive && !self.closes_for_drain();
         let context = ResponseContext {
             date_line: self.date.header_line(),

@@ -57,6 +57,9 @@ impl Server {
                 Listener::Unix(socket) => registry.deregister(socket),
             };
         }
+        if let Some(proxy) = &mut self.proxy {
+            proxy.start_drain(py);
+        }
         // An idle keep-alive connection is not closed now: its client may
         // have sent the next request already (under load it almost always
         // has), and closing would fail it. Its next request is answered

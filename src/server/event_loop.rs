@@ -12,12 +12,14 @@ use super::{Listener, Server};
 use crate::conn::{Connection, Disposition, Protocol, ReadState, Stream, TlsStream, WriteState};
 use crate::inflight::InFlight;
 use crate::metrics;
+use crate::proxy::{ProxyLoop, RESOLVER};
 
 pub(crate) const LISTENER: Token = Token(0);
 pub(crate) const WAKEUP: Token = Token(1);
 pub(crate) const FILE_EVENTS: Token = Token(2);
 pub(crate) const COMPLETIONS: Token = Token(3);
-pub(crate) const FIRST_CONNECTION: usize = 4;
+// Token(4) is the proxy's resolver (`crate::proxy::RESOLVER`).
+pub(crate) const FIRST_CONNECTION: usize = 5;
 
 /// Most connections one worker accepts per listener event. Every worker
 /// sharing the listening socket wakes for it; one that accepted until
@@ -30,13 +32,16 @@ pub(crate) const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 impl Server {
     pub(crate) fn drain_finished(&self) -> bool {
         match self.drain_deadline {
-            Some(deadline) => self.connections.is_empty() || Instant::now() >= deadline,
+            Some(deadline) => self.open_connections() == 0 || Instant::now() >= deadline,
             None => false,
         }
     }
 
     pub(crate) fn close_all(&mut self) {
         self.connections.clear();
+        if let Some(proxy) = &mut self.proxy {
+            proxy.clear();
+        }
     }
 
     /// One epoll wait (without the GIL when it may block) and the work it reports.
@@ -57,6 +62,9 @@ impl Server {
             Err(error) => return Err(error.into()),
         }
         self.core.now = Instant::now();
+        if let Some(liveness) = &self.core.liveness {
+            liveness.get().beat();
+        }
         self.core.date.refresh(SystemTime::now());
         let events = std::mem::replace(&mut self.events, Events::with_capacity(0));
         // A file change reported in the same batch as a request must be seen
@@ -74,6 +82,16 @@ impl Server {
                 WAKEUP => check_signals = true,
                 FILE_EVENTS => {}
                 COMPLETIONS => completions = true,
+                RESOLVER => {
+                    if let Some(proxy) = &mut self.proxy {
+                        proxy.deliver_answers(py, self.core.now);
+                    }
+                }
+                token if ProxyLoop::owns(token) => {
+                    if let Some(proxy) = &mut self.proxy {
+                        proxy.handle(py, token, self.core.now);
+                    }
+                }
                 Token(token) => {
                     let key = token - FIRST_CONNECTION;
                     // Writability matters only to a connection with output waiting.
@@ -101,6 +119,9 @@ impl Server {
         self.events = events;
         if self.core.now >= self.next_sweep {
             self.sweep_deadlines(py);
+        }
+        if let Some(proxy) = &mut self.proxy {
+            proxy.flush_log(py);
         }
         if completions {
             self.complete_finished_work(py)?;
@@ -236,7 +257,11 @@ impl Server {
             self.accept_retry_at = None;
             self.accept_connections(py);
         }
-        if self.accept_paused && self.connections.len() < self.core.config.max_connections {
+        let room = match &self.proxy {
+            Some(proxy) => !proxy.is_full(),
+            None => self.connections.len() < self.core.config.max_connections,
+        };
+        if self.accept_paused && room {
             self.accept_paused = false;
             self.accept_connections(py);
         }
@@ -252,6 +277,16 @@ impl Server {
                 // same event; re-arming raises a new event here if any remain.
                 self.rearm_listener();
                 return accepted_now;
+            }
+            if self.proxy.is_some() {
+                match self.accept_proxy_connection(py) {
+                    Some(true) => {
+                        accepted_now += 1;
+                        continue;
+                    }
+                    Some(false) => continue,
+                    None => return accepted_now,
+                }
             }
             // At the cap, a newcomer is admitted only in exchange for an idle
             // keep-alive connection; with none, accepting pauses.
@@ -355,6 +390,39 @@ impl Server {
         }
     }
 
+    /// Accepts one connection for the proxy: `Some(true)` when one was
+    /// taken, `Some(false)` to try again (EINTR), `None` to stop (nothing
+    /// queued, the proxy is full, or an error that pauses accepting).
+    fn accept_proxy_connection(&mut self, py: Python<'_>) -> Option<bool> {
+        let (Some(proxy), Some(Listener::Tcp(listener))) = (&mut self.proxy, &self.listener) else {
+            return None;
+        };
+        if proxy.is_full() {
+            // Resumed by `resume_accepting` once a connection closes.
+            self.accept_paused = true;
+            return None;
+        }
+        match listener.accept() {
+            Ok((stream, address)) => {
+                proxy.adopt(py, stream, address, self.core.now);
+                Some(true)
+            }
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => None,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => Some(false),
+            Err(error) => {
+                if self.accept_retry_at.is_none() {
+                    let message = format!(
+                        "accept failed: {error}; retrying in {} ms",
+                        ACCEPT_RETRY.as_millis()
+                    );
+                    self.core.log_error(py, &message, None);
+                }
+                self.accept_retry_at = Some(self.core.now + ACCEPT_RETRY);
+                None
+            }
+        }
+    }
+
     /// The connection idle the longest: keep-alive, nothing unread,
     /// nothing unsent (its keep-alive deadline is the earliest).
     fn longest_idle_connection(&self) -> Option<usize> {
@@ -397,6 +465,9 @@ impl Server {
     pub(crate) fn sweep_deadlines(&mut self, py: Python<'_>) {
         let now = self.core.now;
         self.next_sweep = now + Duration::from_secs(1);
+        if let Some(proxy) = &mut self.proxy {
+            proxy.sweep(py, now);
+        }
         self.core.static_files.rewatch_lost_mounts();
         // Paused at the cap because nothing was idle: a connection that has
         // gone idle since can make room now (checked here, once a second,

@@ -20,6 +20,9 @@
 //!   with its later pipelined requests buffered, so order is kept.
 //! * Deadlines are checked by a sweep once a second: O(connections) per
 //!   second is far below the per-request work and needs no timer structure.
+//! * Built with `proxy=ProxySettings(...)` (`rush proxy`), every accepted
+//!   connection is a forward-proxy connection instead (`crate::proxy`),
+//!   driven by this same loop: tokens above `proxy::PROXY_TOKENS` are its.
 
 mod completion;
 mod event_loop;
@@ -40,7 +43,9 @@ use slab::Slab;
 use crate::asgi::AsgiSettings;
 use crate::conn::Connection;
 use crate::dispatch::{AppInterface, Core};
+use crate::liveness::Liveness;
 use crate::options::{seconds, seconds_or_zero, LoopConfig, OUTPUT_HIGH_WATER, READ_CHUNK};
+use crate::proxy::{ProxyLoop, ProxySettings};
 use crate::router::Router;
 use crate::static_files::StaticFiles;
 use crate::wsgi::WsgiSettings;
@@ -66,7 +71,7 @@ impl StopHandle {
         self.requested.store(true, Ordering::SeqCst);
     }
 
-    fn is_set(&self) -> bool {
+    pub(crate) fn is_set(&self) -> bool {
         self.requested.load(Ordering::SeqCst)
     }
 }
@@ -102,6 +107,9 @@ pub struct Server {
     /// Pool threads signal finished work here; `completion_drain()` returns
     /// `(key, request_id, future)` tuples to complete.
     completion_source: Option<(RawFd, Py<PyAny>)>,
+    /// `rush proxy`: every accepted connection is a proxy connection, kept
+    /// and driven there (`crate::proxy`) on this same loop.
+    proxy: Option<ProxyLoop>,
 }
 #[pymethods]
 impl Server {
@@ -113,7 +121,7 @@ impl Server {
         keep_alive_timeout=5.0, header_timeout=10.0, body_timeout=30.0, send_timeout=30.0,
         wsgi_app=None, root_path=String::new(), wsgi_multithread=false, wsgi_multiprocess=false,
         asgi_app=None, asgi_state=None, max_worker_output=64 * 1024 * 1024, tls=None,
-        tls_max_handshakes=256,
+        tls_max_handshakes=256, proxy=None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -142,6 +150,7 @@ impl Server {
         max_worker_output: usize,
         tls: Option<PyRef<'_, crate::tls::TlsSettings>>,
         tls_max_handshakes: usize,
+        proxy: Option<Bound<'_, ProxySettings>>,
     ) -> PyResult<Self> {
         let tls = tls.map(|settings| (settings.config.clone(), tls_max_handshakes.max(1)));
         let config = LoopConfig {
@@ -222,6 +231,21 @@ impl Server {
             poll.registry()
                 .register(&mut SourceFd(&fd), FILE_EVENTS, Interest::READABLE)?;
         }
+        let proxy = match proxy {
+            None => None,
+            Some(_) if unix => {
+                return Err(pyo3::exceptions::PyValueError::new_err(
+                    "the proxy listens on TCP, not on a Unix socket",
+                ))
+            }
+            Some(settings) => Some(ProxyLoop::new(
+                py,
+                &settings,
+                poll.registry(),
+                &error_logger,
+                access_logger.as_ref(),
+            )?),
+        };
         let now = Instant::now();
         Ok(Server {
             poll,
@@ -252,6 +276,7 @@ impl Server {
                 output_total: 0,
                 may_park: false,
                 woken: Default::default(),
+                liveness: None,
             },
             accept_paused: false,
             drive_soon: Vec::new(),
@@ -260,6 +285,7 @@ impl Server {
             drain_deadline: None,
             next_sweep: now + Duration::from_secs(1),
             completion_source: None,
+            proxy,
         })
     }
 
@@ -297,6 +323,13 @@ impl Server {
             .register(&mut SourceFd(&fd), COMPLETIONS, Interest::READABLE)?;
         self.completion_source = Some((fd, drain));
         Ok(())
+    }
+
+    /// Shares `liveness` with the supervisor: from now on every loop pass
+    /// stores its time there, and every request is counted (src/liveness.rs).
+    fn set_liveness(&mut self, liveness: Py<Liveness>) {
+        liveness.get().beat();
+        self.core.liveness = Some(liveness);
     }
 
     /// Runs the loop until a graceful shutdown (requested through `stop`)
@@ -339,6 +372,9 @@ impl Server {
     /// work it finds are driven by the next `poll`, which the caller
     /// schedules outside any task).
     fn tick(&mut self, py: Python<'_>) -> bool {
+        if let Some(liveness) = &self.core.liveness {
+            liveness.get().beat();
+        }
         self.guarded(py, None, |server| {
             server.core.now = Instant::now();
             server.sweep_deadlines(py);
@@ -378,11 +414,16 @@ impl Server {
     /// Number of open connections.
     #[getter]
     fn connection_count(&self) -> usize {
-        self.connections.len()
+        self.open_connections()
     }
 }
 
 impl Server {
+    /// Connections open now: HTTP ones and proxy ones.
+    pub(crate) fn open_connections(&self) -> usize {
+        self.connections.len() + self.proxy.as_ref().map_or(0, ProxyLoop::len)
+    }
+
     /// The one way Python's calls reach the loop: `work` runs under
     /// `catch_unwind`, and a panic (a bug of ours) is logged and costs at
     /// most the connection `key` the work was for, never the worker.
@@ -414,7 +455,7 @@ impl Server {
 /// keeps. A number that is not an open listening socket is a `ValueError`,
 /// never undefined behaviour: the fd is duplicated with `fcntl`, which
 /// checks it, before anything treats it as a socket.
-fn adopt_listening_socket(fd: RawFd) -> PyResult<OwnedFd> {
+pub(crate) fn adopt_listening_socket(fd: RawFd) -> PyResult<OwnedFd> {
     let invalid = |why: &str| {
         pyo3::exceptions::PyValueError::new_err(format!(
             "listener_fd {fd} is not a listening socket: {why}"

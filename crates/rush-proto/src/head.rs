@@ -26,7 +26,8 @@
 //! 5. One pass over the fields applies Host, Content-Length,
 //!    Transfer-Encoding, Connection and Expect rules.
 //! 6. A CONNECT that passed all of that is refused with 405, last, so that
-//!    a malformed one is still answered with the 400 it deserves.
+//!    a malformed one is still answered with the 400 it deserves (except by
+//!    [`parse_proxy_request_head`], for which it is a request like any other).
 //!
 //! The hot path does not allocate: httparse fills a stack array of
 //! [`STACK_HEADER_SLOTS`] uninitialised slots (sliced to `limits.max_headers`),
@@ -148,14 +149,47 @@ pub fn parse_request_head(
     limits: &Limits,
     headers: &mut Vec<HeaderSpan>,
 ) -> Result<HeadStatus, ProtoError> {
+    parse_head(buffer, limits, headers, Role::Server)
+}
+
+/// Parses a request head sent to a forward proxy: the same rules as
+/// [`parse_request_head`], except that a well-formed CONNECT is a complete
+/// head (its target, `host:port`, is [`RequestHead::target`]) instead of a 405.
+pub fn parse_proxy_request_head(
+    buffer: &[u8],
+    limits: &Limits,
+    headers: &mut Vec<HeaderSpan>,
+) -> Result<HeadStatus, ProtoError> {
+    parse_head(buffer, limits, headers, Role::Proxy)
+}
+
+/// Who parses: an origin server refuses CONNECT, a proxy serves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Server,
+    Proxy,
+}
+
+fn parse_head(
+    buffer: &[u8],
+    limits: &Limits,
+    headers: &mut Vec<HeaderSpan>,
+    role: Role,
+) -> Result<HeadStatus, ProtoError> {
     if limits.max_headers <= STACK_HEADER_SLOTS {
         let mut slots: [MaybeUninit<httparse::Header<'_>>; STACK_HEADER_SLOTS] =
             [const { MaybeUninit::uninit() }; STACK_HEADER_SLOTS];
-        parse_with_slots(buffer, limits, headers, &mut slots[..limits.max_headers])
+        parse_with_slots(
+            buffer,
+            limits,
+            headers,
+            &mut slots[..limits.max_headers],
+            role,
+        )
     } else {
         let mut slots = Vec::with_capacity(limits.max_headers);
         slots.resize_with(limits.max_headers, MaybeUninit::uninit);
-        parse_with_slots(buffer, limits, headers, &mut slots)
+        parse_with_slots(buffer, limits, headers, &mut slots, role)
     }
 }
 
@@ -195,6 +229,7 @@ fn parse_with_slots<'buffer>(
     limits: &Limits,
     headers: &mut Vec<HeaderSpan>,
     slots: &mut [MaybeUninit<httparse::Header<'buffer>>],
+    role: Role,
 ) -> Result<HeadStatus, ProtoError> {
     let Some(line_start) = skip_leading_empty_lines(buffer)? else {
         return Ok(HeadStatus::Partial);
@@ -298,7 +333,7 @@ fn parse_with_slots<'buffer>(
     }
 
     let framing = fields.framing(version, limits)?;
-    if target_form == TargetForm::Authority {
+    if target_form == TargetForm::Authority && role == Role::Server {
         // A well-formed CONNECT asks for a tunnel, which only a proxy makes.
         // Refused last, so a malformed CONNECT gets the 400 it deserves.
         return Err(ProtoError::MethodNotAllowed(

@@ -12,7 +12,11 @@
 //! lifetimes or copies.
 //!
 //! * [`parse_request_head`]: one request head, validated, with its framing
-//!   (request targets are checked by the private `target` module).
+//!   (request targets are checked by the private `target` module);
+//!   [`parse_proxy_request_head`] is the same for a forward proxy, which
+//!   serves CONNECT instead of refusing it.
+//! * [`proxy`]: a forward proxy's decisions: where a request goes, the head
+//!   sent to the origin (hop-by-hop fields removed), origin response framing.
 //! * [`absolute_form_authority`]: the host an absolute-form target names.
 //! * [`ChunkedDecoder`]: a resumable `Transfer-Encoding: chunked` decoder.
 //! * [`response`]: status lines, header validation, canned error responses.
@@ -34,6 +38,7 @@ mod date;
 pub mod encode;
 mod error;
 mod head;
+pub mod proxy;
 pub mod response;
 mod target;
 
@@ -41,7 +46,7 @@ pub use chunked::{ChunkedDecoder, ChunkedProgress};
 pub use date::DateCache;
 pub use encode::{BodyEncoder, BodyKind, EncodeError, FramingHeader, FramingPlan};
 pub use error::ProtoError;
-pub use head::{parse_request_head, HeadStatus, RequestHead};
+pub use head::{parse_proxy_request_head, parse_request_head, HeadStatus, RequestHead};
 pub use target::absolute_form_authority;
 
 /// Every size bound the parser enforces. Each has a default; the server makes

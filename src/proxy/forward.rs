@@ -1,0 +1,393 @@
+//! One forwarded request/response exchange (absolute-form requests).
+//!
+//! The head for the origin is prepared by `rush_proto::proxy` before the
+//! exchange starts. Here the bytes flow: the request body from the client's
+//! input to the origin, framed exactly as the client framed it (the length
+//! counted down, or the chunked body checked by rush-proto's decoder and
+//! passed on verbatim, so the origin sees the same message boundaries the
+//! proxy saw); the response head parsed strictly and rewritten for the
+//! client; the response body passed on as framed. Each buffer is bounded by
+//! [`HIGH_WATER`]: a side stops being read while the other side has not
+//! taken what is already buffered.
+//!
+//! An exchange only moves bytes; the connection code (`conn.rs`) decides
+//! what to do with its outcome (reuse the origin connection, answer 502,
+//! close, take the next pipelined request).
+
+use std::io::{self, Read, Write};
+
+use mio::net::TcpStream;
+use rush_proto::proxy::{
+    parse_response_head, write_client_response_head, ResponseFraming, ResponseStatus,
+};
+use rush_proto::{BodyFraming, ChunkedDecoder, HeaderSpan, Limits, Method};
+
+/// Most bytes buffered in each direction before reading that side pauses.
+pub(crate) const HIGH_WATER: usize = 256 * 1024;
+/// Largest response head accepted from an origin (larger: 502).
+const MAX_RESPONSE_HEAD: usize = 64 * 1024;
+
+enum RequestBody {
+    Done,
+    Length(u64),
+    Chunked(ChunkedDecoder),
+}
+
+enum ResponseBody {
+    Head,
+    Length(u64),
+    Chunked(ChunkedDecoder),
+    UntilClose,
+    Done,
+}
+
+/// What a step of the exchange came to.
+pub(crate) enum Outcome {
+    /// Bytes moved (true) or nothing could (false): wait for the next event.
+    Progress(bool),
+    /// The response is complete (and the request was sent).
+    Finished { reuse_origin: bool },
+    /// The origin failed before the client got a response head: answer this status.
+    Failed(u16, &'static str),
+    /// The origin closed a reused connection before answering: try again on a new one.
+    Retry,
+    /// A failure after the response head went out, or the client left: close.
+    Abort,
+}
+
+/// The sockets and buffers an exchange works on, lent by the connection.
+pub(crate) struct Io<'a> {
+    pub(crate) client: &'a mut TcpStream,
+    pub(crate) upstream: &'a mut TcpStream,
+    pub(crate) input: &'a mut Vec<u8>,
+    pub(crate) output: &'a mut Vec<u8>,
+    pub(crate) client_eof: &'a mut bool,
+    pub(crate) scratch: &'a mut [u8],
+    pub(crate) headers: &'a mut Vec<HeaderSpan>,
+    /// The `Via` value the proxy adds.
+    pub(crate) via: &'a [u8],
+}
+
+pub(crate) struct Exchange {
+    method: Method,
+    to_origin: Vec<u8>,
+    /// The head again, for a request without a body sent on a reused origin
+    /// connection that turns out closed (the race every keep-alive pool has).
+    replay: Option<Vec<u8>>,
+    request: RequestBody,
+    response: ResponseBody,
+    /// Response bytes before the end of the head.
+    from_origin: Vec<u8>,
+    body_scratch: Vec<u8>,
+    /// The response head went to the client (no error response possible after it).
+    pub(crate) head_sent: bool,
+    pub(crate) status: u16,
+    origin_keep_alive: bool,
+    /// The origin sent anything at all.
+    origin_spoke: bool,
+    /// The client connection stays open after this exchange.
+    pub(crate) client_keep_alive: bool,
+    /// The client speaks HTTP/1.0: a chunked response reaches it decoded,
+    /// ended by closing the connection.
+    client_http10: bool,
+    dechunk: bool,
+    /// Bytes sent to the origin, and to the client.
+    pub(crate) up_bytes: u64,
+    pub(crate) down_bytes: u64,
+}
+
+impl Exchange {
+    pub(crate) fn new(
+        method: Method,
+        head: Vec<u8>,
+        framing: BodyFraming,
+        limits: &Limits,
+        client_keep_alive: bool,
+        client_http10: bool,
+    ) -> Exchange {
+        let request = match framing {
+            BodyFraming::Empty | BodyFraming::ContentLength(0) => RequestBody::Done,
+            BodyFraming::ContentLength(length) => RequestBody::Length(length),
+            BodyFraming::Chunked => RequestBody::Chunked(ChunkedDecoder::new(limits)),
+        };
+        Exchange {
+            method,
+            replay: matches!(request, RequestBody::Done).then(|| head.clone()),
+            to_origin: head,
+            request,
+            response: ResponseBody::Head,
+            from_origin: Vec::new(),
+            body_scratch: Vec::new(),
+            head_sent: false,
+            status: 0,
+            origin_keep_alive: false,
+            origin_spoke: false,
+            client_keep_alive,
+            client_http10,
+            dechunk: false,
+            up_bytes: 0,
+            down_bytes: 0,
+        }
+    }
+
+    /// Starts over on a new origin connection (after [`Outcome::Retry`]).
+    pub(crate) fn restart(&mut self) {
+        if let Some(head) = self.replay.take() {
+            self.to_origin = head;
+            self.up_bytes = 0;
+        }
+    }
+
+    /// Moves what can move now.
+    pub(crate) fn step(&mut self, io: &mut Io<'_>) -> Outcome {
+        match self.try_step(io) {
+            Ok(outcome) => outcome,
+            Err(_) if !self.head_sent && !self.origin_spoke => {
+                Outcome::Failed(502, "the origin connection failed")
+            }
+            Err(_) => Outcome::Abort,
+        }
+    }
+
+    fn try_step(&mut self, io: &mut Io<'_>) -> io::Result<Outcome> {
+        let mut progress = match self.take_request_body(io.input) {
+            Ok(progress) => progress,
+            Err(_) if self.head_sent => return Ok(Outcome::Abort),
+            Err(_) => return Ok(Outcome::Failed(400, "malformed chunked request body")),
+        };
+        while !self.to_origin.is_empty() {
+            match io.upstream.write(&self.to_origin) {
+                Ok(written) => {
+                    self.to_origin.drain(..written);
+                    self.up_bytes += written as u64;
+                    progress = true;
+                }
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => break,
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(error) => return Err(error),
+            }
+        }
+        if !matches!(self.request, RequestBody::Done)
+            && !*io.client_eof
+            && io.input.len() < HIGH_WATER
+            && self.to_origin.len() < HIGH_WATER
+        {
+            match read_some(io.client, io.scratch) {
+                Ok(0) => {
+                    // The client left in the middle of its request body.
+                    *io.client_eof = true;
+                    return Ok(Outcome::Abort);
+                }
+                Ok(read) => {
+                    io.input.extend_from_slice(&io.scratch[..read]);
+                    progress = true;
+                }
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                Err(_) => return Ok(Outcome::Abort),
+            }
+        }
+        if !matches!(self.response, ResponseBody::Done) && io.output.len() < HIGH_WATER {
+            match read_some(io.upstream, io.scratch) {
+                Ok(0) => return Ok(self.origin_closed()),
+                Ok(read) => {
+                    self.origin_spoke = true;
+                    progress = true;
+                    let bytes = io.scratch[..read].to_vec();
+                    if let Some(failed) = self.response_bytes(&bytes, io)? {
+                        return Ok(failed);
+                    }
+                }
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                Err(error) => return Err(error),
+            }
+        }
+        while !io.output.is_empty() {
+            match io.client.write(io.output) {
+                Ok(written) => {
+                    io.output.drain(..written);
+                    self.down_bytes += written as u64;
+                    progress = true;
+                }
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => break,
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Ok(Outcome::Abort),
+            }
+        }
+        if matches!(self.response, ResponseBody::Done) {
+            let request_sent =
+                matches!(self.request, RequestBody::Done) && self.to_origin.is_empty();
+            if !request_sent {
+                // The origin answered before taking the whole body (a 413, say):
+                // the rest of the body cannot be told from a next request.
+                self.client_keep_alive = false;
+            }
+            return Ok(Outcome::Finished {
+                reuse_origin: request_sent && self.origin_keep_alive,
+            });
+        }
+        Ok(Outcome::Progress(progress))
+    }
+
+    /// Moves request body bytes from the client's input to the origin's buffer.
+    fn take_request_body(&mut self, input: &mut Vec<u8>) -> io::Result<bool> {
+        if input.is_empty() || self.to_origin.len() >= HIGH_WATER {
+            return Ok(false);
+        }
+        let room = HIGH_WATER - self.to_origin.len();
+        let taken = match &mut self.request {
+            RequestBody::Done => return Ok(false),
+            RequestBody::Length(remaining) => {
+                let taken = (*remaining).min(input.len().min(room) as u64) as usize;
+                *remaining -= taken as u64;
+                if *remaining == 0 {
+                    self.request = RequestBody::Done;
+                }
+                taken
+            }
+            RequestBody::Chunked(decoder) => {
+                let window = &input[..input.len().min(room)];
+                self.body_scratch.clear();
+                let progress = decoder
+                    .decode(window, &mut self.body_scratch)
+                    .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad chunked body"))?;
+                if progress.done {
+                    self.request = RequestBody::Done;
+                }
+                progress.consumed
+            }
+        };
+        self.to_origin.extend(input.drain(..taken));
+        Ok(taken > 0)
+    }
+
+    fn origin_closed(&mut self) -> Outcome {
+        match self.response {
+            ResponseBody::UntilClose => {
+                self.response = ResponseBody::Done;
+                self.client_keep_alive = false;
+                Outcome::Finished {
+                    reuse_origin: false,
+                }
+            }
+            ResponseBody::Head if !self.origin_spoke && self.replay.is_some() => Outcome::Retry,
+            ResponseBody::Head if !self.origin_spoke => {
+                Outcome::Failed(502, "the origin closed the connection without answering")
+            }
+            ResponseBody::Head => Outcome::Failed(502, "the origin sent an incomplete response"),
+            _ => Outcome::Abort,
+        }
+    }
+
+    /// Handles bytes from the origin; `Some` ends the exchange.
+    fn response_bytes(&mut self, bytes: &[u8], io: &mut Io<'_>) -> io::Result<Option<Outcome>> {
+        if !matches!(self.response, ResponseBody::Head) {
+            self.body_bytes(bytes, io.output)?;
+            return Ok(None);
+        }
+        self.from_origin.extend_from_slice(bytes);
+        loop {
+            let head = match parse_response_head(
+                &self.from_origin,
+                self.method,
+                MAX_RESPONSE_HEAD,
+                io.headers,
+            ) {
+                Ok(ResponseStatus::Partial) => return Ok(None),
+                Ok(ResponseStatus::Complete(head)) => head,
+                Err(_) => {
+                    return Ok(Some(Outcome::Failed(
+                        502,
+                        "the origin sent a malformed response",
+                    )))
+                }
+            };
+            let interim = (100..200).contains(&head.status);
+            if !interim && head.framing == ResponseFraming::UntilClose {
+                // The end of this body is the origin's FIN: the client's
+                // connection must end with it.
+                self.client_keep_alive = false;
+            }
+            self.dechunk =
+                !interim && self.client_http10 && head.framing == ResponseFraming::Chunked;
+            if self.dechunk {
+                self.client_keep_alive = false;
+            }
+            write_client_response_head(
+                io.output,
+                &self.from_origin,
+                &head,
+                io.headers,
+                !interim && !self.client_keep_alive,
+                self.dechunk,
+                io.via,
+            );
+            let rest = self.from_origin.split_off(head.head_len);
+            self.from_origin.clear();
+            if interim {
+                // 100 Continue and friends: passed on, the final response follows.
+                self.from_origin = rest;
+                continue;
+            }
+            self.head_sent = true;
+            self.status = head.status;
+            self.origin_keep_alive = head.keep_alive;
+            self.response = match head.framing {
+                ResponseFraming::Empty | ResponseFraming::Length(0) => ResponseBody::Done,
+                ResponseFraming::Length(length) => ResponseBody::Length(length),
+                ResponseFraming::Chunked => ResponseBody::Chunked(ChunkedDecoder::new(&Limits {
+                    max_body_size: u64::MAX,
+                    ..Limits::default()
+                })),
+                ResponseFraming::UntilClose => ResponseBody::UntilClose,
+            };
+            self.body_bytes(&rest, io.output)?;
+            return Ok(None);
+        }
+    }
+
+    /// Passes response body bytes on as framed; bytes past the end mean the
+    /// origin connection is not fit for reuse.
+    fn body_bytes(&mut self, bytes: &[u8], output: &mut Vec<u8>) -> io::Result<()> {
+        let used = match &mut self.response {
+            ResponseBody::Head => unreachable!("body bytes come after the head"),
+            ResponseBody::Done => 0,
+            ResponseBody::UntilClose => bytes.len(),
+            ResponseBody::Length(remaining) => {
+                let used = (*remaining).min(bytes.len() as u64) as usize;
+                *remaining -= used as u64;
+                if *remaining == 0 {
+                    self.response = ResponseBody::Done;
+                }
+                used
+            }
+            ResponseBody::Chunked(decoder) => {
+                self.body_scratch.clear();
+                let progress = decoder.decode(bytes, &mut self.body_scratch).map_err(|_| {
+                    io::Error::new(io::ErrorKind::InvalidData, "bad chunked response")
+                })?;
+                if progress.done {
+                    self.response = ResponseBody::Done;
+                }
+                progress.consumed
+            }
+        };
+        if self.dechunk {
+            output.extend_from_slice(&self.body_scratch);
+        } else {
+            output.extend_from_slice(&bytes[..used]);
+        }
+        if used < bytes.len() {
+            self.origin_keep_alive = false;
+        }
+        Ok(())
+    }
+}
+
+fn read_some(stream: &mut TcpStream, buffer: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match stream.read(buffer) {
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            other => return other,
+        }
+    }
+}

@@ -1,0 +1,437 @@
+//! `rush proxy`: a forward HTTP proxy with CONNECT tunnels, as a kind of
+//! connection on the worker's own loop (`crate::server::Server`): same
+//! epoll, same accept, signals, deadline sweep and graceful drain. A
+//! server built with [`ProxySettings`] turns every connection it accepts
+//! into a [`ProxyLoop`] connection instead of an HTTP/1.1 one.
+//!
+//! How it works:
+//! * Proxy connections live in a slab of their own. Connection `k`'s client
+//!   socket has token `PROXY_TOKENS + 2k` and its upstream socket
+//!   `PROXY_TOKENS + 2k + 1`, far above the server's tokens, so any event on
+//!   either drives the same connection (`conn.rs` for the client side and
+//!   the request's decisions, `upstream.rs` for the origin side).
+//! * A request head is parsed by rush-proto (strict framing, CONNECT
+//!   allowed), its target and the head for the origin come from
+//!   `rush_proto::proxy`, and the access rules from `policy.rs`, all pure.
+//! * Names are resolved on a few threads (`resolver.rs`) that wake the loop
+//!   through a `mio::Waker`; connects are non-blocking (EINPROGRESS, then
+//!   writability says done).
+//! * A CONNECT tunnel relays with splice(2) through pooled pipes
+//!   (`relay.rs`); a forwarded request streams both bodies as framed
+//!   (`forward.rs`), and origin connections are kept alive per worker (`pool.rs`).
+//! * Deadlines are checked by the server's sweep, once a second.
+//!
+//! Python (the GIL) is touched only for the optional policy hook, once per
+//! request or tunnel, and for log lines; never per byte.
+
+mod conn;
+mod forward;
+mod policy;
+mod pool;
+mod relay;
+mod resolver;
+mod upstream;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mio::net::TcpStream;
+use mio::{Interest, Registry, Token};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use rush_proto::{HeaderSpan, Limits};
+use slab::Slab;
+
+use crate::options::{seconds, READ_CHUNK};
+use conn::{client_token, Disposition, Phase, ProxyConn};
+use policy::{Credential, Policy};
+use pool::OriginPool;
+use relay::PipePool;
+use resolver::Resolver;
+
+/// The resolver threads wake the loop with this token (reserved by the server).
+pub(crate) const RESOLVER: Token = Token(4);
+/// Proxy connections' tokens start here, far above the server's own.
+pub(crate) const PROXY_TOKENS: usize = 1 << 40;
+/// Kept for `conn.rs`: where the proxy's token range starts.
+pub(crate) const FIRST_CONNECTION: usize = PROXY_TOKENS;
+
+/// Timeouts and limits of one worker's proxy loop.
+pub(crate) struct ProxyConfig {
+    pub(crate) limits: Limits,
+    pub(crate) max_connections: usize,
+    pub(crate) header_timeout: Duration,
+    pub(crate) keep_alive_timeout: Duration,
+    pub(crate) upstream_timeout: Duration,
+    pub(crate) tunnel_idle_timeout: Duration,
+    pub(crate) send_timeout: Duration,
+    pub(crate) dns_timeout: Duration,
+}
+
+/// Everything a connection's drive needs besides the connection itself.
+pub(crate) struct Worker {
+    pub(crate) registry: Registry,
+    pub(crate) config: ProxyConfig,
+    pub(crate) policy: Policy,
+    pub(crate) resolver: Resolver,
+    pub(crate) origins: OriginPool,
+    pub(crate) pipes: PipePool,
+    pub(crate) scratch: Vec<u8>,
+    pub(crate) headers: Vec<HeaderSpan>,
+    pub(crate) now: Instant,
+    pub(crate) draining: bool,
+    pub(crate) hook: Option<Py<PyAny>>,
+    pub(crate) log_access: bool,
+    /// Access log lines not yet handed to Python.
+    pub(crate) log_lines: Vec<String>,
+    /// The `Via` value this proxy adds (`1.1 HOST (rush)`), also how it recognises its own requests.
+    pub(crate) via: Vec<u8>,
+    error_logger: Py<PyAny>,
+    serial: u64,
+}
+
+impl Worker {
+    pub(crate) fn next_serial(&mut self) -> u64 {
+        self.serial += 1;
+        self.serial
+    }
+
+    pub(crate) fn log_error(&self, py: Python<'_>, message: &str, error: Option<PyErr>) {
+        let exception = error.map(|error| error.into_value(py).into_any());
+        let _ = self.error_logger.call1(py, (message, exception));
+    }
+}
+
+/// The proxy's options, built in Python and handed to the server, which
+/// turns them into its [`ProxyLoop`].
+#[pyclass(module = "rush._rush")]
+pub struct ProxySettings {
+    settings: Option<Settings>,
+}
+
+struct Settings {
+    config: ProxyConfig,
+    policy: Policy,
+    hook: Option<Py<PyAny>>,
+    via: Vec<u8>,
+}
+
+#[pymethods]
+impl ProxySettings {
+    #[new]
+    #[pyo3(signature = (
+        *, policy_hook=None,
+        max_connections=10000, max_request_line=8192, max_head_size=16384, max_headers=100,
+        header_timeout=10.0, keep_alive_timeout=5.0, upstream_timeout=60.0,
+        tunnel_idle_timeout=300.0, send_timeout=30.0, dns_timeout=10.0,
+        allow_connect_ports=Vec::new(), allow_private=false, allow_clients=Vec::new(),
+        auth=Vec::new(), htpasswd=Vec::new(), via_name=String::from("rush"),
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        policy_hook: Option<Py<PyAny>>,
+        max_connections: usize,
+        max_request_line: usize,
+        max_head_size: usize,
+        max_headers: usize,
+        header_timeout: f64,
+        keep_alive_timeout: f64,
+        upstream_timeout: f64,
+        tunnel_idle_timeout: f64,
+        send_timeout: f64,
+        dns_timeout: f64,
+        allow_connect_ports: Vec<u16>,
+        allow_private: bool,
+        allow_clients: Vec<String>,
+        auth: Vec<String>,
+        htpasswd: Vec<String>,
+        via_name: String,
+    ) -> PyResult<Self> {
+        let mut credentials = Vec::new();
+        for text in &auth {
+            credentials.push(Credential::plain(text).map_err(PyValueError::new_err)?);
+        }
+        for line in &htpasswd {
+            credentials.push(Credential::htpasswd(line).map_err(PyValueError::new_err)?);
+        }
+        let mut clients = Vec::new();
+        for text in &allow_clients {
+            let net = text
+                .parse::<ipnet::IpNet>()
+                .or_else(|_| text.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                .map_err(|_| {
+                    PyValueError::new_err(format!(
+                        "--allow-client takes a CIDR such as 10.0.0.0/8 (got {text:?})"
+                    ))
+                })?;
+            clients.push(net);
+        }
+        let config = ProxyConfig {
+            limits: Limits {
+                max_request_line,
+                max_head_size,
+                max_headers,
+                // Bodies stream through in bounded buffers; their size is the origin's business.
+                max_body_size: u64::MAX,
+                ..Limits::default()
+            },
+            max_connections: max_connections.max(1),
+            header_timeout: seconds("header_timeout", header_timeout)?,
+            keep_alive_timeout: seconds("keep_alive_timeout", keep_alive_timeout)?,
+            upstream_timeout: seconds("upstream_timeout", upstream_timeout)?,
+            tunnel_idle_timeout: seconds("tunnel_idle_timeout", tunnel_idle_timeout)?,
+            send_timeout: seconds("send_timeout", send_timeout)?,
+            dns_timeout: seconds("dns_timeout", dns_timeout)?,
+        };
+        Ok(ProxySettings {
+            settings: Some(Settings {
+                config,
+                policy: Policy {
+                    connect_ports: allow_connect_ports,
+                    allow_private,
+                    clients,
+                    credentials,
+                },
+                hook: policy_hook,
+                via: via_value(&via_name),
+            }),
+        })
+    }
+}
+
+/// `1.1 NAME (rush)`, NAME reduced to the characters a host name has (it
+/// comes from the machine's host name, and goes into every forwarded head).
+fn via_value(name: &str) -> Vec<u8> {
+    let name: String = name
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        .take(64)
+        .collect();
+    let name = if name.is_empty() { "rush" } else { &name };
+    format!("1.1 {name} (rush)").into_bytes()
+}
+
+/// The proxy connections of a worker's loop, and what they share.
+pub(crate) struct ProxyLoop {
+    connections: Slab<ProxyConn>,
+    worker: Worker,
+    access_logger: Option<Py<PyAny>>,
+    _waker: Arc<mio::Waker>,
+}
+
+impl ProxyLoop {
+    /// Takes the settings (a `ProxySettings` serves one server) and starts
+    /// the resolver threads, which wake the loop through `registry`.
+    pub(crate) fn new(
+        py: Python<'_>,
+        settings: &Bound<'_, ProxySettings>,
+        registry: &Registry,
+        error_logger: &Py<PyAny>,
+        access_logger: Option<&Py<PyAny>>,
+    ) -> PyResult<ProxyLoop> {
+        let Some(settings) = settings.borrow_mut().settings.take() else {
+            return Err(PyValueError::new_err(
+                "these ProxySettings are in use by another server",
+            ));
+        };
+        let waker = Arc::new(mio::Waker::new(registry, RESOLVER)?);
+        Ok(ProxyLoop {
+            connections: Slab::with_capacity(1024),
+            worker: Worker {
+                registry: registry.try_clone()?,
+                config: settings.config,
+                policy: settings.policy,
+                resolver: Resolver::start(Arc::clone(&waker))?,
+                origins: OriginPool::default(),
+                pipes: PipePool::default(),
+                scratch: vec![0; READ_CHUNK],
+                headers: Vec::with_capacity(32),
+                now: Instant::now(),
+                draining: false,
+                hook: settings.hook,
+                log_access: access_logger.is_some(),
+                log_lines: Vec::new(),
+                via: settings.via,
+                error_logger: error_logger.clone_ref(py),
+                serial: 0,
+            },
+            access_logger: access_logger.map(|logger| logger.clone_ref(py)),
+            _waker: waker,
+        })
+    }
+
+    /// Whether `token` belongs to a proxy connection.
+    pub(crate) fn owns(token: Token) -> bool {
+        token.0 >= PROXY_TOKENS
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.connections.len()
+    }
+
+    /// Whether `--max-connections` is reached (accepting then pauses).
+    pub(crate) fn is_full(&self) -> bool {
+        self.connections.len() >= self.worker.config.max_connections
+    }
+
+    /// Takes a connection the server accepted, and serves what it already sent.
+    pub(crate) fn adopt(
+        &mut self,
+        py: Python<'_>,
+        stream: TcpStream,
+        peer: SocketAddr,
+        now: Instant,
+    ) {
+        let _ = stream.set_nodelay(true);
+        self.worker.now = now;
+        let serial = self.worker.next_serial();
+        let deadline = now + self.worker.config.header_timeout;
+        let key = self
+            .connections
+            .insert(ProxyConn::new(stream, peer, serial, deadline));
+        let connection = &mut self.connections[key];
+        if self
+            .worker
+            .registry
+            .register(
+                &mut connection.client,
+                client_token(key),
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .is_err()
+        {
+            self.connections.remove(key);
+            return;
+        }
+        self.drive(py, key);
+    }
+
+    /// An event on a proxy connection's client or upstream socket.
+    pub(crate) fn handle(&mut self, py: Python<'_>, token: Token, now: Instant) {
+        self.worker.now = now;
+        self.drive(py, (token.0 - PROXY_TOKENS) / 2);
+    }
+
+    fn drive(&mut self, py: Python<'_>, key: usize) {
+        let Some(connection) = self.connections.get_mut(key) else {
+            return;
+        };
+        let worker = &mut self.worker;
+        let disposition = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            worker.drive(py, connection, key)
+        }))
+        .unwrap_or_else(|_| {
+            worker.log_error(
+                py,
+                "internal error in the proxy; closing the connection",
+                None,
+            );
+            Disposition::Close
+        });
+        if disposition == Disposition::Close {
+            self.connections.remove(key);
+        }
+    }
+
+    /// The resolver threads finished lookups: connections waiting for them go on.
+    pub(crate) fn deliver_answers(&mut self, py: Python<'_>, now: Instant) {
+        self.worker.now = now;
+        for answer in self.worker.resolver.take_answers(now) {
+            let Some(connection) = self.connections.get_mut(answer.key) else {
+                continue;
+            };
+            if connection.serial != answer.serial
+                || !matches!(connection.phase, Phase::Resolving(_))
+            {
+                continue;
+            }
+            let _ = self.worker.resolved(connection, answer.key, answer.result);
+            self.drive(py, answer.key);
+        }
+    }
+
+    /// Closes connections whose timer ran out; a request still waiting for
+    /// its origin gets a 504 (one stalled in its head a 408) first, with the
+    /// send timeout to deliver it, after which it is closed like the rest.
+    pub(crate) fn sweep(&mut self, py: Python<'_>, now: Instant) {
+        self.worker.now = now;
+        self.worker.origins.sweep(now);
+        let mut expired = Vec::new();
+        let mut answered = Vec::new();
+        for (key, connection) in self.connections.iter_mut() {
+            if now < connection.deadline {
+                continue;
+            }
+            let answer = match &connection.phase {
+                Phase::Idle if !connection.input.is_empty() => {
+                    Some((408, "the request head took too long"))
+                }
+                Phase::Resolving(_) => Some((504, "the target's name did not resolve in time")),
+                Phase::Connecting(_) => {
+                    Some((504, "the target did not accept the connection in time"))
+                }
+                Phase::Forward(exchange) if !exchange.head_sent => {
+                    Some((504, "the origin did not answer in time"))
+                }
+                _ => None,
+            };
+            let Some((status, message)) = answer else {
+                expired.push(key);
+                continue;
+            };
+            if let Some(record) = &mut connection.record {
+                record.status = status;
+            }
+            conn::write_error(&mut connection.output, status, message);
+            connection.upstream = None;
+            connection.phase = Phase::Closing;
+            connection.deadline = now + self.worker.config.send_timeout;
+            answered.push(key);
+        }
+        for key in expired {
+            if let Some(mut connection) = self.connections.try_remove(key) {
+                self.worker.log_record(&mut connection);
+            }
+        }
+        for key in answered {
+            // Writes the answer; closes once it is out (or at the send timeout).
+            self.drive(py, key);
+        }
+    }
+
+    /// Graceful shutdown: idle clients are closed now (after a last read, so
+    /// a request that just arrived is answered), busy ones after their
+    /// current request; tunnels run until they end or the server's graceful
+    /// timeout.
+    pub(crate) fn start_drain(&mut self, py: Python<'_>) {
+        self.worker.draining = true;
+        let idle: Vec<usize> = self
+            .connections
+            .iter()
+            .filter(|(_, connection)| connection.is_idle())
+            .map(|(key, _)| key)
+            .collect();
+        for key in idle {
+            // Reads what may have arrived; closes the connection if nothing did.
+            self.drive(py, key);
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.connections.clear();
+    }
+
+    /// Hands the access log lines of this turn to Python.
+    pub(crate) fn flush_log(&mut self, py: Python<'_>) {
+        if self.worker.log_lines.is_empty() {
+            return;
+        }
+        let lines = std::mem::take(&mut self.worker.log_lines);
+        if let Some(logger) = &self.access_logger {
+            for line in lines {
+                let _ = logger.call1(py, (line,));
+            }
+        }
+    }
+}
