@@ -73,7 +73,10 @@ UNION ALL SELECT 'firmware', build, version, type FROM firmware
 
 # The eligible builds, the newest version per package among them, that version's newest minimum
 # firmware, then the chosen builds with their package, version, texts in the asked language (or
-# English) and download counts. Only standard SQL that SQLite, PostgreSQL and MariaDB all accept.
+# English) and download counts. Window functions pick the newest version and firmware in one pass
+# over the eligible builds: with GROUP BY subqueries joined back, MariaDB evaluated the eligible
+# builds once per reference (52 ms a catalog instead of a few). Only standard SQL that SQLite
+# (3.25+), PostgreSQL and MariaDB (10.2+) all accept.
 BUILDS_SQL = """
 WITH eligible AS (
     SELECT b.id AS build_id, v.package_id AS package_id, v.version AS version, fmin.build AS firmware_build
@@ -92,19 +95,17 @@ WITH eligible AS (
            OR (a.code = 'noarch' AND :old_major = 1 AND fmin.version LIKE :dsm3_prefix))
 ),
 newest_version AS (
-    SELECT package_id, MAX(version) AS version FROM eligible GROUP BY package_id
+    SELECT build_id, package_id, version, firmware_build,
+           MAX(version) OVER (PARTITION BY package_id) AS newest
+    FROM eligible
 ),
 newest_firmware AS (
-    SELECT e.package_id AS package_id, MAX(e.firmware_build) AS firmware_build
-    FROM eligible e
-    JOIN newest_version nv ON nv.package_id = e.package_id AND nv.version = e.version
-    GROUP BY e.package_id
+    SELECT build_id, firmware_build, MAX(firmware_build) OVER (PARTITION BY package_id) AS newest
+    FROM newest_version
+    WHERE version = newest
 ),
 chosen AS (
-    SELECT DISTINCT e.build_id AS build_id
-    FROM eligible e
-    JOIN newest_version nv ON nv.package_id = e.package_id AND nv.version = e.version
-    JOIN newest_firmware nf ON nf.package_id = e.package_id AND nf.firmware_build = e.firmware_build
+    SELECT DISTINCT build_id FROM newest_firmware WHERE firmware_build = newest
 )
 SELECT b.id, v.id, p.id, p.name, v.version, v.upstream_version,
        COALESCE(dn.displayname, dn_fallback.displayname),
