@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export VIRTUAL_ENV := $(abspath $(VENV))
 
-.PHONY: run test build lint format cargo-test pytest test-tools bench soak clean
+.PHONY: run catalog test build lint format cargo-test pytest test-tools bench soak clean
 
 $(BIN)/.installed: requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,13 @@ build: $(BIN)/.installed
 
 run: build
 	$(BIN)/rush examples.hello:app --host 127.0.0.1 --port 8000
+
+# The package catalog of seed 004 (examples/catalog/README.md): builds its SQLite database from the
+# seeded generator (once), then serves /nas/ with the rush App and its native cache. Try
+# http://127.0.0.1:8000/nas/?arch=x86_64&build=42661&language=enu
+catalog: build
+	$(BIN)/python -m examples.catalog build
+	$(BIN)/python -m examples.catalog serve --host 127.0.0.1 --port 8000
 
 lint: $(BIN)/.installed
 	cargo fmt --all -- --check
@@ -36,15 +43,18 @@ cargo-test:
 	cargo test --workspace
 
 # System tools the tests drive, as COMMAND:DEBIAN-PACKAGE: wrk (a real load generator), redis-server
-# (the response cache's shared level), curl and openssl (the proxy's tests). The missing ones are
-# installed with one apt-get run.
-TEST_TOOLS := wrk:wrk redis-server:redis-server curl:curl openssl:openssl
+# (the response cache's shared level), curl and openssl (the proxy's tests), mariadbd (MariaDB, which
+# tests/test_catalog.py starts as a throwaway server). The missing ones are installed with one
+# apt-get run. PostgreSQL, which the catalog's tests start too, keeps its programs off PATH
+# (/usr/lib/postgresql/N/bin), so it is looked for there.
+TEST_TOOLS := wrk:wrk redis-server:redis-server curl:curl openssl:openssl mariadbd:mariadb-server
 
 test-tools:
 	@missing=""; for tool in $(TEST_TOOLS); do \
 		command -v $${tool%%:*} >/dev/null || missing="$$missing $${tool#*:}"; \
 	done; \
-	if [ -n "$$missing" ]; then apt-get update -q && apt-get install -y -q $$missing; fi
+	if [ -n "$$missing" ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; fi
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || (apt-get update -q && apt-get install -y -q postgresql)
 
 pytest: build test-tools
 	$(BIN)/python -m pytest -q

@@ -19,6 +19,7 @@ Modules:
 - `benches.report`: the tables written into benches/README.md;
 - `benches.chart`: PNG charts (needs matplotlib: runs in the bench venv);
 - `benches.environment`: machine and tool versions recorded with results;
+- `benches.catalog`: the catalog group's key spread, databases and answer checks, and the misses count;
 - `benches.tools`: installs wrk, the Debian packages, the bench venv and the peer servers;
 - `benches.nginx`: nginx's config, generated for each run;
 - `benches.rust_peers`: building the actix-web and hyper peers of benches/rust/;

@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benches import BENCHES_DIR, REPO_ROOT
+from benches import BENCHES_DIR, REPO_ROOT, catalog
 from benches.apps.site import ensure_site
 from benches.environment import collect_environment, command_output
 from benches.report import (
@@ -256,16 +256,26 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()[0]
     if load > BUSY_LOAD_AVERAGE and not arguments.quick:
         print(f"benches: WARNING: load average is {load:.2f}; other work will make numbers noisy", file=sys.stderr)
-    runs = plan(scenarios, available, settings.repeat)
-    if not runs:
-        print("benches: none of the selected servers serves the selected scenarios", file=sys.stderr)
-        return 2
-    print(
-        f"benches: {len(runs)} runs: {len(scenarios)} scenarios, {len(available)} servers, {settings.repeat} "
-        f"repeats, {settings.duration_s:g} s each after {settings.warmup_s:g} s warm-up; logs in {settings.log_dir}",
-        file=sys.stderr,
-    )
-    records = run_all(runs, settings)
+    # The catalog group's databases (SQLite file, throwaway PostgreSQL and MariaDB servers): started
+    # for this run, stopped by PID when it ends; scenarios whose database cannot start are left out.
+    prepared = catalog.prepare(scenarios, settings.client_cpu)
+    try:
+        scenarios = prepared.scenarios
+        for kind, note in prepared.notes.items():
+            skipped[f"catalog-{kind}"] = note
+        runs = plan(scenarios, available, settings.repeat)
+        if not runs:
+            print("benches: none of the selected servers serves the selected scenarios", file=sys.stderr)
+            return 2
+        print(
+            f"benches: {len(runs)} runs: {len(scenarios)} scenarios, {len(available)} servers, {settings.repeat} "
+            f"repeats, {settings.duration_s:g} s each after {settings.warmup_s:g} s warm-up; logs in "
+            f"{settings.log_dir}",
+            file=sys.stderr,
+        )
+        records = run_all(runs, settings)
+    finally:
+        prepared.stop()
 
     timestamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     environment = collect_environment(

@@ -19,8 +19,9 @@ import json
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from benches import catalog
 from benches.scenarios import Expectation, Scenario
 from benches.tls import wrap
 
@@ -147,8 +148,9 @@ def media_type_matches(expected: str, actual: str) -> bool:
     return actual == expected or actual.split(";")[0].strip() == expected
 
 
-def response_problems(response: HttpResponse, expect: Expectation) -> list[str]:
-    """Everything about ``response`` that differs from ``expect`` (empty when it is right)."""
+def response_problems(response: HttpResponse, expect: Expectation, path: str = "/", host: str = "") -> list[str]:
+    """Everything about ``response`` that differs from ``expect`` (empty when it is right); ``path``
+    and ``host`` (as sent in Host) are what a ``json_shape`` check may depend on."""
     problems = []
     if response.status != expect.status:
         problems.append(f"status {response.status}, expected {expect.status}")
@@ -170,12 +172,29 @@ def response_problems(response: HttpResponse, expect: Expectation) -> list[str]:
         else:
             if parsed != expect.json:
                 problems.append(f"JSON {parsed!r}, expected {expect.json!r}")
+    if expect.json_shape is not None and response.status == expect.status:
+        problems += SHAPE_CHECKS[expect.json_shape](path, response.body, host)
     return problems
 
 
-def check_scenario(scenario: Scenario, host: str, port: int, timeout: float = 5.0) -> list[HttpResponse]:
+# Checks of a JSON body that depend on the path asked: name -> (path, body, host) -> problems.
+SHAPE_CHECKS: dict[str, Callable[[str, bytes, str], list[str]]] = {"catalog": catalog.shape_problems}
+# Paths a scenario's load asks (Scenario.spread): name -> paths.
+SPREADS: dict[str, tuple[str, ...]] = {"catalog": catalog.SPREAD}
+
+
+def check_scenario(
+    scenario: Scenario, host: str, port: int, timeout: float = 5.0, limit: int | None = None
+) -> list[HttpResponse]:
     """Sends the scenario's request (``scenario.pipeline`` copies in one write) and checks every
-    response; raises CheckFailed naming the first problem. Returns the responses."""
+    response; raises CheckFailed naming the first problem. Returns the responses. A scenario with
+    a ``spread`` is checked on each of its paths (the first ``limit`` of them, if given), each on
+    a connection of its own."""
+    if scenario.spread:
+        responses = []
+        for path in SPREADS[scenario.spread][:limit]:
+            responses += check_scenario(replace(scenario, path=path, spread=""), host, port, timeout)
+        return responses
     depth = 1 if scenario.expect_close else scenario.pipeline
     with connect(host, port, timeout, scenario.tls) as sock:
         sock.sendall(request_bytes(scenario, host, port) * depth)
@@ -184,7 +203,7 @@ def check_scenario(scenario: Scenario, host: str, port: int, timeout: float = 5.
         try:
             for index in range(depth):
                 response = reader.read_response()
-                problems = response_problems(response, scenario.expect)
+                problems = response_problems(response, scenario.expect, scenario.path, f"{host}:{port}")
                 if problems:
                     where = f" (response {index + 1} of {depth})" if depth > 1 else ""
                     raise CheckFailed(f"{scenario.method} {scenario.path}{where}: " + "; ".join(problems))

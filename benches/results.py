@@ -65,6 +65,9 @@ class RunRecord:
     wrk_command: list[str] = field(default_factory=list)
     wall_time_s: float = 0.0
     server_log_tail: str = ""
+    # What the app itself counted during the measured window, per request (the catalog's query
+    # counter: queries, ms in the database, building and encoding the JSON); empty for other apps.
+    app_per_request: dict[str, float] = field(default_factory=dict)
 
     def take_wrk(self, result: WrkResult, scenario: Scenario) -> None:
         self.requests = result.requests

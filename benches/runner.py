@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
-from benches import REPO_ROOT
+from benches import REPO_ROOT, catalog
 from benches.httpcheck import CheckFailed, answers_http, check_scenario, free_port, port_is_free, wait_until_answering
 from benches.processes import RssSampler, ServerProcess
 from benches.results import RunRecord, wrk_failure
@@ -45,6 +45,9 @@ from benches.scenarios import Scenario
 from benches.servers import BENCH_VENV, ORIGIN_SERVER, RUSH_VENV, SERVERS, Launch, Server
 from benches.tls import ensure_certificate
 from benches.wrk import WrkError, parse_wrk_output, tunnel_command, wrk_command
+
+# How many paths of a spread (Scenario.spread) are checked again after the load; all are before.
+AFTER_LOAD_CHECKS = 20
 
 
 @dataclass
@@ -158,11 +161,12 @@ def run_wrk(argv: list[str], settings: Settings, duration_s: float) -> tuple[str
     return completed.stdout, used
 
 
-def check_answers(scenario: Scenario, host: str, port: int) -> None:
-    """The scenario's correctness check: `check_scenario`, or for a tunnel scenario one request
-    through a fresh tunnel by benches/tunnel_load.py (raises CheckFailed when wrong)."""
+def check_answers(scenario: Scenario, host: str, port: int, limit: int | None = None) -> None:
+    """The scenario's correctness check: `check_scenario` (the first ``limit`` paths of a spread),
+    or for a tunnel scenario one request through a fresh tunnel by benches/tunnel_load.py (raises
+    CheckFailed when wrong)."""
     if scenario.load != "tunnel":
-        check_scenario(scenario, host, port)
+        check_scenario(scenario, host, port, limit=limit)
         return
     argv = tunnel_command(scenario, f"http://{host}:{port}", 0, check=True)
     completed = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
@@ -261,22 +265,28 @@ def measure(planned: PlannedRun, settings: Settings) -> RunRecord:
         if settings.warmup_s > 0:
             run_wrk(wrk_command(scenario, url, settings.warmup_s, settings.wrk), settings, settings.warmup_s)
 
+        # The catalog's own counters around the window (outside it: they cost the server a request).
+        app_before = catalog.read_stats(settings.host, port) if scenario.app.startswith("catalog-") else None
         cpu_before = process.cpu_seconds()
         with RssSampler(process.pid) as sampler:
             output, client_cpu = run_wrk(record.wrk_command, settings, settings.duration_s)
         record.server_cpu_seconds = process.cpu_seconds() - cpu_before
+        app_after = catalog.read_stats(settings.host, port) if app_before is not None else None
         record.sampled_peak_rss_bytes = sampler.peak_bytes
         record.peak_rss_bytes = max(process.peak_rss_bytes(), sampler.peak_bytes)
 
         result = parse_wrk_output(output)
         record.take_wrk(result, scenario)
+        if app_before is not None and app_after is not None:
+            record.app_per_request = catalog.per_request(app_before, app_after, result.requests)
         if result.duration_s > 0:
             record.client_cpu_utilisation = client_cpu / result.duration_s
         if result.requests:
             record.cpu_us_per_request = record.server_cpu_seconds / result.requests * 1e6
         if not process.is_alive():
             raise CheckFailed("server exited during the load")
-        check_answers(scenario, settings.host, port)
+        # After the load a sample of a spread is enough: the server survived and still answers right.
+        check_answers(scenario, settings.host, port, limit=AFTER_LOAD_CHECKS)
         record.failure = wrk_failure(result, scenario)
     except (CheckFailed, WrkError, OSError, subprocess.TimeoutExpired) as error:
         record.failure = f"{type(error).__name__}: {error}" if not isinstance(error, CheckFailed) else str(error)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from benches import catalog
 from benches.apps.site import INDEX_HTML, LARGE_FILE, LARGE_SIZE, SMALL_FILE, SMALL_SIZE, sha256, text_of_size
 
 
@@ -40,6 +41,8 @@ class Expectation:
     body_sha256: str | None = None
     json: Any = None
     headers: tuple[tuple[str, str], ...] = ()
+    # A check of the parsed body that depends on the path asked ("catalog": benches.catalog.shape_problems).
+    json_shape: str | None = None
 
     @property
     def is_error_status(self) -> bool:
@@ -70,6 +73,13 @@ class Scenario:
     servers: tuple[str, ...] | None = None
     # HTTPS: the servers' apps for it serve benches/tls.py's certificate; checks and wrk speak TLS.
     tls: bool = False
+    # A wrk script of benches/lua/ and its arguments (after ``--``), for loads that are not one
+    # request repeated; "" for plain wrk (or pipeline.lua, which ``pipeline`` brings).
+    script: str = ""
+    script_args: tuple[str, ...] = ()
+    # The paths the load asks ("catalog": benches.catalog.SPREAD), every one checked before timing;
+    # "" when the load asks ``path`` only.
+    spread: str = ""
     notes: str = ""
     # For proxies: the app nginx serves as the origin behind the proxy, started by the runner
     # first; ``{origin}`` in ``path`` becomes its host:port (an absolute-form target).
@@ -353,6 +363,54 @@ RUST_GROUP: list[Scenario] = [
     for pipeline in (1, RUST_PIPELINE)
 ]
 
+# Seed 004 (shared/seeds/004): the package catalog, examples/catalog/. Warm: each front end's cache
+# on, 100 connections over the spread of keys; cold: caches off, 10 connections (each answer costs
+# database queries and tens of kB of JSON; 100 connections would only queue behind one worker).
+CATALOG_SERVERS = ("rush", "rush-flask", "gunicorn", "uvicorn")
+CATALOG_JSON = Expectation(status=200, json_shape="catalog", headers=(("content-type", "application/json"),))
+
+
+def catalog_scenario(state: str, database: str, close: bool) -> Scenario:
+    return Scenario(
+        name=f"{state}-{database}{'-close' if close else ''}",
+        group="catalog",
+        app=f"catalog-{state}-{database}",
+        title=f"{state}, {database}{', Connection: close' if close else ''}",
+        path=catalog.SPREAD[0],
+        expect=CATALOG_JSON,
+        headers=(("Connection", "close"),) if close else (),
+        expect_close=close,
+        connections=100 if state == "warm" else 10,
+        script="catalog.lua",
+        script_args=(str(catalog.PATHS_FILE),),
+        spread="catalog",
+        servers=CATALOG_SERVERS,
+        notes=f"{len(catalog.SPREAD)} distinct keys; "
+        + ("caches on (each server's own)" if state == "warm" else "caches off: every request queries"),
+    )
+
+
+CATALOG_GROUP: list[Scenario] = [
+    catalog_scenario(state, database, close)
+    for state in ("warm", "cold")
+    for database in catalog.DATABASES
+    for close in (False, True)
+] + [
+    Scenario(
+        name=f"ceiling{'-close' if close else ''}",
+        group="catalog",
+        app="static",
+        title=f"the mean answer as a static file{', Connection: close' if close else ''}",
+        path=catalog.CEILING_PATH,
+        expect=Expectation(status=200, json_shape="catalog"),
+        headers=(("Connection", "close"),) if close else (),
+        expect_close=close,
+        servers=("rush", "nginx"),
+        notes="the same bytes from a file (mean answer size): the ceiling for the warm rows",
+    )
+    for close in (False, True)
+]
+
 # Forward proxies (`benches.proxies`): wrk sends absolute-form requests through the proxy
 # (benches/lua/proxy.lua) for the seed's small index.html on an nginx origin. The seed
 # (shared/seeds/003) ran wrk with 100 connections and one thread, but sent origin-form
@@ -457,6 +515,7 @@ GROUPS: dict[str, list[Scenario]] = {
     "wsgi-asgi": WSGI_ASGI_GROUP,
     "concurrency-models": CONCURRENCY_GROUP,
     "rust-frameworks": RUST_GROUP,
+    "catalog": CATALOG_GROUP,
     "proxy": PROXY_GROUP,
     "tls": TLS_GROUP,
 }

@@ -48,7 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benches import REPO_ROOT
+from benches import REPO_ROOT, catalog
 from benches.apps.site import SITE_DIR
 from benches.nginx import write_config
 from benches.proxies import write_squid_config, write_tinyproxy_config
@@ -78,6 +78,7 @@ class Launch:
 
     def placeholders(self) -> dict[str, object]:
         return {
+            **catalog.placeholders(),
             "bin": self.bin_dir or "",
             "host": self.host,
             "port": self.port,
@@ -218,6 +219,28 @@ def python_module(module: str) -> tuple[str, ...]:
     return ("{bin}/python", "-m", module, "--host", "{host}", "--port", "{port}")
 
 
+def catalog_apps(argv: tuple[str, ...], cache_env: bool = True, warm_options: tuple[str, ...] = ()) -> dict:
+    """The catalog apps of a server (``catalog-{warm,cold}-{database}``, benches/catalog.py): ``argv``
+    started through ``env`` with the database's URL. ``cache_env`` says whether the front end's own
+    cache (``CATALOG_CACHE``) is on when warm; ``warm_options`` are added to warm commands (rush's
+    ``--cache`` in front of a WSGI app whose own cache stays off)."""
+    apps = {}
+    for database in catalog.DATABASES:
+        for state in ("warm", "cold"):
+            cache = "1" if state == "warm" and cache_env else "0"
+            options = warm_options if state == "warm" else ()
+            apps[f"catalog-{state}-{database}"] = (
+                "/usr/bin/env",
+                f"CATALOG_DB={{catalog_{database}}}",
+                f"CATALOG_CACHE={cache}",
+                # The query counter (GET /_catalog/stats), read around each measured window.
+                "CATALOG_ADMIN=1",
+                *argv,
+                *options,
+            )
+    return apps
+
+
 NGINX = ("nginx", "-p", "{workdir}", "-c", "{workdir}/nginx.conf", "-e", "stderr", "-g", "daemon off;")
 
 
@@ -321,6 +344,8 @@ SERVERS: list[Server] = [
             "asgi": rush("benches.apps.asgi_app:app", "--interface", "asgi", "--workers", "1"),
             "flask": rush("benches.apps.flask_app:app", "--interface", "wsgi", "--workers", "1"),
             "fastapi": rush("benches.apps.fastapi_app:app", "--interface", "asgi", "--workers", "1"),
+            # The catalog's rush App, with its native cache when warm (CATALOG_CACHE).
+            **catalog_apps(rush("examples.catalog.rush_app:app", "--workers", "1")),
             # The origin is on loopback, which `rush proxy` refuses unless told.
             "proxy": RUSH_PROXY,
             "tls-hello": rush("benches.apps.rush_app:app", "--workers", "1", *RUSH_TLS),
@@ -330,6 +355,20 @@ SERVERS: list[Server] = [
         version_argv=("{bin}/rush", "--version"),
         install_hint="make build",
         notes="a supervisor process forks the workers; CPU and RSS count all of them",
+    ),
+    Server(
+        name="rush-flask",
+        title="rush (WSGI) serving the Flask twin, rush's cache in front",
+        venv="rush",
+        apps=catalog_apps(
+            rush("examples.catalog.flask_app:app", "--interface", "wsgi", "--workers", "1"),
+            cache_env=False,
+            warm_options=("--cache", catalog.RUSH_CACHE_FLAG),
+        ),
+        probe="import rush._rush, flask_sqlalchemy, flask_caching",
+        version_argv=("{bin}/rush", "--version"),
+        install_hint="make build",
+        notes="the catalog's Flask twin unchanged, Flask-Caching off, rush's native cache (--cache) when warm",
     ),
     Server(
         name="rush-metrics",
@@ -456,10 +495,12 @@ SERVERS: list[Server] = [
                 "--ssl-keyfile",
                 "{keyfile}",
             ),
+            # The catalog's FastAPI app, with its in-process TTL cache when warm.
+            **catalog_apps(uvicorn("examples.catalog.fastapi_app:app")),
         },
         probe="import uvicorn, uvloop, httptools, fastapi",
         version_argv=("{bin}/uvicorn", "--version"),
-        requirements=("uvicorn[standard]", "fastapi"),
+        requirements=("uvicorn[standard]", "fastapi", "psycopg[binary]", "psycopg_pool", "PyMySQL", "cachetools"),
         notes="serves no static files: left out of the static-file scenarios",
     ),
     Server(
@@ -483,10 +524,21 @@ SERVERS: list[Server] = [
         name="gunicorn",
         title="gunicorn, sync worker (WSGI)",
         venv="bench",
-        apps={"flask": gunicorn("sync", "benches.apps.flask_app:app")},
+        apps={
+            "flask": gunicorn("sync", "benches.apps.flask_app:app"),
+            # The catalog's Flask twin as spkrepo runs it: Flask-Caching (SimpleCache) when warm.
+            **catalog_apps(gunicorn("sync", "examples.catalog.flask_app:app")),
+        },
         probe="import gunicorn, flask",
         version_argv=("{bin}/gunicorn", "--version"),
-        requirements=("gunicorn", "flask"),
+        requirements=(
+            "gunicorn",
+            "flask",
+            "Flask-SQLAlchemy",
+            "Flask-Caching",
+            "psycopg[binary]",
+            "PyMySQL",
+        ),
         notes="the default worker: one request at a time, and a new connection per request (no keep-alive)",
     ),
     Server(

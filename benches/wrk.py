@@ -139,10 +139,14 @@ def wrk_command(scenario: Scenario, url: str, duration_s: float, wrk: str = "wrk
         # wrk connects to the proxy at ``url`` and asks it for the absolute target.
         argv += ["-s", str(PROXY_SCRIPT), url.rstrip("/") + "/", "--", scenario.path, str(scenario.pipeline)]
         return argv
-    if scenario.pipeline > 1:
+    if scenario.script:
+        argv += ["-s", str(BENCHES_DIR / "lua" / scenario.script)]
+    elif scenario.pipeline > 1:
         argv += ["-s", str(PIPELINE_SCRIPT)]
     argv.append(url.rstrip("/") + scenario.path)
-    if scenario.pipeline > 1:
+    if scenario.script:
+        argv += ["--", *scenario.script_args]
+    elif scenario.pipeline > 1:
         argv += ["--", str(scenario.pipeline)]
     return argv
 

@@ -9,6 +9,7 @@ stays out of `make test`.
 from __future__ import annotations
 
 import contextlib
+import json
 import resource
 import socket
 import subprocess
@@ -816,6 +817,117 @@ def test_tables_say_that_several_workers_share_the_load_generators_core():
     assert "(`taskset -c 0,1` with several workers)" in table
     single = merge_into_latest({"groups": {}}, results_for([run("rush", 1, 1.0)], [HELLO]), ["test"], "x.json")
     assert "sharing CPU" not in render_group("test", single["groups"]["test"], chart_exists=False)
+
+
+# --- the catalog group (seed 004) -------------------------------------------------------------
+
+
+def test_the_catalog_spread_is_500_distinct_keys_over_the_generators_values():
+    from urllib.parse import parse_qs, urlsplit
+
+    from benches import catalog
+
+    keys = {
+        tuple(parse_qs(urlsplit(path).query)[name][0] for name in ("arch", "build", "language"))
+        for path in catalog.SPREAD
+    }
+    assert len(catalog.SPREAD) == len(keys) == 500
+    assert catalog.spread() == catalog.SPREAD, "the same keys on every run"
+    arches = {arch for arch, _, _ in keys}
+    assert {"88f6281", "88f6282", "x86_64"} <= arches and "noarch" not in arches
+    assert len({language for _, _, language in keys}) == 20
+
+
+def test_catalog_scenarios_cycle_through_the_spread_with_their_script(tmp_path):
+    from benches import catalog
+
+    warm = next(scenario for scenario in GROUPS["catalog"] if scenario.name == "warm-sqlite-close")
+    argv = wrk_command(warm, "http://127.0.0.1:8000", 5)
+    assert argv[argv.index("-s") + 1].endswith("benches/lua/catalog.lua")
+    assert argv[-2:] == ["--", str(catalog.PATHS_FILE)]
+    assert "Connection: close" in argv
+    written = catalog.write_paths(tmp_path / "paths.txt").read_text().splitlines()
+    assert written == list(catalog.SPREAD)
+    # Each database and state has both connection modes, and the ceiling has rush and nginx.
+    names = {scenario.name for scenario in GROUPS["catalog"]}
+    for database in catalog.DATABASES:
+        for state in ("warm", "cold"):
+            assert {f"{state}-{database}", f"{state}-{database}-close"} <= names
+    ceiling = next(scenario for scenario in GROUPS["catalog"] if scenario.name == "ceiling")
+    assert [server.name for server in SERVERS if server.serves(ceiling)] == ["rush", "nginx"]
+
+
+def catalog_answer(build: int, host: str, keyrings: bool = True) -> bytes:
+    entry = {"package": "git", "version": "2-1", "dname": "Git", "desc": "d", "thumbnail": []}
+    entry["link"] = f"http://{host}/nas/git/1/git.spk?arch=x86_64&build={build}"
+    if build < 5004:
+        return json.dumps([entry]).encode()
+    document = {"packages": [entry]}
+    if build < 40000 and keyrings:
+        document["keyrings"] = []
+    return json.dumps(document).encode()
+
+
+def test_catalog_answers_are_checked_for_their_shape_and_host():
+    from benches.catalog import shape_problems
+
+    host = "127.0.0.1:8000"
+    for build in (4458, 24922, 42661):
+        path = f"/nas/?build={build}&arch=x86_64&language=enu"
+        assert shape_problems(path, catalog_answer(build, host), host) == []
+        assert shape_problems(path, catalog_answer(build, "first.example"), host), "a baked-in host"
+    assert shape_problems("/nas/?build=24922", catalog_answer(24922, host, keyrings=False), host)
+    assert shape_problems("/nas/?build=42661", catalog_answer(24922, host), host)
+    assert shape_problems("/nas/?build=4458", catalog_answer(42661, host), host)
+    assert shape_problems("/nas/?build=4458", b"<html>", host)
+
+
+class CatalogCanned:
+    """Answers each connection with a catalog of the shape its request's build asks for, its
+    URLs on ``host`` (``None``: the Host the client sent)."""
+
+    def __init__(self, host: str | None = None) -> None:
+        self.host = host
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.listener.settimeout(5)
+        self.paths: list[str] = []
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                connection, _ = self.listener.accept()
+                with connection:
+                    request = connection.recv(65536).decode()
+                    path = request.split(" ")[1]
+                    self.paths.append(path)
+                    sent_host = request.split("Host: ")[1].split("\r\n")[0]
+                    body = catalog_answer(int(path.split("build=")[1].split("&")[0]), self.host or sent_host)
+                    head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                    connection.sendall(head.encode() + b"\r\n" + body)
+
+    def __enter__(self) -> CatalogCanned:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        # shutdown() wakes the accept() blocked in the thread (close() alone would not).
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)
+        self.thread.join(5)
+        self.listener.close()
+
+
+def test_a_spread_is_checked_path_by_path():
+    from benches import catalog
+
+    warm = next(scenario for scenario in GROUPS["catalog"] if scenario.name == "warm-sqlite")
+    with CatalogCanned() as server:
+        responses = check_scenario(warm, "127.0.0.1", server.port, timeout=2, limit=3)
+    assert len(responses) == 3 and server.paths == list(catalog.SPREAD[:3])
+    with CatalogCanned(host="first.example") as server, pytest.raises(CheckFailed, match="is not on http"):
+        check_scenario(warm, "127.0.0.1", server.port, timeout=2, limit=3)
 
 
 def test_proxy_scenarios_send_absolute_form_targets_through_the_proxy():
