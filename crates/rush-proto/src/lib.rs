@@ -19,6 +19,8 @@
 //! * [`encode`]: response framing: Content-Length, chunked or close-delimited
 //!   bodies, HEAD and bodyless statuses, `Connection` tokens.
 //! * [`DateCache`]: the `Date` header, formatted once a second.
+//! * [`forwarded`]: the client, scheme and host a trusted reverse proxy
+//!   reports (`X-Forwarded-*`, RFC 7239 `Forwarded`), and which peers to trust.
 //!
 //! Incomplete input is always [`HeadStatus::Partial`] / "need more", never an
 //! error, so the same input split at any offset gives the same result.
@@ -33,12 +35,13 @@ mod chunked;
 mod date;
 pub mod encode;
 mod error;
+pub mod forwarded;
 mod head;
 pub mod response;
 mod target;
 
 pub use chunked::{ChunkedDecoder, ChunkedProgress};
-pub use date::DateCache;
+pub use date::{server_fields_without, DateCache, SERVER_LINE};
 pub use encode::{BodyEncoder, BodyKind, EncodeError, FramingHeader, FramingPlan};
 pub use error::ProtoError;
 pub use head::{parse_request_head, HeadStatus, RequestHead};
