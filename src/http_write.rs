@@ -30,7 +30,8 @@ pub const TEXT_PLAIN: &[u8] = b"text/plain; charset=utf-8";
 
 /// How the response to one request must be framed.
 pub struct ResponseContext<'a> {
-    /// A whole `Date: ...\r\n` line.
+    /// A whole `Date: ...\r\n` line, after the server's fixed fields if
+    /// any (`rush_proto::DateCache::with_fields`).
     pub date_line: &'a [u8],
     /// HEAD: send the headers (with the body's length) but not the body.
     pub head_only: bool,
@@ -112,6 +113,7 @@ pub fn finish_head(out: &mut Vec<u8>, context: &ResponseContext<'_>, close: bool
 pub struct AppFields {
     pub date: bool,
     pub allow: bool,
+    pub server: bool,
 }
 
 impl AppFields {
@@ -119,6 +121,7 @@ impl AppFields {
     pub fn write(&mut self, out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
         self.date |= name.eq_ignore_ascii_case(b"date");
         self.allow |= name.eq_ignore_ascii_case(b"allow");
+        self.server |= name.eq_ignore_ascii_case(b"server");
         out.extend_from_slice(name);
         out.extend_from_slice(b": ");
         out.extend_from_slice(value);
@@ -139,9 +142,13 @@ pub fn finish_head_after(
         out.extend_from_slice(allow);
         out.extend_from_slice(b"\r\n");
     }
-    if !app.date {
-        out.extend_from_slice(context.date_line);
-    }
+    // The server's fields (`--server-header`, `--header`, Date) ride on
+    // the date line; an app's own Server or Date replaces the server's.
+    out.extend_from_slice(rush_proto::server_fields_without(
+        context.date_line,
+        app.server,
+        app.date,
+    ));
     if close || !context.keep_alive {
         out.extend_from_slice(b"Connection: close\r\n\r\n");
     } else if context.http10 {

@@ -47,7 +47,14 @@ def build_parser() -> argparse.ArgumentParser:
         if option.metadata.get("kind") == "bool":
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help_text)
             continue
-        if option.metadata.get("kind") in ("mounts", "cache_specs"):
+        if option.metadata.get("kind") == "proxy_headers":
+            # --proxy-headers alone (x-forwarded), --proxy-headers FAMILY, or --no-proxy-headers.
+            parser.add_argument(
+                flag, nargs="?", const="x-forwarded", default=None, metavar=option.metadata["metavar"], help=help_text
+            )
+            parser.add_argument("--no-" + flag[2:], dest=option.name, action="store_const", const="off", help="off")
+            continue
+        if option.metadata.get("kind") in ("mounts", "cache_specs", "headers"):
             parser.add_argument(flag, action="append", default=None, metavar=option.metadata["metavar"], help=help_text)
             continue
         parser.add_argument(

@@ -14,7 +14,7 @@ def serve(config: Config) -> int:
     """Binds, forks the workers and supervises them until shutdown; returns the exit code.
     Raises `rush.config.OptionError` (a ValueError) for a bad option, before binding."""
     config.validate()
-    logs.configure(config.log_level)
+    logs.configure(config.log_level, config.log_format, config.log_config)
     listener = create_listener(config)
     return Supervisor(config, listener).run()
 

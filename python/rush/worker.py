@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import inspect
+import logging
 import os
 import resource
 import signal
@@ -87,6 +88,16 @@ def build_server(config: Config, listener: socket.socket, router: Router, wakeup
         send_timeout=config.send_timeout,
         max_worker_output=config.max_worker_output,
         root_path=config.root_path,
+        proxy_headers=config.proxy_headers,
+        forwarded_allow_ips=config.forwarded_allow_ips,
+        forwarded_host=config.forwarded_host,
+        server_header=config.server_header,
+        date_header=config.date_header,
+        extra_headers=config.header_pairs(),
+        access_log_format=config.access_log_format,
+        access_log_fields=config.log_format == "json",
+        log_refusals=logs.error_logger.isEnabledFor(logging.WARNING),
+        debug=logs.error_logger.isEnabledFor(logging.DEBUG),
         **app,
     )
     listener.close()
@@ -95,7 +106,7 @@ def build_server(config: Config, listener: socket.socket, router: Router, wakeup
 
 def run_worker(config: Config, listener: socket.socket, ready_fd: int | None) -> int:
     """Runs one worker to completion; returns its exit code."""
-    logs.configure(config.log_level)
+    logs.configure(config.log_level, config.log_format, config.log_config)
     try:
         app = config.load_app()
         interface = detect_interface(app, config.interface)

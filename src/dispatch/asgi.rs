@@ -204,14 +204,16 @@ impl Core {
             .address
             .as_ref()
             .expect("set just above");
-        let started = build_scope(py, settings, head_bytes, head, client).and_then(|scope| {
-            let receive = Py::new(py, receive)?;
-            let send = Py::new(py, AsgiSend::new())?;
-            let coroutine =
-                app.bind(py)
-                    .call1((scope, receive.clone_ref(py), send.clone_ref(py)))?;
-            Ok((coroutine, AsgiExchange { send, receive }))
-        });
+        let origin = connection.origin.as_deref();
+        let started =
+            build_scope(py, settings, head_bytes, head, client, origin).and_then(|scope| {
+                let receive = Py::new(py, receive)?;
+                let send = Py::new(py, AsgiSend::new())?;
+                let coroutine =
+                    app.bind(py)
+                        .call1((scope, receive.clone_ref(py), send.clone_ref(py)))?;
+                Ok((coroutine, AsgiExchange { send, receive }))
+            });
         let (coroutine, exchange) = match started {
             Ok(started) => started,
             Err(error) => {

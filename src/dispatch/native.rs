@@ -29,6 +29,7 @@ impl Core {
         head: &RequestHead,
         body: RequestBody<'_>,
     ) -> Outcome {
+        self.begin_request(connection, head_bytes);
         let keep_alive = head.keep_alive && !self.closes_for_drain();
         let context = ResponseContext {
             date_line: self.date.header_line(),
@@ -209,6 +210,7 @@ impl Core {
                     version: head.version,
                     body,
                     client: connection.client,
+                    origin: connection.origin.clone(),
                 }),
             )
         });

@@ -75,7 +75,8 @@ impl Core {
             unreachable!("dispatch_wsgi is called only with a WSGI app");
         };
         let app = settings.app.clone_ref(py);
-        let environ = build_environ(py, settings, head_bytes, head, body, remote);
+        let origin = connection.origin.as_deref();
+        let environ = build_environ(py, settings, head_bytes, head, body, remote, origin);
         let environ = match environ {
             Ok(environ) => environ,
             Err(error) => {

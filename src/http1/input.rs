@@ -67,7 +67,7 @@ impl Core {
                     break;
                 }
                 Err(error) => {
-                    self.refuse(connection, &error);
+                    self.refuse(py, connection, &error);
                     offset = input.len();
                 }
                 Ok(HeadStatus::Complete(head)) => {
@@ -115,6 +115,7 @@ impl Core {
                             let keep_alive = head.keep_alive && !self.closes_for_drain();
                             let body = AsgiBody::Streaming { initial, progress };
                             connection.state.request_dispatched();
+                            self.begin_request(connection, head_bytes);
                             let outcome = self.dispatch_asgi(
                                 py, connection, key, head_bytes, &head, body, keep_alive, None,
                             );

@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 
 use super::{Listener, Server};
 use crate::conn::{Connection, Disposition, Protocol, ReadState, Stream, WriteState};
+use crate::dispatch::client_text;
 use crate::inflight::InFlight;
 
 pub(crate) const LISTENER: Token = Token(0);
@@ -205,6 +206,14 @@ impl Server {
     pub(crate) fn close_connection(&mut self, key: usize) {
         if let Some(connection) = self.connections.try_remove(key) {
             self.core.unaccount_output(&connection);
+            if self.core.debug {
+                // Called from paths with and without a `py` at hand; the
+                // loop thread holds the GIL either way.
+                Python::attach(|py| {
+                    let message = format!("connection from {} closed", client_text(&connection));
+                    self.core.log_debug(py, &message);
+                });
+            }
         }
     }
 
@@ -295,12 +304,17 @@ impl Server {
                     return accepted_now;
                 }
             };
-            let key = self.connections.insert(Connection::new(
-                stream,
-                client,
-                self.core.now,
-                &self.core.config,
-            ));
+            let mut connection = Connection::new(stream, client, self.core.now, &self.core.config);
+            connection.trusted_proxy = self
+                .core
+                .forwarding
+                .as_ref()
+                .is_some_and(|forwarding| forwarding.trusts_peer(client));
+            if self.core.debug {
+                let message = format!("connection from {} opened", client_text(&connection));
+                self.core.log_debug(py, &message);
+            }
+            let key = self.connections.insert(connection);
             // A connection accepted now may carry a request sent after a file
             // changed, later than this batch's inotify events: read them first.
             if !self.core.static_files.is_empty() {
@@ -390,6 +404,8 @@ impl Server {
         self.core.woken.extend(released);
         let mut expired = Vec::new();
         let mut woken = Vec::new();
+        // Refused (408) mid-request: logged once the scan is over.
+        let mut timed_out = Vec::new();
         self.core.date.refresh(SystemTime::now());
         let date_line = self.core.date.header_line();
         for (key, connection) in self.connections.iter_mut() {
@@ -413,6 +429,7 @@ impl Server {
                         date_line,
                     );
                     let _ = connection.write_output();
+                    timed_out.push((key, "408 the request did not arrive in time"));
                 }
                 // An idle connection whose next request just arrived is
                 // served, not closed under it.
@@ -424,11 +441,39 @@ impl Server {
             }
             expired.push(key);
         }
+        for (key, what) in timed_out {
+            if let Some(connection) = self.connections.get(key) {
+                self.core.log_refusal(py, connection, what);
+            }
+        }
         for key in expired {
+            if self.core.debug {
+                if let Some(connection) = self.connections.get(key) {
+                    let message = format!(
+                        "connection from {} timed out ({})",
+                        client_text(connection),
+                        timeout_name(connection)
+                    );
+                    self.core.log_debug(py, &message);
+                }
+            }
             self.close_connection(key);
         }
         // Driven by the loop's next pass, not from here: in asyncio mode the
         // sweep runs inside a task (`tick`), where no handler may start.
         self.drive_soon.extend(woken);
+    }
+}
+
+/// Which timeout ended a connection, for the debug log.
+fn timeout_name(connection: &Connection) -> &'static str {
+    if connection.sink.write_deadline.is_some() {
+        return "--send-timeout: the client stopped reading";
+    }
+    match connection.state.read() {
+        ReadState::Head => "--header-timeout",
+        ReadState::Body(_) => "--body-timeout",
+        ReadState::Idle => "--keep-alive-timeout",
+        _ => "a timeout",
     }
 }

@@ -104,10 +104,13 @@ fn parse_line<'a>(line: &'a [u8], elements: &mut Vec<Element<'a>>) -> Option<()>
     }
 }
 
+/// A parameter's name, its value, and the input after it.
+type Pair<'a> = (&'a [u8], Cow<'a, [u8]>, &'a [u8]);
+
 /// `name=value` at the start of `input` (after optional whitespace):
 /// the name, the value (unquoted), and what follows it (whitespace skipped),
 /// which starts with `;`, `,` or is empty.
-fn parse_pair(input: &[u8]) -> Option<(&[u8], Cow<'_, [u8]>, &[u8])> {
+fn parse_pair(input: &[u8]) -> Option<Pair<'_>> {
     let input = trim_start(input);
     let equals = input.iter().position(|&byte| byte == b'=')?;
     let (name, rest) = (&input[..equals], &input[equals + 1..]);
