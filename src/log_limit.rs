@@ -4,7 +4,9 @@
 //! level so an operator can see why clients fail, but a scanner or a broken
 //! client can send thousands a second: past [`LogLimit::PER_SECOND`] lines
 //! in one second the rest are only counted, and the first line logged after
-//! that says how many were left out. The clock is the loop's own `now`.
+//! that says how many were left out; so does the loop's once-a-second
+//! sweep ([`LogLimit::overdue_count`]) when no later line comes. The clock
+//! is the loop's own `now`.
 
 use std::time::{Duration, Instant};
 
@@ -40,6 +42,13 @@ impl LogLimit {
         self.logged_in_window += 1;
         Some(std::mem::take(&mut self.suppressed))
     }
+
+    /// Lines left out in a second that is over, not reported yet (taken:
+    /// the caller reports them).
+    pub(crate) fn overdue_count(&mut self, now: Instant) -> Option<u64> {
+        let over = now.saturating_duration_since(self.window_start) >= Duration::from_secs(1);
+        (over && self.suppressed > 0).then(|| std::mem::take(&mut self.suppressed))
+    }
 }
 
 #[cfg(test)]
@@ -57,5 +66,15 @@ mod tests {
         assert_eq!(limit.admit(start + Duration::from_millis(999)), None);
         assert_eq!(limit.admit(start + Duration::from_secs(1)), Some(2));
         assert_eq!(limit.admit(start + Duration::from_secs(1)), Some(0));
+        // No later line: the sweep reports the count once the second is over.
+        for _ in 0..LogLimit::PER_SECOND + 3 {
+            limit.admit(start + Duration::from_secs(1));
+        }
+        assert_eq!(
+            limit.overdue_count(start + Duration::from_millis(1500)),
+            None
+        );
+        assert_eq!(limit.overdue_count(start + Duration::from_secs(2)), Some(3));
+        assert_eq!(limit.overdue_count(start + Duration::from_secs(3)), None);
     }
 }

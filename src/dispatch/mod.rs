@@ -407,6 +407,18 @@ impl Core {
         self.log_warning(py, &message);
     }
 
+    /// From the once-a-second sweep: says how many refused requests were
+    /// not logged in a second that is over, if no later line has said it.
+    pub(crate) fn report_unlogged_refusals(&mut self, py: Python<'_>) {
+        if let Some(count) = self.refusal_limit.overdue_count(self.now) {
+            let message = format!(
+                "{count} more refused since the last line, not logged (at most {} lines a second)",
+                LogLimit::PER_SECOND
+            );
+            self.log_warning(py, &format!("refused requests: {message}"));
+        }
+    }
+
     /// Logs at debug level (only called when `debug` is on).
     pub(crate) fn log_debug(&self, py: Python<'_>, message: &str) {
         if let Err(logging_error) = self.error_logger.call1(py, (message, py.None(), "debug")) {

@@ -446,6 +446,7 @@ impl Server {
                 self.core.log_refusal(py, connection, what);
             }
         }
+        self.core.report_unlogged_refusals(py);
         for key in expired {
             if self.core.debug {
                 if let Some(connection) = self.connections.get(key) {
