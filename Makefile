@@ -35,9 +35,12 @@ format: $(BIN)/.installed
 cargo-test:
 	cargo test --workspace
 
-# System tools the tests drive (wrk, a real load generator): installed with apt when missing.
+# System tools the tests drive (wrk, a real load generator; nginx and openssl, the reverse
+# proxy with TLS in front of rush in tests/test_nginx_front.py): installed with apt when missing.
 test-tools:
 	@command -v wrk >/dev/null || (apt-get update -q && apt-get install -y -q wrk)
+	@command -v nginx >/dev/null || (apt-get update -q && apt-get install -y -q nginx)
+	@command -v openssl >/dev/null || (apt-get update -q && apt-get install -y -q openssl)
 
 pytest: build test-tools
 	$(BIN)/python -m pytest -q

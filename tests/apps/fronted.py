@@ -3,6 +3,7 @@ answers with what the server tells it about the request's origin."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from rush import App, Request, Response
@@ -12,7 +13,7 @@ app = App()
 
 @app.get("/origin")
 def origin(request: Request) -> dict[str, Any]:
-    return {"client": request.client, "scheme": request.scheme, "host": request.host}
+    return {"client": request.client, "scheme": request.scheme, "host": request.host, "pid": os.getpid()}
 
 
 @app.get("/own-server-header")
