@@ -43,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     for option in Config.option_fields():
         flag = "--" + option.name.replace("_", "-")
         environment = ENVIRONMENT_PREFIX + option.name.upper()
-        help_text = f"{option.metadata['help']} (env {environment})"
+        # argparse %-formats help texts: a literal % (the access log's atoms) is doubled.
+        help_text = f"{option.metadata['help']} (env {environment})".replace("%", "%%")
         if option.metadata.get("kind") == "bool":
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=help_text)
             continue
@@ -52,7 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
             parser.add_argument(
                 flag, nargs="?", const="x-forwarded", default=None, metavar=option.metadata["metavar"], help=help_text
             )
-            parser.add_argument("--no-" + flag[2:], dest=option.name, action="store_const", const="off", help="off")
+            parser.add_argument(
+                "--no-" + flag[2:], dest=option.name, action="store_const", const="off", help=f"{flag} off"
+            )
             continue
         if option.metadata.get("kind") in ("mounts", "cache_specs", "headers"):
             parser.add_argument(flag, action="append", default=None, metavar=option.metadata["metavar"], help=help_text)

@@ -196,7 +196,7 @@ class Config:
     forwarded_allow_ips: str = _option(
         "127.0.0.1,::1",
         "peers whose proxy headers are trusted: comma-separated IPs and CIDR networks, * for all; Unix-socket "
-        "peers are always trusted (env also FORWARDED_ALLOW_IPS)",
+        "peers are always trusted; uvicorn's FORWARDED_ALLOW_IPS is read too",
         metavar="IPS",
     )
     forwarded_host: bool = _option(
@@ -213,7 +213,7 @@ class Config:
     access_log_format: str | None = _option(
         None,
         'access log line in gunicorn\'s atoms, e.g. \'%(h)s "%(r)s" %(s)s %(b)s %(D)s "%(f)s" "%(a)s"\' '
-        '[default: client - "request line" status size]',
+        '(unset: ADDRESS:PORT - "REQUEST LINE" STATUS SIZE)',
         metavar="FORMAT",
     )
     log_format: str = _option("text", "log lines as text or json (one object per line)")
