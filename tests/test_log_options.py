@@ -42,9 +42,9 @@ def test_access_log_format_atoms(rush_server: ServerFactory, how: str) -> None:
         server = rush_server("fronted", env=clean_environment(variables))
     assert get(server, "/origin?a=1", HEADERS) == 200
     server.wait_for_log(FORMAT_LINE, stream="stdout")
-    # A header the request lacks is a dash.
-    get(server, "/origin?a=1", [("X-Forwarded-For", "1.2.3.4")])
-    server.wait_for_log(r'\|"-"\|"-"\|GET /origin a=1 HTTP/1\.1\|.*\|-$', stream="stdout")
+    # A header the request lacks is a dash; the peer's address comes without its port.
+    get(server, "/origin?a=1")
+    server.wait_for_log(r'\] 127\.0\.0\.1\|-\|.*\|"-"\|"-"\|GET /origin a=1 HTTP/1\.1\|.*\|-$', stream="stdout")
 
 
 def test_an_unknown_atom_is_a_start_up_error(rush_server: ServerFactory) -> None:
@@ -65,6 +65,10 @@ def test_json_log_format(rush_server: ServerFactory, how: str) -> None:
     assert access[0]["remote_addr"] == "1.2.3.4"
     assert (access[0]["status"], access[0]["logger"], access[0]["level"]) == (200, "rush.access", "INFO")
     assert isinstance(access[0]["size"], int) and isinstance(access[0]["duration_us"], int)
+    get(server, "/origin?direct=1")
+    server.wait_for_log(r'"request_line": "GET /origin\?direct=1 HTTP/1\.1"', stream="stdout")
+    direct = [json.loads(line) for line in server.stdout_text().splitlines() if "direct=1" in line]
+    assert direct[0]["remote_addr"] == "127.0.0.1"
     # Every error-log line is a JSON object too.
     server.wait_for_log(r'"message": "worker \d+ serving')
     for line in server.stderr_text().splitlines():

@@ -358,11 +358,13 @@ impl Core {
         };
         let request_line = line.text();
         let client = client_text(connection);
+        // gunicorn's `%(h)s` (and the JSON field) is the address alone.
+        let host = client_host(connection);
         let duration =
             std::time::Instant::now().saturating_duration_since(connection.request_started);
         let text = match &self.access_format {
             Some(format) => format.render(&AccessEntry {
-                client: &client,
+                client: &host,
                 request_line: &request_line,
                 status,
                 length,
@@ -374,7 +376,7 @@ impl Core {
         let result = if self.access_fields {
             // The fields for a structured (JSON) log, beside the line.
             let fields = (
-                client,
+                host,
                 request_line.as_ref(),
                 status,
                 length,
@@ -456,6 +458,18 @@ pub(crate) fn client_text(connection: &Connection) -> String {
     }
     match connection.client {
         Some(address) => address.to_string(),
+        None => "unix".to_owned(),
+    }
+}
+
+/// The client's address without the port (the reported one, if a trusted
+/// proxy reported one); `unix` on a Unix socket.
+pub(crate) fn client_host(connection: &Connection) -> String {
+    if let Some((host, _)) = connection.origin.as_ref().and_then(|o| o.client.as_ref()) {
+        return host.clone();
+    }
+    match connection.client {
+        Some(address) => address.ip().to_string(),
         None => "unix".to_owned(),
     }
 }
