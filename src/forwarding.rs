@@ -27,21 +27,25 @@ pub(crate) struct Forwarding {
 
 impl Forwarding {
     /// The rules, or `None` when proxy headers are off (then no peer is
-    /// trusted and nothing is read).
-    pub(crate) fn new(mode: &str, allow_ips: &str, host: bool) -> PyResult<Option<Forwarding>> {
+    /// trusted and nothing is read). The error is a message for a
+    /// ValueError (a plain string, so unit tests need no interpreter).
+    pub(crate) fn new(
+        mode: &str,
+        allow_ips: &str,
+        host: bool,
+    ) -> Result<Option<Forwarding>, String> {
         let headers = match mode {
             "off" => return Ok(None),
             "x-forwarded" => ProxyHeaders::XForwarded,
             "forwarded" => ProxyHeaders::Forwarded,
             other => {
-                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                return Err(format!(
                     "proxy_headers must be off, x-forwarded or forwarded (got {other:?})"
-                )))
+                ))
             }
         };
-        let trusted = TrustedProxies::parse(allow_ips).map_err(|problem| {
-            pyo3::exceptions::PyValueError::new_err(format!("forwarded_allow_ips: {problem}"))
-        })?;
+        let trusted = TrustedProxies::parse(allow_ips)
+            .map_err(|problem| format!("forwarded_allow_ips: {problem}"))?;
         Ok(Some(Forwarding {
             rules: ForwardingRules {
                 headers,

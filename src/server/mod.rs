@@ -155,7 +155,8 @@ impl Server {
             .map(|format| AccessFormat::parse(&format))
             .transpose()
             .map_err(pyo3::exceptions::PyValueError::new_err)?;
-        let forwarding = Forwarding::new(proxy_headers, forwarded_allow_ips, forwarded_host)?;
+        let forwarding = Forwarding::new(proxy_headers, forwarded_allow_ips, forwarded_host)
+            .map_err(pyo3::exceptions::PyValueError::new_err)?;
         let extra_lines = header_lines(&extra_headers)?;
         let config = LoopConfig {
             limits: Limits {
