@@ -11,12 +11,14 @@ own child, stopped by PID. Client threads send GET requests through nginx
 over keep-alive connections, each claiming to come from 203.0.113.7 behind
 an outer proxy, until both restarts are over (bounded by a request count).
 Each restart is SIGTERM, waiting for the PID to be gone, then a new rush
-on the same port, waited for until it answers. Nothing waits on the clock.
+on the same port, waited for until it answers; or SIGHUP, rush's own
+worker replacement. Nothing waits on the clock.
 """
 
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -140,7 +142,10 @@ def nginx_factory(tmp_path: Path) -> Any:
         nginx.stop()
 
 
-def test_rolling_restart_behind_nginx_fails_no_request(rush_server: ServerFactory, nginx_factory: Any) -> None:
+@pytest.mark.parametrize("how", ["restart", "hup"])
+def test_rolling_restart_behind_nginx_fails_no_request(
+    rush_server: ServerFactory, nginx_factory: Any, how: str
+) -> None:
     def start_rush(port: int) -> RushServer:
         return rush_server("fronted", "--forwarded-allow-ips", "127.0.0.1", bind="port", port=port)
 
@@ -184,18 +189,25 @@ def test_rolling_restart_behind_nginx_fails_no_request(rush_server: ServerFactor
         )
         for index, port in enumerate(ports):
             old = instances[index]
-            assert old.stop() == 0
-            wait_for(lambda old=old: not any(is_alive(pid) for pid in old.seen_workers), "the old workers gone")
-            instances[index] = start_rush(port)
-            # The new instance takes its share before the next one stops.
-            new_pid = instances[index].single_worker()
+            if how == "restart":
+                assert old.stop() == 0
+                wait_for(lambda old=old: not any(is_alive(pid) for pid in old.seen_workers), "the old workers gone")
+                instances[index] = start_rush(port)
+                new_pid = instances[index].single_worker()
+            else:
+                # rush's own reload: a new worker, then the old one drains.
+                (old_pid,) = old.worker_pids()
+                old.send_signal(signal.SIGHUP)
+                wait_for(lambda old_pid=old_pid: not is_alive(old_pid), "the old worker gone")
+                new_pid = old.single_worker()
+            # The new process takes its share before the next one stops.
             wait_for(lambda pid=new_pid: answered[pid] >= SHARE or failures, "the new instance answering through nginx")
     finally:
         restarts_done.set()
         for thread in threads:
             thread.join(GUARD_TIMEOUT)
     assert not failures, f"{len(failures)} failed of {sum(answered.values()) + len(failures)}: {failures[:5]}"
-    assert len(answered) == 4, answered  # two instances, each restarted once
+    assert len(answered) == 4, answered  # two instances, each replaced once
     # The app saw the client behind the outer proxy and nginx's TLS, not nginx.
     assert seen == {(("203.0.113.7", 0), "https")}
     assert "[alert]" not in nginx.log() and "[emerg]" not in nginx.log()
