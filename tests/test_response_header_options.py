@@ -68,3 +68,13 @@ def test_bad_header_is_a_start_up_error(rush_server: ServerFactory, bad: str) ->
     server = rush_server("fronted", "--header", bad, wait=False)
     assert server.wait_exit() == 2
     assert "--header takes NAME:VALUE" in server.stderr_text()
+
+
+def test_cached_answers_carry_them_once(rush_server: ServerFactory) -> None:
+    server = rush_server("tests.apps.cached:app", "--server-header", "--header", "X-Team: web")
+    for expect_age in (False, True):
+        response = httpx.get(f"{server.url}/nas/", params={"arch": "x86", "build": "1"})
+        assert ("age" in response.headers) == expect_age
+        assert response.headers.get_list("server") == ["rush"]
+        assert response.headers.get_list("x-team") == ["web"]
+        assert len(response.headers.get_list("date")) == 1

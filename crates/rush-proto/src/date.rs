@@ -116,6 +116,15 @@ pub fn server_fields_without(fields: &[u8], app_server: bool, app_date: bool) ->
     fields
 }
 
+/// Only the `Date` line of the server's fields (empty when it sends none):
+/// for a stored response head that already holds the rest as rendered.
+pub fn date_field_of(fields: &[u8]) -> &[u8] {
+    match fields.len().checked_sub(HEADER_LINE_LENGTH) {
+        Some(start) if fields[start..].starts_with(b"Date: ") => &fields[start..],
+        _ => b"",
+    }
+}
+
 /// Whole seconds since the epoch, clamped to what httpdate can format.
 fn unix_second(now: SystemTime) -> u64 {
     now.duration_since(UNIX_EPOCH)
@@ -198,9 +207,14 @@ mod tests {
             b"Server: rush\r\nX-A: 1\r\n"
         );
         assert_eq!(server_fields_without(line, true, true), b"X-A: 1\r\n");
+        assert_eq!(
+            date_field_of(line),
+            &line[line.len() - HEADER_LINE_LENGTH..]
+        );
         // Without Date, nothing is cut for an app's Date.
         let cache = DateCache::with_fields(at(784_111_777, 0), false, b"X-A: 1\r\n", false);
         assert_eq!(cache.header_line(), b"X-A: 1\r\n");
+        assert_eq!(date_field_of(cache.header_line()), b"");
         assert_eq!(
             server_fields_without(cache.header_line(), true, true),
             b"X-A: 1\r\n"

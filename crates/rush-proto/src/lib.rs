@@ -41,7 +41,7 @@ pub mod response;
 mod target;
 
 pub use chunked::{ChunkedDecoder, ChunkedProgress};
-pub use date::{server_fields_without, DateCache, SERVER_LINE};
+pub use date::{date_field_of, server_fields_without, DateCache, SERVER_LINE};
 pub use encode::{BodyEncoder, BodyKind, EncodeError, FramingHeader, FramingPlan};
 pub use error::ProtoError;
 pub use head::{parse_request_head, HeadStatus, RequestHead};
