@@ -177,3 +177,12 @@ def test_debug_logs_connections_and_timeouts(rush_server: ServerFactory) -> None
     quiet = rush_server("fronted")
     get(quiet)
     assert "[DEBUG]" not in quiet.stderr_text()
+
+
+def test_a_refusal_after_a_forwarded_request_names_the_peer(rush_server: ServerFactory) -> None:
+    server = rush_server("fronted", "--log-level", "warning")
+    forwarded = request("GET", "/origin", [("X-Forwarded-For", "1.2.3.4")])
+    received = send_raw(server, forwarded + b"GET / HTTP/1.1\r\nBad Header: x\r\n\r\n")
+    assert b"HTTP/1.1 400" in received
+    server.wait_for_log(r"refused a request from 127\.0\.0\.1:\d+: 400 ")
+    assert "1.2.3.4" not in server.stderr_text()

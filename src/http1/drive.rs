@@ -184,6 +184,9 @@ impl Core {
         connection: &mut Connection,
         error: &ProtoError,
     ) {
+        // The refused request's own headers were never read: the peer is
+        // named, not the client an earlier request was forwarded for.
+        connection.origin = None;
         self.log_refusal(py, connection, &error.to_string());
         rush_proto::response::write_error_response(
             &mut connection.sink.output,

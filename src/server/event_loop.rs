@@ -429,6 +429,8 @@ impl Server {
                         date_line,
                     );
                     let _ = connection.write_output();
+                    // Logged with the peer's address (see `refuse`).
+                    connection.origin = None;
                     timed_out.push((key, "408 the request did not arrive in time"));
                 }
                 // An idle connection whose next request just arrived is
