@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support import RushServer, ServerFactory, clean_environment, request
+from tests.support import RUSH, RushServer, ServerFactory, clean_environment, request
 
 XFF = [("X-Forwarded-For", "6.6.6.6, 1.2.3.4"), ("X-Forwarded-Proto", "https")]
 FORWARDED = [("Forwarded", 'for=6.6.6.6, for="[2001:db8::7]:4711";proto=https;host=example.org')]
@@ -129,3 +129,10 @@ def test_bad_allow_list_is_a_start_up_error(rush_server: ServerFactory) -> None:
     server = rush_server("fronted", "--forwarded-allow-ips", "localhost", wait=False)
     assert server.wait_exit() == 2
     assert "--forwarded-allow-ips takes IP addresses" in server.stderr_text()
+
+
+def test_the_flag_alone_before_the_app(rush_server: ServerFactory) -> None:
+    # `rush --proxy-headers MODULE:APP`: the optional FAMILY must not swallow the app.
+    server = rush_server("fronted", command=[str(RUSH), "--proxy-headers"])
+    assert server.command_line[1:3] == ["--proxy-headers", "tests.apps.fronted:app"]
+    assert origin(server, "rush", XFF) == ("1.2.3.4", "https", "public.test")

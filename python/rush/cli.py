@@ -78,6 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"rush {__version__}")
         return 0
+    family = arguments.get("proxy_headers")
+    if arguments["app"] is None and isinstance(family, str) and ":" in family:
+        # `rush --proxy-headers MODULE:APP`: the optional FAMILY took the app.
+        arguments["app"], arguments["proxy_headers"] = family, "x-forwarded"
     explicit = {}
     known = {option.name: option for option in Config.option_fields()}
     for name, value in arguments.items():
