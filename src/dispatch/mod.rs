@@ -357,26 +357,27 @@ impl Core {
             return;
         };
         let request_line = line.text();
-        let client = client_text(connection);
-        // gunicorn's `%(h)s` (and the JSON field) is the address alone.
-        let host = client_host(connection);
         let duration =
             std::time::Instant::now().saturating_duration_since(connection.request_started);
         let text = match &self.access_format {
+            // gunicorn's `%(h)s` (and the JSON field) is the address alone.
             Some(format) => format.render(&AccessEntry {
-                client: &host,
+                client: &client_host(connection),
                 request_line: &request_line,
                 status,
                 length,
                 duration,
                 headers: &connection.log_headers,
             }),
-            None => format!("{client} - \"{request_line}\" {status} {length}"),
+            None => format!(
+                "{} - \"{request_line}\" {status} {length}",
+                client_text(connection)
+            ),
         };
         let result = if self.access_fields {
             // The fields for a structured (JSON) log, beside the line.
             let fields = (
-                host,
+                client_host(connection),
                 request_line.as_ref(),
                 status,
                 length,
