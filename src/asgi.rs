@@ -32,6 +32,7 @@ use rush_proto::response::{is_valid_header_name, is_valid_header_value};
 use rush_proto::{RequestHead, Version};
 
 use crate::body::OwnedBody;
+use crate::forwarding::{scheme_of, RequestOrigin};
 use crate::options::OUTPUT_HIGH_WATER;
 use crate::request::{decode_path, header_fields};
 
@@ -111,6 +112,7 @@ pub fn build_scope<'py>(
     head_bytes: &[u8],
     head: &RequestHead,
     client: &Py<PyAny>,
+    origin: Option<&RequestOrigin>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let scope = PyDict::new(py);
     scope.set_item(pyo3::intern!(py, "type"), pyo3::intern!(py, "http"))?;
@@ -129,7 +131,12 @@ pub fn build_scope<'py>(
             std::str::from_utf8(head.method_span.of(head_bytes)).unwrap_or("GET"),
         ),
     )?;
-    scope.set_item(pyo3::intern!(py, "scheme"), pyo3::intern!(py, "http"))?;
+    let scheme = match scheme_of(origin) {
+        "https" => pyo3::intern!(py, "https"),
+        _ => pyo3::intern!(py, "http"),
+    };
+    scope.set_item(pyo3::intern!(py, "scheme"), scheme)?;
+    let forwarded_host = origin.and_then(|origin| origin.host.as_deref());
     let raw_path = head.path.of(head_bytes);
     scope.set_item(pyo3::intern!(py, "path"), decode_path(raw_path).as_ref())?;
     scope.set_item(pyo3::intern!(py, "raw_path"), PyBytes::new(py, raw_path))?;
@@ -141,13 +148,25 @@ pub fn build_scope<'py>(
     for (name, value) in header_fields(head_bytes) {
         lowered.clear();
         lowered.extend(name.iter().map(u8::to_ascii_lowercase));
+        // The proxy's host replaces the one it was sent (`--forwarded-host`).
+        let value = match forwarded_host {
+            Some(host) if lowered == b"host" => host.as_bytes(),
+            _ => value,
+        };
         headers.append(PyTuple::new(
             py,
             [PyBytes::new(py, &lowered), PyBytes::new(py, value)],
         )?)?;
     }
     scope.set_item(pyo3::intern!(py, "headers"), headers)?;
-    scope.set_item(pyo3::intern!(py, "client"), client.bind(py))?;
+    match origin
+        .map(|origin| origin.client_tuple(py))
+        .transpose()?
+        .flatten()
+    {
+        Some(forwarded) => scope.set_item(pyo3::intern!(py, "client"), forwarded)?,
+        None => scope.set_item(pyo3::intern!(py, "client"), client.bind(py))?,
+    }
     scope.set_item(pyo3::intern!(py, "server"), settings.server.bind(py))?;
     if let Some(state) = &settings.state {
         scope.set_item(pyo3::intern!(py, "state"), state.bind(py).copy()?)?;

@@ -29,8 +29,10 @@ pub enum OutgoingBody {
 pub const TEXT_PLAIN: &[u8] = b"text/plain; charset=utf-8";
 
 /// How the response to one request must be framed.
+#[derive(Clone, Copy)]
 pub struct ResponseContext<'a> {
-    /// A whole `Date: ...\r\n` line.
+    /// A whole `Date: ...\r\n` line, after the server's fixed fields if
+    /// any (`rush_proto::DateCache::with_fields`).
     pub date_line: &'a [u8],
     /// HEAD: send the headers (with the body's length) but not the body.
     pub head_only: bool,
@@ -106,12 +108,24 @@ pub fn finish_head(out: &mut Vec<u8>, context: &ResponseContext<'_>, close: bool
     finish_head_after(out, context, close, AppFields::default());
 }
 
+/// [`finish_head`] for a head stored by the response cache, which kept the
+/// server's fixed fields (`--server-header`, `--header`) as they were
+/// rendered: only a fresh `Date` and the `Connection` header are added.
+pub fn finish_stored_head(out: &mut Vec<u8>, context: &ResponseContext<'_>) {
+    let date_only = ResponseContext {
+        date_line: rush_proto::date_field_of(context.date_line),
+        ..*context
+    };
+    finish_head(out, &date_only, false);
+}
+
 /// The header fields the server adds unless the app set them itself: an
 /// app's own `Date` or `Allow` is sent once, not beside the server's.
 #[derive(Default, Clone, Copy)]
 pub struct AppFields {
     pub date: bool,
     pub allow: bool,
+    pub server: bool,
 }
 
 impl AppFields {
@@ -119,6 +133,7 @@ impl AppFields {
     pub fn write(&mut self, out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
         self.date |= name.eq_ignore_ascii_case(b"date");
         self.allow |= name.eq_ignore_ascii_case(b"allow");
+        self.server |= name.eq_ignore_ascii_case(b"server");
         out.extend_from_slice(name);
         out.extend_from_slice(b": ");
         out.extend_from_slice(value);
@@ -139,9 +154,13 @@ pub fn finish_head_after(
         out.extend_from_slice(allow);
         out.extend_from_slice(b"\r\n");
     }
-    if !app.date {
-        out.extend_from_slice(context.date_line);
-    }
+    // The server's fields (`--server-header`, `--header`, Date) ride on
+    // the date line; an app's own Server or Date replaces the server's.
+    out.extend_from_slice(rush_proto::server_fields_without(
+        context.date_line,
+        app.server,
+        app.date,
+    ));
     if close || !context.keep_alive {
         out.extend_from_slice(b"Connection: close\r\n\r\n");
     } else if context.http10 {

@@ -8,16 +8,19 @@
 
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+mod access_log;
 mod asgi;
 mod body;
 mod cache;
 mod conn;
 mod coroutine;
 mod dispatch;
+mod forwarding;
 mod http1;
 mod http_write;
 mod inflight;
 mod liveness;
+mod log_limit;
 mod metrics;
 mod options;
 mod proxy;
@@ -67,6 +70,15 @@ fn share_cache_generations() {
     cache::share_generations();
 }
 
+/// Raises ValueError if `format` is not a valid `--access-log-format`
+/// (checked before any worker is forked).
+#[pyfunction]
+fn check_access_log_format(format: &str) -> PyResult<()> {
+    access_log::AccessFormat::parse(format)
+        .map(drop)
+        .map_err(pyo3::exceptions::PyValueError::new_err)
+}
+
 #[pymodule]
 fn _rush(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<router::Router>()?;
@@ -90,6 +102,7 @@ fn _rush(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(wsgi::call_wsgi, module)?)?;
     module.add_function(wrap_pyfunction!(exit_with_parent, module)?)?;
     module.add_function(wrap_pyfunction!(share_cache_generations, module)?)?;
+    module.add_function(wrap_pyfunction!(check_access_log_format, module)?)?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -13,6 +13,7 @@ use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use rush_proto::{Span, Version};
 
 use crate::body::OwnedBody;
+use crate::forwarding::{scheme_of, RequestOrigin};
 
 static HEADERS_CLASS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static QUERY_CLASS: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -28,6 +29,8 @@ pub struct RequestParts<'a> {
     pub version: Version,
     pub body: OwnedBody,
     pub client: Option<SocketAddr>,
+    /// What a trusted proxy reported (`crate::forwarding`), if anything.
+    pub origin: Option<Box<RequestOrigin>>,
 }
 
 #[pyclass(module = "rush", name = "Request", frozen)]
@@ -43,6 +46,7 @@ pub struct Request {
     /// read from its file only then).
     body_bytes: PyOnceLock<Py<PyBytes>>,
     client: Option<SocketAddr>,
+    origin: Option<Box<RequestOrigin>>,
     path: PyOnceLock<Py<PyString>>,
     query: PyOnceLock<Py<PyAny>>,
     headers: PyOnceLock<Py<PyAny>>,
@@ -60,6 +64,7 @@ impl Request {
             body: parts.body,
             body_bytes: PyOnceLock::new(),
             client: parts.client,
+            origin: parts.origin,
             path: PyOnceLock::new(),
             query: PyOnceLock::new(),
             headers: PyOnceLock::new(),
@@ -208,11 +213,34 @@ impl Request {
         loads.call1((self.body(py)?,))
     }
 
-    /// `(host, port)` of the peer; `None` on a Unix socket.
+    /// `(host, port)` of the client: the peer, or the client a trusted
+    /// proxy reported (port 0 when it gave none); `None` on a Unix socket.
     #[getter]
     fn client(&self) -> Option<(String, u16)> {
+        if let Some(client) = self.origin.as_ref().and_then(|o| o.client.clone()) {
+            return Some(client);
+        }
         self.client
             .map(|address| (address.ip().to_string(), address.port()))
+    }
+
+    /// `"http"` or `"https"`: how the client reached the server (or the
+    /// first proxy, as a trusted proxy reports it).
+    #[getter]
+    fn scheme(&self) -> &'static str {
+        scheme_of(self.origin.as_deref())
+    }
+
+    /// The host the client asked for: the Host field, or what a trusted
+    /// proxy reported with `--forwarded-host`; `None` without either.
+    #[getter]
+    fn host(&self) -> Option<String> {
+        if let Some(host) = self.origin.as_ref().and_then(|o| o.host.clone()) {
+            return Some(host);
+        }
+        header_fields(&self.head)
+            .find(|(name, _)| name.eq_ignore_ascii_case(b"host"))
+            .map(|(_, value)| String::from_utf8_lossy(value).into_owned())
     }
 
     /// `"1.0"` or `"1.1"`, as ASGI spells it.

@@ -36,6 +36,7 @@ use rush_proto::encode::{
 use rush_proto::response::{write_content_length, write_status_line};
 
 use crate::body::RequestBody;
+use crate::forwarding::RequestOrigin;
 use crate::http_write::OutgoingBody;
 use crate::http_write::{finish_head_after, AppFields, Rendered, ResponseContext};
 use crate::request::header_fields;
@@ -122,6 +123,7 @@ pub fn build_environ<'py>(
     head: &RequestHead,
     body: RequestBody<'_>,
     remote: Option<&(Py<PyString>, Py<PyString>)>,
+    origin: Option<&RequestOrigin>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let environ = settings.base_environ.bind(py).copy()?;
     environ.set_item(
@@ -151,9 +153,18 @@ pub fn build_environ<'py>(
             Version::Http11 => pyo3::intern!(py, "HTTP/1.1"),
         },
     )?;
-    if let Some((address, port)) = remote {
+    if let Some((address, port)) = origin.and_then(|origin| origin.client.as_ref()) {
+        environ.set_item(pyo3::intern!(py, "REMOTE_ADDR"), address)?;
+        environ.set_item(pyo3::intern!(py, "REMOTE_PORT"), port.to_string())?;
+    } else if let Some((address, port)) = remote {
         environ.set_item(pyo3::intern!(py, "REMOTE_ADDR"), address.bind(py))?;
         environ.set_item(pyo3::intern!(py, "REMOTE_PORT"), port.bind(py))?;
+    }
+    if origin.and_then(|origin| origin.https) == Some(true) {
+        environ.set_item(
+            pyo3::intern!(py, "wsgi.url_scheme"),
+            pyo3::intern!(py, "https"),
+        )?;
     }
     let mut header_keys = settings.header_keys.borrow_mut();
     for (name, value) in header_fields(head_bytes) {
@@ -199,6 +210,10 @@ pub fn build_environ<'py>(
             }
             None => environ.set_item(&key, value)?,
         }
+    }
+    if let Some(host) = origin.and_then(|origin| origin.host.as_ref()) {
+        // After the fields: the proxy's host replaces the one it was sent.
+        environ.set_item(pyo3::intern!(py, "HTTP_HOST"), host)?;
     }
     let input = match body {
         RequestBody::Bytes(bytes) => BYTES_IO

@@ -11,6 +11,7 @@ __version__: str
 
 def exit_with_parent(signal: int, expected_parent: int) -> None: ...
 def share_cache_generations() -> None: ...
+def check_access_log_format(format: str) -> None: ...
 def call_wsgi(app: Callable[..., Any], environ: dict[str, Any], stream: bool = False) -> WsgiResponse: ...
 
 class Router:
@@ -124,7 +125,7 @@ class Server:
         error_logger: Callable[[str, BaseException | None, str], None],
         *,
         unix: bool = False,
-        access_logger: Callable[[str], None] | None = None,
+        access_logger: Callable[..., None] | None = None,
         wakeup_fd: int | None = None,
         max_request_line: int = 8192,
         max_head_size: int = 16384,
@@ -145,6 +146,16 @@ class Server:
         tls: TlsSettings | None = None,
         tls_max_handshakes: int = 256,
         proxy: ProxySettings | None = None,
+        proxy_headers: str = "x-forwarded",
+        forwarded_allow_ips: str = "127.0.0.1,::1",
+        forwarded_host: bool = False,
+        server_header: bool = False,
+        date_header: bool = True,
+        extra_headers: list[tuple[str, str]] = ...,
+        access_log_format: str | None = None,
+        access_log_fields: bool = False,
+        log_refusals: bool = True,
+        debug: bool = False,
     ) -> None: ...
     def fileno(self) -> int: ...
     def set_async_scheduler(self, runner: Any) -> None: ...
@@ -181,6 +192,10 @@ class Request:
     def json(self) -> Any: ...
     @property
     def client(self) -> tuple[str, int] | None: ...
+    @property
+    def scheme(self) -> str: ...
+    @property
+    def host(self) -> str | None: ...
     @property
     def http_version(self) -> str: ...
 

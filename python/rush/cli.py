@@ -46,13 +46,23 @@ def build_parser() -> argparse.ArgumentParser:
         if option.metadata.get("short"):
             flags.insert(0, option.metadata["short"])
         environment = ENVIRONMENT_PREFIX + option.name.upper()
-        help_text = f"{option.metadata['help']} (env {environment})"
+        # argparse %-formats help texts: a literal % (the access log's atoms) is doubled.
+        help_text = f"{option.metadata['help']} (env {environment})".replace("%", "%%")
         if option.name == "workers":
             help_text = f"{option.metadata['help']} (env {environment}, or WEB_CONCURRENCY)"
         if option.metadata.get("kind") == "bool":
             parser.add_argument(*flags, action=argparse.BooleanOptionalAction, default=None, help=help_text)
             continue
-        if option.metadata.get("kind") in ("mounts", "cache_specs", "list"):
+        if option.metadata.get("kind") == "proxy_headers":
+            # --proxy-headers alone (x-forwarded), --proxy-headers FAMILY, or --no-proxy-headers.
+            parser.add_argument(
+                *flags, nargs="?", const="x-forwarded", default=None, metavar=option.metadata["metavar"], help=help_text
+            )
+            parser.add_argument(
+                "--no-" + flags[-1][2:], dest=option.name, action="store_const", const="off", help=f"{flags[-1]} off"
+            )
+            continue
+        if option.metadata.get("kind") in ("mounts", "cache_specs", "list", "headers"):
             metavar = option.metadata["metavar"] or option.name.upper()
             parser.add_argument(*flags, action="append", default=None, metavar=metavar, help=help_text)
             continue
@@ -81,6 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"rush {__version__}")
         return 0
+    family = arguments.get("proxy_headers")
+    if arguments["app"] is None and isinstance(family, str) and ":" in family:
+        # `rush --proxy-headers MODULE:APP`: the optional FAMILY took the app.
+        arguments["app"], arguments["proxy_headers"] = family, "x-forwarded"
     explicit = {}
     known = {option.name: option for option in Config.option_fields()}
     for name, value in arguments.items():

@@ -19,6 +19,7 @@ the worker count under a cap (`worker_cap`) that only
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -83,6 +84,23 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:60] + "..." + text[-10:]
 
 
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_HEADER_VALUE = re.compile(r"[\t\x20-\x7e\x80-\xff]*")
+
+
+def _proxy_headers_value(name: str, value: Any) -> str:
+    """``--proxy-headers``' value: a family, or a boolean (on = x-forwarded)."""
+    if isinstance(value, bool):
+        return "x-forwarded" if value else "off"
+    text = str(value).strip().lower()
+    if text in ("x-forwarded", "forwarded", "off"):
+        return text
+    try:
+        return "x-forwarded" if parse_bool(text) else "off"
+    except ValueError:
+        raise OptionError(name, "must be x-forwarded, forwarded, off, true or false", value) from None
+
+
 def flag_name(name: str) -> str:
     """``"max_body_size"`` -> ``"--max-body-size"``."""
     return "--" + name.replace("_", "-")
@@ -111,6 +129,10 @@ def parse_bool(text: str) -> bool:
 
 def _option(default: Any, help: str, *, kind: str = "", metavar: str | None = None, short: str | None = None) -> Any:
     return field(default=default, metadata={"help": help, "kind": kind, "metavar": metavar, "short": short})
+
+
+# Environment variables other servers read, honoured after RUSH_*: option -> variable.
+ENVIRONMENT_ALIASES = {"forwarded_allow_ips": "FORWARDED_ALLOW_IPS"}
 
 
 @dataclass
@@ -225,6 +247,42 @@ class Config:
         None, "load environment variables from this file (KEY=VALUE lines) before reading the options", metavar="PATH"
     )
     pid: str | None = _option(None, "write the supervisor's process id to this file", metavar="PATH")
+    # Behind a proxy, response headers and log formats (uvicorn's and gunicorn's names).
+    proxy_headers: str = _option(
+        "x-forwarded",
+        "read the client, scheme (and host, with --forwarded-host) from a trusted proxy's headers: "
+        "x-forwarded (X-Forwarded-For/-Proto, as nginx sets them; the flag alone), forwarded (RFC 7239 "
+        "Forwarded, exclusively) or off (--no-proxy-headers)",
+        kind="proxy_headers",
+        metavar="FAMILY",
+    )
+    forwarded_allow_ips: str = _option(
+        "127.0.0.1,::1",
+        "peers whose proxy headers are trusted: comma-separated IPs and CIDR networks, * for all; Unix-socket "
+        "peers are always trusted; uvicorn's FORWARDED_ALLOW_IPS is read too",
+        metavar="IPS",
+    )
+    forwarded_host: bool = _option(
+        False, "also take the host from a trusted proxy (X-Forwarded-Host/-Port, Forwarded host=)", kind="bool"
+    )
+    server_header: bool = _option(False, "send 'Server: rush' (unless the app sets its own)", kind="bool")
+    date_header: bool = _option(True, "send a Date header (unless the app sets its own)", kind="bool")
+    header: list[str] = _option(
+        None,
+        "add NAME:VALUE to every response (repeatable; env: one per line)",
+        kind="headers",
+        metavar="NAME:VALUE",
+    )
+    access_log_format: str | None = _option(
+        None,
+        'access log line in gunicorn\'s atoms, e.g. \'%(h)s "%(r)s" %(s)s %(b)s %(D)s "%(f)s" "%(a)s"\' '
+        '(unset: ADDRESS:PORT - "REQUEST LINE" STATUS SIZE)',
+        metavar="FORMAT",
+    )
+    log_format: str = _option("text", "log lines as text or json (one object per line)")
+    log_config: str | None = _option(
+        None, "configure logging with logging.config.dictConfig from a JSON or YAML file", metavar="PATH"
+    )
 
     @classmethod
     def option_fields(cls) -> list[dataclasses.Field[Any]]:
@@ -253,6 +311,9 @@ class Config:
                     # What Heroku, Render and gunicorn use for the number of workers.
                     variable = "WEB_CONCURRENCY"
                 text = environment.get(variable)
+                if text is None and name in ENVIRONMENT_ALIASES:
+                    variable = ENVIRONMENT_ALIASES[name]
+                    text = environment.get(variable)
                 if text is not None:
                     variables[name] = variable
                     try:
@@ -282,6 +343,10 @@ class Config:
             return [item.strip() for item in text.split(";") if item.strip()]
         if kind == "list":
             return [item.strip() for item in text.split(",") if item.strip()]
+        if kind == "headers":
+            return [line.strip() for line in text.splitlines() if line.strip()]
+        if kind == "proxy_headers":
+            return _proxy_headers_value(option.name, text)
         default = option.default
         try:
             if kind == "size":
@@ -356,6 +421,7 @@ class Config:
         self._check_choice("static_cache", ("memory", "filesystem"))
         self._check_choice("log_level", ("critical", "error", "warning", "info", "debug"), self.log_level.lower())
         self._validate_lifecycle()
+        self._check_proxy_headers_and_logs()
 
     def _validate_lifecycle(self) -> None:
         """The options of development and the workers' life (--reload, --timeout...)."""
@@ -431,6 +497,44 @@ class Config:
                 raise OptionError("static", f"names a directory that does not exist: {directory}", mount)
         if not os.path.isdir(self.app_dir):
             raise OptionError("app_dir", "must be an existing directory", self.app_dir)
+
+    def _check_proxy_headers_and_logs(self) -> None:
+        """The options of the proxy, response header and log format block."""
+        self.proxy_headers = _proxy_headers_value("proxy_headers", self.proxy_headers)
+        if not isinstance(self.forwarded_allow_ips, str):
+            raise OptionError("forwarded_allow_ips", "must be a comma-separated string", self.forwarded_allow_ips)
+        for entry in filter(None, (item.strip() for item in self.forwarded_allow_ips.split(","))):
+            try:
+                if entry != "*":
+                    ipaddress.ip_network(entry.replace("[", "").replace("]", ""), strict=False)
+            except ValueError:
+                raise OptionError(
+                    "forwarded_allow_ips", "takes IP addresses, CIDR networks or *", self.forwarded_allow_ips
+                ) from None
+        for name in ("forwarded_host", "server_header", "date_header"):
+            if not isinstance(getattr(self, name), bool):
+                raise OptionError(name, "must be true or false", getattr(self, name))
+        if isinstance(self.header, str):
+            raise OptionError("header", "must be a list of NAME:VALUE strings", self.header)
+        for item in self.header or []:
+            name, separator, value = str(item).partition(":")
+            if not separator or not _HEADER_NAME.fullmatch(name.strip()) or not _HEADER_VALUE.fullmatch(value.strip()):
+                raise OptionError("header", "takes NAME:VALUE with a valid header name and value", item)
+        self._check_choice("log_format", ("text", "json"))
+        if self.access_log_format is not None:
+            from rush._rush import check_access_log_format
+
+            try:
+                check_access_log_format(self.access_log_format)
+            except ValueError as error:
+                raise OptionError("access_log_format", str(error), self.access_log_format) from None
+        if self.log_config is not None and not os.path.isfile(self.log_config):
+            raise OptionError("log_config", "must name a JSON or YAML file", self.log_config)
+
+    def header_pairs(self) -> list[tuple[str, str]]:
+        """The ``--header`` options as (name, value) pairs."""
+        pairs = [str(item).partition(":") for item in self.header or []]
+        return [(name.strip(), value.strip()) for name, _, value in pairs]
 
     def _workers_problem(self) -> str:
         if self.allow_many_workers:

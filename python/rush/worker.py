@@ -20,6 +20,7 @@ import asyncio
 import atexit
 import faulthandler
 import inspect
+import logging
 import math
 import os
 import resource
@@ -97,6 +98,16 @@ def build_server(config: Config, listener: socket.socket, router: Router, wakeup
         root_path=config.root_path,
         tls=config.tls_settings(),
         tls_max_handshakes=config.ssl_max_handshakes,
+        proxy_headers=config.proxy_headers,
+        forwarded_allow_ips=config.forwarded_allow_ips,
+        forwarded_host=config.forwarded_host,
+        server_header=config.server_header,
+        date_header=config.date_header,
+        extra_headers=config.header_pairs(),
+        access_log_format=config.access_log_format,
+        access_log_fields=config.log_format == "json",
+        log_refusals=logs.error_logger.isEnabledFor(logging.WARNING),
+        debug=logs.error_logger.isEnabledFor(logging.DEBUG),
         **app,
     )
     listener.close()
@@ -110,7 +121,7 @@ def run_worker(config: Config, listener: socket.socket, ready_fd: int | None, li
     if isinstance(config, ProxyConfig):
         # A proxy worker: the same process model, the proxy loop instead of the server's.
         return run_proxy_worker(config, listener, ready_fd)
-    logs.configure(config.log_level)
+    logs.configure(config.log_level, config.log_format, config.log_config)
     # Where a stuck worker is stuck (--timeout): the supervisor sends this
     # signal before SIGKILL, and faulthandler prints every thread's stack
     # from its C-level handler, which runs even while a handler holds the GIL.

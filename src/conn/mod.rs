@@ -16,6 +16,7 @@ mod transport;
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use crate::forwarding::RequestOrigin;
 use crate::inflight::{InFlight, PeerObjects};
 use crate::options::{LoopConfig, LINGER_TIMEOUT};
 
@@ -64,9 +65,15 @@ pub struct Connection {
     pub peer_closed: bool,
     /// epoll reported the peer's FIN (EPOLLRDHUP); reads go on until EOF.
     pub peer_sent_fin: bool,
-    /// When the request being answered was dispatched (kept only while
-    /// `--metrics` counts request durations).
-    pub request_started: Option<Instant>,
+    /// The peer is a trusted proxy: its forwarding headers are read.
+    pub trusted_proxy: bool,
+    /// The current request's origin as its trusted proxy reports it
+    /// (`crate::forwarding`); `None` for most requests.
+    pub origin: Option<Box<RequestOrigin>>,
+    /// When the current request was dispatched (the access log's duration).
+    pub request_started: Instant,
+    /// Request header values `--access-log-format` shows (copied at dispatch).
+    pub log_headers: Vec<Option<String>>,
 }
 
 impl Connection {
@@ -88,7 +95,10 @@ impl Connection {
             deadline: Some(now + config.keep_alive_timeout),
             peer_closed: false,
             peer_sent_fin: false,
-            request_started: None,
+            trusted_proxy: false,
+            origin: None,
+            request_started: now,
+            log_headers: Vec::new(),
         }
     }
 

@@ -204,19 +204,24 @@ impl Core {
             .address
             .as_ref()
             .expect("set just above");
+        let origin = connection.origin.as_deref();
         let tls = connection.stream.tls().map(|tls| tls.info());
-        let started = build_scope(py, settings, head_bytes, head, client).and_then(|scope| {
-            if let Some(tls) = &tls {
-                scope.set_item(pyo3::intern!(py, "scheme"), pyo3::intern!(py, "https"))?;
-                crate::tls::add_asgi_extension(py, &scope, tls)?;
-            }
-            let receive = Py::new(py, receive)?;
-            let send = Py::new(py, AsgiSend::new())?;
-            let coroutine =
-                app.bind(py)
-                    .call1((scope, receive.clone_ref(py), send.clone_ref(py)))?;
-            Ok((coroutine, AsgiExchange { send, receive }))
-        });
+        let started =
+            build_scope(py, settings, head_bytes, head, client, origin).and_then(|scope| {
+                if let Some(tls) = &tls {
+                    // A proxy's word on the scheme wins; else the transport's.
+                    if origin.is_none_or(|origin| origin.https.is_none()) {
+                        scope.set_item(pyo3::intern!(py, "scheme"), pyo3::intern!(py, "https"))?;
+                    }
+                    crate::tls::add_asgi_extension(py, &scope, tls)?;
+                }
+                let receive = Py::new(py, receive)?;
+                let send = Py::new(py, AsgiSend::new())?;
+                let coroutine =
+                    app.bind(py)
+                        .call1((scope, receive.clone_ref(py), send.clone_ref(py)))?;
+                Ok((coroutine, AsgiExchange { send, receive }))
+            });
         let (coroutine, exchange) = match started {
             Ok(started) => started,
             Err(error) => {

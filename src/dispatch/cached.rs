@@ -22,7 +22,7 @@ use rush_proto::{Method, RequestHead};
 use super::{keep_or_close, Core, Outcome, RequestLine};
 use crate::cache::{self, CacheFill, CachePolicy, Lookup, Stored};
 use crate::conn::Connection;
-use crate::http_write::{finish_head, OutgoingBody, ResponseContext};
+use crate::http_write::{finish_head, finish_stored_head, OutgoingBody, ResponseContext};
 use crate::metrics;
 use crate::request::header_fields;
 use crate::router::Router;
@@ -209,7 +209,12 @@ impl Core {
             out.extend_from_slice(itoa::Buffer::new().format(age).as_bytes());
             out.extend_from_slice(b"\r\n");
         }
-        finish_head(out, context, false);
+        if not_modified {
+            // A 304 head is built from a few stored fields only.
+            finish_head(out, context, false);
+        } else {
+            finish_stored_head(out, context);
+        }
         if not_modified {
             return 304;
         }

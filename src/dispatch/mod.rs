@@ -22,13 +22,16 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use rush_proto::{DateCache, HeaderSpan, RequestHead};
 
+use crate::access_log::{AccessEntry, AccessFormat};
 use crate::asgi::AsgiSettings;
 use crate::conn::Connection;
 use crate::coroutine::{self, send_none, CoroutineStart, Step};
+use crate::forwarding::Forwarding;
 use crate::inflight::AwaitingResponse;
 use crate::liveness::Liveness;
+use crate::log_limit::LogLimit;
 use crate::options::{LoopConfig, OUTPUT_FAIR_SHARE};
-use crate::request::Request;
+use crate::request::{header_fields, Request};
 use crate::response::{render_result, write_status_page, ResponseContext};
 use crate::router::{Handler, Router};
 use crate::static_files::StaticFiles;
@@ -82,6 +85,17 @@ pub(crate) struct Core {
     /// The page this worker shares with its supervisor (`--timeout`,
     /// `--max-requests`), if it has one: each request is counted there.
     pub(crate) liveness: Option<Py<Liveness>>,
+    /// `--proxy-headers` rules; `None` when off.
+    pub(crate) forwarding: Option<Forwarding>,
+    /// `--access-log-format`; `None`: the classic `client - "line" status size`.
+    pub(crate) access_format: Option<AccessFormat>,
+    /// `--log-format json`: the access logger also gets the line's fields.
+    pub(crate) access_fields: bool,
+    /// Refused requests are logged (the log level shows warnings).
+    pub(crate) log_refusals: bool,
+    pub(crate) refusal_limit: LogLimit,
+    /// `--log-level debug`: connections opening, closing and timing out.
+    pub(crate) debug: bool,
 }
 /// How requests that no native route answers reach the app: a closed set
 /// of three, chosen once when the worker starts. (An enum rather than a
@@ -138,6 +152,27 @@ impl Core {
         !connection.sink.is_full()
             && (self.output_total <= self.config.output_budget
                 || connection.sink.output.len() < OUTPUT_FAIR_SHARE)
+    }
+
+    /// Notes what every later step of a request's answer needs from its
+    /// head: when it started, and its origin when a trusted proxy sent it.
+    pub(crate) fn begin_request(&self, connection: &mut Connection, head_bytes: &[u8]) {
+        // The loop pass's time is enough for the access log; --metrics'
+        // histogram reads the clock (pipelined requests share a pass).
+        connection.request_started = if crate::metrics::enabled() {
+            std::time::Instant::now()
+        } else {
+            self.now
+        };
+        connection.origin = match &self.forwarding {
+            Some(forwarding) if connection.trusted_proxy => forwarding.read(head_bytes),
+            _ => None,
+        };
+        if let Some(format) = &self.access_format {
+            if self.access_logger.is_some() && format.needs_headers() {
+                connection.log_headers = format.header_values(header_fields(head_bytes));
+            }
+        }
     }
 
     /// Runs a coroutine's first step (see [`coroutine::start`]).
@@ -329,18 +364,82 @@ impl Core {
         status: u16,
         length: usize,
     ) {
-        if let Some(started) = connection.request_started {
-            crate::metrics::response(status, started.elapsed());
+        if crate::metrics::enabled() {
+            crate::metrics::response(status, connection.request_started.elapsed());
         }
-        if let Some(logger) = &self.access_logger {
-            let entry = format!(
-                "{} - \"{}\" {} {}",
-                client_text(connection),
-                line.text(),
+        let Some(logger) = &self.access_logger else {
+            return;
+        };
+        let request_line = line.text();
+        let duration =
+            std::time::Instant::now().saturating_duration_since(connection.request_started);
+        let text = match &self.access_format {
+            // gunicorn's `%(h)s` (and the JSON field) is the address alone.
+            Some(format) => format.render(&AccessEntry {
+                client: &client_host(connection),
+                request_line: &request_line,
                 status,
-                length
+                length,
+                duration,
+                headers: &connection.log_headers,
+            }),
+            None => format!(
+                "{} - \"{request_line}\" {status} {length}",
+                client_text(connection)
+            ),
+        };
+        let result = if self.access_fields {
+            // The fields for a structured (JSON) log, beside the line.
+            let fields = (
+                client_host(connection),
+                request_line.as_ref(),
+                status,
+                length,
+                duration.as_micros() as u64,
             );
-            let _ = logger.call1(py, (entry,));
+            logger.call1(py, (text, fields))
+        } else {
+            logger.call1(py, (text,))
+        };
+        if let Err(error) = result {
+            error.print(py);
+        }
+    }
+
+    /// Logs a refused request at warning level, at most
+    /// `LogLimit::PER_SECOND` lines a second (the rest are counted).
+    pub(crate) fn log_refusal(&mut self, py: Python<'_>, connection: &Connection, what: &str) {
+        if !self.log_refusals {
+            return;
+        }
+        let Some(suppressed) = self.refusal_limit.admit(self.now) else {
+            return;
+        };
+        let mut message = format!("refused a request from {}: {what}", client_text(connection));
+        if suppressed > 0 {
+            message.push_str(&format!(
+                " ({suppressed} more refused since the last line, not logged)"
+            ));
+        }
+        self.log_warning(py, &message);
+    }
+
+    /// From the once-a-second sweep: says how many refused requests were
+    /// not logged in a second that is over, if no later line has said it.
+    pub(crate) fn report_unlogged_refusals(&mut self, py: Python<'_>) {
+        if let Some(count) = self.refusal_limit.overdue_count(self.now) {
+            let message = format!(
+                "{count} more refused since the last line, not logged (at most {} lines a second)",
+                LogLimit::PER_SECOND
+            );
+            self.log_warning(py, &format!("refused requests: {message}"));
+        }
+    }
+
+    /// Logs at debug level (only called when `debug` is on).
+    pub(crate) fn log_debug(&self, py: Python<'_>, message: &str) {
+        if let Err(logging_error) = self.error_logger.call1(py, (message, py.None(), "debug")) {
+            logging_error.print(py);
         }
     }
 
@@ -369,8 +468,23 @@ pub(crate) fn keep_or_close(keep_alive: bool) -> Outcome {
 }
 
 pub(crate) fn client_text(connection: &Connection) -> String {
+    if let Some((host, _)) = connection.origin.as_ref().and_then(|o| o.client.as_ref()) {
+        return host.clone();
+    }
     match connection.client {
         Some(address) => address.to_string(),
+        None => "unix".to_owned(),
+    }
+}
+
+/// The client's address without the port (the reported one, if a trusted
+/// proxy reported one); `unix` on a Unix socket.
+pub(crate) fn client_host(connection: &Connection) -> String {
+    if let Some((host, _)) = connection.origin.as_ref().and_then(|o| o.client.as_ref()) {
+        return host.clone();
+    }
+    match connection.client {
+        Some(address) => address.ip().to_string(),
         None => "unix".to_owned(),
     }
 }

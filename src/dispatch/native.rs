@@ -7,13 +7,10 @@ use rush_proto::{Method, RequestHead, Version};
 
 use super::cached::{CacheLookup, FillAnswer};
 use super::{call_handler, keep_or_close, AppInterface, Core, Outcome, RequestLine};
-use std::time::Instant;
-
 use crate::body::RequestBody;
 use crate::conn::Connection;
 use crate::coroutine::CoroutineStart;
 use crate::inflight::{AwaitingResponse, InFlight};
-use crate::metrics;
 use crate::request::{decode_path, header_fields, Request, RequestParts};
 use crate::response::{finish_head, write_status_page, ResponseContext};
 use crate::router::RouteDecision;
@@ -32,9 +29,7 @@ impl Core {
         head: &RequestHead,
         body: RequestBody<'_>,
     ) -> Outcome {
-        if metrics::enabled() {
-            connection.request_started = Some(Instant::now());
-        }
+        self.begin_request(connection, head_bytes);
         if let Some(liveness) = &self.liveness {
             liveness.get().request_started(head_bytes);
         }
@@ -218,6 +213,7 @@ impl Core {
                     version: head.version,
                     body,
                     client: connection.client,
+                    origin: connection.origin.clone(),
                 }),
             )
         });

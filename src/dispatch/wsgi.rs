@@ -75,18 +75,23 @@ impl Core {
             unreachable!("dispatch_wsgi is called only with a WSGI app");
         };
         let app = settings.app.clone_ref(py);
-        let environ =
-            build_environ(py, settings, head_bytes, head, body, remote).and_then(|environ| {
+        let origin = connection.origin.as_deref();
+        let environ = build_environ(py, settings, head_bytes, head, body, remote, origin).and_then(
+            |environ| {
                 if let Some(tls) = connection.stream.tls() {
-                    environ.set_item(
-                        pyo3::intern!(py, "wsgi.url_scheme"),
-                        pyo3::intern!(py, "https"),
-                    )?;
-                    environ.set_item(pyo3::intern!(py, "HTTPS"), pyo3::intern!(py, "on"))?;
+                    // A proxy's word on the scheme wins; else the transport's.
+                    if origin.is_none_or(|origin| origin.https.is_none()) {
+                        environ.set_item(
+                            pyo3::intern!(py, "wsgi.url_scheme"),
+                            pyo3::intern!(py, "https"),
+                        )?;
+                        environ.set_item(pyo3::intern!(py, "HTTPS"), pyo3::intern!(py, "on"))?;
+                    }
                     crate::tls::add_wsgi_variables(&environ, &tls.info())?;
                 }
                 Ok(environ)
-            });
+            },
+        );
         let environ = match environ {
             Ok(environ) => environ,
             Err(error) => {

@@ -157,7 +157,7 @@ impl Core {
         error: BodyError,
     ) {
         match error {
-            BodyError::Protocol(error) => self.refuse(connection, &error),
+            BodyError::Protocol(error) => self.refuse(py, connection, &error),
             BodyError::Storage(error) => {
                 self.log_error(py, &format!("cannot store a request body: {error}"), None);
                 write_status_page(
@@ -180,7 +180,16 @@ impl Core {
     }
 
     /// Answers a request the protocol refused, and closes.
-    pub(crate) fn refuse(&mut self, connection: &mut Connection, error: &ProtoError) {
+    pub(crate) fn refuse(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        error: &ProtoError,
+    ) {
+        // The refused request's own headers were never read: the peer is
+        // named, not the client an earlier request was forwarded for.
+        connection.origin = None;
+        self.log_refusal(py, connection, &error.to_string());
         metrics::refused(error.status());
         rush_proto::response::write_error_response(
             &mut connection.sink.output,

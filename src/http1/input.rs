@@ -67,7 +67,7 @@ impl Core {
                     break;
                 }
                 Err(error) => {
-                    self.refuse(connection, &error);
+                    self.refuse(py, connection, &error);
                     offset = input.len();
                 }
                 Ok(HeadStatus::Complete(head)) => {
@@ -114,10 +114,8 @@ impl Core {
                             offset += head_end + consumed;
                             let keep_alive = head.keep_alive && !self.closes_for_drain();
                             let body = AsgiBody::Streaming { initial, progress };
-                            if crate::metrics::enabled() {
-                                connection.request_started = Some(std::time::Instant::now());
-                            }
                             connection.state.request_dispatched();
+                            self.begin_request(connection, head_bytes);
                             let outcome = self.dispatch_asgi(
                                 py, connection, key, head_bytes, &head, body, keep_alive, None,
                             );

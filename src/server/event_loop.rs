@@ -10,6 +10,7 @@ use pyo3::prelude::*;
 
 use super::{Listener, Server};
 use crate::conn::{Connection, Disposition, Protocol, ReadState, Stream, TlsStream, WriteState};
+use crate::dispatch::client_text;
 use crate::inflight::InFlight;
 use crate::metrics;
 use crate::proxy::{ProxyLoop, RESOLVER};
@@ -228,6 +229,14 @@ impl Server {
         if let Some(connection) = self.connections.try_remove(key) {
             metrics::count(metrics::Counter::ConnectionsClosed, 1);
             self.core.unaccount_output(&connection);
+            if self.core.debug {
+                // Called from paths with and without a `py` at hand; the
+                // loop thread holds the GIL either way.
+                Python::attach(|py| {
+                    let message = format!("connection from {} closed", client_text(&connection));
+                    self.core.log_debug(py, &message);
+                });
+            }
         }
     }
 
@@ -348,12 +357,17 @@ impl Server {
                     return accepted_now;
                 }
             };
-            let key = self.connections.insert(Connection::new(
-                stream,
-                client,
-                self.core.now,
-                &self.core.config,
-            ));
+            let mut connection = Connection::new(stream, client, self.core.now, &self.core.config);
+            connection.trusted_proxy = self
+                .core
+                .forwarding
+                .as_ref()
+                .is_some_and(|forwarding| forwarding.trusts_peer(client));
+            if self.core.debug {
+                let message = format!("connection from {} opened", client_text(&connection));
+                self.core.log_debug(py, &message);
+            }
+            let key = self.connections.insert(connection);
             metrics::count(metrics::Counter::ConnectionsAccepted, 1);
             if self.tls.is_some() {
                 // The handshake counts as the start of a request: the header
@@ -487,6 +501,8 @@ impl Server {
         self.core.woken.get_mut().extend(released);
         let mut expired = Vec::new();
         let mut woken = Vec::new();
+        // Refused (408) mid-request: logged once the scan is over.
+        let mut timed_out = Vec::new();
         self.core.date.refresh(SystemTime::now());
         let date_line = self.core.date.header_line();
         for (key, connection) in self.connections.iter_mut() {
@@ -511,6 +527,9 @@ impl Server {
                     );
                     metrics::refused(408);
                     let _ = connection.write_output();
+                    // Logged with the peer's address (see `refuse`).
+                    connection.origin = None;
+                    timed_out.push((key, "408 the request did not arrive in time"));
                 }
                 // An idle connection whose next request just arrived is
                 // served, not closed under it.
@@ -522,11 +541,40 @@ impl Server {
             }
             expired.push(key);
         }
+        for (key, what) in timed_out {
+            if let Some(connection) = self.connections.get(key) {
+                self.core.log_refusal(py, connection, what);
+            }
+        }
+        self.core.report_unlogged_refusals(py);
         for key in expired {
+            if self.core.debug {
+                if let Some(connection) = self.connections.get(key) {
+                    let message = format!(
+                        "connection from {} timed out ({})",
+                        client_text(connection),
+                        timeout_name(connection)
+                    );
+                    self.core.log_debug(py, &message);
+                }
+            }
             self.close_connection(key);
         }
         // Driven by the loop's next pass, not from here: in asyncio mode the
         // sweep runs inside a task (`tick`), where no handler may start.
         self.drive_soon.extend(woken);
+    }
+}
+
+/// Which timeout ended a connection, for the debug log.
+fn timeout_name(connection: &Connection) -> &'static str {
+    if connection.sink.write_deadline.is_some() {
+        return "--send-timeout: the client stopped reading";
+    }
+    match connection.state.read() {
+        ReadState::Head => "--header-timeout",
+        ReadState::Body(_) => "--body-timeout",
+        ReadState::Idle => "--keep-alive-timeout",
+        _ => "a timeout",
     }
 }

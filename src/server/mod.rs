@@ -40,10 +40,13 @@ use pyo3::types::PyDict;
 use rush_proto::{DateCache, Limits};
 use slab::Slab;
 
+use crate::access_log::AccessFormat;
 use crate::asgi::AsgiSettings;
 use crate::conn::Connection;
 use crate::dispatch::{AppInterface, Core};
+use crate::forwarding::Forwarding;
 use crate::liveness::Liveness;
+use crate::log_limit::LogLimit;
 use crate::options::{seconds, seconds_or_zero, LoopConfig, OUTPUT_HIGH_WATER, READ_CHUNK};
 use crate::proxy::{ProxyLoop, ProxySettings};
 use crate::router::Router;
@@ -122,6 +125,9 @@ impl Server {
         wsgi_app=None, root_path=String::new(), wsgi_multithread=false, wsgi_multiprocess=false,
         asgi_app=None, asgi_state=None, max_worker_output=64 * 1024 * 1024, tls=None,
         tls_max_handshakes=256, proxy=None,
+        proxy_headers="x-forwarded", forwarded_allow_ips="127.0.0.1,::1", forwarded_host=false,
+        server_header=false, date_header=true, extra_headers=Vec::new(),
+        access_log_format=None, access_log_fields=false, log_refusals=true, debug=false,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -151,8 +157,25 @@ impl Server {
         tls: Option<PyRef<'_, crate::tls::TlsSettings>>,
         tls_max_handshakes: usize,
         proxy: Option<Bound<'_, ProxySettings>>,
+        proxy_headers: &str,
+        forwarded_allow_ips: &str,
+        forwarded_host: bool,
+        server_header: bool,
+        date_header: bool,
+        extra_headers: Vec<(String, String)>,
+        access_log_format: Option<String>,
+        access_log_fields: bool,
+        log_refusals: bool,
+        debug: bool,
     ) -> PyResult<Self> {
         let tls = tls.map(|settings| (settings.config.clone(), tls_max_handshakes.max(1)));
+        let access_format = access_log_format
+            .map(|format| AccessFormat::parse(&format))
+            .transpose()
+            .map_err(pyo3::exceptions::PyValueError::new_err)?;
+        let forwarding = Forwarding::new(proxy_headers, forwarded_allow_ips, forwarded_host)
+            .map_err(pyo3::exceptions::PyValueError::new_err)?;
+        let extra_lines = header_lines(&extra_headers)?;
         let config = LoopConfig {
             limits: Limits {
                 max_request_line,
@@ -258,7 +281,18 @@ impl Server {
                 router,
                 static_files,
                 config,
-                date: DateCache::new(SystemTime::now()),
+                date: DateCache::with_fields(
+                    SystemTime::now(),
+                    server_header,
+                    &extra_lines,
+                    date_header,
+                ),
+                forwarding,
+                access_format,
+                access_fields: access_log_fields,
+                log_refusals,
+                refusal_limit: LogLimit::new(now),
+                debug,
                 now,
                 read_buffer: vec![0; READ_CHUNK],
                 header_scratch: Vec::with_capacity(32),
@@ -492,4 +526,25 @@ pub(crate) fn adopt_listening_socket(fd: RawFd) -> PyResult<OwnedFd> {
         return Err(invalid("listen() was not called on it"));
     }
     Ok(owned)
+}
+
+/// `--header NAME:VALUE` pairs as header lines, each checked as a field
+/// name and value (nothing else can be smuggled into every response head).
+fn header_lines(headers: &[(String, String)]) -> PyResult<Vec<u8>> {
+    let mut lines = Vec::new();
+    for (name, value) in headers {
+        let value = value.trim();
+        if !rush_proto::response::is_valid_header_name(name.as_bytes())
+            || !rush_proto::response::is_valid_header_value(value.as_bytes())
+        {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "not a valid response header: {name:?}: {value:?}"
+            )));
+        }
+        lines.extend_from_slice(name.as_bytes());
+        lines.extend_from_slice(b": ");
+        lines.extend_from_slice(value.as_bytes());
+        lines.extend_from_slice(b"\r\n");
+    }
+    Ok(lines)
 }

@@ -8,6 +8,12 @@
 //! seconds (one integer comparison) and only re-formats, with
 //! `httpdate::fmt_http_date`, when the second changed. The line lives in a
 //! `Vec` whose capacity is reused, so a refresh does not grow it.
+//!
+//! The same line carries the other fields the server adds to every
+//! response ([`DateCache::with_fields`]: `Server`, the operator's
+//! `--header` fields), in the order `Server`, extra fields, `Date`, so the
+//! one copy per response stays one copy. Where the app set its own `Server`
+//! or `Date`, [`server_fields_without`] cuts the server's from either end.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -22,17 +28,39 @@ const HEADER_LINE_LENGTH: usize = 6 + 29 + 2;
 pub struct DateCache {
     /// The unix second `line` was formatted for.
     unix_second: u64,
-    /// The whole header line, CRLF included.
+    /// The fixed fields, then (when `date`) the `Date` line, CRLFs included.
     line: Vec<u8>,
+    /// Bytes of `line` before the `Date` line.
+    fixed: usize,
+    /// Whether the `Date` field is sent at all.
+    date: bool,
 }
+
+/// The `Server` line [`DateCache::with_fields`] puts first.
+pub const SERVER_LINE: &[u8] = b"Server: rush\r\n";
 
 impl DateCache {
     /// A cache already holding the line for `now`.
     pub fn new(now: SystemTime) -> DateCache {
+        DateCache::with_fields(now, false, b"", true)
+    }
+
+    /// A cache whose line also carries [`SERVER_LINE`] (if `server`) and
+    /// `extra` (whole header lines, each ending in CRLF, already
+    /// validated), and the `Date` line only if `date`.
+    pub fn with_fields(now: SystemTime, server: bool, extra: &[u8], date: bool) -> DateCache {
         let unix_second = unix_second(now);
+        let server_length = if server { SERVER_LINE.len() } else { 0 };
+        let mut line = Vec::with_capacity(server_length + extra.len() + HEADER_LINE_LENGTH);
+        if server {
+            line.extend_from_slice(SERVER_LINE);
+        }
+        line.extend_from_slice(extra);
         let mut cache = DateCache {
             unix_second,
-            line: Vec::with_capacity(HEADER_LINE_LENGTH),
+            fixed: line.len(),
+            line,
+            date,
         };
         cache.format(unix_second);
         cache
@@ -51,19 +79,49 @@ impl DateCache {
         }
     }
 
-    /// The whole header line, e.g. `b"Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n"`.
+    /// The whole header line, e.g. `b"Date: Sun, 06 Nov 1994 08:49:37 GMT\r\n"`,
+    /// after the fixed fields if there are any.
     #[inline]
     pub fn header_line(&self) -> &[u8] {
         &self.line
     }
 
     fn format(&mut self, second: u64) {
-        let date = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(second));
         self.unix_second = second;
-        self.line.clear();
+        if !self.date {
+            return;
+        }
+        let date = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(second));
+        self.line.truncate(self.fixed);
         self.line.extend_from_slice(b"Date: ");
         self.line.extend_from_slice(date.as_bytes());
         self.line.extend_from_slice(b"\r\n");
+    }
+}
+
+/// The server's fields (`header_line()` of a [`DateCache`]) minus its
+/// `Server` line when `app_server` and minus its `Date` line when
+/// `app_date`: the app's own field is sent instead of the server's.
+pub fn server_fields_without(fields: &[u8], app_server: bool, app_date: bool) -> &[u8] {
+    let mut fields = fields;
+    if app_date && fields.len() >= HEADER_LINE_LENGTH {
+        let start = fields.len() - HEADER_LINE_LENGTH;
+        if fields[start..].starts_with(b"Date: ") {
+            fields = &fields[..start];
+        }
+    }
+    if app_server {
+        fields = fields.strip_prefix(SERVER_LINE).unwrap_or(fields);
+    }
+    fields
+}
+
+/// Only the `Date` line of the server's fields (empty when it sends none):
+/// for a stored response head that already holds the rest as rendered.
+pub fn date_field_of(fields: &[u8]) -> &[u8] {
+    match fields.len().checked_sub(HEADER_LINE_LENGTH) {
+        Some(start) if fields[start..].starts_with(b"Date: ") => &fields[start..],
+        _ => b"",
     }
 }
 
@@ -129,6 +187,37 @@ mod tests {
         assert_eq!(
             cache.header_line(),
             b"Date: Fri, 31 Dec 9999 23:59:59 GMT\r\n"
+        );
+    }
+
+    #[test]
+    fn fixed_fields_come_first_and_the_app_may_replace_server_and_date() {
+        let mut cache = DateCache::with_fields(at(784_111_777, 0), true, b"X-A: 1\r\n", true);
+        let whole = b"Server: rush\r\nX-A: 1\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n";
+        assert_eq!(cache.header_line(), whole);
+        cache.refresh(at(784_111_778, 0));
+        assert!(cache
+            .header_line()
+            .starts_with(b"Server: rush\r\nX-A: 1\r\nDate: "));
+        assert!(cache.header_line().ends_with(b":38 GMT\r\n"));
+        let line = cache.header_line();
+        assert_eq!(server_fields_without(line, true, false), &line[14..]);
+        assert_eq!(
+            server_fields_without(line, false, true),
+            b"Server: rush\r\nX-A: 1\r\n"
+        );
+        assert_eq!(server_fields_without(line, true, true), b"X-A: 1\r\n");
+        assert_eq!(
+            date_field_of(line),
+            &line[line.len() - HEADER_LINE_LENGTH..]
+        );
+        // Without Date, nothing is cut for an app's Date.
+        let cache = DateCache::with_fields(at(784_111_777, 0), false, b"X-A: 1\r\n", false);
+        assert_eq!(cache.header_line(), b"X-A: 1\r\n");
+        assert_eq!(date_field_of(cache.header_line()), b"");
+        assert_eq!(
+            server_fields_without(cache.header_line(), true, true),
+            b"X-A: 1\r\n"
         );
     }
 

@@ -25,6 +25,8 @@
 //! * [`DateCache`]: the `Date` header, formatted once a second.
 //! * [`ws`]: WebSocket (RFC 6455) and permessage-deflate (RFC 7692): the
 //!   handshake, frames, messages and the closing handshake.
+//! * [`forwarded`]: the client, scheme and host a trusted reverse proxy
+//!   reports (`X-Forwarded-*`, RFC 7239 `Forwarded`), and which peers to trust.
 //!
 //! Incomplete input is always [`HeadStatus::Partial`] / "need more", never an
 //! error, so the same input split at any offset gives the same result.
@@ -39,6 +41,7 @@ mod chunked;
 mod date;
 pub mod encode;
 mod error;
+pub mod forwarded;
 mod head;
 pub mod proxy;
 pub mod response;
@@ -46,7 +49,7 @@ mod target;
 pub mod ws;
 
 pub use chunked::{ChunkedDecoder, ChunkedProgress};
-pub use date::DateCache;
+pub use date::{date_field_of, server_fields_without, DateCache, SERVER_LINE};
 pub use encode::{BodyEncoder, BodyKind, EncodeError, FramingHeader, FramingPlan};
 pub use error::ProtoError;
 pub use head::{parse_proxy_request_head, parse_request_head, HeadStatus, RequestHead};

@@ -203,3 +203,39 @@ fn websocket_steady_state_does_not_allocate() {
         assert_eq!(count, 0, "messages, deflate: {}", deflate.is_some());
     }
 }
+
+#[test]
+fn reading_forwarding_headers_does_not_allocate() {
+    use rush_proto::forwarded::{resolve, ForwardingRules, ProxyHeaders, TrustedProxies};
+    let fields: [(&[u8], &[u8]); 3] = [
+        (b"Host", b"example.com"),
+        (b"Accept", b"*/*"),
+        (b"X-Forwarded-Foo", b"bar"),
+    ];
+    let forwarded: [(&[u8], &[u8]); 3] = [
+        (b"Host", b"example.com"),
+        (b"X-Forwarded-For", b"203.0.113.7, 10.0.0.2"),
+        (b"X-Forwarded-Proto", b"https"),
+    ];
+    for headers in [ProxyHeaders::XForwarded, ProxyHeaders::Forwarded] {
+        let rules = ForwardingRules {
+            headers,
+            trusted: TrustedProxies::parse("127.0.0.1,10.0.0.0/8").unwrap(),
+            host: true,
+        };
+        // Requests without the family: nothing at all, in either mode.
+        let count = allocations_during(|| assert!(resolve(&rules, fields.into_iter()).is_none()));
+        assert_eq!(count, 0, "{headers:?}");
+    }
+    // X-Forwarded-For with addresses is read without allocating either.
+    let rules = ForwardingRules {
+        headers: ProxyHeaders::XForwarded,
+        trusted: TrustedProxies::parse("10.0.0.0/8").unwrap(),
+        host: false,
+    };
+    let count = allocations_during(|| {
+        let origin = resolve(&rules, forwarded.into_iter()).unwrap();
+        assert!(origin.client.is_some() && origin.scheme.is_some());
+    });
+    assert_eq!(count, 0);
+}
