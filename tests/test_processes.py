@@ -480,7 +480,8 @@ def test_flags_win_over_environment_variables(rush_server: ServerFactory) -> Non
 
 def test_port_and_backlog_flags(rush_server: ServerFactory) -> None:
     server = rush_server("basic", "--backlog", "16", bind="port")
-    assert f"serving on http://127.0.0.1:{server.port}" in server.stderr_text()
+    # The banner follows the first worker's readiness, which the start-up check may beat.
+    server.wait_for_log(re.escape(f"serving on http://127.0.0.1:{server.port}"))
     assert get_pid(server) == server.single_worker()
 
 
