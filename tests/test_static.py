@@ -777,6 +777,18 @@ def test_cli_static_without_an_app(rush_server: ServerFactory, site: Path) -> No
     assert fetch(server, "/notes.txt", method="POST").status == 405
 
 
+@pytest.mark.parametrize("source", ["flag", "env"])
+def test_static_cache_control_applies_to_cli_mounts(rush_server: ServerFactory, site: Path, source: str) -> None:
+    value = "public, max-age=3600"
+    if source == "flag":
+        server = rush_server("", "--static", f"/={site}", "--static-cache-control", value)
+    else:
+        env = clean_environment({"RUSH_STATIC_CACHE_CONTROL": value})
+        server = rush_server("", "--static", f"/={site}", env=env)
+    assert fetch(server, "/notes.txt").header("cache-control") == value
+    assert fetch(server, "/missing").header("cache-control") is None
+
+
 def test_cli_static_is_repeatable_and_works_beside_an_app(rush_server: ServerFactory, site: Path) -> None:
     server = rush_server(
         "static_site",

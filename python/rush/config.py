@@ -185,6 +185,9 @@ class Config:
         metavar="PREFIX=DIR",
     )
     static_cache: str = _option("memory", "static file cache: memory (bodies in memory) or filesystem (sendfile)")
+    static_cache_control: str | None = _option(
+        None, "a Cache-Control value for every --static answer, e.g. 'public, max-age=3600'", metavar="VALUE"
+    )
     cache: list[str] = _option(
         None,
         "cache a WSGI/ASGI app's answers natively: PATH:ttl=SECONDS[,vary_query=a|b,vary_headers=host,stale=S,"

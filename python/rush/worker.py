@@ -135,7 +135,7 @@ def run_worker(config: Config, listener: socket.socket, ready_fd: int | None, li
         # only the --static mounts (those are answered first, natively).
         rush_app = app if interface == "rush" else App()
         for prefix, directory in config.static_mounts():
-            rush_app.static(prefix, directory, cache=config.static_cache)
+            rush_app.static(prefix, directory, cache=config.static_cache, cache_control=config.static_cache_control)
         router = rush_app.build_router()
         add_cached_paths(config, router, interface)
     except AppLoadError as error:
