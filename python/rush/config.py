@@ -157,7 +157,9 @@ class Config:
     ws_ping_timeout: float = _option(
         20.0, "seconds a WebSocket client has to answer a ping before it is dropped; 0 = off"
     )
-    ws_per_message_deflate: bool = _option(True, "offer permessage-deflate compression to WebSocket clients", kind="bool")
+    ws_per_message_deflate: bool = _option(
+        True, "offer permessage-deflate compression to WebSocket clients", kind="bool"
+    )
     max_request_line: int = _option(8192, "longest request line in bytes (414 beyond)", kind="size")
     max_head_size: int = _option(16384, "largest request head in bytes (431 beyond)", kind="size")
     max_headers: int = _option(100, "most header fields per request (431 beyond)")

@@ -145,6 +145,8 @@ pub struct WebSocket {
     connect_pending: bool,
     disconnect_queued: bool,
     disconnect_delivered: bool,
+    /// The code and reason of the disconnect, once known.
+    ended: Option<(u16, String)>,
     receive_waiter: Option<(Py<PyAny>, Waiting)>,
     drain_waiter: Option<Py<PyAny>>,
     /// The subprotocols the client offered, in its order.
@@ -189,6 +191,7 @@ impl WebSocket {
             connect_pending: true,
             disconnect_queued: false,
             disconnect_delivered: false,
+            ended: None,
             receive_waiter: None,
             drain_waiter: None,
             subprotocols: setup.subprotocols,
@@ -223,6 +226,7 @@ impl WebSocket {
             return;
         }
         self.disconnect_queued = true;
+        self.ended = Some((code, reason.to_owned()));
         self.push(
             py,
             Incoming::Disconnect {
@@ -325,7 +329,13 @@ impl WebSocket {
                 Waiting::Asgi => Err(PyConnectionResetError::new_err(
                     "the WebSocket is closed (its websocket.disconnect was delivered)",
                 )),
-                Waiting::Receive => Err(disconnect_error(py, ws::close::ABNORMAL, "")),
+                Waiting::Receive => {
+                    let (code, reason) = self
+                        .ended
+                        .clone()
+                        .unwrap_or((ws::close::ABNORMAL, String::new()));
+                    Err(disconnect_error(py, code, &reason))
+                }
                 Waiting::Iterate => Err(pyo3::exceptions::PyStopAsyncIteration::new_err(())),
             };
         }
@@ -649,6 +659,12 @@ impl WebSocket {
 
     fn __anext__(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         self.next(py, Waiting::Iterate)
+    }
+
+    /// The close code the connection ended with (None while it is open).
+    #[getter]
+    fn close_code(&self) -> Option<u16> {
+        self.ended.as_ref().map(|(code, _)| *code)
     }
 
     /// Whether the connection is over (peer closed, dropped, or closed by us and answered).

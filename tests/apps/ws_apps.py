@@ -22,13 +22,15 @@ import asyncio
 import json
 from typing import Any
 
-from fastapi import FastAPI, WebSocket as FastAPIWebSocket, WebSocketDisconnect as FastAPIDisconnect
+import rush
+from fastapi import FastAPI
+from fastapi import WebSocket as FastAPIWebSocket
+from fastapi import WebSocketDisconnect as FastAPIDisconnect
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
-from starlette.websockets import WebSocket as StarletteWebSocket, WebSocketDisconnect as StarletteDisconnect
-
-import rush
+from starlette.websockets import WebSocket as StarletteWebSocket
+from starlette.websockets import WebSocketDisconnect as StarletteDisconnect
 
 STATE: dict[str, Any] = {"disconnects": [], "flood_blocked_after": None, "flood_done": False, "late_send": None}
 FLOOD_CHUNK = 1024 * 1024
@@ -40,6 +42,10 @@ def _close_request(text: str) -> tuple[int, str] | None:
         _, code, reason = text.split(":", 2)
         return int(code), reason
     return None
+
+
+def _error_kind(error: BaseException) -> str:
+    return "ConnectionResetError" if isinstance(error, ConnectionResetError) else type(error).__name__
 
 
 # --- raw ASGI ---------------------------------------------------------------
@@ -125,7 +131,7 @@ async def asgi_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         try:
             await receive()
         except OSError as error:
-            STATE["late_send"] = f"receive: {type(error).__name__}"
+            STATE["late_send"] = f"receive: {_error_kind(error)}"
         return
     if path == "/send-after-close":
         await receive()
@@ -135,8 +141,14 @@ async def asgi_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         try:
             await send({"type": "websocket.send", "text": "too late"})
         except OSError as error:
-            STATE["late_send"] = type(error).__name__
+            STATE["late_send"] = _error_kind(error)
         await send({"type": "websocket.send", "text": "raised and not caught"})
+    if path == "/hang":
+        # Never answers the handshake: the server's accept deadline ends it.
+        await receive()
+        message = await receive()
+        STATE["disconnects"].append(message["code"])
+        return
     if path == "/flood":
         return await _flood(receive, send)
     if path == "/scope":

@@ -1,0 +1,238 @@
+"""WebSocket edge cases on the loop, mostly with raw sockets: handshake
+refusals, upgrades nobody takes, the ASGI denial extension and failures
+before and after accept, the scope, exactly-once disconnects and sends after
+the end, the size limit, backpressure towards a client that stops reading,
+keepalive pings and the accept deadline, graceful shutdown, 1,000
+concurrent connections, and the rush App's broadcast group."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+
+import pytest
+import websockets
+from support import RushServer, ServerFactory, request, wait_for
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from ws_support import masked_frame, read_frame, read_head, run, state, upgrade_request, ws_url
+
+ASGI = "tests.apps.ws_apps:asgi_app"
+RUSH_APP = "tests.apps.ws_apps:rush_app"
+
+
+@pytest.fixture(scope="module")
+def asgi(module_servers: ServerFactory) -> RushServer:
+    return module_servers(ASGI)
+
+
+@pytest.fixture(scope="module")
+def rush_app(module_servers: ServerFactory) -> RushServer:
+    return module_servers(RUSH_APP)
+
+
+@pytest.mark.parametrize(
+    ("fields", "drop", "status"),
+    [
+        ({"Sec-WebSocket-Version": "8"}, (), 426),
+        ({}, ("Sec-WebSocket-Version",), 426),
+        ({}, ("Sec-WebSocket-Key",), 400),
+        ({"Sec-WebSocket-Key": "c2hvcnQ="}, (), 400),
+        ({"Connection": "keep-alive"}, (), 400),
+    ],
+)
+def test_bad_handshakes_are_refused_and_closed(asgi: RushServer, fields: dict, drop: tuple, status: int) -> None:
+    with asgi.connect() as connection:
+        connection.send(upgrade_request("/echo", fields, drop))
+        result = connection.read_until_close()
+    [response] = result.responses
+    assert response.status == status
+    if status == 426:
+        assert response.header("Sec-WebSocket-Version") == "13"
+
+
+def test_an_upgrade_nobody_takes_is_an_ordinary_request(rush_app: RushServer, rush_server: ServerFactory) -> None:
+    with rush_app.connect() as connection:
+        connection.send(upgrade_request("/no-such-route"))
+        assert connection.read_response().status == 404
+    # A WebSocket route asked without the upgrade says what it speaks.
+    with rush_app.connect() as connection:
+        connection.send(request("GET", "/echo"))
+        response = connection.read_response()
+        assert response.status == 426 and response.header("Upgrade") == "websocket"
+    # A WSGI app has no WebSocket: the upgrade is an ordinary request to it.
+    wsgi = rush_server("basic")
+    with wsgi.connect() as connection:
+        connection.send(upgrade_request("/"))
+        assert connection.read_response().status == 200
+
+
+def test_http_response_extension_denies_with_the_apps_response(asgi: RushServer) -> None:
+    with asgi.connect() as connection:
+        connection.send(upgrade_request("/http-deny"))
+        [response] = connection.read_until_close().responses
+    assert (response.status, response.body, response.header("x-why")) == (401, b"not you!", "no")
+
+
+def test_app_raising_before_accept_is_500_and_after_is_1011(asgi: RushServer) -> None:
+    async def client() -> int:
+        with pytest.raises(InvalidStatus) as refused:
+            async with websockets.connect(ws_url(asgi, "/raise-before")):
+                pass
+        assert refused.value.response.status_code == 500
+        async with websockets.connect(ws_url(asgi, "/raise-after")) as ws:
+            await ws.send("go")
+            with pytest.raises(ConnectionClosed) as closed:
+                await ws.recv()
+            return closed.value.rcvd.code
+
+    assert run(client()) == 1011
+    asgi.wait_for_log("failing before accept, on purpose")
+    asgi.wait_for_log("failing after accept, on purpose")
+
+
+def test_scope(asgi: RushServer) -> None:
+    async def client() -> dict:
+        async with websockets.connect(ws_url(asgi, "/scope?room=7"), subprotocols=["a", "b"]) as ws:
+            return json.loads(await ws.recv())
+
+    scope = run(client())
+    assert scope["type"] == "websocket" and scope["scheme"] == "ws" and scope["path"] == "/scope"
+    assert scope["query_string"] == "room=7" and scope["subprotocols"] == ["a", "b"]
+    assert scope["spec_version"] == "2.4" and "websocket.http.response" in scope["extensions"]
+    assert ["upgrade", "websocket"] in scope["headers"]
+
+
+def test_disconnect_after_a_server_close_is_delivered_once(asgi: RushServer) -> None:
+    async def client() -> int:
+        async with websockets.connect(ws_url(asgi, "/server-close")) as ws:
+            with pytest.raises(ConnectionClosed) as closed:
+                await ws.recv()
+            return closed.value.rcvd.code
+
+    assert run(client()) == 4000
+    # The app got one websocket.disconnect (4000, echoed); receiving again raises an OSError.
+    wait_for(lambda: state(asgi)["late_send"] == "receive: ConnectionResetError", "the second receive raised")
+    assert state(asgi)["disconnects"].count(4000) == 1
+
+
+def test_send_after_the_client_left_raises_and_is_not_logged(asgi: RushServer) -> None:
+    async def client() -> None:
+        async with websockets.connect(ws_url(asgi, "/send-after-close")) as ws:
+            await ws.close(4100)
+
+    run(client())
+    wait_for(lambda: state(asgi)["late_send"] == "ConnectionResetError", "the app's late send raised")
+    # The uncaught second send ended the app with ConnectionResetError: no traceback for it.
+    assert "raised and not caught" not in asgi.stderr_text()
+    assert "Exception in WebSocket app for GET /send-after-close" not in asgi.stderr_text()
+
+
+def test_a_message_over_ws_max_size_is_closed_with_1009(rush_server: ServerFactory) -> None:
+    server = rush_server(ASGI, "--ws-max-size", "1000")
+
+    async def client() -> int:
+        async with websockets.connect(ws_url(server, "/echo")) as ws:
+            await ws.send("x" * 1000)
+            assert await ws.recv() == "x" * 1000
+            await ws.send("x" * 1001)
+            with pytest.raises(ConnectionClosed) as closed:
+                await ws.recv()
+            return closed.value.rcvd.code
+
+    assert run(client()) == 1009
+    wait_for(lambda: 1009 in state(server)["disconnects"], "the app heard 1009")
+
+
+def test_a_client_that_stops_reading_makes_the_apps_send_wait(asgi: RushServer) -> None:
+    # 64 messages of 1 MiB to a client with a small receive buffer that reads nothing.
+    with asgi.connect(rcvbuf=64 * 1024) as connection:
+        connection.send(upgrade_request("/flood"))
+        assert read_head(connection).startswith(b"HTTP/1.1 101")
+        blocked_after = wait_for(lambda: state(asgi)["flood_blocked_after"], "a send() of the flood waited")
+        # Bounded: the high-water mark (1 MiB) plus what the kernel buffers, not 64 MiB.
+        assert blocked_after <= 24
+        assert not state(asgi)["flood_done"]
+        # Now read everything: all 64 messages arrive intact, then the close.
+        for _ in range(64):
+            opcode, payload = read_frame(connection)
+            assert opcode == 2 and payload == b"x" * 1024 * 1024
+        assert read_frame(connection) == (8, b"\x03\xe8")
+        connection.send(masked_frame(8, b"\x03\xe8"))
+    wait_for(lambda: state(asgi)["flood_done"], "the flood finished")
+
+
+def test_pings_and_a_client_that_never_answers_them(rush_server: ServerFactory) -> None:
+    server = rush_server(ASGI, "--ws-ping-interval", "1", "--ws-ping-timeout", "1")
+    with server.connect() as connection:
+        connection.send(upgrade_request("/echo"))
+        assert read_head(connection).startswith(b"HTTP/1.1 101")
+        opcode, _ = read_frame(connection)
+        assert opcode == 9  # a ping, which this client does not answer
+        connection.read_until_close()
+    wait_for(lambda: 1006 in state(server)["disconnects"], "the app heard the drop as 1006")
+
+
+def test_an_app_that_never_accepts_is_cut_off(rush_server: ServerFactory) -> None:
+    server = rush_server(ASGI, "--body-timeout", "1")
+    with server.connect() as connection:
+        connection.send(upgrade_request("/hang"))
+        assert connection.read_until_close().responses == []
+    wait_for(lambda: 1006 in state(server)["disconnects"], "the app heard the drop")
+
+
+def test_graceful_shutdown_closes_with_1001(rush_server: ServerFactory) -> None:
+    server = rush_server(ASGI)
+
+    async def client() -> int:
+        async with websockets.connect(ws_url(server, "/echo")) as ws:
+            await ws.send("hi")
+            assert await ws.recv() == "hi"
+            server.send_signal(signal.SIGTERM)
+            with pytest.raises(ConnectionClosed) as closed:
+                await ws.recv()
+            return closed.value.rcvd.code
+
+    assert run(client()) == 1001
+    assert server.wait_exit() == 0
+
+
+def test_a_thousand_concurrent_connections_echo(asgi: RushServer) -> None:
+    async def one(number: int) -> None:
+        async with websockets.connect(ws_url(asgi, "/echo"), compression=None, open_timeout=30) as ws:
+            await ws.send(f"message {number}")
+            assert await ws.recv() == f"message {number}"
+
+    async def client() -> None:
+        await asyncio.gather(*(one(number) for number in range(1000)))
+
+    run(client())
+
+
+def test_broadcast_reaches_every_member(rush_app: RushServer) -> None:
+    async def client() -> None:
+        members = [
+            await websockets.connect(ws_url(rush_app, "/rooms/lobby"), compression=compression)
+            for compression in ["deflate", None] * 10
+        ]
+        try:
+            await members[0].send("count")
+            assert await members[0].recv() == "20"
+            await members[3].send("hello all")
+            for member in members:
+                assert await member.recv() == "lobby:hello all"
+            # A member that left is dropped from the group.
+            await members.pop().close()
+            await members[0].send("count")
+            assert await wait_count(members[0], "19")
+        finally:
+            for member in members:
+                await member.close()
+
+    async def wait_count(ws: websockets.ClientConnection, expected: str) -> bool:
+        # The departure is processed before the next message from another connection.
+        while (answer := await ws.recv()) != expected:
+            await ws.send("count")
+        return answer == expected
+
+    run(client())
