@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import select
 import signal
+import urllib.request
 
 import pytest
 import websockets
@@ -160,6 +162,42 @@ def test_a_client_that_stops_reading_makes_the_apps_send_wait(asgi: RushServer) 
         assert read_frame(connection) == (8, b"\x03\xe8")
         connection.send(masked_frame(8, b"\x03\xe8"))
     wait_for(lambda: state(asgi)["flood_done"], "the flood finished")
+
+
+def test_reading_pauses_while_the_apps_queue_is_full(rush_server: ServerFactory) -> None:
+    server = rush_server(RUSH_APP, "--ws-max-queue", "2")
+    frame = masked_frame(2, bytes(64 * 1024))
+    limit = 64 * 1024 * 1024
+    with server.connect() as connection:
+        connection.send(upgrade_request("/held"))
+        assert read_head(connection).startswith(b"HTTP/1.1 101")
+        # The app takes nothing: the server stops reading after two messages,
+        # so the kernel's buffers fill and sending blocks well before 64 MiB.
+        connection.sock.setblocking(False)
+        sent = 0
+        pending = b""
+        while sent < limit:
+            pending = pending or frame
+            try:
+                count = connection.sock.send(pending)
+            except BlockingIOError:
+                # Give a reading server every chance to drain (a failure guard, not a timing).
+                _, writable, _ = select.select([], [connection.sock], [], 2.0)
+                if not writable:
+                    break
+                continue
+            pending = pending[count:]
+            sent += count
+        assert sent < limit, "the server kept reading while the app took nothing"
+        connection.sock.settimeout(15)
+        with urllib.request.urlopen(f"{server.url}/release", timeout=15) as response:
+            assert response.read() == b"released"
+        # The app now reads: the frame cut short is finished, then every frame arrives.
+        connection.send(pending)
+        frames = (sent + len(pending)) // len(frame)
+        connection.send(masked_frame(1, b"end"))
+    wait_for(lambda: state(server).get("held_count") is not None, "the app counted the messages")
+    assert state(server)["held_count"] == frames
 
 
 def test_pings_and_a_client_that_never_answers_them(rush_server: ServerFactory) -> None:

@@ -144,6 +144,8 @@ impl Core {
                 session.close_started = Some(self.now);
             }
             let closing = session.closing;
+            // A finished app takes nothing more: its queue no longer holds reading up.
+            let app_done = session.app_done;
             if connection.sink.has_pending() || connection.stream.wants_write() {
                 if connection.write_output().is_err() {
                     return Disposition::Close;
@@ -166,7 +168,7 @@ impl Core {
                 // the client may not send frames yet.
                 return Disposition::Open;
             }
-            if ws.queue_full() {
+            if ws.queue_full() && !app_done {
                 // Backpressure: the app's next receive() asks for more.
                 ws.read_paused = true;
                 return Disposition::Open;

@@ -13,7 +13,9 @@ The raw ASGI app (``asgi_app``) has more: ``/http-deny`` (the
 records the disconnect it then receives), ``/flood`` (sends 1 MiB messages
 to a client that does not read, and records after how many a send waited),
 ``/send-after-close`` (records what a send after the disconnect raised) and
-``/scope`` (sends its scope back as JSON).
+``/scope`` (sends its scope back as JSON). The rush App has
+``/rooms/{room}`` (a `rush.Broadcast` group) and ``/held`` (takes no
+message until ``GET /release``).
 """
 
 from __future__ import annotations
@@ -286,6 +288,29 @@ async def rush_room(ws: rush.WebSocket, room: str) -> None:
                 await group.send(f"{room}:{message}")
     finally:
         group.discard(ws)
+
+
+HELD_RELEASE = asyncio.Event()
+
+
+@rush_app.websocket("/held")
+async def rush_held(ws: rush.WebSocket) -> None:
+    """Takes no message until GET /release; then counts them up to ``end``."""
+    await ws.accept()
+    await HELD_RELEASE.wait()
+    count = 0
+    async for message in ws:
+        if message == "end":
+            STATE["held_count"] = count
+            await ws.close()
+        else:
+            count += 1
+
+
+@rush_app.get("/release")
+async def rush_release(request: rush.Request) -> str:
+    HELD_RELEASE.set()
+    return "released"
 
 
 @rush_app.get("/state")
