@@ -130,6 +130,17 @@ def test_send_after_the_client_left_raises_and_is_not_logged(asgi: RushServer) -
     assert "Exception in WebSocket app for GET /send-after-close" not in asgi.stderr_text()
 
 
+def test_a_dropped_connection_is_reported_as_1006(asgi: RushServer) -> None:
+    before = state(asgi)["disconnects"].count(1006)
+    with asgi.connect() as connection:
+        connection.send(upgrade_request("/echo"))
+        assert read_head(connection).startswith(b"HTTP/1.1 101")
+        connection.send(masked_frame(1, b"hi"))
+        assert read_frame(connection) == (1, b"hi")
+    # Closed without a close frame.
+    wait_for(lambda: state(asgi)["disconnects"].count(1006) > before, "the app heard 1006")
+
+
 def test_a_message_over_ws_max_size_is_closed_with_1009(rush_server: ServerFactory) -> None:
     server = rush_server(ASGI, "--ws-max-size", "1000")
 

@@ -27,7 +27,7 @@ use pyo3::types::{PyBytes, PyString};
 use rush_proto::ws::{ConnectionState, MessageKind, Received};
 
 use crate::conn::{Connection, Disposition, Protocol};
-use crate::dispatch::Core;
+use crate::dispatch::{Core, RequestLine};
 use crate::metrics;
 use channel::{Phase, WebSocket};
 
@@ -92,6 +92,8 @@ impl Core {
         let channel = channel.bind(py);
         let mut socket_may_have_input = true;
         loop {
+            // The handshake's answer for the access log: (line, status), once.
+            let mut answered: Option<(String, u16)> = None;
             let Protocol::WebSocket(session) = &mut connection.protocol else {
                 return Disposition::Close;
             };
@@ -118,6 +120,7 @@ impl Core {
                     self.date.header_line(),
                 );
                 metrics::refused(status);
+                answered = Some((session.line.clone(), status));
                 session.closing = true;
                 connection.input.clear();
             }
@@ -127,6 +130,7 @@ impl Core {
             }
             if matches!(ws.phase, Phase::Open) && !session.opened {
                 session.opened = true;
+                answered = Some((session.line.clone(), 101));
                 session.last_heard = self.now;
                 connection.deadline = None;
             }
@@ -146,6 +150,9 @@ impl Core {
             let closing = session.closing;
             // A finished app takes nothing more: its queue no longer holds reading up.
             let app_done = session.app_done;
+            if let Some((line, status)) = answered {
+                self.access_log(py, connection, &RequestLine::Owned(&line), status, 0);
+            }
             if connection.sink.has_pending() || connection.stream.wants_write() {
                 if connection.write_output().is_err() {
                     return Disposition::Close;

@@ -1,7 +1,8 @@
 """WebSocket apps for tests/test_websocket*.py, one per interface, all with
 the same endpoints so the tests run the same checks against each:
 
-* ``/echo``: accepts (choosing ``chat`` if offered), echoes text and bytes;
+* ``/echo``: accepts (choosing ``chat`` if offered), echoes text and bytes
+  (in the raw ASGI app, so does every path not named below);
   the text ``close:CODE:REASON`` makes the server close with that code.
 * ``/deny``: closes before accepting (HTTP 403).
 * ``/state``: (HTTP GET) what the apps recorded, as JSON: the disconnect
@@ -168,8 +169,8 @@ async def asgi_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await send({"type": "websocket.close"})
         await receive()
         return
-    await receive()
-    await send({"type": "websocket.close"})
+    # Any other path echoes (the Autobahn fuzzing client's target).
+    return await _echo(receive, send, scope)
 
 
 # --- Starlette ----------------------------------------------------------------
