@@ -11,9 +11,12 @@ import asyncio
 import json
 import select
 import signal
+import ssl
 import urllib.request
+from pathlib import Path
 
 import pytest
+import trustme
 import websockets
 from support import RushServer, ServerFactory, request, wait_for
 from websockets.exceptions import ConnectionClosed, InvalidStatus
@@ -139,6 +142,40 @@ def test_a_dropped_connection_is_reported_as_1006(asgi: RushServer) -> None:
         assert read_frame(connection) == (1, b"hi")
     # Closed without a close frame.
     wait_for(lambda: state(asgi)["disconnects"].count(1006) > before, "the app heard 1006")
+
+
+def test_without_per_message_deflate_no_extension_is_negotiated(rush_server: ServerFactory) -> None:
+    server = rush_server(ASGI, "--no-ws-per-message-deflate")
+
+    async def client() -> None:
+        async with websockets.connect(ws_url(server, "/echo"), compression="deflate") as ws:
+            assert ws.response.headers.get("Sec-WebSocket-Extensions") is None
+            await ws.send("plain")
+            assert await ws.recv() == "plain"
+
+    run(client())
+
+
+def test_over_tls_the_scheme_is_wss(rush_server: ServerFactory, tmp_path: Path) -> None:
+    authority = trustme.CA()
+    leaf = authority.issue_cert("127.0.0.1")
+    chain, key = tmp_path / "chain.pem", tmp_path / "key.pem"
+    chain.write_bytes(b"".join(blob.bytes() for blob in leaf.cert_chain_pems))
+    leaf.private_key_pem.write_to_path(key)
+    server = rush_server(ASGI, "--ssl-certfile", str(chain), "--ssl-keyfile", str(key))
+    context = ssl.create_default_context()
+    authority.configure_trust(context)
+    big = bytes(range(256)) * 8192  # 2 MiB through TLS records
+
+    async def client() -> str:
+        url = f"wss://127.0.0.1:{server.port}"
+        async with websockets.connect(f"{url}/echo", ssl=context, max_size=None) as ws:
+            await ws.send(big)
+            assert await ws.recv() == big
+        async with websockets.connect(f"{url}/scope", ssl=context) as ws:
+            return json.loads(await ws.recv())["scheme"]
+
+    assert run(client()) == "wss"
 
 
 def test_a_message_over_ws_max_size_is_closed_with_1009(rush_server: ServerFactory) -> None:
