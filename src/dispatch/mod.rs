@@ -83,7 +83,7 @@ pub(crate) struct Core {
     /// `--max-requests`), if it has one: each request is counted there.
     pub(crate) liveness: Option<Py<Liveness>>,
     /// WebSocket connections with something for the loop (`crate::ws::channel`).
-    pub(crate) ws_flush: std::sync::Arc<crate::ws::channel::FlushQueue>,
+    pub(crate) ws_flush: std::sync::Arc<crate::ws::flush::FlushQueue>,
 }
 /// How requests that no native route answers reach the app: a closed set
 /// of three, chosen once when the worker starts. (An enum rather than a

@@ -25,7 +25,7 @@
 //!   (an `OSError`, as ASGI asks; rush's `WebSocketDisconnect` derives from it).
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use pyo3::exceptions::{PyConnectionResetError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -33,53 +33,9 @@ use pyo3::types::{PyBytes, PyDict, PyString};
 use rush_proto::ws::handshake::{write_accept_response, AcceptKey};
 use rush_proto::ws::{self, DeflateParams, MessageKind, Role, SendError};
 
+use super::flush::FlushQueue;
 use crate::asgi::{ready, settle};
 use crate::options::OUTPUT_HIGH_WATER;
-
-/// Connections with something for the loop, shared by every `WebSocket`
-/// of a worker and its `Server`.
-#[derive(Default)]
-pub struct FlushQueue {
-    pending: Mutex<Vec<(usize, u64)>>,
-    /// Called once per batch (when the list was empty): schedules
-    /// `Server.flush_websockets` on the asyncio loop.
-    pub notify: Mutex<Option<Py<PyAny>>>,
-}
-
-impl FlushQueue {
-    fn push(&self, py: Python<'_>, key: usize, session: u64) -> PyResult<()> {
-        let first = {
-            let mut pending = self
-                .pending
-                .lock()
-                .unwrap_or_else(|poison| poison.into_inner());
-            pending.push((key, session));
-            pending.len() == 1
-        };
-        if first {
-            let notify = self
-                .notify
-                .lock()
-                .unwrap_or_else(|poison| poison.into_inner())
-                .as_ref()
-                .map(|notify| notify.clone_ref(py));
-            if let Some(notify) = notify {
-                notify.call0(py)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Everything queued so far.
-    pub fn take(&self) -> Vec<(usize, u64)> {
-        std::mem::take(
-            &mut *self
-                .pending
-                .lock()
-                .unwrap_or_else(|poison| poison.into_inner()),
-        )
-    }
-}
 
 /// Where the handshake stands.
 pub enum Phase {
@@ -350,7 +306,7 @@ impl WebSocket {
     }
 
     /// Writes the 101 and opens the connection.
-    fn accept_with(
+    pub(super) fn accept_with(
         &mut self,
         py: Python<'_>,
         subprotocol: Option<&str>,
@@ -383,7 +339,7 @@ impl WebSocket {
     }
 
     /// Frames a message; then paces the sender.
-    fn send_message(
+    pub(super) fn send_message(
         &mut self,
         py: Python<'_>,
         kind: MessageKind,
@@ -486,7 +442,7 @@ fn create_future(py: Python<'_>) -> PyResult<Py<PyAny>> {
 
 /// `rush.websocket.WebSocketDisconnect(code, reason)`, a
 /// `ConnectionResetError`; a plain `ConnectionResetError` if it cannot be made.
-fn disconnect_error(py: Python<'_>, code: u16, reason: &str) -> PyErr {
+pub(super) fn disconnect_error(py: Python<'_>, code: u16, reason: &str) -> PyErr {
     let made = py
         .import("rush.websocket")
         .and_then(|module| module.getattr("WebSocketDisconnect"))
@@ -495,16 +451,6 @@ fn disconnect_error(py: Python<'_>, code: u16, reason: &str) -> PyErr {
         Ok(error) => PyErr::from_value(error),
         Err(_) => PyConnectionResetError::new_err(format!("the WebSocket closed with {code}")),
     }
-}
-
-fn headers_of(message: &Bound<'_, PyDict>) -> PyResult<Vec<(Vec<u8>, Vec<u8>)>> {
-    let mut headers = Vec::new();
-    if let Some(fields) = message.get_item("headers")? {
-        for field in fields.try_iter()? {
-            headers.push(field?.extract()?);
-        }
-    }
-    Ok(headers)
 }
 
 #[pymethods]
@@ -521,96 +467,9 @@ impl WebSocket {
         self.next(py, Waiting::Asgi)
     }
 
-    /// ASGI `send(message)`.
+    /// ASGI `send(message)` (see `asgi.rs`).
     fn asgi_send(&mut self, py: Python<'_>, message: &Bound<'_, PyDict>) -> PyResult<Py<PyAny>> {
-        let kind = message
-            .get_item(pyo3::intern!(py, "type"))?
-            .ok_or_else(|| PyValueError::new_err("ASGI message without 'type'"))?;
-        let kind = kind.cast::<PyString>()?.to_str()?;
-        match kind {
-            "websocket.send" => {
-                if let Some(text) = message.get_item(pyo3::intern!(py, "text"))? {
-                    if !text.is_none() {
-                        let text = text.cast::<PyString>()?.to_str()?.to_owned();
-                        return self.send_message(py, MessageKind::Text, text.as_bytes());
-                    }
-                }
-                match message.get_item(pyo3::intern!(py, "bytes"))? {
-                    Some(data) if !data.is_none() => {
-                        let data = data.cast::<PyBytes>()?;
-                        self.send_message(py, MessageKind::Binary, data.as_bytes())
-                    }
-                    _ => Err(PyValueError::new_err(
-                        "websocket.send needs 'text' or 'bytes'",
-                    )),
-                }
-            }
-            "websocket.accept" => {
-                let subprotocol: Option<String> = match message.get_item("subprotocol")? {
-                    Some(value) if !value.is_none() => Some(value.extract()?),
-                    _ => None,
-                };
-                self.accept_with(py, subprotocol.as_deref(), &headers_of(message)?)?;
-                Ok(ready(py, py.None())?.into_any())
-            }
-            "websocket.close" => {
-                let code: Option<u16> = match message.get_item("code")? {
-                    Some(value) if !value.is_none() => Some(value.extract()?),
-                    _ => Some(ws::close::NORMAL),
-                };
-                let reason: String = match message.get_item("reason")? {
-                    Some(value) if !value.is_none() => value.extract()?,
-                    _ => String::new(),
-                };
-                self.close_with(py, code, &reason)?;
-                Ok(ready(py, py.None())?.into_any())
-            }
-            "websocket.http.response.start" if matches!(self.phase, Phase::Connecting) => {
-                let status: u16 = message
-                    .get_item("status")?
-                    .ok_or_else(|| {
-                        PyValueError::new_err("websocket.http.response.start without status")
-                    })?
-                    .extract()?;
-                if !(100..=599).contains(&status) || status == 101 {
-                    return Err(PyValueError::new_err(format!(
-                        "websocket.http.response.start status {status} cannot deny a WebSocket"
-                    )));
-                }
-                self.phase = Phase::Responding {
-                    status,
-                    headers: headers_of(message)?,
-                    body: Vec::new(),
-                };
-                Ok(ready(py, py.None())?.into_any())
-            }
-            "websocket.http.response.body" if matches!(self.phase, Phase::Responding { .. }) => {
-                let more = match message.get_item("more_body")? {
-                    Some(flag) => flag.is_truthy()?,
-                    None => false,
-                };
-                if let Phase::Responding { body, .. } = &mut self.phase {
-                    if let Some(data) = message.get_item("body")? {
-                        body.extend_from_slice(data.cast::<PyBytes>()?.as_bytes());
-                    }
-                }
-                if !more {
-                    if let Phase::Responding {
-                        status,
-                        headers,
-                        body,
-                    } = std::mem::replace(&mut self.phase, Phase::Finished)
-                    {
-                        self.deny(py, status, headers, body)?;
-                    }
-                }
-                Ok(ready(py, py.None())?.into_any())
-            }
-            _ if self.gone => Err(disconnect_error(py, ws::close::ABNORMAL, "")),
-            other => Err(PyRuntimeError::new_err(format!(
-                "unexpected ASGI message {other:?} on a WebSocket in this state"
-            ))),
-        }
+        super::asgi::send(self, py, message)
     }
 
     /// Accepts the connection, choosing `subprotocol` (one the client offered).
