@@ -410,3 +410,27 @@ fn write_denial(
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(body);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::write_denial;
+
+    #[test]
+    fn a_denial_is_a_complete_closing_response_without_the_apps_framing_fields() {
+        let mut out = Vec::new();
+        let headers = vec![
+            (b"X-Why".to_vec(), b"no".to_vec()),
+            (b"Content-Length".to_vec(), b"999".to_vec()),
+            (b"Bad Name".to_vec(), b"dropped".to_vec()),
+            (b"X-Split".to_vec(), b"a\r\nInjected: yes".to_vec()),
+        ];
+        write_denial(&mut out, 401, &headers, b"not you", b"Date: x\r\n");
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("HTTP/1.1 401 "));
+        assert!(text.contains("\r\nX-Why: no\r\n"));
+        assert!(text.contains("\r\nContent-Length: 7\r\n"));
+        assert!(text.contains("\r\nConnection: close\r\n"));
+        assert!(!text.contains("999") && !text.contains("Bad Name") && !text.contains("Injected"));
+        assert!(text.ends_with("\r\n\r\nnot you"));
+    }
+}

@@ -95,6 +95,19 @@ impl Core {
         target: WsTarget,
     ) {
         connection.state.request_dispatched();
+        if self.draining {
+            // The worker is going away: a WebSocket started now would only be
+            // closed again (the client retries, and lands on another worker).
+            super::write_denial(
+                &mut connection.sink.output,
+                503,
+                &[(b"Retry-After".to_vec(), b"1".to_vec())],
+                b"",
+                self.date.header_line(),
+            );
+            connection.state.refused();
+            return;
+        }
         let handshake = match validate_handshake(head, head_bytes, headers) {
             Ok(handshake) => handshake,
             Err(error) => {
