@@ -108,6 +108,14 @@ def test_scope(asgi: RushServer) -> None:
     assert ["upgrade", "websocket"] in scope["headers"]
 
 
+def test_a_rush_handler_sees_the_request(rush_app: RushServer) -> None:
+    async def client() -> dict:
+        async with websockets.connect(ws_url(rush_app, "/request?a=1&b=%20"), origin="http://example.test") as ws:
+            return json.loads(await ws.recv())
+
+    assert run(client()) == {"path": "/request", "query": "a=1&b=%20", "origin": "http://example.test"}
+
+
 def test_disconnect_after_a_server_close_is_delivered_once(asgi: RushServer) -> None:
     async def client() -> int:
         async with websockets.connect(ws_url(asgi, "/server-close")) as ws:

@@ -111,6 +111,11 @@ pub struct WebSocket {
     /// The request path (percent-decoded).
     #[pyo3(get)]
     path: String,
+    /// The query string (without `?`), for `query_string`.
+    query: Vec<u8>,
+    /// A copy of the request head, for `headers` (kept for rush App
+    /// handlers only: an ASGI app has its scope).
+    head: Option<Vec<u8>>,
 }
 
 /// What a `WebSocket` is made from (see `upgrade.rs`).
@@ -124,6 +129,8 @@ pub struct WebSocketSetup {
     pub max_queue: usize,
     pub subprotocols: Vec<String>,
     pub path: String,
+    pub query: Vec<u8>,
+    pub head: Option<Vec<u8>>,
 }
 
 impl WebSocket {
@@ -152,6 +159,8 @@ impl WebSocket {
             drain_waiter: None,
             subprotocols: setup.subprotocols,
             path: setup.path,
+            query: setup.query,
+            head: setup.head,
         }
     }
 
@@ -518,6 +527,30 @@ impl WebSocket {
 
     fn __anext__(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         self.next(py, Waiting::Iterate)
+    }
+
+    /// The query string of the request (without `?`), still percent-encoded.
+    #[getter]
+    fn query_string(&self) -> String {
+        String::from_utf8_lossy(&self.query).into_owned()
+    }
+
+    /// The request's header fields as `(name, value)` pairs, names as sent.
+    #[getter]
+    fn headers(&self) -> Vec<(String, String)> {
+        self.head
+            .as_deref()
+            .map(|head| {
+                crate::request::header_fields(head)
+                    .map(|(name, value)| {
+                        (
+                            String::from_utf8_lossy(name).into_owned(),
+                            String::from_utf8_lossy(value).into_owned(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// The close code the connection ended with (None while it is open).

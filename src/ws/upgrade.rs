@@ -129,6 +129,7 @@ impl Core {
         self.next_request_id += 1;
         let id = self.next_request_id;
         let line = request_line(head_bytes, head);
+        let native = matches!(target, WsTarget::Native { .. });
         let channel = Py::new(
             py,
             WebSocket::new(WebSocketSetup {
@@ -141,6 +142,11 @@ impl Core {
                 max_queue: ws_config.max_queue,
                 subprotocols: subprotocols.clone(),
                 path: decode_path(head.path.of(head_bytes)).into_owned(),
+                query: head
+                    .query
+                    .map(|query| query.of(head_bytes).to_vec())
+                    .unwrap_or_default(),
+                head: native.then(|| head_bytes.to_vec()),
             }),
         );
         let channel = match channel {

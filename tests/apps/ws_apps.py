@@ -269,6 +269,15 @@ async def rush_echo(ws: rush.WebSocket) -> None:
         STATE["disconnects"].append(disconnect.code)
 
 
+@rush_app.websocket("/request")
+async def rush_request(ws: rush.WebSocket) -> None:
+    """Sends back what the handler sees of the request, as JSON."""
+    await ws.accept()
+    fields = {name.lower(): value for name, value in ws.headers}
+    await ws.send(json.dumps({"path": ws.path, "query": ws.query_string, "origin": fields.get("origin")}))
+    await ws.close()
+
+
 @rush_app.websocket("/deny")
 async def rush_deny(ws: rush.WebSocket) -> None:
     await ws.close()
