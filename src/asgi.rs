@@ -69,7 +69,7 @@ impl Ready {
     }
 }
 
-fn ready(py: Python<'_>, value: Py<PyAny>) -> PyResult<Py<Ready>> {
+pub(crate) fn ready(py: Python<'_>, value: Py<PyAny>) -> PyResult<Py<Ready>> {
     Py::new(py, Ready { value: Some(value) })
 }
 
@@ -579,7 +579,7 @@ impl AsgiSend {
 
 /// Resolves an asyncio future unless it is already done (cancelled by its
 /// task, say). Errors are ignored: the future belongs to a task that is gone.
-fn settle<'py>(
+pub(crate) fn settle<'py>(
     py: Python<'py>,
     future: &Bound<'py, PyAny>,
     resolve: impl FnOnce(&Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>>,

@@ -32,6 +32,7 @@ mod static_files;
 mod tls;
 mod tls_tickets;
 mod watch;
+mod ws;
 mod wsgi;
 
 use pyo3::prelude::*;
@@ -95,6 +96,8 @@ fn _rush(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<asgi::Ready>()?;
     module.add_class::<asgi::AsgiSend>()?;
     module.add_class::<asgi::AsgiReceive>()?;
+    module.add_class::<ws::channel::WebSocket>()?;
+    module.add_class::<ws::broadcast::Broadcast>()?;
     module.add_class::<wsgi::WsgiResponse>()?;
     module.add_class::<wsgi::WsgiBody>()?;
     module.add_class::<liveness::Liveness>()?;

@@ -42,6 +42,8 @@ pub(crate) struct LoopConfig {
     /// Unsent output summed over every connection of the worker: past it,
     /// the connections holding the most output stop reading requests.
     pub(crate) output_budget: usize,
+    /// The WebSocket options (`--ws-*`).
+    pub(crate) ws: WsConfig,
 }
 
 /// A timeout in seconds as a `Duration`, or a `ValueError` naming `name`.
@@ -64,6 +66,28 @@ fn checked_seconds(name: &str, value: f64, zero_allowed: bool) -> Result<Duratio
         Err(format!(
             "{name} must be a number of seconds above 0 and at most {MAX_TIMEOUT_SECONDS} (got {value})"
         ))
+    }
+}
+
+/// The WebSocket options (`--ws-*`).
+#[derive(Clone, Copy)]
+pub(crate) struct WsConfig {
+    pub(crate) max_size: usize,
+    pub(crate) max_queue: usize,
+    pub(crate) ping_interval: Option<Duration>,
+    pub(crate) ping_timeout: Option<Duration>,
+    pub(crate) per_message_deflate: bool,
+}
+
+impl Default for WsConfig {
+    fn default() -> Self {
+        WsConfig {
+            max_size: rush_proto::ws::DEFAULT_MAX_MESSAGE_SIZE,
+            max_queue: 32,
+            ping_interval: Some(Duration::from_secs(20)),
+            ping_timeout: Some(Duration::from_secs(20)),
+            per_message_deflate: true,
+        }
     }
 }
 

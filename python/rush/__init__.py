@@ -8,11 +8,25 @@ your handlers on its own thread. Public API::
 The native module ``rush._rush`` is private; everything public is here.
 """
 
-from rush._rush import Request, Response, __version__
+from rush._rush import Broadcast, Request, Response, WebSocket, __version__
 from rush.app import App
 from rush.cache import Cache
 from rush.config import Config
 from rush.datastructures import Headers, QueryParams
 from rush.main import run
+from rush.websocket import WebSocketDisconnect
 
-__all__ = ["App", "Cache", "Config", "Headers", "QueryParams", "Request", "Response", "__version__", "run"]
+__all__ = [
+    "App",
+    "Broadcast",
+    "Cache",
+    "Config",
+    "Headers",
+    "QueryParams",
+    "Request",
+    "Response",
+    "WebSocket",
+    "WebSocketDisconnect",
+    "__version__",
+    "run",
+]

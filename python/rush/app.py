@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from rush._rush import Router
 from rush.cache import Cache, CacheControl
+from rush.websocket import WebSocketRoute
 
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
@@ -99,6 +100,20 @@ class App:
 
     def delete(self, pattern: str) -> Callable[[Handler], Handler]:
         return self.route(pattern, ["DELETE"])
+
+    def websocket(self, pattern: str) -> Callable[[Handler], Handler]:
+        """Registers ``async def handler(ws, **params)`` for WebSocket
+        connections on ``pattern`` (see `rush.websocket`); a plain GET there
+        gets 426."""
+        _check_pattern(pattern)
+
+        def register(handler: Handler) -> Handler:
+            if not _is_async(handler):
+                raise TypeError("a WebSocket handler must be an async def function")
+            self.routes.append(Route(pattern, ("GET",), WebSocketRoute(handler)))
+            return handler
+
+        return register
 
     def redirect(self, pattern: str, location: str, status: int = 302) -> None:
         """Answers any request for ``pattern`` with a redirect to ``location``,

@@ -171,6 +171,17 @@ class Config:
         "holding the most output stop reading requests until their clients catch up; suffixes K, M, G",
         kind="size",
     )
+    ws_max_size: int = _option(
+        16 * 1024**2, "largest WebSocket message in bytes (closed with 1009 beyond); suffixes K, M, G", kind="size"
+    )
+    ws_max_queue: int = _option(32, "WebSocket messages queued for the app before reading pauses")
+    ws_ping_interval: float = _option(20.0, "seconds of silence before the server pings a WebSocket client; 0 = off")
+    ws_ping_timeout: float = _option(
+        20.0, "seconds a WebSocket client has to answer a ping before it is dropped; 0 = off"
+    )
+    ws_per_message_deflate: bool = _option(
+        True, "offer permessage-deflate compression to WebSocket clients", kind="bool"
+    )
     max_request_line: int = _option(8192, "longest request line in bytes (414 beyond)", kind="size")
     max_head_size: int = _option(16384, "largest request head in bytes (431 beyond)", kind="size")
     max_headers: int = _option(100, "most header fields per request (431 beyond)")
@@ -389,11 +400,15 @@ class Config:
         for name in ("max_body_size", "max_request_line", "max_head_size", "max_connections", "max_worker_output"):
             self._check_whole(name, 1, MAX_SIZE)
         self._check_whole("max_headers", 1, MAX_HEADERS_LIMIT)
+        self._check_whole("ws_max_size", 1, MAX_SIZE)
+        self._check_whole("ws_max_queue", 1, 1024**2)
+        for name in ("ws_ping_interval", "ws_ping_timeout"):
+            self._check_seconds(name, zero_allowed=True)
         self._check_whole("threads", 0, MAX_THREADS)
         for name in ("host", "interface", "root_path", "lifespan", "static_cache", "log_level"):
             if not isinstance(getattr(self, name), str):
                 raise OptionError(name, "must be a string", getattr(self, name))
-        for name in ("access_log", "allow_many_workers"):
+        for name in ("access_log", "allow_many_workers", "ws_per_message_deflate"):
             if not isinstance(getattr(self, name), bool):
                 raise OptionError(name, "must be true or false", getattr(self, name))
         host_port = r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]*):\d{1,5}"

@@ -108,6 +108,11 @@ def build_server(config: Config, listener: socket.socket, router: Router, wakeup
         access_log_fields=config.log_format == "json",
         log_refusals=logs.error_logger.isEnabledFor(logging.WARNING),
         debug=logs.error_logger.isEnabledFor(logging.DEBUG),
+        ws_max_size=config.ws_max_size,
+        ws_max_queue=config.ws_max_queue,
+        ws_ping_interval=config.ws_ping_interval,
+        ws_ping_timeout=config.ws_ping_timeout,
+        ws_per_message_deflate=config.ws_per_message_deflate,
         **app,
     )
     listener.close()
@@ -286,6 +291,8 @@ def serve_with_asyncio(
         # A suspended ASGI app's messages are written from the loop's own turn
         # (call_soon), never from inside the app's send() call.
         server.set_asgi_notifier(lambda key, request_id: partial(loop.call_soon, server.flush_asgi, key, request_id))
+        # WebSockets batch their flushes: one call_soon per loop turn, however many connections sent.
+        server.set_websocket_notifier(partial(loop.call_soon, server.flush_websockets))
         if liveness is not None:
             server.set_liveness(liveness)
         stop_requested = loop.run_until_complete(_serve_until_drained(server, config, loop, ready_fd))

@@ -40,6 +40,8 @@ pub(crate) enum Disposition {
 pub enum Protocol {
     /// Requests and responses (`crate::http1`), its state in `Connection::state`.
     Http1,
+    /// A WebSocket session after an accepted upgrade (`crate::ws`).
+    WebSocket(Box<crate::ws::WsSession>),
 }
 
 pub struct Connection {

@@ -96,6 +96,8 @@ pub(crate) struct Core {
     pub(crate) refusal_limit: LogLimit,
     /// `--log-level debug`: connections opening, closing and timing out.
     pub(crate) debug: bool,
+    /// WebSocket connections with something for the loop (`crate::ws::channel`).
+    pub(crate) ws_flush: std::sync::Arc<crate::ws::flush::FlushQueue>,
 }
 /// How requests that no native route answers reach the app: a closed set
 /// of three, chosen once when the worker starts. (An enum rather than a

@@ -73,6 +73,21 @@ impl Core {
                 Ok(HeadStatus::Complete(head)) => {
                     let head_end = head.head_len;
                     let head_bytes = &available[..head_end];
+                    if rush_proto::ws::is_upgrade_request(head_bytes, &self.header_scratch) {
+                        if let Some(target) = self.websocket_target(py, head_bytes, &head) {
+                            // The forwarded client and scheme, the access log's clock.
+                            self.begin_request(connection, head_bytes);
+                            let headers = std::mem::take(&mut self.header_scratch);
+                            self.upgrade_websocket(
+                                py, connection, key, head_bytes, &head, &headers, target,
+                            );
+                            self.header_scratch = headers;
+                            // Bytes after the head are frames (or, after a
+                            // refusal, dropped with the connection).
+                            offset += head_end;
+                            break;
+                        }
+                    }
                     match start_body(&head, &available[head_end..], &self.config.limits) {
                         Err(error) => {
                             self.refuse_body(py, connection, error);

@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 
 use super::event_loop::ACCEPT_BATCH;
 use super::{Listener, Server};
-use crate::conn::{ReadState, WriteState};
+use crate::conn::{Protocol, ReadState, WriteState};
 use crate::inflight::InFlight;
 
 /// Most accept batches a draining worker takes from its backlog.
@@ -33,6 +33,21 @@ impl Server {
         self.core.pipelined_after = false;
         self.drive_connection(py, key);
         self.wake_parked(py);
+    }
+
+    /// Drives the WebSocket connections on the flush queue (see `ws::channel`).
+    pub(super) fn flush_websockets_now(&mut self, py: Python<'_>) {
+        self.core.now = Instant::now();
+        self.core.date.refresh(SystemTime::now());
+        for (key, session) in self.core.ws_flush.take() {
+            // The key may name a newer connection by now: only the session's own is driven.
+            let current = self.connections.get(key).is_some_and(|connection| {
+                matches!(&connection.protocol, Protocol::WebSocket(ws) if ws.id == session)
+            });
+            if current {
+                self.drive_connection(py, key);
+            }
+        }
     }
 
     pub(super) fn start_drain(&mut self, py: Python<'_>, graceful_timeout: Duration) {
@@ -67,6 +82,14 @@ impl Server {
         // is closed by the deadline sweep, which first checks that nothing
         // arrived unread.
         let grace_end = self.core.now + DRAIN_IDLE_GRACE;
+        // WebSocket clients are told the server is going away (1001); the
+        // drain ends when they answered or at the graceful timeout.
+        for (key, connection) in self.connections.iter_mut() {
+            if let Protocol::WebSocket(session) = &connection.protocol {
+                crate::ws::close_for_shutdown(py, session);
+                self.drive_soon.push(key);
+            }
+        }
         for (_, connection) in self.connections.iter_mut() {
             if matches!(connection.state.read(), ReadState::Idle)
                 && connection.state.write() == WriteState::Ready
@@ -91,6 +114,16 @@ impl Server {
     ) {
         self.core.now = Instant::now();
         self.core.date.refresh(SystemTime::now());
+        if let Some(connection) = self.connections.get_mut(key) {
+            if let Protocol::WebSocket(session) = &mut connection.protocol {
+                if session.id == request_id {
+                    let result = task.call_method0(pyo3::intern!(py, "result"));
+                    self.core.websocket_app_finished(py, session, result);
+                    self.drive_connection(py, key);
+                    return;
+                }
+            }
+        }
         let connection = self.connections.get_mut(key).filter(|connection| {
             matches!(&connection.in_flight, Some(InFlight::Handler(awaiting)) if awaiting.request_id == request_id)
         });

@@ -178,6 +178,7 @@ impl Server {
         let disposition = match catch_unwind(AssertUnwindSafe(|| {
             let disposition = match connection.protocol {
                 Protocol::Http1 => core.drive(py, connection, key),
+                Protocol::WebSocket(_) => core.drive_websocket(py, connection),
             };
             if disposition == Disposition::Open {
                 core.pace_asgi_sender(py, connection);
@@ -510,6 +511,21 @@ impl Server {
                 // Output is pending: only the send timeout applies, in every
                 // state (a slow download is not an idle connection).
                 if now >= write_deadline {
+                    expired.push(key);
+                }
+                continue;
+            }
+            if let Protocol::WebSocket(session) = &mut connection.protocol {
+                match self.core.sweep_websocket(py, session, now) {
+                    crate::ws::SweepAction::Close => {
+                        expired.push(key);
+                        continue;
+                    }
+                    crate::ws::SweepAction::Drive => woken.push(key),
+                    crate::ws::SweepAction::Nothing => {}
+                }
+                // The accept deadline (set until the app answers the handshake).
+                if connection.deadline.is_some_and(|deadline| now >= deadline) {
                     expired.push(key);
                 }
                 continue;

@@ -128,6 +128,8 @@ impl Server {
         proxy_headers="x-forwarded", forwarded_allow_ips="127.0.0.1,::1", forwarded_host=false,
         server_header=false, date_header=true, extra_headers=Vec::new(),
         access_log_format=None, access_log_fields=false, log_refusals=true, debug=false,
+        ws_max_size=16 * 1024 * 1024, ws_max_queue=32,
+        ws_ping_interval=20.0, ws_ping_timeout=20.0, ws_per_message_deflate=true,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -167,7 +169,23 @@ impl Server {
         access_log_fields: bool,
         log_refusals: bool,
         debug: bool,
+        ws_max_size: usize,
+        ws_max_queue: usize,
+        ws_ping_interval: f64,
+        ws_ping_timeout: f64,
+        ws_per_message_deflate: bool,
     ) -> PyResult<Self> {
+        let optional = |name: &str, value: f64| {
+            crate::options::seconds_or_zero(name, value)
+                .map(|duration| (!duration.is_zero()).then_some(duration))
+        };
+        let ws = crate::options::WsConfig {
+            max_size: ws_max_size.max(1),
+            max_queue: ws_max_queue.max(1),
+            ping_interval: optional("ws_ping_interval", ws_ping_interval)?,
+            ping_timeout: optional("ws_ping_timeout", ws_ping_timeout)?,
+            per_message_deflate: ws_per_message_deflate,
+        };
         let tls = tls.map(|settings| (settings.config.clone(), tls_max_handshakes.max(1)));
         let access_format = access_log_format
             .map(|format| AccessFormat::parse(&format))
@@ -190,6 +208,7 @@ impl Server {
             body_timeout: seconds("body_timeout", body_timeout)?,
             send_timeout: seconds("send_timeout", send_timeout)?,
             output_budget: max_worker_output.max(OUTPUT_HIGH_WATER),
+            ws,
         };
         let owned = adopt_listening_socket(listener_fd)?;
         let poll = Poll::new()?;
@@ -311,6 +330,7 @@ impl Server {
                 may_park: false,
                 woken: Default::default(),
                 liveness: None,
+                ws_flush: Default::default(),
             },
             accept_paused: false,
             drive_soon: Vec::new(),
@@ -334,6 +354,24 @@ impl Server {
     /// which later calls [`Server::complete`].
     fn set_async_scheduler(&mut self, runner: Py<PyAny>) {
         self.core.async_scheduler = Some(runner);
+    }
+
+    /// Sets the no-argument callable a WebSocket calls when it leaves work
+    /// for the loop and none is pending yet: it should schedule
+    /// `flush_websockets()` on the event loop (never run it inline).
+    fn set_websocket_notifier(&mut self, notifier: Py<PyAny>) {
+        *self
+            .core
+            .ws_flush
+            .notify
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner()) = Some(notifier);
+    }
+
+    /// Drives the WebSocket connections whose app sent, accepted, closed or
+    /// took from a full queue since the last call (scheduled by the notifier).
+    fn flush_websockets(&mut self, py: Python<'_>) {
+        self.guarded(py, None, |server| server.flush_websockets_now(py));
     }
 
     /// Sets `notifier(key, request_id)`, returning the no-argument callable an

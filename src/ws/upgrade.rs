@@ -1,0 +1,247 @@
+//! From an upgrade request to a WebSocket session.
+//!
+//! `http1/input.rs` asks [`Core::websocket_target`] about every request that
+//! `is_upgrade_request`: an ASGI app takes WebSocket on every path no static
+//! mount serves; a rush `App` on the paths of its `@app.websocket` routes
+//! (their handler objects have a `websocket_session` method). Anything else
+//! stays an ordinary HTTP request (a 404, or the 426 a WebSocket route
+//! gives a plain GET). [`Core::upgrade_websocket`] then validates the
+//! handshake (400/426 and close on failure), negotiates permessage-deflate,
+//! switches the connection's protocol and starts the app, whose first step
+//! runs inline like any ASGI app's. The 101 is written only when the app
+//! accepts (`channel.rs`).
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use rush_proto::ws::handshake::{extension_offers, protocol_offers, write_rejection};
+use rush_proto::ws::{validate_handshake, DeflateConfig};
+use rush_proto::{HeaderSpan, RequestHead};
+
+use super::channel::{WebSocket, WebSocketSetup};
+use super::WsSession;
+use crate::asgi::{address_object, build_scope};
+use crate::conn::{Connection, Protocol};
+use crate::coroutine::CoroutineStart;
+use crate::dispatch::{request_line, AppInterface, Core};
+use crate::metrics;
+use crate::request::decode_path;
+use crate::router::RouteDecision;
+
+/// Who takes a WebSocket on a path.
+pub(crate) enum WsTarget {
+    /// The ASGI app, with a `websocket` scope.
+    Asgi,
+    /// A rush `App` route: `endpoint.websocket_session(ws, params)`.
+    Native {
+        endpoint: Py<PyAny>,
+        params: Option<Py<PyDict>>,
+    },
+}
+
+impl Core {
+    /// Whether an upgrade request for this path goes to a WebSocket handler.
+    pub(crate) fn websocket_target(
+        &self,
+        py: Python<'_>,
+        head_bytes: &[u8],
+        head: &RequestHead,
+    ) -> Option<WsTarget> {
+        let raw_path = head.path.of(head_bytes);
+        match &self.app {
+            AppInterface::Asgi(_) => self
+                .static_files
+                .find_mount(raw_path)
+                .is_none()
+                .then_some(WsTarget::Asgi),
+            AppInterface::Native => {
+                let path = decode_path(raw_path);
+                let router = self.router.bind(py).borrow();
+                let RouteDecision::Handler { handler, params } = router.route(b"GET", &path) else {
+                    return None;
+                };
+                let endpoint = handler.callable.bind(py);
+                if !endpoint
+                    .hasattr(pyo3::intern!(py, "websocket_session"))
+                    .unwrap_or(false)
+                {
+                    return None;
+                }
+                let params = (!params.is_empty()).then(|| {
+                    let dict = PyDict::new(py);
+                    for (name, value) in params.iter() {
+                        let _ = dict.set_item(name, value);
+                    }
+                    dict.unbind()
+                });
+                Some(WsTarget::Native {
+                    endpoint: endpoint.clone().unbind(),
+                    params,
+                })
+            }
+            AppInterface::Wsgi(_) => None,
+        }
+    }
+
+    /// Validates the handshake and starts the app (see the module docs).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn upgrade_websocket(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        key: usize,
+        head_bytes: &[u8],
+        head: &RequestHead,
+        headers: &[HeaderSpan],
+        target: WsTarget,
+    ) {
+        connection.state.request_dispatched();
+        if self.draining {
+            // The worker is going away: a WebSocket started now would only be
+            // closed again (the client retries, and lands on another worker).
+            super::write_denial(
+                &mut connection.sink.output,
+                503,
+                &[(b"Retry-After".to_vec(), b"1".to_vec())],
+                b"",
+                self.date.header_line(),
+            );
+            connection.state.refused();
+            return;
+        }
+        let handshake = match validate_handshake(head, head_bytes, headers) {
+            Ok(handshake) => handshake,
+            Err(error) => {
+                metrics::refused(error.status());
+                write_rejection(&mut connection.sink.output, &error, self.date.header_line());
+                connection.state.refused();
+                return;
+            }
+        };
+        let ws_config = self.config.ws;
+        let deflate = if ws_config.per_message_deflate {
+            DeflateConfig::default().negotiate(extension_offers(head_bytes, headers))
+        } else {
+            None
+        };
+        let subprotocols: Vec<String> = protocol_offers(head_bytes, headers)
+            .map(|offer| String::from_utf8_lossy(offer).into_owned())
+            .collect();
+        self.next_request_id += 1;
+        let id = self.next_request_id;
+        let line = request_line(head_bytes, head);
+        let native = matches!(target, WsTarget::Native { .. });
+        let channel = Py::new(
+            py,
+            WebSocket::new(WebSocketSetup {
+                key,
+                session: id,
+                flush: self.ws_flush.clone(),
+                accept_key: handshake.accept,
+                deflate,
+                max_size: ws_config.max_size,
+                max_queue: ws_config.max_queue,
+                subprotocols: subprotocols.clone(),
+                path: decode_path(head.path.of(head_bytes)).into_owned(),
+                query: head
+                    .query
+                    .map(|query| query.of(head_bytes).to_vec())
+                    .unwrap_or_default(),
+                head: native.then(|| head_bytes.to_vec()),
+            }),
+        );
+        let channel = match channel {
+            Ok(channel) => channel,
+            Err(error) => {
+                self.log_error(py, "cannot start a WebSocket", Some(error));
+                super::write_denial(
+                    &mut connection.sink.output,
+                    500,
+                    &[],
+                    b"",
+                    self.date.header_line(),
+                );
+                connection.state.refused();
+                return;
+            }
+        };
+        let coroutine = match target {
+            WsTarget::Asgi => {
+                self.asgi_websocket_call(py, connection, head_bytes, head, &channel, &subprotocols)
+            }
+            WsTarget::Native { endpoint, params } => endpoint.bind(py).call_method1(
+                pyo3::intern!(py, "websocket_session"),
+                (channel.clone_ref(py), params),
+            ),
+        };
+        connection.state.handler_pending(None);
+        // The app has until the body timeout to accept (the sweep enforces it).
+        connection.deadline = Some(self.now + self.config.body_timeout);
+        let mut session = WsSession {
+            channel,
+            id,
+            message: Vec::new(),
+            line,
+            opened: false,
+            last_heard: self.now,
+            ping_sent: None,
+            close_started: None,
+            closing: false,
+            app_done: false,
+        };
+        let started = coroutine.and_then(|coroutine| self.start_coroutine(py, &coroutine, key, id));
+        match started {
+            Ok(CoroutineStart::Continuing) => {}
+            Ok(CoroutineStart::Finished(value)) => {
+                self.websocket_app_finished(py, &mut session, Ok(value))
+            }
+            Err(error) => self.websocket_app_finished(py, &mut session, Err(error)),
+        }
+        connection.protocol = Protocol::WebSocket(Box::new(session));
+    }
+
+    /// Calls the ASGI app with a `websocket` scope.
+    fn asgi_websocket_call<'py>(
+        &self,
+        py: Python<'py>,
+        connection: &mut Connection,
+        head_bytes: &[u8],
+        head: &RequestHead,
+        channel: &Py<WebSocket>,
+        subprotocols: &[String],
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let AppInterface::Asgi(settings) = &self.app else {
+            unreachable!("an ASGI target comes with an ASGI app");
+        };
+        if connection.peer_objects.address.is_none() {
+            connection.peer_objects.address = Some(address_object(py, connection.client)?);
+        }
+        let client = connection.peer_objects.address.as_ref().expect("set above");
+        let origin = connection.origin.as_deref();
+        let scope = build_scope(py, settings, head_bytes, head, client, origin)?;
+        scope.set_item(pyo3::intern!(py, "type"), pyo3::intern!(py, "websocket"))?;
+        // A trusted proxy's word on the scheme wins; else the transport's.
+        let secure = origin
+            .and_then(|origin| origin.https)
+            .unwrap_or_else(|| connection.stream.is_tls());
+        let scheme = if secure { "wss" } else { "ws" };
+        scope.set_item(pyo3::intern!(py, "scheme"), scheme)?;
+        scope.del_item(pyo3::intern!(py, "method"))?;
+        let version = PyDict::new(py);
+        version.set_item("version", "3.0")?;
+        version.set_item("spec_version", "2.4")?;
+        scope.set_item(pyo3::intern!(py, "asgi"), version)?;
+        scope.set_item("subprotocols", PyList::new(py, subprotocols)?)?;
+        let extensions = PyDict::new(py);
+        extensions.set_item("websocket.http.response", PyDict::new(py))?;
+        scope.set_item("extensions", extensions)?;
+        if let Some(tls) = connection.stream.tls() {
+            crate::tls::add_asgi_extension(py, &scope, &tls.info())?;
+        }
+        let channel = channel.bind(py);
+        settings.app.bind(py).call1((
+            scope,
+            channel.getattr(pyo3::intern!(py, "asgi_receive"))?,
+            channel.getattr(pyo3::intern!(py, "asgi_send"))?,
+        ))
+    }
+}
