@@ -197,9 +197,7 @@ def start_origin(scenario: Scenario, settings: Settings, run_name: str) -> tuple
         log_path=settings.log_dir / f"{run_name}.origin.log",
     )
     try:
-        wait_until_answering(
-            lambda: answers_http(settings.host, port, tls=scenario.tls), settings.startup_timeout_s, process.is_alive
-        )
+        wait_until_answering(lambda: answers_http(settings.host, port), settings.startup_timeout_s, process.is_alive)
     except CheckFailed:
         process.stop(settings.stop_timeout_s)
         raise
@@ -257,7 +255,11 @@ def measure(planned: PlannedRun, settings: Settings) -> RunRecord:
             origin.stop(settings.stop_timeout_s)
         return record
     try:
-        wait_until_answering(lambda: answers_http(settings.host, port), settings.startup_timeout_s, process.is_alive)
+        # Through TLS for the tls group: a plain probe would pass on servers that answer plain HTTP
+        # on their TLS port with a 400 (rush, nginx) and fail on the others.
+        wait_until_answering(
+            lambda: answers_http(settings.host, port, tls=scenario.tls), settings.startup_timeout_s, process.is_alive
+        )
         check_answers(scenario, settings.host, port)
         record.idle_rss_bytes = process.rss_bytes()
         record.idle_rss_by_process = process.rss_by_process()
