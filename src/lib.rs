@@ -28,6 +28,7 @@ mod request;
 mod response;
 mod router;
 mod server;
+mod shared_memory;
 mod static_files;
 mod tls;
 mod tls_tickets;

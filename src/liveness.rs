@@ -72,21 +72,7 @@ impl Liveness {
     /// can make one too).
     fn map() -> std::io::Result<Self> {
         let length = std::mem::size_of::<Shared>();
-        // SAFETY: an anonymous mapping takes no descriptor and no address
-        // hint; the result is checked for MAP_FAILED before any use.
-        let address = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                length,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if address == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
+        let address = crate::shared_memory::map_shared(length)?;
         // The kernel zero-fills the page (page-aligned, so aligned for
         // AtomicU64): every field starts at 0, a valid AtomicU64.
         Ok(Liveness {

@@ -124,21 +124,7 @@ impl MetricsTable {
             return Err(PyValueError::new_err("metrics slots must be 1 to 4096"));
         }
         let length = slots * SLOT_LEN * std::mem::size_of::<AtomicU64>();
-        // SAFETY: an anonymous mapping takes no descriptor and no address
-        // hint; MAP_FAILED is checked before use.
-        let address = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                length,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if address == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error().into());
-        }
+        let address = crate::shared_memory::map_shared(length)?;
         // SAFETY: `length` bytes, page-aligned, zero-filled (a valid
         // AtomicU64 is any bit pattern), never unmapped (the table lives as
         // long as the process), written by every process only atomically.

@@ -106,21 +106,7 @@ impl TicketKeys {
 
     fn map() -> std::io::Result<TicketKeys> {
         let length = std::mem::size_of::<Page>();
-        // SAFETY: an anonymous mapping takes no descriptor and no address
-        // hint; MAP_FAILED is checked before any use.
-        let address = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                length,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if address == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
+        let address = crate::shared_memory::map_shared(length)?;
         // SAFETY: the mapping is page-aligned and zero-filled (zero is a
         // valid AtomicU64), at least size_of::<Page>() long, and never
         // unmapped: the 'static reference stays valid in this process and

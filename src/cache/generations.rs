@@ -45,21 +45,7 @@ fn table() -> &'static [AtomicU64] {
 
 fn map_shared() -> Option<&'static [AtomicU64]> {
     let length = SLOTS * std::mem::size_of::<AtomicU64>();
-    // SAFETY: an anonymous mapping takes no file descriptor and no address
-    // hint; the result is checked for MAP_FAILED before any use.
-    let address = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            length,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if address == libc::MAP_FAILED {
-        return None;
-    }
+    let address = crate::shared_memory::map_shared(length).ok()?;
     // SAFETY: the mapping is `length` bytes, page-aligned (so aligned for
     // AtomicU64), zero-filled by the kernel (any bit pattern is a valid
     // AtomicU64), and never unmapped, so a 'static slice over it stays
