@@ -21,7 +21,7 @@
 //!   and the connection closes (rather than a TLS alert the client cannot
 //!   read, or a hang).
 
-use std::cell::Cell;
+use std::cell::{Cell, OnceCell};
 use std::io::{self, Read, Write};
 use std::rc::Rc;
 
@@ -55,6 +55,10 @@ pub struct TlsStream {
     /// While the handshake runs: the worker's count of handshakes in
     /// progress, decremented when it completes or the connection goes.
     handshake_slot: Option<Rc<Cell<usize>>>,
+    /// What the app sees of the session, made at the first request (a
+    /// session does not change after its handshake; the client's chain in
+    /// PEM is not encoded again for every request).
+    info: OnceCell<TlsInfo>,
 }
 
 impl TlsStream {
@@ -72,6 +76,7 @@ impl TlsStream {
             session,
             checked_first_byte: false,
             handshake_slot: Some(handshakes.clone()),
+            info: OnceCell::new(),
         }
     }
 
@@ -81,8 +86,13 @@ impl TlsStream {
         }
     }
 
-    /// What the app may learn about the session (after the handshake).
-    pub fn info(&self) -> TlsInfo {
+    /// What the app may learn about the session (asked once a request has
+    /// arrived, so after the handshake).
+    pub fn info(&self) -> &TlsInfo {
+        self.info.get_or_init(|| self.describe_session())
+    }
+
+    fn describe_session(&self) -> TlsInfo {
         use base64::Engine as _;
         let version = self.session.protocol_version();
         let suite = self

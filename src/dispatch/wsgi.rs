@@ -87,7 +87,7 @@ impl Core {
                         )?;
                         environ.set_item(pyo3::intern!(py, "HTTPS"), pyo3::intern!(py, "on"))?;
                     }
-                    crate::tls::add_wsgi_variables(&environ, &tls.info())?;
+                    crate::tls::add_wsgi_variables(&environ, tls.info())?;
                 }
                 Ok(environ)
             },

@@ -235,7 +235,7 @@ impl Core {
         extensions.set_item("websocket.http.response", PyDict::new(py))?;
         scope.set_item("extensions", extensions)?;
         if let Some(tls) = connection.stream.tls() {
-            crate::tls::add_asgi_extension(py, &scope, &tls.info())?;
+            crate::tls::add_asgi_extension(py, &scope, tls.info())?;
         }
         let channel = channel.bind(py);
         settings.app.bind(py).call1((
