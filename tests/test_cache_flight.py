@@ -79,7 +79,8 @@ def test_stale_answers_are_served_while_one_request_refreshes(server: RushServer
     client.get("/gate/close")
     with server.connect() as refreshing:
         # Expired at once (max-age=0): this request refreshes, and waits at the gate.
-        refreshing.send(request("GET", "/swr"))
+        # The same Host as the httpx client's: the host is part of the key.
+        refreshing.send(request("GET", "/swr", host=client.base_url.netloc.decode()))
         wait_for(lambda: counter(client, "/calls", "swr") == calls + 1, "the refresh to start")
         # Meanwhile everyone else gets the stale answer, without waiting.
         stale = client.get("/swr")

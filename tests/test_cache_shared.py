@@ -51,21 +51,51 @@ def calls(url: str) -> int:
     return httpx.get(f"{url}/calls", timeout=GUARD_TIMEOUT).json().get("item", 0)
 
 
+# Both servers stand behind one public name, as behind a load balancer: the
+# host is part of the key.
+PUBLIC = {"Host": "shop.example"}
+
+
+def item(url: str, item_id: str) -> httpx.Response:
+    return httpx.get(f"{url}/item", params={"id": item_id}, headers=PUBLIC, timeout=GUARD_TIMEOUT)
+
+
 def test_two_servers_share_answers_through_redis(rush_server: ServerFactory, redis_url: str) -> None:
     env = clean_environment({"CACHE_TEST_REDIS": redis_url})
     first = rush_server("tests.apps.cached_shared:app", env=env)
     second = rush_server("tests.apps.cached_shared:app", env=env)
-    answer = httpx.get(f"{first.url}/item", params={"id": "7"}, timeout=GUARD_TIMEOUT)
+    answer = item(first.url, "7")
     assert answer.status_code == 200 and calls(first.url) == 1
-    shared = httpx.get(f"{second.url}/item", params={"id": "7"}, timeout=GUARD_TIMEOUT)
+    shared = item(second.url, "7")
     assert shared.content == answer.content, "the second server answers with the first one's body"
     assert calls(second.url) == 0, "without calling its handler"
     assert "age" in shared.headers
     # An invalidation on one server drops the entries in Redis too.
     httpx.get(f"{first.url}/invalidate", timeout=GUARD_TIMEOUT)
     third = rush_server("tests.apps.cached_shared:app", env=env)
-    httpx.get(f"{third.url}/item", params={"id": "7"}, timeout=GUARD_TIMEOUT)
+    item(third.url, "7")
     assert calls(third.url) == 1, "after the invalidation Redis no longer has it"
+
+
+def test_each_app_has_its_own_namespace(rush_server: ServerFactory, redis_url: str) -> None:
+    import redis
+
+    env = clean_environment({"CACHE_TEST_REDIS": redis_url})
+    first = rush_server("tests.apps.cached_shared:app", env=env)
+    other = rush_server("tests.apps.cached_shared:other", env=env)
+    mine = item(first.url, "8").json()
+    theirs = item(other.url, "8").json()
+    assert theirs["app"] == "other" and "app" not in mine, "neither app reads the other's answer"
+    assert calls(other.url) == 1
+    # Names are rush:NAMESPACE:..., the namespace being the import string.
+    names = redis.Redis.from_url(redis_url).keys("*")
+    namespaces = {b":".join(name.split(b":")[1:3]) for name in names}
+    assert {b"tests.apps.cached_shared:app", b"tests.apps.cached_shared:other"} <= namespaces, names
+    # One app's clear() leaves the other's answers.
+    httpx.get(f"{other.url}/clear", timeout=GUARD_TIMEOUT)
+    fresh = rush_server("tests.apps.cached_shared:app", env=env)
+    assert item(fresh.url, "8").json() == mine
+    assert calls(fresh.url) == 0, "its answer is still in Redis"
 
 
 def test_a_redis_that_is_down_costs_the_level_not_the_route(rush_server: ServerFactory) -> None:

@@ -29,8 +29,9 @@ from rush.config import parse_size
 if TYPE_CHECKING:
     from rush._rush import CacheHandle, Router
 
-# 2xx statuses whose answers may be stored unless a Cache lists others.
-DEFAULT_STATUSES = (200, 203, 204, 206)
+# 2xx statuses whose answers may be stored unless a Cache lists others (a 206 never is:
+# a part is not the resource).
+DEFAULT_STATUSES = (200, 203, 204)
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,11 @@ class Cache:
     #: A second level shared by machines: ``redis://HOST:PORT/DB``
     #: (python/rush/cache_shared.py). The worker's cache stays in front.
     shared: str | None = None
+    #: The shared level's namespace: names are ``rush:NAMESPACE:...``, and
+    #: ``clear()``/``invalidate()`` touch only this namespace. By default the
+    #: app's import string; give each release its own when its answers
+    #: differ from the previous one's during a rolling deploy.
+    namespace: str | None = None
     max_bytes_value: int = field(init=False, repr=False, default=0)
 
     def __post_init__(self) -> None:
@@ -75,13 +81,15 @@ class Cache:
                 raise ValueError(f"Cache {name} must be a number of seconds from 0 to 86400 (got {value!r})")
         if self.shared is not None and not str(self.shared).startswith(("redis://", "rediss://", "unix://")):
             raise ValueError(f"Cache shared= takes a redis:// URL (got {self.shared!r})")
+        if self.namespace is not None and (not self.namespace or any(c in self.namespace for c in "*?[]")):
+            raise ValueError(f"Cache namespace= is a non-empty name without glob characters (got {self.namespace!r})")
         for name in ("vary_query", "vary_headers"):
             if isinstance(getattr(self, name), str):
                 raise ValueError(f"Cache {name} is a list of names, not a string")
 
     def shared_level(self) -> RedisLevel | None:
         """This worker's client of the shared level, if the policy has one."""
-        return level_for(self.shared) if self.shared else None
+        return level_for(self.shared, self.namespace) if self.shared else None
 
     def native(self) -> tuple[float, list[str], list[str], list[int], float, float, bool]:
         """The policy as the native router takes it."""
@@ -98,7 +106,7 @@ class Cache:
 
 _LIST_FIELDS = {"vary_query", "vary_headers", "statuses"}
 _NUMBER_FIELDS = {"ttl", "stale", "lock_timeout"}
-_TEXT_FIELDS = {"max_bytes", "shared"}
+_TEXT_FIELDS = {"max_bytes", "shared", "namespace"}
 
 
 def parse_cache_spec(spec: str) -> tuple[str, Cache]:

@@ -4,8 +4,12 @@
 cache in front; on a miss there the native side asks this level (``get``)
 before calling the handler, and gives it every answer it stores (``set``).
 Names come from the native key (src/cache/key.rs, ``shared_name``): hex,
-``ENTRY:REST``, under a prefix per app, so an invalidation drops a route's
-or an entry's names by prefix (``invalidate``).
+``ENTRY:REST``, under the prefix ``rush:NAMESPACE:``, so an invalidation
+drops a route's or an entry's names by prefix (``invalidate``) and touches
+no other app's. The namespace is the ``Cache``'s ``namespace=``, by default
+the app's import string (``main:app``): two apps sharing one Redis never
+read each other's answers, and a release whose answers differ from the one
+before it for the same request (a rolling deploy) sets its own namespace.
 
 Redis being down must never take the route down: every call has a short
 timeout, a failure is logged once, and the level is then skipped for a few
@@ -35,9 +39,10 @@ SCAN_BATCH = 500
 class RedisLevel:
     """A Redis database as the cache's shared level (see the module's doc)."""
 
-    def __init__(self, url: str, prefix: str = "rush:") -> None:
+    def __init__(self, url: str, namespace: str) -> None:
         self.url = url
-        self.prefix = prefix
+        self.namespace = namespace
+        self.prefix = f"rush:{namespace}:"
         self._client: redis.Redis | None = None
         self._skip_until = 0.0
         self._failing = False
@@ -113,16 +118,29 @@ class RedisLevel:
             self._failed(error)
 
 
-_levels: dict[str, RedisLevel] = {}
+_levels: dict[tuple[str, str], RedisLevel] = {}
+
+#: The namespace of a ``Cache`` that names none: the app's import string,
+#: set by the worker before it builds the router (set_default_namespace).
+_default_namespace = "app"
 
 
-def level_for(url: str) -> RedisLevel:
-    """The worker's level for ``url`` (one client per URL and process)."""
+def set_default_namespace(import_string: str) -> None:
+    """Names the app this worker serves (its import string), the namespace
+    of every shared level whose ``Cache`` names none."""
+    global _default_namespace
+    _default_namespace = import_string
+
+
+def level_for(url: str, namespace: str | None = None) -> RedisLevel:
+    """The worker's level for ``url`` and ``namespace`` (one client per
+    pair and process; the default namespace when None)."""
     if not url.startswith(("redis://", "rediss://", "unix://")):
         raise ValueError(f"Cache shared= takes a redis:// URL (got {url!r})")
-    if url not in _levels:
-        _levels[url] = RedisLevel(url)
-    return _levels[url]
+    namespace = namespace or _default_namespace
+    if (url, namespace) not in _levels:
+        _levels[(url, namespace)] = RedisLevel(url, namespace)
+    return _levels[(url, namespace)]
 
 
 def all_levels() -> list[RedisLevel]:

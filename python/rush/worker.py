@@ -37,6 +37,7 @@ from rush import logs
 from rush._rush import Liveness, Router, Server, StopHandle
 from rush.app import App
 from rush.cache import worker_cache
+from rush.cache_shared import set_default_namespace
 from rush.config import Config
 from rush.coroutines import CoroutineRunner
 from rush.lifespan import Lifespan
@@ -138,6 +139,7 @@ def run_worker(config: Config, listener: socket.socket, ready_fd: int | None, li
             raise TypeError(f"--interface rush needs a rush.App, not a {type(app).__name__}")
         # WSGI and ASGI apps are served behind an empty router that holds
         # only the --static mounts (those are answered first, natively).
+        set_default_namespace(config.app if isinstance(config.app, str) else type(app).__name__)
         rush_app = app if interface == "rush" else App()
         for prefix, directory in config.static_mounts():
             rush_app.static(prefix, directory, cache=config.static_cache, cache_control=config.static_cache_control)

@@ -7,7 +7,8 @@
 //! [`ResponseCache`] (`store.rs`) and acts on the [`Lookup`]:
 //! * a hit is written from the stored head and the shared body bytes, with
 //!   `Age` and the server's own `Date`/`Connection`; a matching
-//!   `If-None-Match` gets a 304 (`stored.rs` keeps a strong `ETag`);
+//!   `If-None-Match` gets a 304 (`stored.rs` keeps the app's `ETag`, or
+//!   makes a strong one);
 //! * a miss calls the handler; its rendered answer is stored if it may be
 //!   (`stored.rs`), and requests of the same key that arrived meanwhile,
 //!   parked on their connection, are woken to be answered from it (single
@@ -47,6 +48,7 @@ pub fn invalidate_all() {
 }
 pub use key::{
     entry_key, key, request_may_use_cache, shared_entry_prefix, shared_route_prefix, CacheKey,
+    RequestIdentity,
 };
 pub use store::{CacheCounters, Lookup, ResponseCache};
 pub use stored::Stored;
@@ -81,6 +83,10 @@ pub struct CacheFill {
     /// The request was HTTP/1.0 (a stale answer sent instead of the
     /// handler's says keep-alive explicitly).
     pub http10: bool,
+    /// The request's head (its header fields are what the answer's `Vary`
+    /// names are read from): a copy, made only for a request that goes to
+    /// the handler, which costs far more.
+    pub request_head: Box<[u8]>,
 }
 
 #[cfg(test)]
@@ -107,7 +113,13 @@ pub(crate) mod tests {
     const NOT_FOUND: &[u8] = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
 
     fn key_for(policy: &CachePolicy, query: &[u8]) -> CacheKey {
-        key(policy, query, std::iter::empty())
+        let request = RequestIdentity {
+            https: false,
+            host: b"a",
+            path: b"/nas/",
+            raw_query: query,
+        };
+        key(policy, &request, std::iter::empty())
     }
 
     fn is(lookup: &Lookup) -> &'static str {
@@ -127,23 +139,29 @@ pub(crate) mod tests {
         let mut cache = ResponseCache::new(1 << 20, Default::default());
         let now = Instant::now();
         let mut key = key_for(&policy, b"arch=x86");
-        assert_eq!(is(&cache.look_up(&policy, &mut key, true, 1, now)), "fill");
+        assert_eq!(
+            is(&cache.look_up(&policy, &mut key, &[], true, 1, now)),
+            "fill"
+        );
         for waiter in 2..=100 {
             let mut same = key_for(&policy, b"arch=x86");
             assert_eq!(
-                is(&cache.look_up(&policy, &mut same, true, waiter, now)),
+                is(&cache.look_up(&policy, &mut same, &[], true, waiter, now)),
                 "wait"
             );
         }
         let mut other = key_for(&policy, b"arch=arm");
         assert_eq!(
-            is(&cache.look_up(&policy, &mut other, true, 101, now)),
+            is(&cache.look_up(&policy, &mut other, &[], true, 101, now)),
             "fill"
         );
-        let done = cache.complete_fill(&policy, &key, Some(OK), now);
+        let done = cache.complete_fill(&policy, &key, Some(OK), &[], now);
         assert_eq!(done.waiters, (2..=100).collect::<Vec<_>>());
         assert_eq!(cache.counters.snapshot()[3], ("coalesced", 99));
-        assert_eq!(is(&cache.look_up(&policy, &mut key, true, 2, now)), "hit");
+        assert_eq!(
+            is(&cache.look_up(&policy, &mut key, &[], true, 2, now)),
+            "hit"
+        );
         assert_eq!(cache.fills(), 1, "only the other key's fill is left");
     }
 
@@ -153,16 +171,25 @@ pub(crate) mod tests {
         let mut cache = ResponseCache::new(1 << 20, Default::default());
         let now = Instant::now();
         let mut key = key_for(&policy, b"arch=x86");
-        cache.look_up(&policy, &mut key, true, 1, now);
-        cache.look_up(&policy, &mut key.clone(), true, 2, now);
-        let done = cache.complete_fill(&policy, &key, Some(NOT_FOUND), now);
+        cache.look_up(&policy, &mut key, &[], true, 1, now);
+        cache.look_up(&policy, &mut key.clone(), &[], true, 2, now);
+        let done = cache.complete_fill(&policy, &key, Some(NOT_FOUND), &[], now);
         assert_eq!(done.waiters, vec![2]);
         // The woken waiter and later requests go to the handler at once...
-        assert_eq!(is(&cache.look_up(&policy, &mut key, true, 2, now)), "pass");
-        assert_eq!(is(&cache.look_up(&policy, &mut key, true, 3, now)), "pass");
+        assert_eq!(
+            is(&cache.look_up(&policy, &mut key, &[], true, 2, now)),
+            "pass"
+        );
+        assert_eq!(
+            is(&cache.look_up(&policy, &mut key, &[], true, 3, now)),
+            "pass"
+        );
         // ...and a cacheable answer replaces the pass.
-        cache.complete_fill(&policy, &key, Some(OK), now);
-        assert_eq!(is(&cache.look_up(&policy, &mut key, true, 3, now)), "hit");
+        cache.complete_fill(&policy, &key, Some(OK), &[], now);
+        assert_eq!(
+            is(&cache.look_up(&policy, &mut key, &[], true, 3, now)),
+            "hit"
+        );
     }
 
     #[test]
@@ -172,28 +199,28 @@ pub(crate) mod tests {
         let mut cache = ResponseCache::new(1 << 20, Default::default());
         let start = Instant::now();
         let mut key = key_for(&policy, b"arch=x86");
-        cache.look_up(&policy, &mut key, true, 1, start);
-        cache.complete_fill(&policy, &key, Some(OK), start);
+        cache.look_up(&policy, &mut key, &[], true, 1, start);
+        cache.complete_fill(&policy, &key, Some(OK), &[], start);
         let expired = start + Duration::from_secs(61);
         assert_eq!(
-            is(&cache.look_up(&policy, &mut key, true, 1, expired)),
+            is(&cache.look_up(&policy, &mut key, &[], true, 1, expired)),
             "refresh"
         );
         assert_eq!(
-            is(&cache.look_up(&policy, &mut key, true, 2, expired)),
+            is(&cache.look_up(&policy, &mut key, &[], true, 2, expired)),
             "stale"
         );
-        let done = cache.complete_fill(&policy, &key, Some(FAILED), expired);
+        let done = cache.complete_fill(&policy, &key, Some(FAILED), &[], expired);
         assert!(done.answer_instead.is_some(), "stale-if-error");
         assert_eq!(
-            is(&cache.look_up(&policy, &mut key, true, 1, expired)),
+            is(&cache.look_up(&policy, &mut key, &[], true, 1, expired)),
             "refresh"
         );
-        let done = cache.complete_fill(&policy, &key, None, expired);
+        let done = cache.complete_fill(&policy, &key, None, &[], expired);
         assert!(done.answer_instead.is_some(), "an exception too");
         let past_grace = start + Duration::from_secs(91);
         assert_eq!(
-            is(&cache.look_up(&policy, &mut key, true, 1, past_grace)),
+            is(&cache.look_up(&policy, &mut key, &[], true, 1, past_grace)),
             "fill"
         );
     }
@@ -204,15 +231,21 @@ pub(crate) mod tests {
         let mut cache = ResponseCache::new(1 << 20, Default::default());
         let now = Instant::now();
         let mut key = key_for(&policy, b"arch=x86");
-        cache.look_up(&policy, &mut key, true, 1, now);
-        cache.look_up(&policy, &mut key.clone(), true, 2, now);
+        cache.look_up(&policy, &mut key, &[], true, 1, now);
+        cache.look_up(&policy, &mut key.clone(), &[], true, 2, now);
         assert!(cache.release_overdue_fills(now).is_empty());
         let late = now + Duration::from_secs(6);
         assert_eq!(cache.release_overdue_fills(late), vec![2]);
-        assert_eq!(is(&cache.look_up(&policy, &mut key, true, 2, late)), "pass");
+        assert_eq!(
+            is(&cache.look_up(&policy, &mut key, &[], true, 2, late)),
+            "pass"
+        );
         // The hung handler's answer, should it come, is still stored.
-        cache.complete_fill(&policy, &key, Some(OK), late);
-        assert_eq!(is(&cache.look_up(&policy, &mut key, true, 3, late)), "hit");
+        cache.complete_fill(&policy, &key, Some(OK), &[], late);
+        assert_eq!(
+            is(&cache.look_up(&policy, &mut key, &[], true, 3, late)),
+            "hit"
+        );
     }
 
     #[test]
@@ -221,7 +254,10 @@ pub(crate) mod tests {
         let mut cache = ResponseCache::new(1 << 20, Default::default());
         let now = Instant::now();
         let mut key = key_for(&policy, b"arch=x86");
-        assert_eq!(is(&cache.look_up(&policy, &mut key, false, 1, now)), "pass");
+        assert_eq!(
+            is(&cache.look_up(&policy, &mut key, &[], false, 1, now)),
+            "pass"
+        );
         assert_eq!(cache.fills(), 0);
     }
 
@@ -232,14 +268,20 @@ pub(crate) mod tests {
         let mut cache = ResponseCache::new(1 << 20, Default::default());
         let now = Instant::now();
         let mut key = key_for(&policy, b"arch=x86&build=1");
-        cache.look_up(&policy, &mut key, true, 1, now);
-        cache.complete_fill(&policy, &key, Some(OK), now);
+        cache.look_up(&policy, &mut key, &[], true, 1, now);
+        cache.complete_fill(&policy, &key, Some(OK), &[], now);
         invalidate_entry(key.entry());
-        assert_eq!(is(&cache.look_up(&policy, &mut key, true, 1, now)), "fill");
+        assert_eq!(
+            is(&cache.look_up(&policy, &mut key, &[], true, 1, now)),
+            "fill"
+        );
         // Invalidated while the handler ran: stored, but already out of date.
         invalidate_route(policy.route);
-        cache.complete_fill(&policy, &key, Some(OK), now);
-        assert_eq!(is(&cache.look_up(&policy, &mut key, true, 1, now)), "fill");
+        cache.complete_fill(&policy, &key, Some(OK), &[], now);
+        assert_eq!(
+            is(&cache.look_up(&policy, &mut key, &[], true, 1, now)),
+            "fill"
+        );
     }
 
     #[test]
@@ -251,8 +293,8 @@ pub(crate) mod tests {
         response.extend_from_slice(&[b'x'; 1000]);
         for index in 0..10_000u32 {
             let mut key = key_for(&policy, format!("arch={index}").as_bytes());
-            cache.look_up(&policy, &mut key, true, 1, now);
-            cache.complete_fill(&policy, &key, Some(&response), now);
+            cache.look_up(&policy, &mut key, &[], true, 1, now);
+            cache.complete_fill(&policy, &key, Some(&response), &[], now);
         }
         assert!(cache.weight() <= 64 * 1024, "{}", cache.weight());
         assert!(cache.len() < 100);
@@ -263,4 +305,59 @@ pub(crate) mod tests {
             cache.counters
         );
     }
+
+    #[test]
+    fn an_answer_that_varies_is_one_variant_per_value_and_the_variants_are_bounded() {
+        let policy = policy();
+        let mut cache = ResponseCache::new(1 << 20, Default::default());
+        let now = Instant::now();
+        let gzip: &[(&[u8], &[u8])] = &[(b"Accept-Encoding", b"gzip")];
+        let plain: &[(&[u8], &[u8])] = &[];
+        let varies = b"HTTP/1.1 200 OK\r\nVary: Accept-Encoding\r\nContent-Length: 1\r\n\r\nz";
+        let mut key = key_for(&policy, b"arch=x86");
+        assert_eq!(
+            is(&cache.look_up(&policy, &mut key, gzip, true, 1, now)),
+            "fill"
+        );
+        cache.complete_fill(&policy, &key, Some(varies), gzip, now);
+        assert_eq!(
+            is(&cache.look_up(&policy, &mut key, gzip, true, 1, now)),
+            "hit"
+        );
+        // Another value of the field is another variant: a miss, then a hit.
+        assert_eq!(
+            is(&cache.look_up(&policy, &mut key, plain, true, 1, now)),
+            "fill"
+        );
+        cache.complete_fill(&policy, &key, Some(OK_VARYING), plain, now);
+        match cache.look_up(&policy, &mut key, plain, true, 1, now) {
+            Lookup::Hit(stored) => assert_eq!(&*stored.body, b"hi"),
+            other => panic!("{}", is(&other)),
+        }
+        match cache.look_up(&policy, &mut key, gzip, true, 1, now) {
+            Lookup::Hit(stored) => assert_eq!(&*stored.body, b"z"),
+            other => panic!("{}", is(&other)),
+        }
+        // Past the bound, new variants are answered but not stored.
+        let values: Vec<String> = (0..2 * store::MAX_VARIANTS)
+            .map(|n| format!("x{n}"))
+            .collect();
+        let mut stored = 0;
+        for value in &values {
+            let fields: &[(&[u8], &[u8])] = &[(b"accept-encoding", value.as_bytes())];
+            cache.look_up(&policy, &mut key, fields, true, 1, now);
+            let done = cache.complete_fill(&policy, &key, Some(varies), fields, now);
+            stored += usize::from(done.stored.is_some());
+        }
+        assert_eq!(stored, usize::from(store::MAX_VARIANTS) - 2);
+        // Refreshing a stored variant is not a new one.
+        cache.look_up(&policy, &mut key, gzip, true, 1, now);
+        assert!(cache
+            .complete_fill(&policy, &key, Some(varies), gzip, now)
+            .stored
+            .is_some());
+    }
+
+    const OK_VARYING: &[u8] =
+        b"HTTP/1.1 200 OK\r\nVary: accept-encoding\r\nContent-Length: 2\r\n\r\nhi";
 }

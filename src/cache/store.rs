@@ -21,6 +21,12 @@
 //!   (`stale-if-error`).
 //! * Every answer carries the invalidation generation of its entry
 //!   (`generations.rs`); an answer from an older generation is absent.
+//! * An answer whose `Vary` names request fields is stored as a variant,
+//!   as Varnish and nginx do: its primary key holds a [`Slot::Varies`]
+//!   marker with the field names, and the answer sits under the primary key
+//!   plus the request's values of those fields (key.rs, `push_variant`).
+//!   A lookup that finds the marker adds the request's own values and looks
+//!   again. At most [`MAX_VARIANTS`] variants are stored per primary key.
 //!
 //! Waiters are connection keys; this module never touches connections.
 
@@ -33,13 +39,22 @@ use std::time::{Duration, Instant};
 use quick_cache::{DefaultHashBuilder, Lifecycle, Weighter};
 
 use super::generations;
-use super::key::CacheKey;
+use super::key::{push_variant, CacheKey};
 use super::stored::{cacheable, Stored};
 use super::CachePolicy;
 
 /// How long at most a key whose answer could not be stored skips single
 /// flight (Varnish's hit-for-miss; its default is 120 s too).
 const PASS_TIME: Duration = Duration::from_secs(120);
+
+/// The most variants (answers for other values of the fields a `Vary`
+/// names) stored under one primary key; past it, new variants are not
+/// stored. A bound of its own, so that one URL answered per `User-Agent`
+/// cannot take the whole cache from the others.
+pub const MAX_VARIANTS: u16 = 32;
+
+/// The request's header fields, as split once by the dispatcher.
+pub type Fields<'h> = &'h [(&'h [u8], &'h [u8])];
 
 /// What the store holds for a key.
 #[derive(Clone)]
@@ -49,6 +64,13 @@ enum Slot {
     Pass {
         until: Instant,
         generation: u64,
+    },
+    /// Under a primary key: its answers vary on these fields (lowercase,
+    /// sorted); each variant is under its own key. `variants` counts the
+    /// variants stored since the marker was.
+    Varies {
+        names: Rc<[Box<[u8]>]>,
+        variants: Rc<std::cell::Cell<u16>>,
     },
 }
 
@@ -103,6 +125,7 @@ impl Weighter<Vec<u8>, Slot> for ByBytes {
                 stored.head.len() + stored.body.len() + stored.not_modified_head.len()
             }
             Slot::Pass { .. } => 0,
+            Slot::Varies { names, .. } => names.iter().map(|name| name.len()).sum(),
         };
         (key.len() + held + 96) as u64
     }
@@ -188,18 +211,26 @@ impl ResponseCache {
     /// `Fill` and `Refresh` oblige the caller to [`complete_fill`] later.
     ///
     /// [`complete_fill`]: ResponseCache::complete_fill
-    /// Sets `key.generation`. A request that may not fill (HEAD: it has
-    /// no body to store) gets `Pass` where another would fill.
+    /// Sets `key.generation`, and makes `key` the variant's key when the
+    /// primary key's answers vary (`fields` are the request's). A request
+    /// that may not fill (HEAD: it has no body to store) gets `Pass` where
+    /// another would fill.
     pub fn look_up(
         &mut self,
         policy: &CachePolicy,
         key: &mut CacheKey,
+        fields: Fields<'_>,
         may_fill: bool,
         waiter: usize,
         now: Instant,
     ) -> Lookup {
         let generation = generations::of_entry(policy.route, key.entry());
         key.generation = generation;
+        key.reset_to_primary();
+        if let Some(Slot::Varies { names, .. }) = self.entries.get(&key.bytes) {
+            let names = names.clone();
+            push_variant(&mut key.bytes, &names, fields.iter().copied());
+        }
         let filling = self
             .fills
             .get(&key.bytes)
@@ -264,13 +295,16 @@ impl ResponseCache {
 
     /// The handler of a `Fill`, `Refresh` or `Pass` answered: `rendered` is
     /// the response as written (`None` when it cannot be stored: a file or
-    /// streamed body). The answer is stored under the generation of the
-    /// lookup: an invalidation while the handler ran makes it out of date.
+    /// streamed body), `fields` the header fields of the request it
+    /// answered (what its `Vary` names are read from). The answer is stored
+    /// under the generation of the lookup: an invalidation while the
+    /// handler ran makes it out of date.
     pub fn complete_fill(
         &mut self,
         policy: &CachePolicy,
         key: &CacheKey,
         rendered: Option<&[u8]>,
+        fields: Fields<'_>,
         now: Instant,
     ) -> FillDone {
         let generation = key.generation;
@@ -282,11 +316,11 @@ impl ResponseCache {
         let stored = rendered.and_then(|rendered| cacheable(policy, rendered, now, generation));
         if let Some(stored) = stored {
             let stored = Rc::new(stored);
-            self.insert(key, Slot::Answer(stored.clone()));
+            let kept = self.store_answer(key.primary(), &stored, fields);
             return FillDone {
                 waiters,
                 answer_instead: None,
-                stored: Some(stored),
+                stored: kept.then_some(stored),
             };
         }
         // Not stored. A failed refresh keeps the stale answer serving; any
@@ -304,7 +338,7 @@ impl ResponseCache {
             }
         }
         let until = now + policy.ttl.min(PASS_TIME);
-        self.insert(key, Slot::Pass { until, generation });
+        self.insert(key.bytes.clone(), Slot::Pass { until, generation });
         FillDone {
             waiters,
             answer_instead: None,
@@ -312,10 +346,48 @@ impl ResponseCache {
         }
     }
 
-    fn insert(&mut self, key: &CacheKey, slot: Slot) {
+    /// Stores an answer under its primary key, or, when it varies, as the
+    /// variant of the request's values (under the marker of the fields it
+    /// varies on). Returns false when the variant bound left it out.
+    fn store_answer(&mut self, primary: &[u8], stored: &Rc<Stored>, fields: Fields<'_>) -> bool {
+        if stored.vary.is_empty() {
+            self.insert(primary.to_vec(), Slot::Answer(stored.clone()));
+            return true;
+        }
+        let marker = match self.entries.peek(primary) {
+            Some(Slot::Varies { names, variants }) if names[..] == stored.vary[..] => {
+                Some((names.clone(), variants.clone()))
+            }
+            _ => None,
+        };
+        let (names, variants) = match marker {
+            Some(marker) => marker,
+            None => {
+                let names: Rc<[Box<[u8]>]> = stored.vary.iter().cloned().collect();
+                let variants = Rc::new(std::cell::Cell::new(0));
+                let slot = Slot::Varies {
+                    names: names.clone(),
+                    variants: variants.clone(),
+                };
+                self.insert(primary.to_vec(), slot);
+                (names, variants)
+            }
+        };
+        let mut variant = primary.to_vec();
+        push_variant(&mut variant, &names, fields.iter().copied());
+        if self.entries.peek(&variant).is_none() {
+            if variants.get() >= MAX_VARIANTS {
+                return false;
+            }
+            variants.set(variants.get() + 1);
+        }
+        self.insert(variant, Slot::Answer(stored.clone()));
+        true
+    }
+
+    fn insert(&mut self, key: Vec<u8>, slot: Slot) {
         let mut evicted = 0;
-        self.entries
-            .insert_with_lifecycle(key.bytes.clone(), slot, &mut evicted);
+        self.entries.insert_with_lifecycle(key, slot, &mut evicted);
         add(&self.counters.evictions, evicted);
         self.update_gauges();
     }

@@ -3,8 +3,11 @@
 //! A handler's response is stored as the server rendered it, split into a
 //! head (status line and fields, without `Date` and `Connection`, which
 //! every hit writes afresh) and the body, shared by every hit. What is not
-//! stored: a status the policy does not list (2xx by default), `Set-Cookie`,
-//! `Cache-Control: no-store` or `private`, `Vary: *`, a chunked body. A
+//! stored: a status the policy does not list (2xx by default), a 206 (a part
+//! is not the resource: Range requests go to the app), `Set-Cookie`,
+//! `Cache-Control: no-store` or `private`, `Vary: *`, a chunked body. The
+//! fields another `Vary` names are kept with the answer: it is stored as
+//! one variant of its entry (key.rs, store.rs). A
 //! handler's `Cache-Control: max-age=N` may shorten the route's TTL. A
 //! strong `ETag` is derived from the body unless the handler set one, so a
 //! client's `If-None-Match` gets a 304 from the cache.
@@ -25,6 +28,9 @@ pub struct Stored {
     pub etag: Box<[u8]>,
     /// The `ETag` was made here (the handler's answer did not have one).
     pub etag_added: bool,
+    /// The request fields the answer's `Vary` names (lowercase, sorted,
+    /// each once); empty when it does not vary.
+    pub vary: Box<[Box<[u8]>]>,
     /// The head of the 304 that answers a matching `If-None-Match` (status
     /// line, `ETag` and the other validator and caching fields); empty when
     /// the status is not 200.
@@ -58,7 +64,7 @@ pub fn cacheable(
     let head = &rendered[..head_end];
     let status_line_end = memchr::memchr(b'\n', head)? + 1;
     let status: u16 = std::str::from_utf8(head.get(9..12)?).ok()?.parse().ok()?;
-    if !policy.statuses.contains(&status) {
+    if status == 206 || !policy.statuses.contains(&status) {
         return None;
     }
     let body: Arc<[u8]> = rendered[head_end + 2..].into();
@@ -66,12 +72,23 @@ pub fn cacheable(
     let mut not_modified = b"HTTP/1.1 304 Not Modified\r\n".to_vec();
     let mut etag: Option<Box<[u8]>> = None;
     let mut ttl = policy.ttl;
+    let mut vary: Vec<Box<[u8]>> = Vec::new();
     for line in head[status_line_end..].split_inclusive(|&byte| byte == b'\n') {
         let colon = memchr::memchr(b':', line)?;
         let (name, value) = (&line[..colon], line[colon + 1..].trim_ascii());
         let is = |field: &[u8]| name.eq_ignore_ascii_case(field);
-        if is(b"set-cookie") || is(b"transfer-encoding") || (is(b"vary") && value == b"*") {
+        if is(b"set-cookie") || is(b"transfer-encoding") {
             return None;
+        }
+        if is(b"vary") {
+            for name in value.split(|&byte| byte == b',').map(<[u8]>::trim_ascii) {
+                if name == b"*" {
+                    return None;
+                }
+                if !name.is_empty() {
+                    vary.push(name.to_ascii_lowercase().into_boxed_slice());
+                }
+            }
         }
         if is(b"cache-control") {
             ttl = ttl.min(allowed_ttl(value)?);
@@ -97,6 +114,8 @@ pub fn cacheable(
         }
         value.into_bytes().into_boxed_slice()
     });
+    vary.sort_unstable();
+    vary.dedup();
     let expires = now + ttl;
     Some(Stored {
         head: kept.into_boxed_slice(),
@@ -104,6 +123,7 @@ pub fn cacheable(
         status,
         etag,
         etag_added,
+        vary: vary.into_boxed_slice(),
         not_modified_head: if status == 200 {
             not_modified.into_boxed_slice()
         } else {
@@ -155,8 +175,10 @@ mod tests {
             String::from_utf8_lossy(&stored.not_modified_head),
             format!("HTTP/1.1 304 Not Modified\r\nETag: {etag}\r\n")
         );
-        let refused: [&[u8]; 4] = [
+        let refused: [&[u8]; 6] = [
             b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n",
+            b"HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-0/9\r\nContent-Length: 1\r\n\r\nx",
+            b"HTTP/1.1 200 OK\r\nVary: Origin, *\r\nContent-Length: 0\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nSet-Cookie: a=b\r\nContent-Length: 0\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nVary: *\r\nContent-Length: 0\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
@@ -210,5 +232,19 @@ mod tests {
             &*stored.head,
             b"HTTP/1.1 200 OK\r\nETag: \"v1\"\r\nContent-Length: 1\r\n"
         );
+    }
+
+    #[test]
+    fn the_fields_an_answer_varies_on_are_kept_once_in_order() {
+        let stored = cacheable(
+            &policy(),
+            b"HTTP/1.1 200 OK\r\nVary: Origin, accept-encoding\r\nVary: ORIGIN\r\nContent-Length: 1\r\n\r\nx",
+            Instant::now(),
+            0,
+        )
+        .unwrap();
+        let names: Vec<&[u8]> = stored.vary.iter().map(|name| &name[..]).collect();
+        assert_eq!(names, [&b"accept-encoding"[..], b"origin"]);
+        assert!(String::from_utf8_lossy(&stored.not_modified_head).contains("Vary: Origin"));
     }
 }

@@ -61,22 +61,51 @@ impl Core {
         if !matches!(head.method, Method::Get | Method::Head) {
             return CacheLookup::Handler(None);
         }
-        // The head's fields are split once; the key, the credentials check
-        // and If-None-Match all read this list.
+        // The head's fields are split once; the key, the credentials check,
+        // the validators and the variants all read this list.
         let fields: Vec<(&[u8], &[u8])> = header_fields(head_bytes).collect();
         if !cache::request_may_use_cache(policy, fields.iter().copied()) {
             return CacheLookup::Handler(None);
         }
-        let if_none_match = fields
-            .iter()
-            .find(|(name, _)| name.eq_ignore_ascii_case(b"if-none-match"))
-            .map(|&(_, value)| value);
-        let query = head.query.map(|query| query.of(head_bytes)).unwrap_or(b"");
-        let mut key = cache::key(policy, query, fields.iter().copied());
+        let field = |wanted: &[u8]| {
+            fields
+                .iter()
+                .find(|(name, _)| name.eq_ignore_ascii_case(wanted))
+                .map(|&(_, value)| value)
+        };
+        // A part is not the resource: a Range request goes to the app, whose
+        // 206 is never stored (neither is its answer to If-Modified-Since
+        // alone: the cache keeps no date to compare).
+        if field(b"range").is_some() {
+            return CacheLookup::Handler(None);
+        }
+        let if_none_match = field(b"if-none-match");
+        let conditional = if_none_match.is_some() || field(b"if-modified-since").is_some();
+        if field(b"if-modified-since").is_some() && if_none_match.is_none() {
+            return CacheLookup::Handler(None);
+        }
+        let origin = connection.origin.as_deref();
+        let request = cache::RequestIdentity {
+            https: origin
+                .and_then(|origin| origin.https)
+                .unwrap_or_else(|| connection.stream.is_tls()),
+            host: origin
+                .and_then(|origin| origin.host.as_deref())
+                .map(str::as_bytes)
+                .or_else(|| head.host.map(|host| host.of(head_bytes)))
+                .unwrap_or(b""),
+            path: head.path.of(head_bytes),
+            raw_query: head.query.map(|query| query.of(head_bytes)).unwrap_or(b""),
+        };
+        let mut key = cache::key(policy, &request, fields.iter().copied());
+        // A conditional request does not fill: the app may answer it 304,
+        // which is no answer for the others.
+        let may_fill = !context.head_only && !conditional;
         let lookup = router.response_cache.borrow_mut().look_up(
             policy,
             &mut key,
-            !context.head_only,
+            &fields,
+            may_fill,
             connection_key,
             self.now,
         );
@@ -84,6 +113,7 @@ impl Core {
             policy: policy.clone(),
             key,
             http10: context.http10,
+            request_head: head_bytes[..head.head_len.min(head_bytes.len())].into(),
         };
         let hit = matches!(lookup, Lookup::Hit(_) | Lookup::Stale(_));
         metrics::count(
@@ -105,11 +135,11 @@ impl Core {
             // Not replayable (its body was consumed as it arrived): the
             // handler answers it, uncached.
             Lookup::Wait => CacheLookup::Handler(None),
-            Lookup::Pass if context.head_only => CacheLookup::Handler(None),
+            Lookup::Pass if !may_fill => CacheLookup::Handler(None),
             Lookup::Fill | Lookup::Refresh(_) | Lookup::Pass => {
                 let fill = fill();
                 match router.shared_level(policy.route) {
-                    Some(level) if !context.head_only => {
+                    Some(level) => {
                         match self
                             .answer_from_shared_level(py, connection, router, level, &fill, context)
                         {
@@ -150,10 +180,19 @@ impl Core {
             }
         };
         let bytes = found.cast::<PyBytes>().ok()?;
+        // Only answers that do not vary are shared (the shared name is the
+        // primary key): one that varies, from another build, is no hit.
+        if memchr::memmem::find(bytes.as_bytes(), b"\nVary:").is_some()
+            || memchr::memmem::find(bytes.as_bytes(), b"\nvary:").is_some()
+        {
+            return None;
+        }
+        let fields: Vec<(&[u8], &[u8])> = header_fields(&fill.request_head).collect();
         let done = router.response_cache.borrow_mut().complete_fill(
             &fill.policy,
             &fill.key,
             Some(bytes.as_bytes()),
+            &fields,
             self.now,
         );
         self.woken.borrow_mut().extend(done.waiters);
@@ -262,15 +301,17 @@ impl Core {
             _ => start.map(|start| &connection.sink.output[start..]),
         };
         let router = self.router.bind(py).borrow();
+        let fields: Vec<(&[u8], &[u8])> = header_fields(&fill.request_head).collect();
         let done = router.response_cache.borrow_mut().complete_fill(
             &fill.policy,
             &fill.key,
             rendered,
+            &fields,
             self.now,
         );
         if let (Some(level), Some(stored), Some(rendered)) = (
             router.shared_level(fill.policy.route),
-            &done.stored,
+            done.stored.as_ref().filter(|stored| stored.vary.is_empty()),
             rendered,
         ) {
             let ttl = stored.expires.saturating_duration_since(self.now);

@@ -767,5 +767,9 @@ mod tests {
         assert!(etag_list_matches(b"W/\"b\"", b"\"b\""));
         assert!(etag_list_matches(b"*", b"\"b\""));
         assert!(!etag_list_matches(b"\"c\"", b"\"b\""));
+        // An app's weak tag matches itself, weak or not, and nothing else.
+        assert!(etag_list_matches(b"W/\"v1\"", b"W/\"v1\""));
+        assert!(etag_list_matches(b"\"v1\"", b"W/\"v1\""));
+        assert!(!etag_list_matches(b"W/\"v2\"", b"W/\"v1\""));
     }
 }

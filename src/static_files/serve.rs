@@ -224,17 +224,20 @@ pub(super) fn not_modified(
     false
 }
 
-/// Weak comparison (RFC 9110 8.8.3.2) of an If-None-Match list against our tag.
+/// Weak comparison (RFC 9110 8.8.3.2) of an If-None-Match list against our
+/// tag: the opaque tags match, whichever of the two is weak.
 pub(crate) fn etag_list_matches(candidates: &[u8], etag: &[u8]) -> bool {
     let candidates = trim(candidates);
     if candidates == b"*" {
         return true;
     }
-    candidates.split(|&byte| byte == b',').any(|candidate| {
-        let candidate = trim(candidate);
-        let candidate = candidate.strip_prefix(b"W/").unwrap_or(candidate);
-        candidate == etag
-    })
+    fn opaque(tag: &[u8]) -> &[u8] {
+        tag.strip_prefix(b"W/").unwrap_or(tag)
+    }
+    let etag = opaque(trim(etag));
+    candidates
+        .split(|&byte| byte == b',')
+        .any(|candidate| opaque(trim(candidate)) == etag)
 }
 
 /// If-Range: the range applies only if the validator still matches (strongly).
