@@ -24,11 +24,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import rush
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from starlette.middleware.gzip import GZipMiddleware
-
-import rush
 
 calls: Counter[str] = Counter()
 FILE = Path(__file__).with_name("static_site.py")
