@@ -61,6 +61,13 @@ pytest: build test-tools
 
 test: lint cargo-test pytest
 
+# The response cache's oracle test (tests/test_cache_oracle.py) at length: many random request
+# sequences, each answer of the cached server compared with the same app served uncached.
+CACHE_ORACLE_EXAMPLES ?= 2000
+.PHONY: cache-oracle
+cache-oracle: build
+	RUSH_CACHE_ORACLE_EXAMPLES=$(CACHE_ORACLE_EXAMPLES) $(BIN)/python -m pytest -q tests/test_cache_oracle.py
+
 # Benchmarks (method and results: benches/README.md). bench-tools installs wrk and the peers' Debian
 # packages (nginx, libev-dev) with apt, the Python peers into their own .venv-bench, and builds the
 # Rust peers of benches/rust (cargo, release, niced); a peer that fails to install is skipped, never

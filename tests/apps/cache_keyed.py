@@ -13,7 +13,11 @@ on the side (``/calls``), so a test can also see that hits happen.
   its own Range and conditional handling), ``/weak`` (a weak ``ETag``),
   ``/whoami`` (answers from ``Authorization`` and ``Cookie``),
   ``/slow`` (waits for a file before answering: the stale refresh).
-* ``native`` (a rush App): ``/items/{item_id}`` cached with ``Cache``.
+* ``native`` (a rush App): ``/items/{item_id}``, ``/echo`` and ``/lang``
+  cached with ``Cache``; ``NATIVE_UNCACHED=1`` in the environment builds
+  the same routes without it (the oracle's reference).
+* ``flask_app`` (Flask, served with ``--cache``): ``/items/<item_id>``,
+  ``/echo`` and ``/lang``.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import flask
 import rush
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
@@ -115,14 +120,63 @@ def call_counts() -> Response:
 
 
 native = rush.App()
+# The oracle's reference: the same app with no cache at all.
+NATIVE_CACHE = None if os.environ.get("NATIVE_UNCACHED") else rush.Cache(ttl=60)
 
 
-@native.get("/items/{item_id}", cache=rush.Cache(ttl=60))
+@native.get("/items/{item_id}", cache=NATIVE_CACHE)
 def native_item(request: rush.Request, item_id: str) -> dict[str, object]:
     calls["native"] += 1
-    return {"item_id": item_id}
+    return {"item_id": item_id, "q": request.query.get("q")}
+
+
+@native.get("/echo", cache=NATIVE_CACHE)
+def native_echo(request: rush.Request) -> dict[str, object]:
+    calls["native_echo"] += 1
+    return {"query": sorted(request.query.items()), "host": request.host, "scheme": request.scheme}
+
+
+@native.get("/lang", cache=NATIVE_CACHE)
+def native_language(request: rush.Request) -> rush.Response:
+    calls["native_lang"] += 1
+    wanted = request.headers.get("accept-language") or "en"
+    text = "bonjour" if wanted.startswith("fr") else "hello"
+    return rush.Response(text, headers={"Vary": "Accept-Language"}, content_type="text/plain")
 
 
 @native.get("/calls")
 def native_calls(request: rush.Request) -> dict[str, int]:
+    return dict(calls)
+
+
+flask_app = flask.Flask(__name__)
+
+
+@flask_app.get("/items/<item_id>")
+def flask_item(item_id: str) -> dict[str, object]:
+    calls["flask"] += 1
+    return {"item_id": item_id, "q": flask.request.args.get("q")}
+
+
+@flask_app.get("/echo")
+def flask_echo() -> dict[str, object]:
+    calls["flask_echo"] += 1
+    return {
+        "query": sorted(flask.request.args.items(multi=True)),
+        "host": flask.request.host,
+        "scheme": flask.request.scheme,
+        "link": flask.url_for("flask_echo", _external=True),
+    }
+
+
+@flask_app.get("/lang")
+def flask_language() -> flask.Response:
+    calls["flask_lang"] += 1
+    wanted = flask.request.headers.get("Accept-Language", "en")
+    text = "bonjour" if wanted.startswith("fr") else "hello"
+    return flask.Response(text, headers={"Vary": "Accept-Language"}, mimetype="text/plain")
+
+
+@flask_app.get("/calls")
+def flask_calls() -> dict[str, int]:
     return dict(calls)
