@@ -215,13 +215,20 @@ def test_a_missing_parameter_is_400(client: httpx.Client, missing: str, method: 
         {"build": ""},
         {"build": "99999999999999999999"},
         {"major": "seven"},
-        # No DSM firmware at or below build 100, so no major can be inferred.
-        {"build": "100"},
     ],
 )
 def test_invalid_values_are_422(client: httpx.Client, change: dict[str, str]) -> None:
     values = {"arch": "x86_64", "build": "42661", "language": "enu", **change}
     assert nas(client, values).status_code == 422
+
+
+@pytest.mark.parametrize("build", ["100", "4000"])
+def test_below_every_firmware_the_answer_is_an_empty_list(client: httpx.Client, build: str) -> None:
+    """spkrepo's reference answer: it compares only Firmware.build <= build,
+    so a build below every DSM firmware gets 200 and the legacy list shape,
+    with nothing in it."""
+    answer = nas(client, {"arch": "x86_64", "build": build, "language": "enu"})
+    assert answer.status_code == 200 and answer.json() == []
 
 
 def test_the_answer_has_the_packages_the_rows_say(client: httpx.Client, tables: data.Tables) -> None:
@@ -428,6 +435,7 @@ def test_the_twins_answer_the_same_bytes(rush_app: RushServer, twins: dict[str, 
         lambda c: nas(c, SAMPLES[0], headers={"Host": "mirror.example"}),
         lambda c: nas(c, {"arch": "x86_64", "build": "42661"}),
         lambda c: nas(c, {"arch": "vax", "build": "42661", "language": "enu"}),
+        lambda c: nas(c, {"arch": "x86_64", "build": "4000", "language": "enu"}),
     ]
     # One Host for all (each server has its own port, which the URLs would otherwise carry).
     host = {"Host": "catalog.test"}

@@ -13,7 +13,9 @@ The contract (spkrepo's ``nas.catalog`` view, as issue 12 lists it):
 * 422 for an unknown language or architecture, a ``build`` or ``major`` that is
   not a number; ``arch`` ``88f6281``/``88f6282`` is read as ``88f628x``;
 * ``major`` comes from the newest DSM firmware at or below ``build`` when the
-  client does not send it (422 when there is none);
+  client does not send it; below every firmware no package qualifies, and
+  the answer is the empty list in the build's shape (spkrepo compares only
+  ``Firmware.build <= build``, so it answers 200 with ``[]`` there too);
 * beta versions only with ``package_update_channel=beta`` and ``build`` below
   40000 (DSM 7 has no beta channel);
 * three shapes: a bare list below build 5004 (DSM 5.0 and older), ``{"packages",
@@ -170,7 +172,8 @@ class Selection:
 
     arch: str
     build: int
-    major: int
+    #: None below every DSM firmware: nothing qualifies.
+    major: int | None
     language: str
     beta: bool
 
@@ -229,15 +232,14 @@ class Catalog:
                 return Rejection(422, f"major {values['major']!r} is not a number")
             major = int(values["major"])
         else:
-            found = reference.major_for(build)
-            if found is None:
-                return Rejection(422, f"no DSM firmware at or below build {build}")
-            major = found
+            major = reference.major_for(build)
         return Selection(arch, build, major, language, beta)
 
     def document(self, selection: Selection, base_url: str) -> Steps:
         """The catalog for ``selection`` as Python data, URLs under ``base_url`` (scheme://host)."""
         reference = yield from self.reference()
+        if selection.major is None:
+            return shaped([], selection.build)
         rows = yield (
             BUILDS_SQL,
             {
@@ -271,13 +273,7 @@ class Catalog:
             entry(row, selection, base_url, sorted(icons.get(row[1], [])), screenshots.get(row[2], []), services)
             for row in rows
         ]
-        if selection.build < LIST_SHAPE_BELOW:
-            result: Any = packages_json
-        elif selection.build < NO_BETA_FROM:
-            # spkrepo exports its GnuPG public key here when it has one configured; this example has none.
-            result = {"packages": packages_json, "keyrings": []}
-        else:
-            result = {"packages": packages_json}
+        result = shaped(packages_json, selection.build)
         STATS.add_catalog(time.perf_counter() - started)
         return result
 
@@ -288,6 +284,16 @@ class Catalog:
             return reject(selection)
         document = yield from self.document(selection, base_url)
         return 200, encode(document), "application/json"
+
+
+def shaped(packages_json: list[Any], build: int) -> Any:
+    """The packages in the shape a client of ``build`` reads."""
+    if build < LIST_SHAPE_BELOW:
+        return packages_json
+    if build < NO_BETA_FROM:
+        # spkrepo exports its GnuPG public key here when it has one configured; this example has none.
+        return {"packages": packages_json, "keyrings": []}
+    return {"packages": packages_json}
 
 
 def reject(rejection: Rejection) -> tuple[int, bytes, str]:

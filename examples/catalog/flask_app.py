@@ -55,7 +55,7 @@ def fetch(sql: str, params: dict[str, Any]) -> list[Row]:
 
 
 @cache.memoize(timeout=600)
-def get_catalog(arch: str, build: int, major: int, language: str, beta: bool) -> Any:
+def get_catalog(arch: str, build: int, major: int | None, language: str, beta: bool) -> Any:
     selection = Selection(arch, build, major, language, beta)
     return run(catalog.document(selection, f"{request.scheme}://{request.host}"), fetch)
 
