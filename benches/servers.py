@@ -395,6 +395,7 @@ SERVERS: list[Server] = [
             "asgi": rush_baseline("benches.apps.asgi_app:app", "--interface", "asgi", "--workers", "1"),
             "flask": rush_baseline("benches.apps.flask_app:app", "--interface", "wsgi", "--workers", "1"),
             "fastapi": rush_baseline("benches.apps.fastapi_app:app", "--interface", "asgi", "--workers", "1"),
+            **catalog_apps(rush_baseline("examples.catalog.rush_app:app", "--workers", "1")),
         },
         probe="import rush._rush",
         version_argv=("{bin}/rush", "--version"),
