@@ -96,7 +96,7 @@ impl Core {
         if let Some(InFlight::Handler(awaiting)) = &connection.in_flight {
             if let Some(exchange) = &awaiting.asgi {
                 if let Ok(mut receive) = exchange.receive.bind(py).try_borrow_mut() {
-                    receive.finish(py);
+                    receive.client_gone(py);
                 }
             }
         }
@@ -477,9 +477,23 @@ impl Core {
         let close = send.framing_close || short || !complete || !write.keep_alive;
         let status = send.status;
         let length = send.body_written;
+        let client_left = send.disconnected;
         drop(send);
-        exchange.receive.bind(py).borrow_mut().finish(py);
-        if !complete {
+        let mut receive = exchange.receive.bind(py).borrow_mut();
+        let client_left = client_left || receive.client_left;
+        receive.finish(py);
+        drop(receive);
+        if !complete && client_left {
+            // A client leaving a stream (an SSE feed, say) is normal, and the
+            // app stopping then is what it should do: not an error.
+            self.log_debug(
+                py,
+                &format!(
+                    "the client left during the response to {}; the ASGI app stopped",
+                    line.text()
+                ),
+            );
+        } else if !complete {
             self.log_error(
                 py,
                 &format!(
