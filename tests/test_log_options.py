@@ -206,7 +206,5 @@ def test_access_log_format_gives_gunicorns_line(rush_server: ServerFactory) -> N
         (match,) = server.wait_for_log(r"(?m)^.*GET /big\?size=100 HTTP/1\.1.*$", stream="stdout")
         lines.append(match.group())
     assert lines[0] == lines[1]
-    assert (
-        lines[0]
-        == '127.0.0.1 - - "GET /big?size=100 HTTP/1.1" 200 100 "https://ref.test/" "probe/1.0" GET /big size=100 HTTP/1.1 abc'
-    )
+    expected = '127.0.0.1 - - "GET /big?size=100 HTTP/1.1" 200 100 "https://ref.test/" "probe/1.0" '
+    assert lines[0] == expected + "GET /big size=100 HTTP/1.1 abc"
