@@ -466,10 +466,15 @@ pub struct AsgiSend {
     /// The response as written so far, kept while it fills a cache entry
     /// (`None` when it does not, or once it grew past what is kept).
     pub recorded: Option<Vec<u8>>,
+    /// The file the app asked to send as the body (`http.response.pathsend`).
+    pub pathsend: Option<String>,
+    /// The scope's `headers` list: a file sent for `pathsend` honours the
+    /// request's conditional and range fields.
+    pub request_headers: Option<Py<PyAny>>,
 }
 
 impl AsgiSend {
-    pub fn new() -> AsgiSend {
+    pub fn new(request_headers: Option<Py<PyAny>>) -> AsgiSend {
         AsgiSend {
             state: SendState::AwaitingStart,
             status: 0,
@@ -486,7 +491,33 @@ impl AsgiSend {
             disconnected: false,
             paused: false,
             drain_waiter: None,
+            pathsend: None,
+            request_headers,
         }
+    }
+
+    /// The request's header fields that decide a conditional or range
+    /// answer (names lowercased, as in the scope).
+    pub fn conditional_fields(&self, py: Python<'_>) -> Vec<(Vec<u8>, Vec<u8>)> {
+        const NAMES: [&[u8]; 4] = [b"if-none-match", b"if-modified-since", b"range", b"if-range"];
+        let Some(headers) = &self.request_headers else {
+            return Vec::new();
+        };
+        let Ok(fields) = headers.bind(py).try_iter() else {
+            return Vec::new();
+        };
+        fields
+            .filter_map(|field| field.ok()?.extract::<(Vec<u8>, Vec<u8>)>().ok())
+            .filter(|(name, _)| NAMES.iter().any(|wanted| name.eq_ignore_ascii_case(wanted)))
+            .collect()
+    }
+
+    /// The value of the app's response header `name`, if it sent one.
+    pub fn app_header(&self, name: &[u8]) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(field, _)| field.eq_ignore_ascii_case(name))
+            .and_then(|(_, value)| std::str::from_utf8(value).ok())
     }
 }
 
@@ -563,6 +594,34 @@ impl AsgiSend {
                 if !more_body {
                     self.state = SendState::Complete;
                 }
+            }
+            ("http.response.pathsend", SendState::SendingBody) => {
+                if self.body_written > 0 || !self.pending_body.is_empty() {
+                    return Err(PyRuntimeError::new_err(
+                        "http.response.pathsend sent after part of the body",
+                    ));
+                }
+                let path: String = message
+                    .get_item(pyo3::intern!(py, "path"))?
+                    .ok_or_else(|| PyValueError::new_err("http.response.pathsend without path"))?
+                    .extract()?;
+                if !std::path::Path::new(&path).is_absolute() {
+                    return Err(PyValueError::new_err(format!(
+                        "http.response.pathsend needs an absolute path, not {path:?}"
+                    )));
+                }
+                self.pathsend = Some(path);
+                self.state = SendState::Complete;
+            }
+            ("http.response.pathsend", SendState::AwaitingStart) => {
+                return Err(PyRuntimeError::new_err(
+                    "http.response.pathsend sent before http.response.start",
+                ));
+            }
+            ("http.response.pathsend", SendState::Complete) => {
+                return Err(PyRuntimeError::new_err(
+                    "http.response.pathsend sent after the response was complete",
+                ));
             }
             ("http.response.body", SendState::AwaitingStart) => {
                 return Err(PyRuntimeError::new_err(
