@@ -197,6 +197,9 @@ pub struct AsgiReceive {
     finished: bool,
     /// The client left (rather than the response being complete).
     pub client_left: bool,
+    /// The request's `send`: once the app has sent its whole response,
+    /// `receive()` says `http.disconnect`, even before the loop wrote it.
+    pub send: Option<Py<AsgiSend>>,
     /// Called (from the app's side) when the app drained a queue the loop
     /// had stopped filling, so the loop reads on. Schedules; never re-enters.
     pub notify: Option<Py<PyAny>>,
@@ -226,6 +229,7 @@ impl AsgiReceive {
             waiters: Vec::new(),
             finished: false,
             client_left: false,
+            send: None,
             notify: None,
         }
     }
@@ -302,7 +306,17 @@ impl AsgiReceive {
 
     /// The message a `receive()` gets now, or `None` if it must wait.
     fn take_message<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        if self.stream.is_some() && !self.finished {
+        let response_sent = self.send.as_ref().is_some_and(|send| {
+            send.bind(py)
+                .try_borrow()
+                .is_ok_and(|send| send.state == SendState::Complete)
+        });
+        if self.finished || response_sent {
+            // After the response (or the client) is gone, even a body not
+            // read yet is not handed over: ASGI, and uvicorn, say disconnect.
+            return Ok(Some(disconnect_message(py)?.into_any()));
+        }
+        if self.stream.is_some() {
             return self.next_body_message(py);
         }
         let delivered = self.delivered.unwrap_or(0);
@@ -315,9 +329,6 @@ impl AsgiReceive {
             message.set_item(pyo3::intern!(py, "body"), PyBytes::new(py, &piece))?;
             message.set_item(pyo3::intern!(py, "more_body"), delivered < self.body.len())?;
             return Ok(Some(message.into_any()));
-        }
-        if self.finished {
-            return Ok(Some(disconnect_message(py)?.into_any()));
         }
         // Nothing more arrives until the response is done or the client leaves.
         Ok(None)

@@ -103,6 +103,18 @@ def test_receive_calls_wait_independently(served: Served) -> None:
     assert served.marker("concurrent-0") == "http.disconnect"
 
 
+def test_receive_after_the_response_says_disconnect(served: Served) -> None:
+    """Once the response is complete, receive() says http.disconnect at once
+    (the ASGI spec's words, and uvicorn's behaviour), even before the request
+    body was read, while the client keeps its connection open."""
+    with served.server.connect() as connection:
+        connection.send(request("GET", "/raw/after-response"))
+        assert connection.read_response().body == b"done\n"
+        assert served.marker("after-response-0") == "http.disconnect,http.disconnect"
+        connection.send(request("GET", "/raw/after-response"))
+        assert connection.read_response().body == b"done\n"
+
+
 def test_a_cancelled_receive_loses_no_body(served: Served) -> None:
     with served.server.connect() as connection:
         connection.send(b"POST /raw/cancelled-then-body HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\n\r\n")

@@ -226,6 +226,7 @@ impl Core {
                 }
                 let receive = Py::new(py, receive)?;
                 let send = Py::new(py, AsgiSend::new(request_headers))?;
+                receive.bind(py).borrow_mut().send = Some(send.clone_ref(py));
                 let coroutine =
                     app.bind(py)
                         .call1((scope, receive.clone_ref(py), send.clone_ref(py)))?;

@@ -17,6 +17,8 @@ won), ``finished N`` when it ran to its end. The test reads these files to learn
 * ``/raw/concurrent``: raw ASGI, after ``http.response.start``: two pending
   ``receive()`` calls, one cancelled; reports whether they were one object
   and whether the other survived, then waits for ``http.disconnect``.
+* ``/raw/after-response``: raw ASGI: the whole response, then two
+  ``receive()`` calls, whose message types it records.
 * ``/raw/cancelled-then-body``: raw ASGI: a ``receive()`` is cancelled
   while the body has not arrived; the body (sent by the client once it has
   read the ``ready`` chunk) must reach the next ``receive()`` whole.
@@ -154,8 +156,17 @@ async def cancelled_then_body(receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": b"got " + body + b"\n"})
 
 
+async def receive_after_response(receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": b"done\n"})
+    first, second = await receive(), await receive()
+    record("after-response", "0", f"{first['type']},{second['type']}")
+
+
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    if scope["type"] == "http" and scope["path"] == "/raw/concurrent":
+    if scope["type"] == "http" and scope["path"] == "/raw/after-response":
+        await receive_after_response(receive, send)
+    elif scope["type"] == "http" and scope["path"] == "/raw/concurrent":
         await concurrent_receive(receive, send)
     elif scope["type"] == "http" and scope["path"] == "/raw/cancelled-then-body":
         await cancelled_then_body(receive, send)
