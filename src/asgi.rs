@@ -430,7 +430,7 @@ impl ReceiveWait {
                 .bind(py)
                 .call_method0(pyo3::intern!(py, "done"))
                 .and_then(|done| done.is_truthy())
-                .map_or(false, |done| !done)
+                .is_ok_and(|done| !done)
         });
         receive.waiters.push(future.clone().unbind());
         Ok(future.unbind())
@@ -510,7 +510,12 @@ impl AsgiSend {
     /// The request's header fields that decide a conditional or range
     /// answer (names lowercased, as in the scope).
     pub fn conditional_fields(&self, py: Python<'_>) -> Vec<(Vec<u8>, Vec<u8>)> {
-        const NAMES: [&[u8]; 4] = [b"if-none-match", b"if-modified-since", b"range", b"if-range"];
+        const NAMES: [&[u8]; 4] = [
+            b"if-none-match",
+            b"if-modified-since",
+            b"range",
+            b"if-range",
+        ];
         let Some(headers) = &self.request_headers else {
             return Vec::new();
         };

@@ -14,8 +14,8 @@ use crate::cache::CacheFill;
 use crate::conn::{BodyProgress, Connection, ReadState};
 use crate::coroutine::CoroutineStart;
 use crate::http_write::{finish_head_after, AppFields, ResponseContext};
-use crate::static_files::{load_app_file, serve_file, ConditionalHeaders};
 use crate::inflight::{AsgiExchange, AwaitingResponse, InFlight};
+use crate::static_files::{load_app_file, serve_file, ConditionalHeaders};
 
 impl Core {
     /// Hands body bytes that arrived for a running ASGI app to its
@@ -212,7 +212,8 @@ impl Core {
             build_scope(py, settings, head_bytes, head, client, origin).and_then(|scope| {
                 // The extensions rush implements for http (and tls, below).
                 let extensions = PyDict::new(py);
-                extensions.set_item(pyo3::intern!(py, "http.response.pathsend"), PyDict::new(py))?;
+                extensions
+                    .set_item(pyo3::intern!(py, "http.response.pathsend"), PyDict::new(py))?;
                 scope.set_item(pyo3::intern!(py, "extensions"), extensions)?;
                 let request_headers = scope
                     .get_item(pyo3::intern!(py, "headers"))?
@@ -648,7 +649,13 @@ impl Core {
         );
         connection.sink.body = outcome.body;
         exchange.receive.bind(py).borrow_mut().finish(py);
-        self.access_log(py, connection, line, outcome.status, outcome.body_length as usize);
+        self.access_log(
+            py,
+            connection,
+            line,
+            outcome.status,
+            outcome.body_length as usize,
+        );
         keep_or_close(context.keep_alive)
     }
 }

@@ -437,7 +437,15 @@ impl StaticFiles {
             }
             LookupResult::File(file) => {
                 let cache_control = self.mounts[mount].spec.cache_control.clone();
-                serve_file(&file, cache_control.as_deref(), b"", headers, context, out, None)
+                serve_file(
+                    &file,
+                    cache_control.as_deref(),
+                    b"",
+                    headers,
+                    context,
+                    out,
+                    None,
+                )
             }
         }
     }
