@@ -144,6 +144,14 @@ def test_sse_starlette_streams_until_the_client_leaves(served: Served) -> None:
     assert_quiet(served)
 
 
+def test_an_app_returning_unfinished_while_the_client_waits_is_an_error(served: Served) -> None:
+    with served.server.connect() as connection:
+        connection.send(request("GET", "/raw/unfinished"))
+        result = connection.read_until_close()
+    assert b"part\n" in result.leftover and not result.responses
+    served.server.wait_for_log(r"ERROR.*(returned before finishing|returned without completing)")
+
+
 def test_is_disconnected_in_finally_keeps_the_last_chunk(served: Served) -> None:
     with served.server.connect() as connection:
         for index in range(3):

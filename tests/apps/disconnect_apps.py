@@ -17,6 +17,8 @@ won), ``finished N`` when it ran to its end. The test reads these files to learn
 * ``/raw/concurrent``: raw ASGI, after ``http.response.start``: two pending
   ``receive()`` calls, one cancelled; reports whether they were one object
   and whether the other survived, then waits for ``http.disconnect``.
+* ``/raw/unfinished``: raw ASGI: part of a body, then it returns while the
+  client still waits (a real fault of the app).
 * ``/raw/after-response``: raw ASGI: the whole response, then two
   ``receive()`` calls, whose message types it records.
 * ``/raw/cancelled-then-body``: raw ASGI: a ``receive()`` is cancelled
@@ -163,8 +165,16 @@ async def receive_after_response(receive: Any, send: Any) -> None:
     record("after-response", "0", f"{first['type']},{second['type']}")
 
 
+async def unfinished(send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": b"part\n", "more_body": True})
+    await asyncio.sleep(0)
+
+
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    if scope["type"] == "http" and scope["path"] == "/raw/after-response":
+    if scope["type"] == "http" and scope["path"] == "/raw/unfinished":
+        await unfinished(send)
+    elif scope["type"] == "http" and scope["path"] == "/raw/after-response":
         await receive_after_response(receive, send)
     elif scope["type"] == "http" and scope["path"] == "/raw/concurrent":
         await concurrent_receive(receive, send)
