@@ -320,7 +320,7 @@ impl AsgiReceive {
             return self.next_body_message(py);
         }
         let delivered = self.delivered.unwrap_or(0);
-        if self.stream.is_none() && (self.delivered.is_none() || delivered < self.body.len()) {
+        if self.delivered.is_none() || delivered < self.body.len() {
             let piece = self.body.read_at(delivered, RECEIVE_CHUNK)?;
             let delivered = delivered + piece.len() as u64;
             self.delivered = Some(delivered);
