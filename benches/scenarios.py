@@ -241,6 +241,24 @@ STATIC_GROUP: list[Scenario] = [
     ),
 ]
 
+# ASGI's http.response.pathsend: Starlette's FileResponse, sent by the server itself where it lists
+# the extension (rush, granian), streamed by Starlette in chunks where it does not (uvicorn).
+STARLETTE_FILE_GROUP: list[Scenario] = [
+    Scenario(
+        name=f"file-{label}",
+        group="starlette-file",
+        app="starlette-file",
+        title=f"Starlette FileResponse: GET a {title} file",
+        path=f"/files/{name}",
+        expect=Expectation(body_sha256=sha256(text_of_size(size)), headers=(("content-type", "text/plain"),)),
+        notes=f"Starlette's FileResponse of a {title} file (benches/apps/starlette_file_app.py)",
+    )
+    for label, title, name, size in (
+        ("4k", "4 KiB", SMALL_FILE, SMALL_SIZE),
+        ("1m", "1 MiB", LARGE_FILE, LARGE_SIZE),
+    )
+]
+
 JSON_MESSAGE = Expectation(
     status=200, json={"message": "Hello, World!"}, headers=(("content-type", "application/json"),)
 )
@@ -513,6 +531,7 @@ GROUPS: dict[str, list[Scenario]] = {
     "rush-v2": RUSH_V2_GROUP,
     "static": STATIC_GROUP,
     "wsgi-asgi": WSGI_ASGI_GROUP,
+    "starlette-file": STARLETTE_FILE_GROUP,
     "concurrency-models": CONCURRENCY_GROUP,
     "rust-frameworks": RUST_GROUP,
     "catalog": CATALOG_GROUP,

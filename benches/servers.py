@@ -18,6 +18,7 @@ measured on a scenario only if it has a command for that app:
 - ``static``: the site's files under ``/static/``;
 - ``wsgi``, ``asgi``: the hello endpoints through that interface;
 - ``flask``, ``fastapi``: the framework apps of benches/apps/;
+- ``starlette-file``: Starlette's ``FileResponse`` of the site's files (ASGI pathsend);
 - ``proxy``: a forward proxy (rush proxy, squid, tinyproxy, proxy.py), measured with an
   origin in front of which it stands (`benches.proxies`, ``Scenario.origin_app``).
 
@@ -344,6 +345,7 @@ SERVERS: list[Server] = [
             "asgi": rush("benches.apps.asgi_app:app", "--interface", "asgi", "--workers", "1"),
             "flask": rush("benches.apps.flask_app:app", "--interface", "wsgi", "--workers", "1"),
             "fastapi": rush("benches.apps.fastapi_app:app", "--interface", "asgi", "--workers", "1"),
+            "starlette-file": rush("benches.apps.starlette_file_app:app", "--interface", "asgi", "--workers", "1"),
             # The catalog's rush App, with its native cache when warm (CATALOG_CACHE).
             **catalog_apps(rush("examples.catalog.rush_app:app", "--workers", "1")),
             # The origin is on loopback, which `rush proxy` refuses unless told.
@@ -396,6 +398,9 @@ SERVERS: list[Server] = [
             "flask": rush_baseline("benches.apps.flask_app:app", "--interface", "wsgi", "--workers", "1"),
             "fastapi": rush_baseline("benches.apps.fastapi_app:app", "--interface", "asgi", "--workers", "1"),
             **catalog_apps(rush_baseline("examples.catalog.rush_app:app", "--workers", "1")),
+            "starlette-file": rush_baseline(
+                "benches.apps.starlette_file_app:app", "--interface", "asgi", "--workers", "1"
+            ),
         },
         probe="import rush._rush",
         version_argv=("{bin}/rush", "--version"),
@@ -474,6 +479,7 @@ SERVERS: list[Server] = [
             "hello": granian("asgi", "benches.apps.asgi_app:app", "--loop", "uvloop"),
             "asgi": granian("asgi", "benches.apps.asgi_app:app", "--loop", "uvloop"),
             "fastapi": granian("asgi", "benches.apps.fastapi_app:app", "--loop", "uvloop"),
+            "starlette-file": granian("asgi", "benches.apps.starlette_file_app:app", "--loop", "uvloop"),
         },
         probe="import granian, uvloop, fastapi",
         version_argv=("{bin}/granian", "--version"),
@@ -489,6 +495,7 @@ SERVERS: list[Server] = [
             "rush-v2": uvicorn("benches.apps.asgi_app:app"),
             "asgi": uvicorn("benches.apps.asgi_app:app"),
             "fastapi": uvicorn("benches.apps.fastapi_app:app"),
+            "starlette-file": uvicorn("benches.apps.starlette_file_app:app"),
             "tls-hello": (
                 *uvicorn("benches.apps.asgi_app:app"),
                 "--ssl-certfile",

@@ -21,6 +21,10 @@
 //!   head, and the loop feeds `receive` through [`AsgiReceive::push_body`]).
 //!   After it, `receive` waits until the response is complete or the client
 //!   left, then says `http.disconnect`.
+//! * A `receive()` that has to wait returns an awaitable of its own
+//!   ([`ReceiveWait`]), as uvicorn's coroutine does: callers that wait at
+//!   the same time (a disconnect listener and an `is_disconnected()` check)
+//!   are independent, and one cancelled mid-wait loses no message.
 
 use std::net::SocketAddr;
 
@@ -174,22 +178,6 @@ pub fn build_scope<'py>(
     Ok(scope)
 }
 
-impl AsgiReceive {
-    /// A future for a `receive()` that must wait (for body, or the end).
-    fn wait(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        if let Some(future) = &self.waiter {
-            return Ok(future.clone_ref(py));
-        }
-        let future = py
-            .import("asyncio")?
-            .call_method0("get_running_loop")?
-            .call_method0("create_future")?
-            .unbind();
-        self.waiter = Some(future.clone_ref(py));
-        Ok(future)
-    }
-}
-
 /// Largest body piece handed over in one `http.request` message.
 const RECEIVE_CHUNK: usize = 64 * 1024;
 
@@ -203,10 +191,15 @@ pub struct AsgiReceive {
     delivered: Option<u64>,
     /// A body still arriving (the app started before it was complete).
     stream: Option<BodyStream>,
-    /// A future a waiting `receive()` returned: resolved with the next body
-    /// piece, or with `http.disconnect`.
-    waiter: Option<Py<PyAny>>,
+    /// The wake-up futures of the `receive()` calls waiting now, one each
+    /// (see [`ReceiveWait`]): all are resolved when anything changes.
+    waiters: Vec<Py<PyAny>>,
     finished: bool,
+    /// The client left (rather than the response being complete).
+    pub client_left: bool,
+    /// The request's `send`: once the app has sent its whole response,
+    /// `receive()` says `http.disconnect`, even before the loop wrote it.
+    pub send: Option<Py<AsgiSend>>,
     /// Called (from the app's side) when the app drained a queue the loop
     /// had stopped filling, so the loop reads on. Schedules; never re-enters.
     pub notify: Option<Py<PyAny>>,
@@ -233,8 +226,10 @@ impl AsgiReceive {
             body,
             delivered: None,
             stream: None,
-            waiter: None,
+            waiters: Vec::new(),
             finished: false,
+            client_left: false,
+            send: None,
             notify: None,
         }
     }
@@ -267,11 +262,7 @@ impl AsgiReceive {
             stream.queued.push_back(data.to_vec());
         }
         stream.complete |= complete;
-        if self.waiter.is_some() {
-            if let Some(message) = self.next_body_message(py)? {
-                self.resolve_waiter(py, message);
-            }
-        }
+        self.wake_waiters(py);
         Ok(())
     }
 
@@ -291,17 +282,56 @@ impl AsgiReceive {
     /// `receive()` sees `http.disconnect`.
     pub fn finish(&mut self, py: Python<'_>) {
         self.finished = true;
-        if let Ok(message) = disconnect_message(py) {
-            self.resolve_waiter(py, message.into_any());
+        self.wake_waiters(py);
+    }
+
+    /// The client closed the connection while the app runs: as [`finish`],
+    /// and the app returning with its response unfinished is no fault.
+    ///
+    /// [`finish`]: AsgiReceive::finish
+    pub fn client_gone(&mut self, py: Python<'_>) {
+        self.client_left = true;
+        self.finish(py);
+    }
+
+    /// Wakes every waiting `receive()`: each looks at the state again when it
+    /// resumes, so one whose task was cancelled meanwhile takes nothing.
+    fn wake_waiters(&mut self, py: Python<'_>) {
+        for future in self.waiters.drain(..) {
+            settle(py, future.bind(py), |future| {
+                future.call_method1(pyo3::intern!(py, "set_result"), (py.None(),))
+            });
         }
     }
 
-    fn resolve_waiter(&mut self, py: Python<'_>, message: Bound<'_, PyAny>) {
-        if let Some(future) = self.waiter.take() {
-            settle(py, future.bind(py), |future| {
-                future.call_method1("set_result", (message,))
-            });
+    /// The message a `receive()` gets now, or `None` if it must wait.
+    fn take_message<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let response_sent = self.send.as_ref().is_some_and(|send| {
+            send.bind(py)
+                .try_borrow()
+                .is_ok_and(|send| send.state == SendState::Complete)
+        });
+        if self.finished || response_sent {
+            // After the response (or the client) is gone, even a body not
+            // read yet is not handed over: ASGI, and uvicorn, say disconnect.
+            return Ok(Some(disconnect_message(py)?.into_any()));
         }
+        if self.stream.is_some() {
+            return self.next_body_message(py);
+        }
+        let delivered = self.delivered.unwrap_or(0);
+        if self.delivered.is_none() || delivered < self.body.len() {
+            let piece = self.body.read_at(delivered, RECEIVE_CHUNK)?;
+            let delivered = delivered + piece.len() as u64;
+            self.delivered = Some(delivered);
+            let message = PyDict::new(py);
+            message.set_item(pyo3::intern!(py, "type"), pyo3::intern!(py, "http.request"))?;
+            message.set_item(pyo3::intern!(py, "body"), PyBytes::new(py, &piece))?;
+            message.set_item(pyo3::intern!(py, "more_body"), delivered < self.body.len())?;
+            return Ok(Some(message.into_any()));
+        }
+        // Nothing more arrives until the response is done or the client leaves.
+        Ok(None)
     }
 
     /// The next `http.request` message of a streamed body, if one is ready.
@@ -345,29 +375,65 @@ fn disconnect_message(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 
 #[pymethods]
 impl AsgiReceive {
-    fn __call__(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        if self.stream.is_some() && !self.finished {
-            if let Some(message) = self.next_body_message(py)? {
-                return Ok(ready(py, message.unbind())?.into_any());
-            }
-            return self.wait(py);
+    fn __call__(slf: Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
+        if let Some(message) = slf.borrow_mut().take_message(py)? {
+            return Ok(ready(py, message.unbind())?.into_any());
         }
-        let delivered = self.delivered.unwrap_or(0);
-        if self.stream.is_none() && (self.delivered.is_none() || delivered < self.body.len()) {
-            let piece = self.body.read_at(delivered, RECEIVE_CHUNK)?;
-            let delivered = delivered + piece.len() as u64;
-            self.delivered = Some(delivered);
-            let message = PyDict::new(py);
-            message.set_item(pyo3::intern!(py, "type"), pyo3::intern!(py, "http.request"))?;
-            message.set_item(pyo3::intern!(py, "body"), PyBytes::new(py, &piece))?;
-            message.set_item(pyo3::intern!(py, "more_body"), delivered < self.body.len())?;
-            return Ok(ready(py, message.into_any().unbind())?.into_any());
+        Ok(Py::new(
+            py,
+            ReceiveWait {
+                receive: slf.unbind(),
+            },
+        )?
+        .into_any())
+    }
+}
+
+/// What a `receive()` that has to wait returns: its own awaitable, so that
+/// concurrent callers (Starlette's `is_disconnected()` beside its disconnect
+/// listener) never share a future, and cancelling one leaves the others be.
+///
+/// It takes its message only when its task resumes: until then it waits on a
+/// fresh wake-up future of its own, registered with the [`AsgiReceive`]. A
+/// caller cancelled while waiting has taken nothing, so no message is lost.
+#[pyclass(module = "rush._rush")]
+pub struct ReceiveWait {
+    receive: Py<AsgiReceive>,
+}
+
+#[pymethods]
+impl ReceiveWait {
+    fn __await__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let mut receive = self.receive.bind(py).borrow_mut();
+        if let Some(message) = receive.take_message(py)? {
+            return Err(PyStopIteration::new_err((message.unbind(),)));
         }
-        if self.finished {
-            return Ok(ready(py, disconnect_message(py)?.into_any().unbind())?.into_any());
-        }
-        // Nothing more will arrive until the response is done: wait for that.
-        self.wait(py)
+        let future = py
+            .import(pyo3::intern!(py, "asyncio"))?
+            .call_method0(pyo3::intern!(py, "get_running_loop"))?
+            .call_method0(pyo3::intern!(py, "create_future"))?;
+        // What `Future.__await__` sets before yielding: the task then waits
+        // for this future and resumes us when it is done.
+        future.setattr(pyo3::intern!(py, "_asyncio_future_blocking"), true)?;
+        // Futures of callers cancelled meanwhile are done: drop them here.
+        receive.waiters.retain(|waiter| {
+            waiter
+                .bind(py)
+                .call_method0(pyo3::intern!(py, "done"))
+                .and_then(|done| done.is_truthy())
+                .is_ok_and(|done| !done)
+        });
+        receive.waiters.push(future.clone().unbind());
+        Ok(future.unbind())
     }
 }
 
@@ -411,10 +477,15 @@ pub struct AsgiSend {
     /// The response as written so far, kept while it fills a cache entry
     /// (`None` when it does not, or once it grew past what is kept).
     pub recorded: Option<Vec<u8>>,
+    /// The file the app asked to send as the body (`http.response.pathsend`).
+    pub pathsend: Option<String>,
+    /// The scope's `headers` list: a file sent for `pathsend` honours the
+    /// request's conditional and range fields.
+    pub request_headers: Option<Py<PyAny>>,
 }
 
 impl AsgiSend {
-    pub fn new() -> AsgiSend {
+    pub fn new(request_headers: Option<Py<PyAny>>) -> AsgiSend {
         AsgiSend {
             state: SendState::AwaitingStart,
             status: 0,
@@ -431,7 +502,38 @@ impl AsgiSend {
             disconnected: false,
             paused: false,
             drain_waiter: None,
+            pathsend: None,
+            request_headers,
         }
+    }
+
+    /// The request's header fields that decide a conditional or range
+    /// answer (names lowercased, as in the scope).
+    pub fn conditional_fields(&self, py: Python<'_>) -> Vec<(Vec<u8>, Vec<u8>)> {
+        const NAMES: [&[u8]; 4] = [
+            b"if-none-match",
+            b"if-modified-since",
+            b"range",
+            b"if-range",
+        ];
+        let Some(headers) = &self.request_headers else {
+            return Vec::new();
+        };
+        let Ok(fields) = headers.bind(py).try_iter() else {
+            return Vec::new();
+        };
+        fields
+            .filter_map(|field| field.ok()?.extract::<(Vec<u8>, Vec<u8>)>().ok())
+            .filter(|(name, _)| NAMES.iter().any(|wanted| name.eq_ignore_ascii_case(wanted)))
+            .collect()
+    }
+
+    /// The value of the app's response header `name`, if it sent one.
+    pub fn app_header(&self, name: &[u8]) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(field, _)| field.eq_ignore_ascii_case(name))
+            .and_then(|(_, value)| std::str::from_utf8(value).ok())
     }
 }
 
@@ -508,6 +610,34 @@ impl AsgiSend {
                 if !more_body {
                     self.state = SendState::Complete;
                 }
+            }
+            ("http.response.pathsend", SendState::SendingBody) => {
+                if self.body_written > 0 || !self.pending_body.is_empty() {
+                    return Err(PyRuntimeError::new_err(
+                        "http.response.pathsend sent after part of the body",
+                    ));
+                }
+                let path: String = message
+                    .get_item(pyo3::intern!(py, "path"))?
+                    .ok_or_else(|| PyValueError::new_err("http.response.pathsend without path"))?
+                    .extract()?;
+                if !std::path::Path::new(&path).is_absolute() {
+                    return Err(PyValueError::new_err(format!(
+                        "http.response.pathsend needs an absolute path, not {path:?}"
+                    )));
+                }
+                self.pathsend = Some(path);
+                self.state = SendState::Complete;
+            }
+            ("http.response.pathsend", SendState::AwaitingStart) => {
+                return Err(PyRuntimeError::new_err(
+                    "http.response.pathsend sent before http.response.start",
+                ));
+            }
+            ("http.response.pathsend", SendState::Complete) => {
+                return Err(PyRuntimeError::new_err(
+                    "http.response.pathsend sent after the response was complete",
+                ));
             }
             ("http.response.body", SendState::AwaitingStart) => {
                 return Err(PyRuntimeError::new_err(

@@ -96,7 +96,7 @@ impl AsgiExchange {
             send.disconnect(py);
         }
         if let Ok(mut receive) = self.receive.bind(py).try_borrow_mut() {
-            receive.finish(py);
+            receive.client_gone(py);
         }
     }
 }

@@ -97,6 +97,7 @@ fn _rush(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<asgi::Ready>()?;
     module.add_class::<asgi::AsgiSend>()?;
     module.add_class::<asgi::AsgiReceive>()?;
+    module.add_class::<asgi::ReceiveWait>()?;
     module.add_class::<ws::channel::WebSocket>()?;
     module.add_class::<ws::broadcast::Broadcast>()?;
     module.add_class::<wsgi::WsgiResponse>()?;

@@ -31,6 +31,8 @@ pub struct RequestParts<'a> {
     pub client: Option<SocketAddr>,
     /// What a trusted proxy reported (`crate::forwarding`), if anything.
     pub origin: Option<Box<RequestOrigin>>,
+    /// The request came over TLS (the scheme unless a proxy says otherwise).
+    pub tls: bool,
 }
 
 #[pyclass(module = "rush", name = "Request", frozen)]
@@ -47,6 +49,7 @@ pub struct Request {
     body_bytes: PyOnceLock<Py<PyBytes>>,
     client: Option<SocketAddr>,
     origin: Option<Box<RequestOrigin>>,
+    tls: bool,
     path: PyOnceLock<Py<PyString>>,
     query: PyOnceLock<Py<PyAny>>,
     headers: PyOnceLock<Py<PyAny>>,
@@ -65,6 +68,7 @@ impl Request {
             body_bytes: PyOnceLock::new(),
             client: parts.client,
             origin: parts.origin,
+            tls: parts.tls,
             path: PyOnceLock::new(),
             query: PyOnceLock::new(),
             headers: PyOnceLock::new(),
@@ -228,7 +232,12 @@ impl Request {
     /// first proxy, as a trusted proxy reports it).
     #[getter]
     fn scheme(&self) -> &'static str {
-        scheme_of(self.origin.as_deref())
+        // A trusted proxy's word on the scheme wins; else the transport's
+        // (as for the ASGI scope and the WSGI environ).
+        match self.origin.as_deref().and_then(|origin| origin.https) {
+            None if self.tls => "https",
+            _ => scheme_of(self.origin.as_deref()),
+        }
     }
 
     /// The host the client asked for: the Host field, or what a trusted

@@ -317,7 +317,7 @@ fn render_file(
     }
     let fields = crate::request::header_fields(context.request_head);
     let conditional = ConditionalHeaders::from_fields(fields);
-    let outcome = serve_file(&file, None, &extra_lines, &conditional, context, out);
+    let outcome = serve_file(&file, None, &extra_lines, &conditional, context, out, None);
     Ok(Rendered {
         status: outcome.status,
         body_length: outcome.body_length as usize,

@@ -87,13 +87,13 @@ def scope_of(server: RushServer, target: str = "/scope", **options: object) -> d
 
 
 def test_an_async_function_is_detected_as_asgi_and_logged(server: RushServer) -> None:
-    server.wait_for_log(r"serving tests\.apps\.asgi_apps:app as an? asgi app")
+    server.wait_for_log(r"serving tests\.apps\.asgi_apps:app as an ASGI app")
 
 
 @pytest.mark.parametrize("args", [(), ("--interface", "asgi")])
 def test_an_object_with_async_call_is_asgi(rush_server: ServerFactory, args: tuple[str, ...]) -> None:
     server = rush_server("tests.apps.asgi_apps:instance_app", *args)
-    server.wait_for_log(r"serving tests\.apps\.asgi_apps:instance_app as an? asgi app")
+    server.wait_for_log(r"serving tests\.apps\.asgi_apps:instance_app as an ASGI app")
     assert fetch(server, "/x/y").body == b"instance app at /x/y"
 
 

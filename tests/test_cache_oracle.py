@@ -47,10 +47,22 @@ FIXED_SEED = "RUSH_CACHE_ORACLE_EXAMPLES" not in os.environ
 APPS = {
     "fastapi": (
         "tests.apps.cache_keyed:app",
-        ["/items/1", "/items/2", "/items/abc", "/echo", "/gz", "/cors", "/lang", "/file", "/weak", "/whoami"],
+        [
+            "/items/1",
+            "/items/2",
+            "/items/abc",
+            "/echo",
+            "/gz",
+            "/cors",
+            "/lang",
+            "/file",
+            "/ranged",
+            "/weak",
+            "/whoami",
+        ],
         [
             f"--cache={path}:ttl=60"
-            for path in ("/items/*", "/echo", "/gz", "/cors", "/lang", "/file", "/weak", "/whoami")
+            for path in ("/items/*", "/echo", "/gz", "/cors", "/lang", "/file", "/ranged", "/weak", "/whoami")
         ],
     ),
     "native": ("tests.apps.cache_keyed:native", ["/items/1", "/items/2", "/items/x%20y", "/echo", "/lang"], []),

@@ -50,7 +50,8 @@ def served(request: pytest.FixtureRequest, module_servers: ServerFactory) -> Ite
 
 
 def test_interface_detected(served: Served) -> None:
-    pattern = rf"serving {served.app.replace('.', r'.')} as an? {served.interface} app"
+    kind = {"wsgi": "a WSGI", "asgi": "an ASGI"}.get(served.interface, f"a {served.interface}")
+    pattern = rf"serving {served.app.replace('.', r'.')} as {kind} app"
     served.server.wait_for_log(pattern)
 
 

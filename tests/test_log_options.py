@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import RushServer, ServerFactory, clean_environment, request, wait_for
+from tests.support import PYTHON, RushServer, ServerFactory, clean_environment, request, wait_for
 
 FORMAT = '%(h)s|%(l)s|"%(r)s"|%(s)s|%(b)s|%(D)s|%(L)s|%(T)s|"%(f)s"|"%(a)s"|%(m)s %(U)s %(q)s %(H)s|%(t)s|%({x-id}i)s'
 FORMAT_LINE = (
-    r'\] 1\.2\.3\.4\|-\|"GET /origin\?a=1 HTTP/1\.1"\|200\|\d+\|\d+\|\d+\.\d{6}\|0\|"https://ref\.test/"\|"probe/1\.0"'
+    r'(?m)^1\.2\.3\.4\|-\|"GET /origin\?a=1 HTTP/1\.1"\|200\|\d+\|\d+\|\d+\.\d{6}\|0\|"https://ref\.test/"\|"probe/1\.0"'
     r"\|GET /origin a=1 HTTP/1\.1\|\[\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d \+0000\]\|abc"
 )
 HEADERS = [
@@ -44,7 +44,7 @@ def test_access_log_format_atoms(rush_server: ServerFactory, how: str) -> None:
     server.wait_for_log(FORMAT_LINE, stream="stdout")
     # A header the request lacks is a dash; the peer's address comes without its port.
     get(server, "/origin?a=1")
-    server.wait_for_log(r'\] 127\.0\.0\.1\|-\|.*\|"-"\|"-"\|GET /origin a=1 HTTP/1\.1\|.*\|-$', stream="stdout")
+    server.wait_for_log(r'(?m)^127\.0\.0\.1\|-\|.*\|"-"\|"-"\|GET /origin a=1 HTTP/1\.1\|.*\|-$', stream="stdout")
 
 
 def test_an_unknown_atom_is_a_start_up_error(rush_server: ServerFactory) -> None:
@@ -186,3 +186,25 @@ def test_a_refusal_after_a_forwarded_request_names_the_peer(rush_server: ServerF
     assert b"HTTP/1.1 400" in received
     server.wait_for_log(r"refused a request from 127\.0\.0\.1:\d+: 400 ")
     assert "1.2.3.4" not in server.stderr_text()
+
+
+# gunicorn's own default access format, without its time atom (the two
+# servers answer in different seconds).
+GUNICORN_FORMAT = '%(h)s %(l)s %(u)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s" %(m)s %(U)s %(q)s %(H)s %({x-id}i)s'
+
+
+def test_access_log_format_gives_gunicorns_line(rush_server: ServerFactory) -> None:
+    """The same format, app and request give the same line as gunicorn's
+    access log, with nothing around it (no logger prefix)."""
+    rush = rush_server("wsgi_apps", "--access-log", "--access-log-format", GUNICORN_FORMAT)
+    gunicorn_command = [str(PYTHON), "-m", "gunicorn", "--bind", "fd://{fd}", "--access-logfile", "-"]
+    gunicorn = rush_server("wsgi_apps", "--access-logformat", GUNICORN_FORMAT, command=gunicorn_command)
+    headers = [("User-Agent", "probe/1.0"), ("Referer", "https://ref.test/"), ("X-Id", "abc")]
+    lines = []
+    for server in (rush, gunicorn):
+        assert get(server, "/big?size=100", headers) == 200
+        (match,) = server.wait_for_log(r"(?m)^.*GET /big\?size=100 HTTP/1\.1.*$", stream="stdout")
+        lines.append(match.group())
+    assert lines[0] == lines[1]
+    expected = '127.0.0.1 - - "GET /big?size=100 HTTP/1.1" 200 100 "https://ref.test/" "probe/1.0" '
+    assert lines[0] == expected + "GET /big size=100 HTTP/1.1 abc"

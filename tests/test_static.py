@@ -812,7 +812,8 @@ def test_cli_static_in_front_of_wsgi_and_asgi_apps(
     rush_server: ServerFactory, site: Path, app: str, interface: str
 ) -> None:
     server = rush_server(f"tests.apps.{app}:app", "--static", f"/assets={site}")
-    server.wait_for_log(f"serving tests.apps.{app}:app as a {interface} app")
+    kind = "a WSGI" if interface == "wsgi" else "an ASGI"
+    server.wait_for_log(f"serving tests.apps.{app}:app as {kind} app")
     assert fetch(server, "/assets/notes.txt").body == NOTES
     assert fetch(server, "/assets/big.bin", [("Range", "bytes=0-3")]).body == BIG[:4]
     assert fetch(server, "/assets/missing").status == 404

@@ -145,15 +145,43 @@ def test_a_client_that_never_finishes_its_handshake_is_closed(rush_server: Serve
     [
         ("tests.apps.wsgi_apps:app", "/environ", "wsgi.url_scheme"),
         ("tests.apps.asgi_apps:app", "/scope", "scheme"),
+        ("tests.apps.fronted:app", "/origin", "scheme"),
     ],
 )
 def test_the_scheme_reaches_the_app(
     rush_server: ServerFactory, pki: dict[str, Path], app: str, path: str, field: str
 ) -> None:
+    """Over TLS the scheme is https for the three interfaces (the rush
+    App's ``Request.scheme`` included), unless a trusted proxy (the test
+    client, from 127.0.0.1) says which scheme it was reached by."""
     server = rush_server(app, *tls_args(pki))
     with httpx.Client(verify=client_context(pki), timeout=GUARD_TIMEOUT) as client:
         described = client.get(f"{https(server)}{path}").json()
-    assert described[field] == "https"
+        assert described[field] == "https"
+        for proto in ("http", "https"):
+            described = client.get(f"{https(server)}{path}", headers={"X-Forwarded-Proto": proto}).json()
+            assert described[field] == proto
+
+
+@pytest.mark.parametrize("version", ["TLSv1.3", "TLSv1.2"])
+def test_ssl_cipher_has_the_openssl_name(server_wsgi: RushServer, pki: dict[str, Path], version: str) -> None:
+    """WSGI's SSL_CIPHER is the suite's OpenSSL name, as mod_ssl gives it
+    (and as Python's ssl, built on OpenSSL, names it on the client side)."""
+    context = client_context(pki)
+    context.maximum_version = getattr(ssl.TLSVersion, version.replace(".", "_"))
+    with tls_connection(server_wsgi, context) as sock:
+        sock.sendall(request("GET", "/environ", [("Connection", "close")]))
+        (response,), _ = parse_responses(read_until_closed(sock))
+        expected = sock.cipher()[0]
+    environ = json.loads(response.body)
+    assert environ["SSL_PROTOCOL"] == version
+    assert environ["SSL_CIPHER"] == expected
+    assert "TLS13_" not in expected and "_WITH_" not in expected
+
+
+@pytest.fixture(scope="module")
+def server_wsgi(module_servers: ServerFactory, pki: dict[str, Path]) -> RushServer:
+    return module_servers("tests.apps.wsgi_apps:app", *tls_args(pki))
 
 
 def test_static_files_over_tls(rush_server: ServerFactory, pki: dict[str, Path], tmp_path: Path) -> None:
@@ -345,6 +373,8 @@ def test_the_client_certificate_reaches_the_app(
         assert described["SSL_PROTOCOL"] == "TLSv1.3" and described["SSL_CLIENT_VERIFY"] == "SUCCESS"
         leaf = described["SSL_CLIENT_CERT"]
     else:
+        # Only what rush implements is listed.
+        assert sorted(described["extensions"]) == ["http.response.pathsend", "tls"]
         extension = described["extensions"]["tls"]
         assert extension["tls_version"] == 0x0304 and extension["cipher_suite"] > 0
         leaf = extension["client_cert_chain"][0]

@@ -89,13 +89,13 @@ def client(server: RushServer) -> Iterator[httpx.Client]:
 
 
 def test_a_function_is_detected_as_wsgi_and_logged(server: RushServer) -> None:
-    server.wait_for_log(r"serving tests\.apps\.wsgi_apps:app as a wsgi app")
+    server.wait_for_log(r"serving tests\.apps\.wsgi_apps:app as a WSGI app")
 
 
 @pytest.mark.parametrize("args", [(), ("--interface", "wsgi")])
 def test_an_object_with_sync_call_is_wsgi(rush_server: ServerFactory, args: tuple[str, ...]) -> None:
     server = rush_server("tests.apps.wsgi_apps:instance_app", *args)
-    server.wait_for_log(r"serving tests\.apps\.wsgi_apps:instance_app as a wsgi app")
+    server.wait_for_log(r"serving tests\.apps\.wsgi_apps:instance_app as a WSGI app")
     assert fetch(server, "/some/path").body == b"instance app at /some/path"
 
 

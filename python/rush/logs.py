@@ -69,19 +69,29 @@ def load_log_config(path: str) -> dict[str, Any]:
     return loaded
 
 
-def configure(level: str, log_format: str = "text", log_config: str | None = None) -> None:
+def configure(
+    level: str, log_format: str = "text", log_config: str | None = None, own_access_format: bool = False
+) -> None:
+    """Sets up the two loggers. ``own_access_format``: the access lines are
+    made by ``--access-log-format`` and printed as they are, with no prefix,
+    as gunicorn prints its access log (unless ``--log-format json``)."""
     if log_config is not None:
         # The file is in charge: loggers it leaves alone propagate to its root.
         logging.config.dictConfig(load_log_config(log_config))
         return
     if log_format == "json":
         formatter: logging.Formatter = JsonFormatter()
+        access_formatter = formatter
     else:
         formatter = logging.Formatter("[%(asctime)s] [%(process)d] [%(levelname)s] %(message)s")
-    for logger, stream in ((error_logger, sys.stderr), (access_logger, sys.stdout)):
+        access_formatter = logging.Formatter("%(message)s") if own_access_format else formatter
+    for logger, stream, chosen in (
+        (error_logger, sys.stderr, formatter),
+        (access_logger, sys.stdout, access_formatter),
+    ):
         if not logger.handlers:
             handler = logging.StreamHandler(stream)
-            handler.setFormatter(formatter)
+            handler.setFormatter(chosen)
             logger.addHandler(handler)
         logger.propagate = False
     error_logger.setLevel(level.upper())

@@ -25,7 +25,7 @@ def serve(config: Config) -> int:
     # Certificates are loaded once here so that a bad file stops rush before
     # it binds or forks (each worker loads them again for itself).
     config.tls_settings()
-    logs.configure(config.log_level, config.log_format, config.log_config)
+    logs.configure(config.log_level, config.log_format, config.log_config, config.access_log_format is not None)
     listener = create_listener(config)
     with _pid_file(config.pid):
         return Supervisor(config, listener).run()

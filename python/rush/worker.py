@@ -127,7 +127,7 @@ def run_worker(config: Config, listener: socket.socket, ready_fd: int | None, li
     if isinstance(config, ProxyConfig):
         # A proxy worker: the same process model, the proxy loop instead of the server's.
         return run_proxy_worker(config, listener, ready_fd)
-    logs.configure(config.log_level, config.log_format, config.log_config)
+    logs.configure(config.log_level, config.log_format, config.log_config, config.access_log_format is not None)
     # Where a stuck worker is stuck (--timeout): the supervisor sends this
     # signal before SIGKILL, and faulthandler prints every thread's stack
     # from its C-level handler, which runs even while a handler holds the GIL.
@@ -155,7 +155,8 @@ def run_worker(config: Config, listener: socket.socket, ready_fd: int | None, li
         logs.error_logger.error("could not load the application:\n%s", traceback.format_exc())
         return EXIT_BOOT_FAILURE
     described = config.app if isinstance(config.app, str) else type(app).__name__
-    logs.error_logger.info("worker %d serving %s as a %s app", os.getpid(), described, interface)
+    kind = {"wsgi": "a WSGI", "asgi": "an ASGI"}.get(interface, f"a {interface}")
+    logs.error_logger.info("worker %d serving %s as %s app", os.getpid(), described, kind)
     warn_about_options_that_do_not_apply(config, interface)
     raise_open_file_limit()
     if interface == "wsgi":

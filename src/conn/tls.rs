@@ -123,7 +123,9 @@ impl TlsStream {
                 _ => "",
             },
             cipher_code: suite.map(u16::from).unwrap_or(0),
-            cipher_name: suite.and_then(|suite| suite.as_str()).unwrap_or(""),
+            cipher_name: suite
+                .and_then(|suite| openssl_cipher_name(u16::from(suite)).or(suite.as_str()))
+                .unwrap_or(""),
             client_chain_pem,
         }
     }
@@ -237,5 +239,43 @@ impl Write for TlsStream {
 impl Drop for TlsStream {
     fn drop(&mut self) {
         self.release_handshake_slot();
+    }
+}
+
+/// The OpenSSL name of a cipher suite (by its IANA code), as mod_ssl's
+/// `SSL_CIPHER` spells it and apps parse it; rustls's own names differ
+/// (`TLS13_AES_256_GCM_SHA384` is OpenSSL's `TLS_AES_256_GCM_SHA384`).
+/// These are the suites rustls offers; `None` for any other.
+pub fn openssl_cipher_name(code: u16) -> Option<&'static str> {
+    Some(match code {
+        0x1301 => "TLS_AES_128_GCM_SHA256",
+        0x1302 => "TLS_AES_256_GCM_SHA384",
+        0x1303 => "TLS_CHACHA20_POLY1305_SHA256",
+        0xc02b => "ECDHE-ECDSA-AES128-GCM-SHA256",
+        0xc02c => "ECDHE-ECDSA-AES256-GCM-SHA384",
+        0xcca9 => "ECDHE-ECDSA-CHACHA20-POLY1305",
+        0xc02f => "ECDHE-RSA-AES128-GCM-SHA256",
+        0xc030 => "ECDHE-RSA-AES256-GCM-SHA384",
+        0xcca8 => "ECDHE-RSA-CHACHA20-POLY1305",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::openssl_cipher_name;
+
+    #[test]
+    fn every_suite_rustls_offers_has_its_openssl_name() {
+        let provider = rustls::crypto::ring::default_provider();
+        for suite in provider.cipher_suites {
+            let code = u16::from(suite.suite());
+            assert!(
+                openssl_cipher_name(code).is_some(),
+                "{:?} has no OpenSSL name",
+                suite.suite()
+            );
+        }
+        assert_eq!(openssl_cipher_name(0x1302), Some("TLS_AES_256_GCM_SHA384"));
     }
 }

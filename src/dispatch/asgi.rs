@@ -2,6 +2,7 @@
 //! and write what it sends (framed by the server) as it sends it.
 
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use rush_proto::encode::{connection_has_close, is_framing_header, status_has_no_body};
 use rush_proto::RequestHead;
 
@@ -14,6 +15,7 @@ use crate::conn::{BodyProgress, Connection, ReadState};
 use crate::coroutine::CoroutineStart;
 use crate::http_write::{finish_head_after, AppFields, ResponseContext};
 use crate::inflight::{AsgiExchange, AwaitingResponse, InFlight};
+use crate::static_files::{load_app_file, serve_file, ConditionalHeaders};
 
 impl Core {
     /// Hands body bytes that arrived for a running ASGI app to its
@@ -96,7 +98,7 @@ impl Core {
         if let Some(InFlight::Handler(awaiting)) = &connection.in_flight {
             if let Some(exchange) = &awaiting.asgi {
                 if let Ok(mut receive) = exchange.receive.bind(py).try_borrow_mut() {
-                    receive.finish(py);
+                    receive.client_gone(py);
                 }
             }
         }
@@ -208,6 +210,14 @@ impl Core {
         let tls = connection.stream.tls().map(|tls| tls.info());
         let started =
             build_scope(py, settings, head_bytes, head, client, origin).and_then(|scope| {
+                // The extensions rush implements for http (and tls, below).
+                let extensions = PyDict::new(py);
+                extensions
+                    .set_item(pyo3::intern!(py, "http.response.pathsend"), PyDict::new(py))?;
+                scope.set_item(pyo3::intern!(py, "extensions"), extensions)?;
+                let request_headers = scope
+                    .get_item(pyo3::intern!(py, "headers"))?
+                    .map(Bound::unbind);
                 if let Some(tls) = &tls {
                     // A proxy's word on the scheme wins; else the transport's.
                     if origin.is_none_or(|origin| origin.https.is_none()) {
@@ -216,7 +226,8 @@ impl Core {
                     crate::tls::add_asgi_extension(py, &scope, tls)?;
                 }
                 let receive = Py::new(py, receive)?;
-                let send = Py::new(py, AsgiSend::new())?;
+                let send = Py::new(py, AsgiSend::new(request_headers))?;
+                receive.bind(py).borrow_mut().send = Some(send.clone_ref(py));
                 let coroutine =
                     app.bind(py)
                         .call1((scope, receive.clone_ref(py), send.clone_ref(py)))?;
@@ -372,6 +383,25 @@ impl Core {
     ) -> Option<Outcome> {
         let send = exchange.send.bind(py);
         let mut send = send.borrow_mut();
+        if send.pathsend.is_some() {
+            if !send.head_written {
+                drop(send);
+                return Some(self.write_pathsend(py, connection, exchange, write, line));
+            }
+            // The head went out before the app asked for the file (it
+            // suspended in between): the file follows as ordinary body.
+            let path = send.pathsend.take().unwrap_or_default();
+            match std::fs::read(&path) {
+                Ok(contents) => send.pending_body = contents,
+                Err(error) => {
+                    drop(send);
+                    let message = format!("http.response.pathsend: cannot read {path}: {error}");
+                    self.log_error(py, &message, None);
+                    exchange.receive.bind(py).borrow_mut().finish(py);
+                    return Some(Outcome::Close);
+                }
+            }
+        }
         if !send.head_written {
             let unfinished = send.state != SendState::Complete;
             if send.state == SendState::AwaitingStart && !write.app_finished {
@@ -386,22 +416,8 @@ impl Core {
                     "the ASGI app returned before finishing its response"
                 };
                 drop(send);
-                exchange.receive.bind(py).borrow_mut().finish(py);
                 let error = pyo3::exceptions::PyRuntimeError::new_err(message);
-                let awaiting = AwaitingResponse {
-                    request_id: 0,
-                    head_only: write.head_only,
-                    keep_alive: write.keep_alive,
-                    http10: write.http10,
-                    default_status: 500,
-                    request_line: String::new(),
-                    request_head: Vec::new(),
-                    asgi: None,
-                    allow: None,
-                    request: None,
-                    cache_fill: None,
-                };
-                return Some(self.finish(py, connection, &awaiting, &[], line, Err(error)));
+                return Some(self.asgi_error_page(py, connection, exchange, write, line, error));
             }
             let bodyless = status_has_no_body(send.status);
             let complete = send.state == SendState::Complete;
@@ -477,9 +493,23 @@ impl Core {
         let close = send.framing_close || short || !complete || !write.keep_alive;
         let status = send.status;
         let length = send.body_written;
+        let client_left = send.disconnected;
         drop(send);
-        exchange.receive.bind(py).borrow_mut().finish(py);
-        if !complete {
+        let mut receive = exchange.receive.bind(py).borrow_mut();
+        let client_left = client_left || receive.client_left;
+        receive.finish(py);
+        drop(receive);
+        if !complete && client_left {
+            // A client leaving a stream (an SSE feed, say) is normal, and the
+            // app stopping then is what it should do: not an error.
+            self.log_debug(
+                py,
+                &format!(
+                    "the client left during the response to {}; the ASGI app stopped",
+                    line.text()
+                ),
+            );
+        } else if !complete {
             self.log_error(
                 py,
                 &format!(
@@ -502,6 +532,134 @@ impl Core {
         Some(keep_or_close(!close))
     }
 }
+impl Core {
+    /// Answers with a 500 for an ASGI response that cannot be sent (nothing
+    /// of it is on the wire yet): `error` is logged with the request.
+    fn asgi_error_page(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        exchange: &AsgiExchange,
+        write: AsgiWrite,
+        line: &RequestLine<'_>,
+        error: PyErr,
+    ) -> Outcome {
+        exchange.receive.bind(py).borrow_mut().finish(py);
+        let awaiting = AwaitingResponse {
+            request_id: 0,
+            head_only: write.head_only,
+            keep_alive: write.keep_alive,
+            http10: write.http10,
+            default_status: 500,
+            request_line: String::new(),
+            request_head: Vec::new(),
+            asgi: None,
+            allow: None,
+            request: None,
+            cache_fill: None,
+        };
+        self.finish(py, connection, &awaiting, &[], line, Err(error))
+    }
+
+    /// `http.response.pathsend`: the file goes out natively (`sendfile`),
+    /// under the app's status and headers. A 200 is answered as `--static`
+    /// answers (`crate::static_files::serve_file`): conditional requests
+    /// judged by the app's own `ETag` and `Last-Modified`, a single byte
+    /// range, HEAD. A file that cannot be opened is a 500.
+    fn write_pathsend(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        exchange: &AsgiExchange,
+        write: AsgiWrite,
+        line: &RequestLine<'_>,
+    ) -> Outcome {
+        let mut send = exchange.send.bind(py).borrow_mut();
+        let path = send.pathsend.take().unwrap_or_default();
+        // The body is a file, not recorded: the response is not cached.
+        send.recorded = None;
+        let loaded = load_app_file(
+            std::path::Path::new(&path),
+            send.app_header(b"content-type"),
+            send.app_header(b"etag"),
+            send.app_header(b"last-modified"),
+        );
+        let file = match loaded {
+            Ok(file) => file,
+            Err(error) => {
+                drop(send);
+                let error = pyo3::exceptions::PyRuntimeError::new_err(format!(
+                    "http.response.pathsend: cannot send {path}: {error}"
+                ));
+                return self.asgi_error_page(py, connection, exchange, write, line, error);
+            }
+        };
+        let app_close = send.headers.iter().any(|(name, value)| {
+            name.eq_ignore_ascii_case(b"connection") && connection_has_close(value)
+        });
+        // The app's own fields, but those the file answer writes itself.
+        let mut extra_lines = Vec::new();
+        for (name, value) in &send.headers {
+            let owned_by_file = [
+                &b"content-type"[..],
+                b"etag",
+                b"last-modified",
+                b"accept-ranges",
+                b"date",
+                b"server",
+            ]
+            .iter()
+            .any(|owned| name.eq_ignore_ascii_case(owned));
+            if !owned_by_file && !is_framing_header(name) {
+                extra_lines.extend_from_slice(name);
+                extra_lines.extend_from_slice(b": ");
+                extra_lines.extend_from_slice(value);
+                extra_lines.extend_from_slice(b"\r\n");
+            }
+        }
+        let fields = send.conditional_fields(py);
+        let status = send.status;
+        drop(send);
+        let context = ResponseContext {
+            date_line: self.date.header_line(),
+            head_only: write.head_only,
+            keep_alive: write.keep_alive && !app_close && !self.closes_for_drain(),
+            http10: write.http10,
+            request_head: &[],
+            allow: None,
+        };
+        let conditional = if status == 200 {
+            ConditionalHeaders::from_fields(
+                fields
+                    .iter()
+                    .map(|(name, value)| (name.as_slice(), value.as_slice())),
+            )
+        } else {
+            // Another status (an error page from a file, say) is sent whole.
+            ConditionalHeaders::default()
+        };
+        let outcome = serve_file(
+            &file,
+            None,
+            &extra_lines,
+            &conditional,
+            &context,
+            &mut connection.sink.output,
+            (status != 200).then_some(status),
+        );
+        connection.sink.body = outcome.body;
+        exchange.receive.bind(py).borrow_mut().finish(py);
+        self.access_log(
+            py,
+            connection,
+            line,
+            outcome.status,
+            outcome.body_length as usize,
+        );
+        keep_or_close(context.keep_alive)
+    }
+}
+
 /// The body an ASGI app gets: complete, or still arriving.
 pub(crate) enum AsgiBody<'a> {
     Complete(RequestBody<'a>),

@@ -214,6 +214,7 @@ impl Core {
                     body,
                     client: connection.client,
                     origin: connection.origin.clone(),
+                    tls: connection.stream.tls().is_some(),
                 }),
             )
         });

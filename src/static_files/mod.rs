@@ -39,7 +39,7 @@ pub(crate) use serve::etag_list_matches;
 use serve::write_plain;
 #[cfg(test)]
 use serve::*;
-pub use serve::{load_single_file, serve_file};
+pub use serve::{load_app_file, load_single_file, serve_file};
 
 pub use crate::http_write::OutgoingBody;
 use crate::http_write::ResponseContext;
@@ -437,7 +437,15 @@ impl StaticFiles {
             }
             LookupResult::File(file) => {
                 let cache_control = self.mounts[mount].spec.cache_control.clone();
-                serve_file(&file, cache_control.as_deref(), b"", headers, context, out)
+                serve_file(
+                    &file,
+                    cache_control.as_deref(),
+                    b"",
+                    headers,
+                    context,
+                    out,
+                    None,
+                )
             }
         }
     }

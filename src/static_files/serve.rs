@@ -15,8 +15,10 @@ use crate::http_write::{finish_head, ResponseContext};
 use crate::request::trim_whitespace as trim;
 
 /// Serves one file, honouring conditional requests, ranges and encodings.
-/// Used by static mounts and by `Response.file`; `extra_lines` are whole,
-/// already validated header lines (`Name: value\r\n`) to add.
+/// Used by static mounts, `Response.file` and ASGI's pathsend; `extra_lines`
+/// are whole, already validated header lines (`Name: value\r\n`) to add.
+/// `status`: an app's own status other than 200 sends the whole file under
+/// it, with no conditional or range answer.
 pub fn serve_file(
     file: &CachedFile,
     cache_control: Option<&str>,
@@ -24,7 +26,9 @@ pub fn serve_file(
     headers: &ConditionalHeaders<'_>,
     context: &ResponseContext<'_>,
     out: &mut Vec<u8>,
+    status: Option<u16>,
 ) -> StaticOutcome {
+    let whole_with = status.filter(|&status| status != 200);
     let variant = choose_variant(file, headers.accept_encoding);
     let varies = file.variants.len() > 1;
     let write_validators = |out: &mut Vec<u8>| {
@@ -43,7 +47,7 @@ pub fn serve_file(
         }
         out.extend_from_slice(extra_lines);
     };
-    if not_modified(file, variant, headers) {
+    if whole_with.is_none() && not_modified(file, variant, headers) {
         write_status_line(out, 304);
         write_validators(out);
         finish_head(out, context, false);
@@ -55,11 +59,13 @@ pub fn serve_file(
     }
     let length = variant.length;
     let range = match headers.range {
-        Some(range) if range_applies(file, variant, headers.if_range) => parse_range(range, length),
+        Some(range) if whole_with.is_none() && range_applies(file, variant, headers.if_range) => {
+            parse_range(range, length)
+        }
         _ => RangeRequest::Whole,
     };
     let (status, start, end) = match range {
-        RangeRequest::Whole => (200, 0, length),
+        RangeRequest::Whole => (whole_with.unwrap_or(200), 0, length),
         RangeRequest::Satisfiable(start, end) => (206, start, end),
         RangeRequest::Unsatisfiable => {
             let content_range = format!("bytes */{length}");
@@ -122,6 +128,31 @@ pub fn serve_file(
         });
     }
     outcome
+}
+
+/// Loads a file an ASGI app sends with `http.response.pathsend`, under the
+/// validators the app sent with it (when it did), so that conditional and
+/// range requests are judged by what the client was told.
+pub fn load_app_file(
+    path: &Path,
+    content_type: Option<&str>,
+    etag: Option<&str>,
+    last_modified: Option<&str>,
+) -> io::Result<Rc<CachedFile>> {
+    let mut file = load_single_file(path, content_type)?;
+    let loaded = Rc::get_mut(&mut file).expect("not shared yet");
+    if let Some(etag) = etag {
+        loaded.variants[0].etag = etag.trim().to_owned();
+    }
+    let modified = last_modified.and_then(|text| {
+        let time = httpdate::parse_http_date(text.trim()).ok()?;
+        Some((text.trim(), time.duration_since(UNIX_EPOCH).ok()?.as_secs()))
+    });
+    if let Some((text, seconds)) = modified {
+        loaded.last_modified = text.to_owned();
+        loaded.modified_seconds = seconds;
+    }
+    Ok(file)
 }
 
 /// Loads a single file for `Response.file` (not cached: handlers decide per request).

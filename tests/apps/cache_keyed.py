@@ -10,7 +10,8 @@ on the side (``/calls``), so a test can also see that hits happen.
   query, the host and the scheme the app saw), ``/gz`` behind
   ``GZipMiddleware``, ``/cors`` (``Vary: Origin``), ``/lang``
   (``Vary: Accept-Language``), ``/file`` (a Starlette ``FileResponse``, with
-  its own Range and conditional handling), ``/weak`` (a weak ``ETag``),
+  its own Range and conditional handling, sent with pathsend), ``/ranged``
+  (a body that answers a byte range itself), ``/weak`` (a weak ``ETag``),
   ``/whoami`` (answers from ``Authorization`` and ``Cookie``),
   ``/slow`` (waits for a file before answering: the stale refresh).
 * ``native`` (a rush App): ``/items/{item_id}``, ``/echo`` and ``/lang``
@@ -86,6 +87,21 @@ def language(request: Request) -> PlainTextResponse:
 def file() -> FileResponse:
     calls["file"] += 1
     return FileResponse(FILE)
+
+
+@app.get("/ranged")
+def ranged(request: Request) -> Response:
+    """A resource that answers a single byte range itself, in its body (not
+    a file: an answer the cache could store)."""
+    calls["ranged"] += 1
+    body = b"0123456789abcdef"
+    wanted = request.headers.get("range", "")
+    if wanted.startswith("bytes=") and "-" in wanted:
+        first, _, last = wanted[6:].partition("-")
+        start, end = int(first or 0), min(int(last) + 1 if last else len(body), len(body))
+        headers = {"Content-Range": f"bytes {start}-{end - 1}/{len(body)}", "Accept-Ranges": "bytes"}
+        return Response(body[start:end], status_code=206, headers=headers, media_type="application/octet-stream")
+    return Response(body, headers={"Accept-Ranges": "bytes"}, media_type="application/octet-stream")
 
 
 @app.get("/weak")
