@@ -226,7 +226,7 @@ class Config:
         None, "only these cipher suites, comma-separated rustls names (e.g. TLS13_AES_256_GCM_SHA384)"
     )
     ssl_max_handshakes: int = _option(
-        256, "most TLS handshakes in progress per worker; newcomers past it are closed at once"
+        256, "most TLS handshakes in progress (a first byte arrived) per worker; newcomers past it are closed at once"
     )
     metrics: str | None = _option(
         None, "serve Prometheus metrics from the supervisor on HOST:PORT, e.g. 127.0.0.1:9100", metavar="HOST:PORT"

@@ -306,22 +306,16 @@ impl Server {
                 return accepted_now;
             }
             let tls = &self.tls;
-            let handshakes = &self.tls_handshakes;
             let accepted = match &self.listener {
                 Some(Listener::Tcp(listener)) => listener.accept().and_then(|(stream, address)| {
                     // Responses are written whole; Nagle would only delay them.
                     let _ = stream.set_nodelay(true);
                     let stream = match tls {
                         None => Stream::Tcp(stream),
-                        Some((_, max)) if handshakes.get() >= *max => {
-                            // Too many handshakes in progress: this one is
-                            // closed now (dropping it), the next is accepted.
-                            return Err(io::ErrorKind::ConnectionAborted.into());
-                        }
-                        Some((config, _)) => {
+                        Some((config, gate)) => {
                             let session = rustls::ServerConnection::new(config.clone())
                                 .map_err(io::Error::other)?;
-                            Stream::Tls(Box::new(TlsStream::new(stream, session, handshakes)))
+                            Stream::Tls(Box::new(TlsStream::new(stream, session, gate)))
                         }
                     };
                     Ok((stream, Some(address)))
@@ -475,6 +469,28 @@ impl Server {
         }
     }
 
+    /// Handshakes refused at the cap are logged, at most once per interval
+    /// (the count covers every refusal since the last line).
+    fn report_refused_handshakes(&mut self, py: Python<'_>) {
+        let Some((_, gate)) = &self.tls else {
+            return;
+        };
+        if self.core.now < self.next_handshake_warning {
+            return;
+        }
+        let refused = gate.take_refused();
+        if refused == 0 {
+            return;
+        }
+        self.next_handshake_warning = self.core.now + EVICTION_WARNING_INTERVAL;
+        let message = format!(
+            "{refused} TLS handshakes refused: too many in progress at once, the \
+             --ssl-max-handshakes limit (logged at most every {} s)",
+            EVICTION_WARNING_INTERVAL.as_secs()
+        );
+        self.core.log_warning(py, &message);
+    }
+
     /// Closes connections whose deadline passed; a client that stalled in
     /// the middle of a request gets a 408 first.
     pub(crate) fn sweep_deadlines(&mut self, py: Python<'_>) {
@@ -484,6 +500,7 @@ impl Server {
             proxy.sweep(py, now);
         }
         self.core.static_files.rewatch_lost_mounts();
+        self.report_refused_handshakes(py);
         // Paused at the cap because nothing was idle: a connection that has
         // gone idle since can make room now (checked here, once a second,
         // to keep the scan off the busy path).

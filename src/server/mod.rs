@@ -91,10 +91,14 @@ pub struct Server {
     events: Events,
     listener: Option<Listener>,
     /// Set when the listener speaks TLS: every accepted TCP connection gets
-    /// a session from it; and the most handshakes in progress at once.
-    tls: Option<(std::sync::Arc<rustls::ServerConfig>, usize)>,
-    /// TLS handshakes in progress (see `conn/tls.rs`).
-    tls_handshakes: std::rc::Rc<std::cell::Cell<usize>>,
+    /// a session from it, and its handshake a slot in the gate (the cap on
+    /// handshakes in progress, see `conn/tls.rs`).
+    tls: Option<(
+        std::sync::Arc<rustls::ServerConfig>,
+        std::rc::Rc<crate::conn::HandshakeGate>,
+    )>,
+    /// When handshakes refused at the cap may next be logged.
+    next_handshake_warning: Instant,
     connections: Slab<Connection>,
     core: Core,
     accept_paused: bool,
@@ -186,7 +190,10 @@ impl Server {
             ping_timeout: optional("ws_ping_timeout", ws_ping_timeout)?,
             per_message_deflate: ws_per_message_deflate,
         };
-        let tls = tls.map(|settings| (settings.config.clone(), tls_max_handshakes.max(1)));
+        let tls = tls.map(|settings| {
+            let gate = crate::conn::HandshakeGate::new(tls_max_handshakes);
+            (settings.config.clone(), std::rc::Rc::new(gate))
+        });
         let access_format = access_log_format
             .map(|format| AccessFormat::parse(&format))
             .transpose()
@@ -294,7 +301,6 @@ impl Server {
             events: Events::with_capacity(1024),
             listener: Some(listener),
             tls,
-            tls_handshakes: Default::default(),
             connections: Slab::with_capacity(1024),
             core: Core {
                 router,
@@ -336,6 +342,7 @@ impl Server {
             drive_soon: Vec::new(),
             accept_retry_at: None,
             next_eviction_warning: now,
+            next_handshake_warning: now,
             drain_deadline: None,
             next_sweep: now + Duration::from_secs(1),
             completion_source: None,
