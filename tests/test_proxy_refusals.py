@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import select
 import socket
 import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import bcrypt
 import pytest
 from proxy_support import VIA, basic, curl, echo_until_eof, exchange, one_answer, read_all, tunnel
 from support import GUARD_TIMEOUT, RushServer, ServerFactory
@@ -78,6 +80,55 @@ def test_basic_authentication(proxy: Callable[..., RushServer], origin: RushServ
         response = one_answer(server, (request + f"Proxy-Authorization: {basic(credentials)}\r\n\r\n").encode())
         assert response.status == 200 and response.body == b"Hello, World!"
     assert curl("-x", server.url, "--proxy-user", "alice:s3cret", f"{origin.url}/").stdout == b"Hello, World!"
+
+
+# The proxy's cap on password checks in flight per worker (src/proxy/auth.rs).
+MAX_PASSWORD_CHECKS = 8
+
+
+def test_a_verified_user_is_answered_while_a_flood_of_junk_credentials_is_checked(
+    proxy: Callable[..., RushServer], origin: RushServer, tmp_path: Path
+) -> None:
+    """bcrypt runs off the loop, verified credentials are cached, and checks
+    in flight are capped: junk past the cap gets 503 at once, and a user
+    verified before is answered while the junk checks are still running.
+    Nothing here is timed: cost-13 checks keep the pool busy for seconds,
+    and the assertions are about which answers came first."""
+    htpasswd = tmp_path / "htpasswd"
+    htpasswd.write_text("carol:" + bcrypt.hashpw(b"pass", bcrypt.gensalt(13)).decode() + "\n")
+    server = proxy("--allow-private", "--workers", "1", "--auth-file", str(htpasswd))
+    target = f"http://127.0.0.1:{origin.port}/"
+
+    def request(credentials: str) -> bytes:
+        authorization = f"Proxy-Authorization: {basic(credentials)}\r\n"
+        return f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{authorization}\r\n".encode()
+
+    # One check, then carol is in the cache.
+    assert one_answer(server, request("carol:pass")).status == 200
+    # Junk past the cap: an unknown user and a wrong password, alternately.
+    junk = []
+    for index in range(MAX_PASSWORD_CHECKS + 4):
+        sock = socket.create_connection(server.address, timeout=GUARD_TIMEOUT)
+        sock.sendall(request("eve:guess" if index % 2 else "carol:guess"))
+        junk.append(sock)
+    try:
+        # The cap answers the extra ones at once.
+        ready, _, _ = select.select(junk, [], [], GUARD_TIMEOUT)
+        assert ready, "no answer to a flood past the cap"
+        refused = [sock for sock in ready if read_all(sock).startswith(b"HTTP/1.1 503 ")]
+        assert refused, "past the cap, a check is refused at once"
+        in_flight = [sock for sock in junk if sock not in ready]
+        assert in_flight
+        # carol, verified before, is answered while those checks still run.
+        assert one_answer(server, request("carol:pass")).status == 200
+        still_running, _, _ = select.select(in_flight, [], [], 0)
+        assert len(still_running) < len(in_flight), "every junk check finished before carol was answered"
+        # Each junk request ends refused (407, or 503 past the cap), never let through.
+        for sock in in_flight:
+            assert read_all(sock).split(b" ", 2)[1] in (b"407", b"503")
+    finally:
+        for sock in junk:
+            sock.close()
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,8 @@ use ipnet::IpNet;
 use sha1::Digest;
 use subtle::ConstantTimeEq;
 
+use super::auth::Check;
+
 /// What the proxy allows; fixed for the life of a worker.
 #[derive(Debug, Default)]
 pub(crate) struct Policy {
@@ -25,6 +27,19 @@ pub(crate) struct Policy {
     pub(crate) clients: Vec<IpNet>,
     /// Credentials; empty means no authentication.
     pub(crate) credentials: Vec<Credential>,
+    /// A bcrypt hash of nothing anyone knows, at the cost of the file's
+    /// hashes: an unknown user's password is checked against it, so the
+    /// answer takes as long as for a known user (set when any credential
+    /// is bcrypt).
+    pub(crate) stand_in_hash: Option<String>,
+}
+
+/// What a request's credentials need before it may go on.
+pub(crate) enum AuthCheck {
+    Allowed,
+    Refused,
+    /// A bcrypt check, too slow for the loop (see `auth.rs`).
+    Verify(Check),
 }
 
 /// Why a request is refused, with the status it gets.
@@ -34,6 +49,8 @@ pub(crate) enum Refusal {
     Client,
     /// 407: missing or wrong credentials.
     Auth,
+    /// 503: too many password checks in progress (see `auth.rs`).
+    AuthBusy,
     /// 403: CONNECT to a port not allowed.
     Port,
     /// 403: the target resolves only to internal addresses.
@@ -48,6 +65,7 @@ impl Refusal {
     pub(crate) fn status(self) -> u16 {
         match self {
             Refusal::Auth => 407,
+            Refusal::AuthBusy => 503,
             _ => 403,
         }
     }
@@ -56,6 +74,7 @@ impl Refusal {
         match self {
             Refusal::Client => "this client may not use the proxy",
             Refusal::Auth => "proxy authentication required",
+            Refusal::AuthBusy => "too many password checks in progress; retry in a moment",
             Refusal::Port => "CONNECT to this port is not allowed",
             Refusal::Private => "the target is an internal address",
             Refusal::Hook => "refused by the proxy policy",
@@ -79,21 +98,74 @@ impl Policy {
     }
 
     /// Whether `header` (the value of `Proxy-Authorization`, if any) carries
-    /// credentials that match one of ours. Every credential is checked, so
-    /// the time taken does not tell which user name exists.
-    pub(crate) fn authorizes(&self, header: Option<&[u8]>) -> bool {
+    /// credentials that match one of ours, or the bcrypt check that decides.
+    /// Every user name is compared (in constant time), and when bcrypt
+    /// hashes are in use any other refusal waits for a check against the
+    /// stand-in hash (which never passes), so the time taken does not tell
+    /// which user names exist.
+    pub(crate) fn check_credentials(&self, header: Option<&[u8]>) -> AuthCheck {
         if self.credentials.is_empty() {
-            return true;
+            return AuthCheck::Allowed;
         }
         let Some((user, password)) = header.and_then(basic_credentials) else {
-            return false;
+            return AuthCheck::Refused;
         };
+        let user_digest = sha256(&user);
         let mut matched = false;
+        let mut bcrypt_hash = None;
         for credential in &self.credentials {
-            matched |= credential.matches(&user, &password);
+            let (name, cheap_match) = match credential {
+                Credential::Plain { user, digest } => {
+                    (user, bool::from(sha256(&password).ct_eq(digest)))
+                }
+                Credential::Sha1 { user, digest } => {
+                    let given: [u8; 20] = sha1::Sha1::digest(&password).into();
+                    (user, bool::from(given.as_slice().ct_eq(digest.as_slice())))
+                }
+                Credential::Bcrypt { user, .. } => (user, false),
+            };
+            let same_user = bool::from(sha256(name).ct_eq(&user_digest));
+            matched |= same_user & cheap_match;
+            if let (true, Credential::Bcrypt { hash, .. }) = (same_user, credential) {
+                bcrypt_hash.get_or_insert(hash);
+            }
         }
-        matched
+        if matched {
+            return AuthCheck::Allowed;
+        }
+        let digest = {
+            let mut hasher = sha2::Sha256::new();
+            hasher.update(&user);
+            hasher.update(b":");
+            hasher.update(&password);
+            hasher.finalize().into()
+        };
+        let (hash, stand_in) = match (bcrypt_hash, &self.stand_in_hash) {
+            (Some(hash), _) => (hash.clone(), false),
+            // An unknown user, or a cheap credential that did not match:
+            // as slow a no as a bcrypt user's.
+            (None, Some(stand_in)) => (stand_in.clone(), true),
+            _ => return AuthCheck::Refused,
+        };
+        AuthCheck::Verify(Check {
+            digest,
+            password,
+            hash,
+            stand_in,
+        })
     }
+}
+
+/// The stand-in hash for `credentials` (see `Policy::stand_in_hash`), at
+/// the cost of the first bcrypt credential. Its password does not matter:
+/// a check against it is marked `stand_in` and never passes.
+pub(crate) fn stand_in_hash(credentials: &[Credential]) -> Option<String> {
+    let cost = credentials.iter().find_map(|credential| match credential {
+        // `$2y$12$...`: the cost is the two digits after the prefix.
+        Credential::Bcrypt { hash, .. } => hash.get(4..6)?.parse::<u32>().ok(),
+        _ => None,
+    })?;
+    bcrypt::hash("stand-in", cost).ok()
 }
 
 /// An IPv4-mapped IPv6 address as the IPv4 address it is.
@@ -221,23 +293,6 @@ impl Credential {
         }
         Err("only bcrypt ($2y$) and {SHA} htpasswd hashes are supported".into())
     }
-
-    fn matches(&self, user: &[u8], password: &[u8]) -> bool {
-        let (expected_user, password_ok) = match self {
-            Credential::Plain { user, digest } => {
-                (user, bool::from(sha256(password).ct_eq(digest)))
-            }
-            Credential::Sha1 { user, digest } => {
-                let given: [u8; 20] = sha1::Sha1::digest(password).into();
-                (user, bool::from(given.as_slice().ct_eq(digest.as_slice())))
-            }
-            Credential::Bcrypt { user, hash } => {
-                (user, bcrypt::verify(password, hash).unwrap_or(false))
-            }
-        };
-        let user_ok: bool = sha256(user).ct_eq(&sha256(expected_user)).into();
-        user_ok & password_ok
-    }
 }
 
 #[cfg(test)]
@@ -304,10 +359,21 @@ mod tests {
         format!("Basic {encoded}").into_bytes()
     }
 
+    /// The decision, running a bcrypt check inline as the pool would.
+    fn authorizes(policy: &Policy, header: Option<&[u8]>) -> bool {
+        match policy.check_credentials(header) {
+            AuthCheck::Allowed => true,
+            AuthCheck::Refused => false,
+            AuthCheck::Verify(check) => {
+                !check.stand_in && bcrypt::verify(&check.password, &check.hash).unwrap()
+            }
+        }
+    }
+
     #[test]
     fn basic_auth() {
         let mut policy = Policy::default();
-        assert!(policy.authorizes(None));
+        assert!(authorizes(&policy, None));
         policy
             .credentials
             .push(Credential::plain("alice:s3cret").unwrap());
@@ -318,10 +384,11 @@ mod tests {
         policy.credentials.push(
             Credential::htpasswd(&format!("carol:{}", bcrypt::hash("pass", 4).unwrap())).unwrap(),
         );
-        assert!(policy.authorizes(Some(&basic("alice:s3cret"))));
-        assert!(policy.authorizes(Some(b"basic   YWxpY2U6czNjcmV0  ")));
-        assert!(policy.authorizes(Some(&basic("bob:pw"))));
-        assert!(policy.authorizes(Some(&basic("carol:pass"))));
+        policy.stand_in_hash = stand_in_hash(&policy.credentials);
+        assert!(authorizes(&policy, Some(&basic("alice:s3cret"))));
+        assert!(authorizes(&policy, Some(b"basic   YWxpY2U6czNjcmV0  ")));
+        assert!(authorizes(&policy, Some(&basic("bob:pw"))));
+        assert!(authorizes(&policy, Some(&basic("carol:pass"))));
         for wrong in [
             "alice:s3cre",
             "alice:s3cret2",
@@ -330,12 +397,56 @@ mod tests {
             "alice",
             "",
         ] {
-            assert!(!policy.authorizes(Some(&basic(wrong))), "{wrong}");
+            assert!(!authorizes(&policy, Some(&basic(wrong))), "{wrong}");
         }
-        assert!(!policy.authorizes(None));
-        assert!(!policy.authorizes(Some(b"Bearer abc")));
-        assert!(!policy.authorizes(Some(b"Basic !!!")));
+        assert!(!authorizes(&policy, None));
+        assert!(!authorizes(&policy, Some(b"Bearer abc")));
+        assert!(!authorizes(&policy, Some(b"Basic !!!")));
         assert!(Credential::plain("nopassword").is_err());
         assert!(Credential::htpasswd("dave:$apr1$x$y").is_err());
+    }
+
+    #[test]
+    fn bcrypt_and_unknown_users_go_to_the_pool_and_cheap_ones_do_not() {
+        let mut policy = Policy::default();
+        policy
+            .credentials
+            .push(Credential::plain("alice:s3cret").unwrap());
+        let carol = bcrypt::hash("pass", 5).unwrap();
+        policy
+            .credentials
+            .push(Credential::htpasswd(&format!("carol:{carol}")).unwrap());
+        policy.stand_in_hash = stand_in_hash(&policy.credentials);
+        // The stand-in costs what the file's hashes cost.
+        assert!(policy
+            .stand_in_hash
+            .as_ref()
+            .unwrap()
+            .starts_with("$2b$05$"));
+        assert!(matches!(
+            policy.check_credentials(Some(&basic("alice:s3cret"))),
+            AuthCheck::Allowed
+        ));
+        // A cheap user's wrong password waits for a stand-in check too: as
+        // slow a no as any other.
+        assert!(matches!(
+            policy.check_credentials(Some(&basic("alice:nope"))),
+            AuthCheck::Verify(Check { stand_in: true, .. })
+        ));
+        assert!(matches!(policy.check_credentials(None), AuthCheck::Refused));
+        let AuthCheck::Verify(known) = policy.check_credentials(Some(&basic("carol:guess"))) else {
+            panic!("a bcrypt user is checked off the loop");
+        };
+        assert!(!known.stand_in && known.hash == carol);
+        // An unknown user costs one bcrypt check too, which never passes
+        // (not even with the stand-in's own password).
+        let AuthCheck::Verify(unknown) = policy.check_credentials(Some(&basic("eve:stand-in")))
+        else {
+            panic!("an unknown user is checked against the stand-in");
+        };
+        assert!(unknown.stand_in);
+        assert!(!authorizes(&policy, Some(&basic("eve:stand-in"))));
+        // The cache key tells users and passwords apart.
+        assert_ne!(known.digest, unknown.digest);
     }
 }

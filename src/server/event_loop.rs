@@ -86,6 +86,7 @@ impl Server {
                 RESOLVER => {
                     if let Some(proxy) = &mut self.proxy {
                         proxy.deliver_answers(py, self.core.now);
+                        proxy.deliver_verdicts(py, self.core.now);
                     }
                 }
                 token if ProxyLoop::owns(token) => {
