@@ -68,6 +68,9 @@ pub(crate) struct Core {
     /// logged with the request it belongs to.
     pub(crate) detached_requests: std::collections::HashMap<u64, String>,
     pub(crate) draining: bool,
+    /// The worker began its `--max-requests` (see `liveness.rs`): the loop
+    /// stops accepting and asks for its successor.
+    pub(crate) request_limit_reached: bool,
     /// While a request is answered: complete bytes of later pipelined
     /// requests are already buffered on its connection (a draining worker
     /// answers those too before it closes).
@@ -441,6 +444,13 @@ impl Core {
     /// Logs at debug level (only called when `debug` is on).
     pub(crate) fn log_debug(&self, py: Python<'_>, message: &str) {
         if let Err(logging_error) = self.error_logger.call1(py, (message, py.None(), "debug")) {
+            logging_error.print(py);
+        }
+    }
+
+    /// Logs at info level: an ordinary event of the worker's life.
+    pub(crate) fn log_info(&self, py: Python<'_>, message: &str) {
+        if let Err(logging_error) = self.error_logger.call1(py, (message, py.None(), "info")) {
             logging_error.print(py);
         }
     }

@@ -132,6 +132,7 @@ impl Server {
             self.drive_connection(py, key);
         }
         self.wake_parked(py);
+        self.stop_at_request_limit(py);
         self.resume_accepting(py);
         if check_signals {
             py.check_signals()?;
@@ -283,6 +284,11 @@ impl Server {
     pub(crate) fn accept_connections(&mut self, py: Python<'_>) -> usize {
         let mut accepted_now = 0;
         loop {
+            if self.core.request_limit_reached {
+                // --max-requests: not one connection more (see
+                // `stop_at_request_limit`, which the loop calls next).
+                return accepted_now;
+            }
             if accepted_now == ACCEPT_BATCH {
                 // Leave the rest of the queue to the other workers woken by the
                 // same event; re-arming raises a new event here if any remain.

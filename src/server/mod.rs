@@ -331,6 +331,7 @@ impl Server {
                 next_request_id: 0,
                 detached_requests: std::collections::HashMap::new(),
                 draining: false,
+                request_limit_reached: false,
                 pipelined_after: false,
                 output_total: 0,
                 may_park: false,
