@@ -18,7 +18,7 @@ from pathlib import Path
 
 import bcrypt
 import pytest
-from proxy_support import VIA, basic, curl, echo_until_eof, exchange, one_answer, read_all, tunnel
+from proxy_support import VIA, answer_ok, basic, curl, echo_until_eof, exchange, one_answer, read_all, tunnel
 from support import GUARD_TIMEOUT, RushServer, ServerFactory
 
 # The fixtures (origin, origins, tls_origin, proxy...) come from proxy_fixtures.py.
@@ -41,6 +41,41 @@ def test_defaults_refuse_private_targets_and_other_connect_ports(
     # Any other port is refused before the address matters.
     response = one_answer(server, b"CONNECT 10.0.0.1:22 HTTP/1.1\r\nHost: x\r\n\r\n")
     assert response.status == 403 and b"port" in response.body
+
+
+def test_http_requests_reach_only_squids_safe_ports_unless_allowed(
+    proxy: Callable[..., RushServer], origins: Callable
+) -> None:
+    """An http:// request to a port outside squid's Safe_ports (here 1024, the
+    first port below 1025 a test can bind without privileges, or one below
+    it) is refused before the proxy connects; --allow-port lets it through."""
+    origin = None
+    for port in (1024, 1023, 444, 1022):
+        try:
+            origin = origins(answer_ok, port)
+            break
+        except OSError:
+            continue
+    if origin is None:
+        pytest.skip("no port outside Safe_ports could be bound here")
+    request = f"GET http://127.0.0.1:{origin.port}/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
+    response = one_answer(proxy("--allow-private"), request)
+    assert response.status == 403 and b"--allow-port PORT" in response.body, response
+    assert origin.accepted == 0
+    response = one_answer(proxy("--allow-private", "--allow-port", str(origin.port)), request)
+    assert response.status == 200 and response.body == b"ok"
+
+
+def test_every_403_names_the_flag_that_lifts_it(proxy: Callable[..., RushServer], origin: RushServer) -> None:
+    server = proxy("--allow-client", "10.0.0.0/8")
+    target = f"http://127.0.0.1:{origin.port}/"
+    response = one_answer(server, f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    assert response.status == 403 and b"--allow-client" in response.body
+    server = proxy()
+    response = one_answer(server, f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    assert response.status == 403 and b"--allow-private" in response.body
+    response = one_answer(server, b"CONNECT 10.0.0.1:22 HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert response.status == 403 and b"--allow-connect-port" in response.body
 
 
 def test_forwarding_loops_are_refused(proxy: Callable[..., RushServer], origin: RushServer) -> None:

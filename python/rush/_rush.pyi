@@ -111,6 +111,7 @@ class ProxySettings:
         send_timeout: float = 30.0,
         dns_timeout: float = 10.0,
         allow_connect_ports: list[int] = ...,
+        allow_ports: list[int] = ...,
         allow_private: bool = False,
         allow_clients: list[str] = ...,
         auth: list[str] = ...,

@@ -467,6 +467,9 @@ impl Worker {
         if tunnel && !self.policy.allows_connect_port(port) {
             return Decision::Refuse(Refusal::Port);
         }
+        if !tunnel && !self.policy.allows_forward_port(port) {
+            return Decision::Refuse(Refusal::ForwardPort);
+        }
         let buffer = &conn.input;
         let Some(hook) = self.hook.as_ref() else {
             return Decision::Allow;

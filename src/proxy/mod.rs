@@ -129,7 +129,7 @@ impl ProxySettings {
         max_connections=10000, max_request_line=8192, max_head_size=16384, max_headers=100,
         header_timeout=10.0, keep_alive_timeout=5.0, upstream_timeout=60.0,
         tunnel_idle_timeout=300.0, send_timeout=30.0, dns_timeout=10.0,
-        allow_connect_ports=Vec::new(), allow_private=false, allow_clients=Vec::new(),
+        allow_connect_ports=Vec::new(), allow_ports=Vec::new(), allow_private=false, allow_clients=Vec::new(),
         auth=Vec::new(), htpasswd=Vec::new(), via_name=String::from("rush"),
     ))]
     #[allow(clippy::too_many_arguments)]
@@ -146,6 +146,7 @@ impl ProxySettings {
         send_timeout: f64,
         dns_timeout: f64,
         allow_connect_ports: Vec<u16>,
+        allow_ports: Vec<u16>,
         allow_private: bool,
         allow_clients: Vec<String>,
         auth: Vec<String>,
@@ -193,6 +194,7 @@ impl ProxySettings {
                 config,
                 policy: Policy {
                     connect_ports: allow_connect_ports,
+                    forward_ports: allow_ports,
                     allow_private,
                     clients,
                     stand_in_hash: policy::stand_in_hash(&credentials),

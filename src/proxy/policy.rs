@@ -3,7 +3,8 @@
 //! open, and whether a `Proxy-Authorization` header carries valid
 //! credentials. No I/O here; the connection code asks and acts.
 //!
-//! The defaults are squid's: CONNECT to 443 only, no internal targets
+//! The defaults are squid's: CONNECT to 443 only, `http://` to squid's
+//! `Safe_ports` only (`SAFE_PORTS`), no internal targets
 //! (loopback, private, link-local, cloud metadata...), every client allowed
 //! only because the listener is on loopback unless told otherwise.
 
@@ -16,11 +17,32 @@ use subtle::ConstantTimeEq;
 
 use super::auth::Check;
 
+/// The ports squid's default `Safe_ports` list allows for plain
+/// forwarding: http, ftp, https, gopher, wais, http-mgmt, gss-http,
+/// filemaker, multiling http, and every unprivileged port. The rest are
+/// services (smtp 25, ssh 22...) a browser's request has no business
+/// reaching; refusing them keeps the proxy from being a relay for
+/// cross-protocol requests.
+const SAFE_PORTS: [std::ops::RangeInclusive<u16>; 10] = [
+    80..=80,
+    21..=21,
+    443..=443,
+    70..=70,
+    210..=210,
+    1025..=65535,
+    280..=280,
+    488..=488,
+    591..=591,
+    777..=777,
+];
+
 /// What the proxy allows; fixed for the life of a worker.
 #[derive(Debug, Default)]
 pub(crate) struct Policy {
     /// Ports CONNECT may reach besides 443.
     pub(crate) connect_ports: Vec<u16>,
+    /// Ports `http://` requests may reach besides `SAFE_PORTS`.
+    pub(crate) forward_ports: Vec<u16>,
     /// Connect to internal addresses too (tests, or a proxy for a private network).
     pub(crate) allow_private: bool,
     /// Client networks allowed; empty means every client.
@@ -53,6 +75,8 @@ pub(crate) enum Refusal {
     AuthBusy,
     /// 403: CONNECT to a port not allowed.
     Port,
+    /// 403: an `http://` request to a port not allowed.
+    ForwardPort,
     /// 403: the target resolves only to internal addresses.
     Private,
     /// 403: the Python policy hook said no.
@@ -70,15 +94,26 @@ impl Refusal {
         }
     }
 
+    /// The one-line answer; a 403 names what would lift it, so that an
+    /// operator reading a client's error knows which flag to reach for.
     pub(crate) fn message(self) -> &'static str {
         match self {
-            Refusal::Client => "this client may not use the proxy",
+            Refusal::Client => "this client may not use the proxy (--allow-client CIDR admits it)",
             Refusal::Auth => "proxy authentication required",
             Refusal::AuthBusy => "too many password checks in progress; retry in a moment",
-            Refusal::Port => "CONNECT to this port is not allowed",
-            Refusal::Private => "the target is an internal address",
-            Refusal::Hook => "refused by the proxy policy",
-            Refusal::Loop => "forwarding loop: the request came through this proxy already",
+            Refusal::Port => {
+                "CONNECT to this port is not allowed (--allow-connect-port PORT allows it)"
+            }
+            Refusal::ForwardPort => {
+                "forwarding to this port is not allowed (--allow-port PORT allows it)"
+            }
+            Refusal::Private => "the target is an internal address (--allow-private allows it)",
+            Refusal::Hook => {
+                "refused by the proxy policy (the policy function given to rush.proxy.run)"
+            }
+            Refusal::Loop => {
+                "forwarding loop: the request came through this proxy already (no flag lifts this)"
+            }
         }
     }
 }
@@ -91,6 +126,10 @@ impl Policy {
 
     pub(crate) fn allows_connect_port(&self, port: u16) -> bool {
         port == 443 || self.connect_ports.contains(&port)
+    }
+
+    pub(crate) fn allows_forward_port(&self, port: u16) -> bool {
+        SAFE_PORTS.iter().any(|range| range.contains(&port)) || self.forward_ports.contains(&port)
     }
 
     pub(crate) fn allows_address(&self, address: IpAddr) -> bool {
@@ -335,6 +374,20 @@ mod tests {
         ] {
             assert!(!is_internal(ip(text)), "{text}");
         }
+    }
+
+    #[test]
+    fn forward_ports_are_squids_safe_ports_unless_allowed() {
+        let mut policy = Policy::default();
+        for port in [80, 21, 443, 70, 210, 280, 488, 591, 777, 1025, 8080, 65535] {
+            assert!(policy.allows_forward_port(port), "{port}");
+        }
+        for port in [0, 1, 22, 23, 25, 110, 143, 444, 1024] {
+            assert!(!policy.allows_forward_port(port), "{port}");
+        }
+        policy.forward_ports.push(25);
+        assert!(policy.allows_forward_port(25));
+        assert!(!policy.allows_forward_port(22));
     }
 
     #[test]
