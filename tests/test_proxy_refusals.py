@@ -78,6 +78,23 @@ def test_every_403_names_the_flag_that_lifts_it(proxy: Callable[..., RushServer]
     assert response.status == 403 and b"--allow-connect-port" in response.body
 
 
+def test_a_forbidden_trailer_field_never_reaches_the_origin(
+    proxy: Callable[..., RushServer], origins: Callable
+) -> None:
+    received: list[bytes] = []
+
+    def record(connection: socket.socket) -> None:
+        while data := connection.recv(65536):
+            received.append(data)
+
+    origin = origins(record)
+    server = proxy("--allow-private")
+    head = f"POST http://127.0.0.1:{origin.port}/ HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    responses, _ = exchange(server, head.encode() + b"5\r\nhello\r\n0\r\nContent-Length: 99\r\n\r\n")
+    assert [response.status for response in responses] == [400]
+    assert b"Content-Length: 99" not in b"".join(received)
+
+
 def test_forwarding_loops_are_refused(proxy: Callable[..., RushServer], origin: RushServer) -> None:
     server = proxy("--allow-private")
     # A request that already came through this proxy (another proxy sent it back): refused.
