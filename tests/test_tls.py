@@ -332,9 +332,9 @@ def test_silent_sockets_do_not_hold_handshake_slots(rush_server: ServerFactory, 
         # worker before the next, so none waits on SYN-ACK retransmits.
         for _ in range(10):
             silent += [socket.create_connection(("127.0.0.1", server.port), timeout=GUARD_TIMEOUT) for _ in range(100)]
-            opened = len(silent)
+            wanted = baseline + len(silent)
             wait_for(
-                lambda: socket_fd_count(worker) >= baseline + opened, "the worker holds every silent socket so far"
+                lambda wanted=wanted: socket_fd_count(worker) >= wanted, "the worker holds every silent socket so far"
             )
         for _ in range(3):
             with httpx.Client(verify=client_context(pki), timeout=GUARD_TIMEOUT) as newcomer:
