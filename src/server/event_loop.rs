@@ -559,17 +559,24 @@ impl Server {
             }
             match connection.state.read() {
                 ReadState::Head | ReadState::Body(_) => {
-                    // A client that stalled in the middle of a request: best
-                    // effort, one write attempt of a 408, then close.
+                    // A client that stalled in the middle of a request gets a
+                    // 408 and a lingering close, as any refusal: the drive
+                    // writes it, shuts the write side and discards what still
+                    // comes for a bounded time. Closing at once would answer
+                    // the client's next byte (a slowloris drips on) with an
+                    // RST, which can cost it the 408.
                     rush_proto::encode::write_request_timeout(
                         &mut connection.sink.output,
                         date_line,
                     );
                     metrics::refused(408);
-                    let _ = connection.write_output();
+                    connection.state.refused();
+                    connection.deadline = Some(now + crate::options::LINGER_TIMEOUT);
                     // Logged with the peer's address (see `refuse`).
                     connection.origin = None;
                     timed_out.push((key, "408 the request did not arrive in time"));
+                    woken.push(key);
+                    continue;
                 }
                 // An idle connection whose next request just arrived is
                 // served, not closed under it.
