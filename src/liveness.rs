@@ -46,6 +46,10 @@ struct Shared {
     request_limit: AtomicU64,
     /// The supervisor's pid, told when the limit is reached.
     supervisor_pid: AtomicU64,
+    /// 1 once the supervisor retires the worker to replace it (a reload, a
+    /// recycle), written before its SIGTERM: WebSockets are then closed
+    /// with 1012 (service restart) instead of 1001 (going away).
+    restarting: AtomicU64,
     /// Odd while the line is being written.
     sequence: AtomicU64,
     line_length: AtomicU64,
@@ -132,6 +136,11 @@ impl Liveness {
         requests + 1 == shared.request_limit.load(Ordering::Relaxed)
     }
 
+    /// Whether the supervisor is replacing this worker (see `restarting`).
+    pub(crate) fn is_restarting(&self) -> bool {
+        self.shared().restarting.load(Ordering::Relaxed) != 0
+    }
+
     /// Asks the supervisor to start this worker's successor now (SIGUSR2),
     /// if it is still this process's parent (a reaped supervisor's pid may
     /// be someone else's).
@@ -171,6 +180,12 @@ impl Liveness {
         shared
             .supervisor_pid
             .store(supervisor_pid, Ordering::Relaxed);
+    }
+
+    /// The supervisor replaces this worker (a reload or a recycle): called
+    /// before it sends SIGTERM, so the worker's drain says "restart".
+    fn mark_restart(&self) {
+        self.shared().restarting.store(1, Ordering::Relaxed);
     }
 
     /// Requests the worker began.

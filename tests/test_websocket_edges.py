@@ -291,6 +291,49 @@ def test_graceful_shutdown_closes_with_1001(rush_server: ServerFactory) -> None:
     assert server.wait_exit() == 0
 
 
+def test_a_reload_closes_with_1012(rush_server: ServerFactory) -> None:
+    """1012 (service restart) tells the client to reconnect, to the new worker."""
+    server = rush_server(ASGI)
+
+    async def client() -> int:
+        async with websockets.connect(ws_url(server, "/echo")) as ws:
+            await ws.send("hi")
+            assert await ws.recv() == "hi"
+            server.send_signal(signal.SIGHUP)
+            with pytest.raises(ConnectionClosed) as closed:
+                await ws.recv()
+            return closed.value.rcvd.code
+
+    assert run(client()) == 1012
+    server.wait_for_log("reload finished")
+
+
+def test_only_allowed_origins_may_open_a_websocket(rush_server: ServerFactory) -> None:
+    """--ws-allowed-origins: another site's page (cross-site WebSocket
+    hijacking), or a handshake with no Origin, gets 403 before the app runs."""
+    server = rush_server(
+        ASGI, "--ws-allowed-origins", "https://good.example", "--ws-allowed-origins", "https://also.example:8443"
+    )
+
+    async def echo(origin: str) -> str:
+        async with websockets.connect(ws_url(server, "/echo"), origin=origin) as ws:
+            await ws.send("hi")
+            return await ws.recv()
+
+    assert run(echo("https://good.example")) == "hi"
+    assert run(echo("HTTPS://Also.Example:8443")) == "hi"
+    calls = state(server)["websocket_calls"]
+    for origin in ("https://evil.example", "https://good.example.evil", "null"):
+        with pytest.raises(InvalidStatus) as refused:
+            run(echo(origin))
+        assert refused.value.response.status_code == 403
+        assert b"--ws-allowed-origins" in refused.value.response.body
+    with server.connect() as connection:
+        connection.send(upgrade_request("/echo"))  # no Origin at all
+        assert [response.status for response in connection.read_until_close().responses] == [403]
+    assert state(server)["websocket_calls"] == calls, "a refused handshake reached the app"
+
+
 def test_a_thousand_concurrent_connections_echo(asgi: RushServer) -> None:
     async def one(number: int) -> None:
         async with websockets.connect(ws_url(asgi, "/echo"), compression=None, open_timeout=30) as ws:

@@ -182,6 +182,13 @@ class Config:
     ws_per_message_deflate: bool = _option(
         True, "offer permessage-deflate compression to WebSocket clients", kind="bool"
     )
+    ws_allowed_origins: list[str] = _option(
+        None,
+        "accept WebSocket handshakes only with this Origin, e.g. https://example.com (repeatable; env: "
+        "comma-separated); others, and handshakes without one, get 403 before the app runs [default: any]",
+        kind="list",
+        metavar="ORIGIN",
+    )
     max_request_line: int = _option(8192, "longest request line in bytes (414 beyond)", kind="size")
     max_head_size: int = _option(16384, "largest request head in bytes (431 beyond)", kind="size")
     max_headers: int = _option(100, "most header fields per request (431 beyond)")

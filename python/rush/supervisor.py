@@ -406,6 +406,8 @@ class Supervisor(Renewal):
         slot = self.slots[worker.slot]  # removing a slot retires its successor first
         old, slot.worker = slot.worker, worker
         if old is not None and old is not worker:
+            if old.liveness is not None:
+                old.liveness.mark_restart()  # its WebSockets close with 1012, not 1001
             self.retire(old, f"replaced by worker {worker.pid} ({reload.cause})")
 
     def on_exit(self, worker: Worker, code: int) -> None:

@@ -69,11 +69,17 @@ impl Server {
         if let Some(proxy) = &mut self.proxy {
             proxy.start_drain(py);
         }
-        // WebSocket clients are told the server is going away (1001); the
+        // WebSocket clients are told the server is going away (1001), or
+        // restarting (1012) when the supervisor replaces this worker; the
         // drain ends when they answered or at the graceful timeout.
+        let restarting = self
+            .core
+            .liveness
+            .as_ref()
+            .is_some_and(|liveness| liveness.get().is_restarting());
         for (key, connection) in self.connections.iter_mut() {
             if let Protocol::WebSocket(session) = &connection.protocol {
-                crate::ws::close_for_shutdown(py, session);
+                crate::ws::close_for_shutdown(py, session, restarting);
                 self.drive_soon.push(key);
             }
         }

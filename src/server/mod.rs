@@ -134,6 +134,7 @@ impl Server {
         access_log_format=None, access_log_fields=false, log_refusals=true, debug=false,
         ws_max_size=16 * 1024 * 1024, ws_max_queue=32,
         ws_ping_interval=20.0, ws_ping_timeout=20.0, ws_per_message_deflate=true,
+        ws_allowed_origins=Vec::new(),
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -178,6 +179,7 @@ impl Server {
         ws_ping_interval: f64,
         ws_ping_timeout: f64,
         ws_per_message_deflate: bool,
+        ws_allowed_origins: Vec<String>,
     ) -> PyResult<Self> {
         let optional = |name: &str, value: f64| {
             crate::options::seconds_or_zero(name, value)
@@ -216,6 +218,10 @@ impl Server {
             send_timeout: seconds("send_timeout", send_timeout)?,
             output_budget: max_worker_output.max(OUTPUT_HIGH_WATER),
             ws,
+            ws_allowed_origins: ws_allowed_origins
+                .iter()
+                .map(|origin| origin.trim().to_ascii_lowercase().into_bytes())
+                .collect(),
         };
         let owned = adopt_listening_socket(listener_fd)?;
         let poll = Poll::new()?;

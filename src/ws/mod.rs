@@ -371,13 +371,16 @@ impl Core {
 
 /// Starts a graceful close of a WebSocket connection (the worker drains):
 /// 1001, going away.
-pub(crate) fn close_for_shutdown(py: Python<'_>, session: &WsSession) {
+pub(crate) fn close_for_shutdown(py: Python<'_>, session: &WsSession, restarting: bool) {
+    // A client told 1012 knows to reconnect (to the new worker); 1001
+    // says the server is going away.
+    let (code, reason) = if restarting {
+        (rush_proto::ws::close::SERVICE_RESTART, "server restarting")
+    } else {
+        (rush_proto::ws::close::GOING_AWAY, "server shutting down")
+    };
     if let Ok(mut ws) = session.channel.bind(py).try_borrow_mut() {
-        let _ = ws.close_with(
-            py,
-            Some(rush_proto::ws::close::GOING_AWAY),
-            "server shutting down",
-        );
+        let _ = ws.close_with(py, Some(code), reason);
     }
 }
 
