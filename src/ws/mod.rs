@@ -35,6 +35,8 @@ use channel::{Phase, WebSocket};
 
 /// How long the peer has to answer our close frame before the socket is closed.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most capacity a connection's message buffer keeps between messages.
+const IDLE_MESSAGE_CAPACITY: usize = 16 * 1024;
 
 /// The loop's side of one WebSocket connection.
 pub struct WsSession {
@@ -256,7 +258,10 @@ impl Core {
                         }
                     };
                     session.message.clear();
-                    if session.message.capacity() > 1024 * 1024 {
+                    // An idle connection keeps no large buffer: inflating
+                    // grows it in 64 KiB steps, and a thousand idle
+                    // connections would each hold one.
+                    if session.message.capacity() > IDLE_MESSAGE_CAPACITY {
                         session.message = Vec::new();
                     }
                     ws.deliver_message(py, message);
