@@ -167,7 +167,7 @@ class Config:
     max_connections: int = _option(10000, "open connections per worker; beyond it, accepting pauses")
     max_worker_output: int = _option(
         64 * 1024**2,
-        "unsent response bytes per worker, summed over its connections; beyond it, the connections "
+        "memory of unsent responses per worker, summed over its connections; beyond it, the connections "
         "holding the most output stop reading requests until their clients catch up; suffixes K, M, G",
         kind="size",
     )
