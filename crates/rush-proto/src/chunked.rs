@@ -7,9 +7,11 @@
 //! ignored (their sizes are bounded), except that a trailer field a
 //! recipient must not take from a trailer (RFC 9110 section 6.5.1: framing,
 //! routing, request modifiers, authentication, response control data, how
-//! to process the content; see [`FORBIDDEN_TRAILER_FIELDS`]) is refused: a
-//! peer that merges trailers into the header section (a proxy behind us, a
-//! framework) would let it stand in for a header that was checked.
+//! to process the content; see [`FORBIDDEN_TRAILER_FIELDS`]) is refused in
+//! a request: a peer that merges trailers into the header section (an
+//! origin behind the proxy, a framework) would let it stand in for a header
+//! that was checked. A proxy relays a response's trailers as they are
+//! ([`ChunkedDecoder::for_response`]).
 //!
 //! The grammar enforced is RFC 9112 section 7.1, strictly:
 //!
@@ -125,6 +127,9 @@ pub struct ChunkedDecoder {
     trailer_name: [u8; LONGEST_FORBIDDEN_NAME],
     /// Length of the current trailer field name (it may exceed the array).
     trailer_name_length: usize,
+    /// Refuse [`FORBIDDEN_TRAILER_FIELDS`] (requests); a response's
+    /// trailers are relayed as they are (see [`ChunkedDecoder::for_response`]).
+    refuse_forbidden_trailers: bool,
     max_body_size: u64,
     max_chunk_line: usize,
     max_trailer_size: usize,
@@ -221,9 +226,21 @@ impl ChunkedDecoder {
             trailer_length: 0,
             trailer_name: [0; LONGEST_FORBIDDEN_NAME],
             trailer_name_length: 0,
+            refuse_forbidden_trailers: true,
             max_body_size: limits.max_body_size,
             max_chunk_line: limits.max_chunk_line,
             max_trailer_size: limits.max_trailer_size,
+        }
+    }
+
+    /// A decoder for a response body relayed by a proxy: as [`new`](Self::new),
+    /// but any trailer field is accepted. What an origin puts in its
+    /// trailers is its client's business; failing the response mid-body
+    /// would only truncate it.
+    pub fn for_response(limits: &Limits) -> ChunkedDecoder {
+        ChunkedDecoder {
+            refuse_forbidden_trailers: false,
+            ..ChunkedDecoder::new(limits)
         }
     }
 
@@ -422,6 +439,9 @@ impl ChunkedDecoder {
     }
 
     fn trailer_name_is_forbidden(&self) -> bool {
+        if !self.refuse_forbidden_trailers {
+            return false;
+        }
         let Some(name) = self.trailer_name.get(..self.trailer_name_length) else {
             return false;
         };
@@ -771,6 +791,12 @@ mod tests {
         assert!(FORBIDDEN_TRAILER_FIELDS
             .iter()
             .any(|name| name.len() == LONGEST_FORBIDDEN_NAME));
+        // A response's trailers are relayed as they are.
+        assert!(matches!(
+            ChunkedDecoder::for_response(&limits)
+                .decode(b"0\r\nContent-Length: 5\r\n\r\n", &mut Vec::new()),
+            Ok(ChunkedProgress { done: true, .. })
+        ));
         // A long allowed name is not cut down into a forbidden one.
         let long = format!("0\r\nhost{}: x\r\n\r\n", "x".repeat(40));
         assert!(matches!(
