@@ -347,6 +347,26 @@ def test_silent_sockets_do_not_hold_handshake_slots(rush_server: ServerFactory, 
             sock.close()
 
 
+def test_at_max_connections_a_silent_socket_makes_room_for_a_newcomer(
+    rush_server: ServerFactory, pki: dict[str, Path]
+) -> None:
+    """Silent sockets count as idle connections: at --max-connections the
+    oldest is closed for a newcomer, which completes its handshake."""
+    server = rush_server("basic", *tls_args(pki, "--max-connections", "10", "--header-timeout", "120"))
+    silent = [socket.create_connection(("127.0.0.1", server.port), timeout=GUARD_TIMEOUT) for _ in range(10)]
+    try:
+        # The listen queue is first in, first out: the ten are accepted
+        # before the newcomer that connects after them.
+        with httpx.Client(verify=client_context(pki), timeout=GUARD_TIMEOUT) as newcomer:
+            assert newcomer.get(f"{https(server)}/").status_code == 200
+        # The oldest silent socket was closed to make room.
+        assert silent[0].recv(1) == b""
+        server.wait_for_log(r"WARNING.*--max-connections limit")
+    finally:
+        for sock in silent:
+            sock.close()
+
+
 def serves_a_new_client(server: RushServer, pki: dict[str, Path]) -> bool:
     try:
         with tls_connection(server, client_context(pki)):
