@@ -14,6 +14,13 @@
 //! handler in a blocking call), and the request count drives
 //! `--max-requests`.
 //!
+//! `--max-requests` is the worker's own business too: the supervisor
+//! writes the worker's limit (with its jitter) and its own pid into the
+//! page before the fork, and the request that reaches the limit tells the
+//! worker's loop to stop accepting at once (`Server::stop_at_request_limit`),
+//! which then signals the supervisor (SIGUSR2) to start the successor now
+//! rather than at its next half-second checkup.
+//!
 //! Only the worker writes; the supervisor only reads. Every field is an
 //! atomic, the request line too (packed into words), and the line is
 //! guarded by a sequence counter (a seqlock), so a read never sees half of
@@ -34,6 +41,15 @@ struct Shared {
     heartbeat_ns: AtomicU64,
     /// Requests the worker began.
     requests: AtomicU64,
+    /// `--max-requests` plus this worker's jitter; 0: none. Written by the
+    /// supervisor before the fork.
+    request_limit: AtomicU64,
+    /// The supervisor's pid, told when the limit is reached.
+    supervisor_pid: AtomicU64,
+    /// 1 once the supervisor retires the worker to replace it (a reload, a
+    /// recycle), written before its SIGTERM: WebSockets are then closed
+    /// with 1012 (service restart) instead of 1001 (going away).
+    restarting: AtomicU64,
     /// Odd while the line is being written.
     sequence: AtomicU64,
     line_length: AtomicU64,
@@ -95,8 +111,9 @@ impl Liveness {
     }
 
     /// A request begins: counts it and keeps its request line (the first
-    /// line of `head`, without its CRLF).
-    pub(crate) fn request_started(&self, head: &[u8]) {
+    /// line of `head`, without its CRLF). True when this request reaches
+    /// the worker's request limit (only the one that reaches it).
+    pub(crate) fn request_started(&self, head: &[u8]) -> bool {
         let shared = self.shared();
         let end = memchr::memchr(b'\n', head).unwrap_or(head.len());
         let line = head[..end].strip_suffix(b"\r").unwrap_or(&head[..end]);
@@ -116,6 +133,25 @@ impl Liveness {
             .line_length
             .store(line.len() as u64, Ordering::Relaxed);
         shared.sequence.store(sequence + 2, Ordering::Release);
+        requests + 1 == shared.request_limit.load(Ordering::Relaxed)
+    }
+
+    /// Whether the supervisor is replacing this worker (see `restarting`).
+    pub(crate) fn is_restarting(&self) -> bool {
+        self.shared().restarting.load(Ordering::Relaxed) != 0
+    }
+
+    /// Asks the supervisor to start this worker's successor now (SIGUSR2),
+    /// if it is still this process's parent (a reaped supervisor's pid may
+    /// be someone else's).
+    pub(crate) fn ask_for_successor(&self) {
+        let supervisor = self.shared().supervisor_pid.load(Ordering::Relaxed) as libc::pid_t;
+        // SAFETY: getppid and kill take plain integers and touch no memory.
+        unsafe {
+            if supervisor > 1 && libc::getppid() == supervisor {
+                libc::kill(supervisor, libc::SIGUSR2);
+            }
+        }
     }
 }
 
@@ -134,6 +170,22 @@ impl Liveness {
             return None;
         }
         Some(monotonic_ns().saturating_sub(beat) as f64 / 1e9)
+    }
+
+    /// Sets the worker's request limit (0: none) and who to tell when it is
+    /// reached; the supervisor calls this before it forks the worker.
+    fn set_request_limit(&self, limit: u64, supervisor_pid: u64) {
+        let shared = self.shared();
+        shared.request_limit.store(limit, Ordering::Relaxed);
+        shared
+            .supervisor_pid
+            .store(supervisor_pid, Ordering::Relaxed);
+    }
+
+    /// The supervisor replaces this worker (a reload or a recycle): called
+    /// before it sends SIGTERM, so the worker's drain says "restart".
+    fn mark_restart(&self) {
+        self.shared().restarting.store(1, Ordering::Relaxed);
     }
 
     /// Requests the worker began.
@@ -187,6 +239,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_the_request_that_reaches_the_limit_says_so() {
+        let page = Liveness::map().unwrap();
+        page.set_request_limit(3, 0);
+        let reached: Vec<bool> = (0..5)
+            .map(|_| page.request_started(b"GET / HTTP/1.1\r\n"))
+            .collect();
+        assert_eq!(reached, [false, false, true, false, false]);
+    }
+
+    #[test]
     fn a_request_line_is_read_back_whole_and_cut_at_the_limit() {
         let page = Liveness::map().unwrap();
         assert_eq!(page.request_line(), "");
@@ -198,6 +260,8 @@ mod tests {
         page.request_started(long.as_bytes());
         assert_eq!(page.request_line().len(), LINE_MAX);
         assert_eq!(page.requests(), 2);
+        // No limit set: never reached.
+        assert!(!page.request_started(b"GET / HTTP/1.1\r\n"));
         page.beat();
         assert!(page.heartbeat_age().unwrap() < 60.0);
     }

@@ -44,6 +44,9 @@ pub(crate) struct LoopConfig {
     pub(crate) output_budget: usize,
     /// The WebSocket options (`--ws-*`).
     pub(crate) ws: WsConfig,
+    /// `--ws-allowed-origins`, lowercased: a handshake whose `Origin` is not
+    /// one of them is refused (403) before the app is called. Empty: any.
+    pub(crate) ws_allowed_origins: Vec<Vec<u8>>,
 }
 
 /// A timeout in seconds as a `Duration`, or a `ValueError` naming `name`.

@@ -1,8 +1,8 @@
 """Fixtures of the `rush proxy` tests, loaded as a pytest plugin (``pytest_plugins``).
 
 * ``origin``: rush's basic app, shared by a test module (/echo, /digest, /big...);
-* ``origins(handle)``: a threaded origin on loopback serving each connection
-  with ``handle`` (echo, stall, reset...), closed after the test;
+* ``origins(handle, port=0)``: a threaded origin on loopback serving each
+  connection with ``handle`` (echo, stall, reset...), closed after the test;
 * ``certificate`` and ``tls_origin``: a self-signed certificate for
   127.0.0.1 made with ``openssl`` now, and an HTTPS origin using it;
 * ``proxy(*flags)``: ``rush proxy`` on an inherited socket, stopped (and
@@ -25,11 +25,11 @@ from support import GUARD_TIMEOUT, RUSH, RushServer, ServerFactory
 
 
 @pytest.fixture
-def origins() -> Iterator[Callable[[Callable[[socket.socket], None]], ThreadedOrigin]]:
+def origins() -> Iterator[Callable[..., ThreadedOrigin]]:
     made: list[ThreadedOrigin] = []
 
-    def make(handle: Callable[[socket.socket], None]) -> ThreadedOrigin:
-        made.append(ThreadedOrigin(handle))
+    def make(handle: Callable[[socket.socket], None], port: int = 0) -> ThreadedOrigin:
+        made.append(ThreadedOrigin(handle, port))
         return made[-1]
 
     yield make

@@ -32,8 +32,8 @@ VIA = f"1.1 {socket.gethostname()} (rush)"
 class ThreadedOrigin:
     """A listening socket on loopback whose accepted connections ``handle`` serves, one thread each."""
 
-    def __init__(self, handle: Callable[[socket.socket], None]) -> None:
-        self.listener = socket.create_server(("127.0.0.1", 0))
+    def __init__(self, handle: Callable[[socket.socket], None], port: int = 0) -> None:
+        self.listener = socket.create_server(("127.0.0.1", port))
         self.port = self.listener.getsockname()[1]
         self.handle = handle
         self.accepted = 0
@@ -63,6 +63,14 @@ class ThreadedOrigin:
 def echo_until_eof(connection: socket.socket) -> None:
     while data := connection.recv(65536):
         connection.sendall(data)
+
+
+def answer_ok(connection: socket.socket) -> None:
+    """Reads a request head and answers 200 "ok", then closes."""
+    head = b""
+    while b"\r\n\r\n" not in head and (data := connection.recv(65536)):
+        head += data
+    connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
 
 
 def count_then_reply(connection: socket.socket) -> None:

@@ -256,6 +256,31 @@ def worker_output_growth_kib(rush_server: ServerFactory, *budget: str) -> int:
             client.close()
 
 
+def test_300_pipelining_clients_that_never_read_stay_within_the_default_budget(rush_server: ServerFactory) -> None:
+    """Issue 22's shape: 300 clients each pipeline 64 requests for 64 KiB
+    answers and never read (4 KiB receive buffers). The worker's growth
+    stays within the default --max-worker-output (64 MiB) plus 32 MiB, and a
+    fresh client is answered beside them."""
+    server = rush_server("basic")
+    worker = server.single_worker()
+    before = peak_rss_kib(worker)
+    pipeline = request("GET", f"/big?size={64 * 1024}") * 64
+    clients = [server.connect(rcvbuf=4096) for _ in range(300)]
+    try:
+        for client in clients:
+            client.send(pipeline)
+        for _ in range(2):
+            with httpx.Client(base_url=server.url, timeout=GUARD_TIMEOUT) as probe:
+                assert probe.get("/").status_code == 200
+        server.assert_running()
+        growth = peak_rss_kib(worker) - before
+    finally:
+        for client in clients:
+            client.close()
+    print(f"\nRSS growth for 300 pipelining clients that never read: {growth // 1024} MiB")
+    assert growth <= (64 + 32) * 1024, f"{growth // 1024} MiB"
+
+
 def test_the_worker_output_budget_bounds_what_clients_that_never_read_cost(rush_server: ServerFactory) -> None:
     bounded = worker_output_growth_kib(rush_server, "--max-worker-output", "2M")
     unbounded = worker_output_growth_kib(rush_server, "--max-worker-output", "1G")

@@ -21,6 +21,7 @@ from support import (
     RushServer,
     ServerFactory,
     chunked,
+    parse_responses,
     request,
     rss_kib,
     socket_fd_count,
@@ -195,6 +196,31 @@ def test_slowloris_dripping_a_head_gets_408(server: RushServer) -> None:
             pytest.fail("the server waited for the whole drip (20s) without answering")
         result = connection.read_until_close()
     assert [response.status for response in result.responses] == [408]
+
+
+def test_a_slowloris_that_drips_on_after_its_408_reads_it_then_eof_not_a_reset(server: RushServer) -> None:
+    """After the 408 the server shuts its write side and discards what the
+    client still sends (a lingering close), so the client reads the whole
+    answer and then EOF. Closing at once made the kernel answer the next
+    dripped byte with an RST, which the client saw as ECONNRESET."""
+    sock = socket.create_connection(server.address, timeout=GUARD_TIMEOUT)
+    with sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: test\r\nX-Drip: d")
+        # The 408 is sent and the server's FIN has arrived (POLLRDHUP).
+        poller = select.poll()
+        poller.register(sock, select.POLLRDHUP)
+        assert poller.poll(GUARD_TIMEOUT * 1000), "no 408 and FIN"
+        sock.sendall(b"ddd")  # the drip goes on, unaware
+        received = b""
+        while chunk := sock.recv(65536):  # ConnectionResetError fails the test
+            received += chunk
+        responses, rest = parse_responses(received)
+        assert [response.status for response in responses] == [408] and rest == b""
+        # The server still takes (and discards) what comes: no reset, which
+        # an uploading client would report instead of the 408. (Closed at
+        # once, the server's kernel answered the first drip with an RST, and
+        # this send fails with EPIPE.)
+        sock.sendall(b"ddd")
 
 
 def test_stalled_body_gets_408_and_a_close(server: RushServer) -> None:

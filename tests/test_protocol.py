@@ -280,6 +280,21 @@ def test_chunked_body_with_extensions_and_trailers_then_a_pipelined_request(serv
 
 
 @pytest.mark.parametrize(
+    "trailer", [b"Content-Length: 0", b"transfer-encoding: chunked", b"Host: evil", b"Authorization: Basic eDp5"]
+)
+def test_a_trailer_field_that_must_not_be_a_trailer_is_refused(server: RushServer, trailer: bytes) -> None:
+    """RFC 9110 6.5.1: framing, routing, authentication... fields in a
+    trailer get a 400 and a closed connection, before the app runs (the
+    request pipelined after it is not answered)."""
+    body = b"5\r\nhello\r\n0\r\n" + trailer + b"\r\n\r\n"
+    with server.connect() as connection:
+        connection.send(CHUNKED_HEAD + body + request("GET", "/echo?id=after"))
+        result = connection.read_until_close()
+    assert [response.status for response in result.responses] == [400]
+    assert b"trailer" in result.responses[0].body
+
+
+@pytest.mark.parametrize(
     "transfer_encoding", ["chunked", "Chunked", " chunked ", "CHUNKED"], ids=["lower", "title", "spaces", "upper"]
 )
 def test_chunked_coding_name_is_case_insensitive(server: RushServer, transfer_encoding: str) -> None:

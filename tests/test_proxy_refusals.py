@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import select
 import socket
 import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import bcrypt
 import pytest
-from proxy_support import VIA, basic, curl, echo_until_eof, exchange, one_answer, read_all, tunnel
+from proxy_support import VIA, answer_ok, basic, curl, echo_until_eof, exchange, one_answer, read_all, tunnel
 from support import GUARD_TIMEOUT, RushServer, ServerFactory
 
 # The fixtures (origin, origins, tls_origin, proxy...) come from proxy_fixtures.py.
@@ -39,6 +41,58 @@ def test_defaults_refuse_private_targets_and_other_connect_ports(
     # Any other port is refused before the address matters.
     response = one_answer(server, b"CONNECT 10.0.0.1:22 HTTP/1.1\r\nHost: x\r\n\r\n")
     assert response.status == 403 and b"port" in response.body
+
+
+def test_http_requests_reach_only_squids_safe_ports_unless_allowed(
+    proxy: Callable[..., RushServer], origins: Callable
+) -> None:
+    """An http:// request to a port outside squid's Safe_ports (here 1024, the
+    first port below 1025 a test can bind without privileges, or one below
+    it) is refused before the proxy connects; --allow-port lets it through."""
+    origin = None
+    for port in (1024, 1023, 444, 1022):
+        try:
+            origin = origins(answer_ok, port)
+            break
+        except OSError:
+            continue
+    if origin is None:
+        pytest.skip("no port outside Safe_ports could be bound here")
+    request = f"GET http://127.0.0.1:{origin.port}/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
+    response = one_answer(proxy("--allow-private"), request)
+    assert response.status == 403 and b"--allow-port PORT" in response.body, response
+    assert origin.accepted == 0
+    response = one_answer(proxy("--allow-private", "--allow-port", str(origin.port)), request)
+    assert response.status == 200 and response.body == b"ok"
+
+
+def test_every_403_names_the_flag_that_lifts_it(proxy: Callable[..., RushServer], origin: RushServer) -> None:
+    server = proxy("--allow-client", "10.0.0.0/8")
+    target = f"http://127.0.0.1:{origin.port}/"
+    response = one_answer(server, f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    assert response.status == 403 and b"--allow-client" in response.body
+    server = proxy()
+    response = one_answer(server, f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    assert response.status == 403 and b"--allow-private" in response.body
+    response = one_answer(server, b"CONNECT 10.0.0.1:22 HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert response.status == 403 and b"--allow-connect-port" in response.body
+
+
+def test_a_forbidden_trailer_field_never_reaches_the_origin(
+    proxy: Callable[..., RushServer], origins: Callable
+) -> None:
+    received: list[bytes] = []
+
+    def record(connection: socket.socket) -> None:
+        while data := connection.recv(65536):
+            received.append(data)
+
+    origin = origins(record)
+    server = proxy("--allow-private")
+    head = f"POST http://127.0.0.1:{origin.port}/ HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    responses, _ = exchange(server, head.encode() + b"5\r\nhello\r\n0\r\nContent-Length: 99\r\n\r\n")
+    assert [response.status for response in responses] == [400]
+    assert b"Content-Length: 99" not in b"".join(received)
 
 
 def test_forwarding_loops_are_refused(proxy: Callable[..., RushServer], origin: RushServer) -> None:
@@ -78,6 +132,55 @@ def test_basic_authentication(proxy: Callable[..., RushServer], origin: RushServ
         response = one_answer(server, (request + f"Proxy-Authorization: {basic(credentials)}\r\n\r\n").encode())
         assert response.status == 200 and response.body == b"Hello, World!"
     assert curl("-x", server.url, "--proxy-user", "alice:s3cret", f"{origin.url}/").stdout == b"Hello, World!"
+
+
+# The proxy's cap on password checks in flight per worker (src/proxy/auth.rs).
+MAX_PASSWORD_CHECKS = 8
+
+
+def test_a_verified_user_is_answered_while_a_flood_of_junk_credentials_is_checked(
+    proxy: Callable[..., RushServer], origin: RushServer, tmp_path: Path
+) -> None:
+    """bcrypt runs off the loop, verified credentials are cached, and checks
+    in flight are capped: junk past the cap gets 503 at once, and a user
+    verified before is answered while the junk checks are still running.
+    Nothing here is timed: cost-13 checks keep the pool busy for seconds,
+    and the assertions are about which answers came first."""
+    htpasswd = tmp_path / "htpasswd"
+    htpasswd.write_text("carol:" + bcrypt.hashpw(b"pass", bcrypt.gensalt(13)).decode() + "\n")
+    server = proxy("--allow-private", "--workers", "1", "--auth-file", str(htpasswd))
+    target = f"http://127.0.0.1:{origin.port}/"
+
+    def request(credentials: str) -> bytes:
+        authorization = f"Proxy-Authorization: {basic(credentials)}\r\n"
+        return f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{authorization}\r\n".encode()
+
+    # One check, then carol is in the cache.
+    assert one_answer(server, request("carol:pass")).status == 200
+    # Junk past the cap: an unknown user and a wrong password, alternately.
+    junk = []
+    for index in range(MAX_PASSWORD_CHECKS + 4):
+        sock = socket.create_connection(server.address, timeout=GUARD_TIMEOUT)
+        sock.sendall(request("eve:guess" if index % 2 else "carol:guess"))
+        junk.append(sock)
+    try:
+        # The cap answers the extra ones at once.
+        ready, _, _ = select.select(junk, [], [], GUARD_TIMEOUT)
+        assert ready, "no answer to a flood past the cap"
+        refused = [sock for sock in ready if read_all(sock).startswith(b"HTTP/1.1 503 ")]
+        assert refused, "past the cap, a check is refused at once"
+        in_flight = [sock for sock in junk if sock not in ready]
+        assert in_flight
+        # carol, verified before, is answered while those checks still run.
+        assert one_answer(server, request("carol:pass")).status == 200
+        still_running, _, _ = select.select(in_flight, [], [], 0)
+        assert len(still_running) < len(in_flight), "every junk check finished before carol was answered"
+        # Each junk request ends refused (407, or 503 past the cap), never let through.
+        for sock in in_flight:
+            assert read_all(sock).split(b" ", 2)[1] in (b"407", b"503")
+    finally:
+        for sock in junk:
+            sock.close()
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import signal
 import textwrap
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -178,6 +179,21 @@ def test_max_requests_recycles_workers_one_at_a_time_without_failures(rush_serve
             recycling = None
     current = server.wait_for_workers(2)
     assert len(current) == 2
+
+
+def test_a_worker_stops_at_its_max_requests_and_its_successor_takes_over_without_a_failure(
+    rush_server: ServerFactory,
+) -> None:
+    """The worker counts its own requests: none serves one past its limit,
+    recycling happens within a burst of quick requests (the supervisor's
+    half-second checkup saw none, or too late), and every request is
+    answered meanwhile (get_pid fails otherwise)."""
+    server = rush_server("basic", "--workers", "2", "--max-requests", "50", bind="port")
+    first = server.wait_for_workers(2)
+    served: Counter[int] = Counter(get_pid(server) for _ in range(200))
+    assert set(served) - first, f"no worker was recycled within 200 requests: {served}"
+    assert max(served.values()) <= 50, f"a worker served past its --max-requests: {served}"
+    server.wait_for_log(r"began 50 requests \(--max-requests 50, 50 with its jitter\): replacing it")
 
 
 # ---------------------------------------------------------------------------

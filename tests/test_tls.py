@@ -9,6 +9,7 @@ to the TLS port, client certificates, and start-up errors for bad files."""
 from __future__ import annotations
 
 import json
+import resource
 import signal
 import socket
 import ssl
@@ -17,7 +18,15 @@ from pathlib import Path
 import httpx
 import pytest
 import trustme
-from support import GUARD_TIMEOUT, RushServer, ServerFactory, parse_responses, request, wait_for
+from support import (
+    GUARD_TIMEOUT,
+    RushServer,
+    ServerFactory,
+    parse_responses,
+    request,
+    socket_fd_count,
+    wait_for,
+)
 
 
 @pytest.fixture(scope="module")
@@ -323,11 +332,67 @@ def test_handshakes_in_progress_are_capped_and_established_clients_go_on(
                 except ConnectionResetError:
                     pass
             assert established.get(f"{https(server)}/").status_code == 200, "an established client goes on"
+            # The refusal is not silent: the operator learns why clients fail.
+            server.wait_for_log(r"WARNING.*--ssl-max-handshakes")
         finally:
             for sock in stalled:
                 sock.close()
         # Once they are gone, handshakes are accepted again.
         wait_for(lambda: serves_a_new_client(server, pki), "a new handshake after the stalled ones left")
+
+
+def test_silent_sockets_do_not_hold_handshake_slots(rush_server: ServerFactory, pki: dict[str, Path]) -> None:
+    """A thousand TCP connections that never send a byte (four times the
+    default handshake cap) leave a newcomer's handshake untouched: only a
+    handshake that has begun counts against --ssl-max-handshakes."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    # A long header timeout: every silent socket stays open for the test.
+    server = rush_server("basic", *tls_args(pki, "--header-timeout", "120"))
+    worker = server.single_worker()
+    # The worker's own sockets, give or take the start-up probe's connection,
+    # which may still be closing: a little slack below.
+    baseline = socket_fd_count(worker) - 2
+    silent = []
+    try:
+        # In batches below the listen backlog (128), each accepted by the
+        # worker before the next, so none waits on SYN-ACK retransmits.
+        for _ in range(10):
+            silent += [socket.create_connection(("127.0.0.1", server.port), timeout=GUARD_TIMEOUT) for _ in range(100)]
+            wanted = baseline + len(silent)
+            wait_for(
+                lambda wanted=wanted: socket_fd_count(worker) >= wanted, "the worker holds every silent socket so far"
+            )
+        for _ in range(3):
+            with httpx.Client(verify=client_context(pki), timeout=GUARD_TIMEOUT) as newcomer:
+                assert newcomer.get(f"{https(server)}/").status_code == 200
+        # None of them was closed to make room.
+        assert socket_fd_count(worker) >= baseline + 1000
+        assert "--ssl-max-handshakes" not in server.stderr_text()
+    finally:
+        for sock in silent:
+            sock.close()
+
+
+def test_at_max_connections_a_silent_socket_makes_room_for_a_newcomer(
+    rush_server: ServerFactory, pki: dict[str, Path]
+) -> None:
+    """Silent sockets count as idle connections: at --max-connections the
+    oldest is closed for a newcomer, which completes its handshake."""
+    server = rush_server("basic", *tls_args(pki, "--max-connections", "10", "--header-timeout", "120"))
+    silent = [socket.create_connection(("127.0.0.1", server.port), timeout=GUARD_TIMEOUT) for _ in range(10)]
+    try:
+        # The listen queue is first in, first out: the ten are accepted
+        # before the newcomer that connects after them.
+        with httpx.Client(verify=client_context(pki), timeout=GUARD_TIMEOUT) as newcomer:
+            assert newcomer.get(f"{https(server)}/").status_code == 200
+        # The oldest silent socket was closed to make room.
+        assert silent[0].recv(1) == b""
+        server.wait_for_log(r"WARNING.*--max-connections limit")
+    finally:
+        for sock in silent:
+            sock.close()
 
 
 def serves_a_new_client(server: RushServer, pki: dict[str, Path]) -> bool:

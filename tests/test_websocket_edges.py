@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import resource
 import select
 import signal
 import ssl
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 import trustme
 import websockets
-from support import RushServer, ServerFactory, request, wait_for
+from support import RushServer, ServerFactory, request, rss_kib, wait_for
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from ws_support import masked_frame, read_frame, read_head, run, state, upgrade_request, ws_url
 
@@ -289,6 +290,87 @@ def test_graceful_shutdown_closes_with_1001(rush_server: ServerFactory) -> None:
 
     assert run(client()) == 1001
     assert server.wait_exit() == 0
+
+
+def test_a_reload_closes_with_1012(rush_server: ServerFactory) -> None:
+    """1012 (service restart) tells the client to reconnect, to the new worker."""
+    server = rush_server(ASGI)
+
+    async def client() -> int:
+        async with websockets.connect(ws_url(server, "/echo")) as ws:
+            await ws.send("hi")
+            assert await ws.recv() == "hi"
+            server.send_signal(signal.SIGHUP)
+            with pytest.raises(ConnectionClosed) as closed:
+                await ws.recv()
+            return closed.value.rcvd.code
+
+    assert run(client()) == 1012
+    server.wait_for_log("reload finished")
+
+
+def test_only_allowed_origins_may_open_a_websocket(rush_server: ServerFactory) -> None:
+    """--ws-allowed-origins: another site's page (cross-site WebSocket
+    hijacking), or a handshake with no Origin, gets 403 before the app runs."""
+    server = rush_server(
+        ASGI, "--ws-allowed-origins", "https://good.example", "--ws-allowed-origins", "https://also.example:8443"
+    )
+
+    async def echo(origin: str) -> str:
+        async with websockets.connect(ws_url(server, "/echo"), origin=origin) as ws:
+            await ws.send("hi")
+            return await ws.recv()
+
+    assert run(echo("https://good.example")) == "hi"
+    assert run(echo("HTTPS://Also.Example:8443")) == "hi"
+    calls = state(server)["websocket_calls"]
+    for origin in ("https://evil.example", "https://good.example.evil", "null"):
+        with pytest.raises(InvalidStatus) as refused:
+            run(echo(origin))
+        assert refused.value.response.status_code == 403
+        assert b"--ws-allowed-origins" in refused.value.response.body
+    with server.connect() as connection:
+        connection.send(upgrade_request("/echo"))  # no Origin at all
+        assert [response.status for response in connection.read_until_close().responses] == [403]
+    assert state(server)["websocket_calls"] == calls, "a refused handshake reached the app"
+
+
+def idle_connections_growth_kib(server: RushServer, compression: str | None, count: int = 1000) -> int:
+    """The worker's RSS growth (KiB) while ``count`` WebSockets are open and
+    idle, each after one echoed message (so both directions' deflate state,
+    if kept, exists)."""
+    worker = server.single_worker()
+    before = rss_kib(worker)
+
+    async def client() -> int:
+        sockets = []
+        try:
+            for number in range(count):
+                ws = await websockets.connect(ws_url(server, "/echo"), compression=compression, open_timeout=30)
+                sockets.append(ws)
+                await ws.send(f"message {number} " * 20)
+                assert await ws.recv() == f"message {number} " * 20
+            return rss_kib(worker) - before
+        finally:
+            await asyncio.gather(*(ws.close() for ws in sockets))
+
+    return run(client())
+
+
+def test_an_idle_compressed_connection_holds_at_most_64_kib_of_deflate_state(rush_server: ServerFactory) -> None:
+    """1,000 idle connections with permessage-deflate against 1,000 without
+    (the oracle for everything else a connection costs): the difference is
+    the compression state, at most 64 KiB a connection."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 2500:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    plain = idle_connections_growth_kib(rush_server(ASGI, "--no-ws-per-message-deflate"), None)
+    compressed = idle_connections_growth_kib(rush_server(ASGI), "deflate")
+    per_connection = (compressed - plain) / 1000
+    print(f"deflate state per idle connection: {per_connection:.1f} KiB ({compressed=} {plain=})")
+    assert per_connection <= 64, (
+        f"{per_connection:.0f} KiB of deflate state per idle connection ({compressed=} {plain=})"
+    )
 
 
 def test_a_thousand_concurrent_connections_echo(asgi: RushServer) -> None:

@@ -167,7 +167,7 @@ class Config:
     max_connections: int = _option(10000, "open connections per worker; beyond it, accepting pauses")
     max_worker_output: int = _option(
         64 * 1024**2,
-        "unsent response bytes per worker, summed over its connections; beyond it, the connections "
+        "memory of unsent responses per worker, summed over its connections; beyond it, the connections "
         "holding the most output stop reading requests until their clients catch up; suffixes K, M, G",
         kind="size",
     )
@@ -181,6 +181,13 @@ class Config:
     )
     ws_per_message_deflate: bool = _option(
         True, "offer permessage-deflate compression to WebSocket clients", kind="bool"
+    )
+    ws_allowed_origins: list[str] = _option(
+        None,
+        "accept WebSocket handshakes only with this Origin, e.g. https://example.com (repeatable; env: "
+        "comma-separated); others, and handshakes without one, get 403 before the app runs [default: any]",
+        kind="list",
+        metavar="ORIGIN",
     )
     max_request_line: int = _option(8192, "longest request line in bytes (414 beyond)", kind="size")
     max_head_size: int = _option(16384, "largest request head in bytes (431 beyond)", kind="size")
@@ -226,7 +233,7 @@ class Config:
         None, "only these cipher suites, comma-separated rustls names (e.g. TLS13_AES_256_GCM_SHA384)"
     )
     ssl_max_handshakes: int = _option(
-        256, "most TLS handshakes in progress per worker; newcomers past it are closed at once"
+        256, "most TLS handshakes in progress (a first byte arrived) per worker; newcomers past it are closed at once"
     )
     metrics: str | None = _option(
         None, "serve Prometheus metrics from the supervisor on HOST:PORT, e.g. 127.0.0.1:9100", metavar="HOST:PORT"

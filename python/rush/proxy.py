@@ -10,7 +10,8 @@ for the server.
 
 Secure by default, as squid is: it listens on loopback (another address
 needs ``--allow-client``, ``--auth`` or ``--auth-file``, so it never becomes
-an open proxy by accident), CONNECT reaches port 443 only (``--allow-connect-port`` adds more), targets that resolve to
+an open proxy by accident), CONNECT reaches port 443 only (``--allow-connect-port`` adds more), ``http://``
+requests reach squid's ``Safe_ports`` only (``--allow-port`` adds more), targets that resolve to
 loopback, private, link-local or metadata addresses are refused (403)
 unless ``--allow-private``, ``--allow-client CIDR`` limits who may use it,
 and ``--auth``/``--auth-file`` require ``Proxy-Authorization: Basic``.
@@ -74,6 +75,13 @@ class ProxyConfig(Config):
     allow_connect_port: list[int] = _option(
         None, "also allow CONNECT to this port (443 always is; repeatable)", kind="list", metavar="PORT"
     )
+    allow_port: list[int] = _option(
+        None,
+        "also allow http:// requests to this port (squid's Safe_ports always are: 80, 21, 443, 70, 210, "
+        "280, 488, 591, 777, 1025-65535; repeatable)",
+        kind="list",
+        metavar="PORT",
+    )
     allow_private: bool = _option(
         False, "allow targets on loopback, private, link-local and metadata addresses", kind="bool"
     )
@@ -101,7 +109,7 @@ class ProxyConfig(Config):
     def convert(option: Any, text: str) -> Any:
         if option.metadata.get("kind") == "list":
             items = [item.strip() for item in text.split(",") if item.strip()]
-            if option.name == "allow_connect_port":
+            if option.name in ("allow_connect_port", "allow_port"):
                 try:
                     return [int(item) for item in items]
                 except ValueError:
@@ -115,9 +123,10 @@ class ProxyConfig(Config):
             raise OptionError("uds", "is not supported by the proxy (it listens on TCP)", self.uds)
         for name in ("upstream_timeout", "tunnel_idle_timeout", "dns_timeout"):
             self._check_seconds(name, zero_allowed=False)
-        for port in self.allow_connect_port or []:
-            if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
-                raise OptionError("allow_connect_port", "must be a port between 1 and 65535", port)
+        for name in ("allow_connect_port", "allow_port"):
+            for port in getattr(self, name) or []:
+                if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+                    raise OptionError(name, "must be a port between 1 and 65535", port)
         for network in self.allow_client or []:
             try:
                 ipaddress.ip_network(network, strict=False)
@@ -243,6 +252,7 @@ def run_proxy_worker(config: ProxyConfig, listener: socket.socket, ready_fd: int
         send_timeout=config.send_timeout,
         dns_timeout=config.dns_timeout,
         allow_connect_ports=list(config.allow_connect_port or []),
+        allow_ports=list(config.allow_port or []),
         allow_private=config.allow_private,
         allow_clients=list(config.allow_client or []),
         auth=list(config.auth or []),

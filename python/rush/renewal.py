@@ -18,6 +18,10 @@ supervisor's (see supervisor.py for the loop and the events).
   gracefully as by a reload, and only when no reload or recycle is in
   progress, so never two at once, and never a slot left without a
   worker. A SIGHUP during a recycle turns it into a reload of every worker.
+  The worker counts its own requests (the limit is in its liveness page):
+  at its limit it stops accepting at once, finishes what it has, and sends
+  SIGUSR2, which brings the next checkup forward; new connections wait in
+  the slot's socket for the successor, so none fails.
 * A **checkup** (``CheckupDue``, every `CHECKUP_INTERVAL` seconds while
   ``--timeout`` or ``--max-requests`` is on) reads each serving worker's
   liveness page (src/liveness.rs): a heartbeat older than ``--timeout``
@@ -88,6 +92,10 @@ class Renewal(_Base):
             if reload.only is None:
                 logs.error_logger.info("reload finished: %d worker(s) replaced", reload.replaced)
             self.reload = None
+            if self.next_checkup is not None:
+                # Another worker may have stopped at its --max-requests while
+                # this one was replaced: its turn comes now.
+                self.next_checkup = time.monotonic()
             return
         serving = [slot for slot in stale if slot.worker is not None and slot.worker.ready]
         if not serving:

@@ -245,6 +245,12 @@ def fork_worker(
         os.close(ready_writer)
         raise
     supervisor_pid = os.getpid()
+    request_limit = 0
+    if config.max_requests > 0:
+        # Jitter spreads the recycling of workers started together.
+        request_limit = config.max_requests + random.randint(0, config.max_requests_jitter)
+    # The worker stops accepting at its limit itself and signals us (SIGUSR2).
+    liveness.set_request_limit(request_limit, supervisor_pid)
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
     try:
         pid = os.fork()
@@ -279,10 +285,6 @@ def fork_worker(
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     os.close(ready_writer)
     os.set_blocking(ready_reader, False)
-    request_limit = 0
-    if config.max_requests > 0:
-        # Jitter spreads the recycling of workers started together.
-        request_limit = config.max_requests + random.randint(0, config.max_requests_jitter)
     return Worker(
         pid, slot.index, ready_reader, time.monotonic(), generation, liveness=liveness, request_limit=request_limit
     )

@@ -119,6 +119,8 @@ HANDLED_SIGNALS = (
     signal.SIGTTIN,
     signal.SIGTTOU,
     signal.SIGCHLD,
+    # A worker reached --max-requests and stopped accepting: check now.
+    signal.SIGUSR2,
 )
 
 # Early deaths in a row (see slots.EARLY_DEATH) that stop the server with EXIT_CRASH_LOOP.
@@ -342,6 +344,10 @@ class Supervisor(Renewal):
             self.add_slot()
         elif signum == signal.SIGTTOU:
             self.remove_slot()
+        elif signum == signal.SIGUSR2 and self.next_checkup is not None:
+            # A worker at its --max-requests: its successor starts now, not
+            # at the next checkup (its slot's connections queue meanwhile).
+            self.next_checkup = time.monotonic()
 
     def stop(self, graceful: bool) -> None:
         """Asks every worker to stop (or kills them all); the loop goes on,
@@ -400,6 +406,8 @@ class Supervisor(Renewal):
         slot = self.slots[worker.slot]  # removing a slot retires its successor first
         old, slot.worker = slot.worker, worker
         if old is not None and old is not worker:
+            if old.liveness is not None:
+                old.liveness.mark_restart()  # its WebSockets close with 1012, not 1001
             self.retire(old, f"replaced by worker {worker.pid} ({reload.cause})")
 
     def on_exit(self, worker: Worker, code: int) -> None:

@@ -114,6 +114,7 @@ def build_server(config: Config, listener: socket.socket, router: Router, wakeup
         ws_ping_interval=config.ws_ping_interval,
         ws_ping_timeout=config.ws_ping_timeout,
         ws_per_message_deflate=config.ws_per_message_deflate,
+        ws_allowed_origins=list(config.ws_allowed_origins or []),
         **app,
     )
     listener.close()

@@ -22,7 +22,7 @@ use crate::options::{LoopConfig, LINGER_TIMEOUT};
 
 pub(crate) use sink::ResponseSink;
 pub(crate) use state::{BodyProgress, ConnState, PendingBody, ReadState, Timer, WriteState};
-pub(crate) use tls::{TlsInfo, TlsStream};
+pub(crate) use tls::{HandshakeGate, TlsInfo, TlsStream};
 pub(crate) use transport::Stream;
 
 /// Whether a connection survives a drive.

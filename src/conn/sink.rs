@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use super::transport::Stream;
 use crate::http_write::OutgoingBody;
 use crate::metrics;
-use crate::options::{OUTPUT_HIGH_WATER, OUTPUT_LOW_WATER};
+use crate::options::{OUTPUT_FAIR_SHARE, OUTPUT_HIGH_WATER, OUTPUT_LOW_WATER};
 
 /// What a connection owes its client, and how fast the client takes it.
 #[derive(Default)]
@@ -34,7 +34,7 @@ pub struct ResponseSink {
     pub write_deadline: Option<Instant>,
     /// `written` when `write_deadline` was last set.
     written_at_deadline: u64,
-    /// Unsent bytes counted in the worker's output budget.
+    /// Bytes of `output`'s capacity counted in the worker's output budget.
     pub accounted: usize,
 }
 
@@ -94,8 +94,9 @@ impl ResponseSink {
         }
         if written == self.output.len() {
             self.output.clear();
-            // A large response must not pin its buffer for the connection's lifetime.
-            if self.output.capacity() > 256 * 1024 {
+            // A large response must not pin its buffer for the connection's
+            // lifetime (the worker's output budget counts what is held).
+            if self.output.capacity() > OUTPUT_FAIR_SHARE {
                 self.output = Vec::new();
             }
         } else {

@@ -13,9 +13,13 @@
 //!   flushes records as far as the socket takes them; what is left is
 //!   reported by [`TlsStream::wants_write`], which the connection counts as
 //!   pending output, so the loop waits for writability as for any output.
-//! * Handshakes in progress are counted per worker; past a cap the loop
-//!   closes newcomers at once, so a flood of handshakes (each costs the
-//!   loop real CPU) cannot starve established connections.
+//! * Handshakes in progress are counted per worker ([`HandshakeGate`]);
+//!   past a cap a newcomer is closed at once, so a flood of handshakes
+//!   (each costs the loop real CPU) cannot starve established connections.
+//!   A handshake counts from its first byte, not from accept: a socket that
+//!   never sends anything costs no CPU, and counting it let a few hundred
+//!   silent sockets lock every new client out. Silent sockets are bounded
+//!   by the header timeout and by the connection cap's eviction instead.
 //! * A first byte that is not a TLS handshake record but an ASCII letter is
 //!   plain HTTP sent to the TLS port: it gets a plain-text 400 saying so,
 //!   and the connection closes (rather than a TLS alert the client cannot
@@ -46,15 +50,57 @@ pub struct TlsInfo {
     pub client_chain_pem: Vec<String>,
 }
 
+/// The worker's count of TLS handshakes in progress and its cap; shared by
+/// the connections (each holds a slot while its handshake runs) and the
+/// loop, which logs the refusals the gate counted.
+pub struct HandshakeGate {
+    in_progress: Cell<usize>,
+    max: usize,
+    refused: Cell<u64>,
+}
+
+impl HandshakeGate {
+    pub fn new(max: usize) -> HandshakeGate {
+        HandshakeGate {
+            in_progress: Cell::new(0),
+            max: max.max(1),
+            refused: Cell::new(0),
+        }
+    }
+
+    /// Handshakes refused at the cap since the last call (taken: the caller
+    /// reports them).
+    pub fn take_refused(&self) -> u64 {
+        self.refused.replace(0)
+    }
+
+    /// A slot for a handshake that begins, or `None` at the cap (counted).
+    fn begin(self: &Rc<Self>) -> Option<Rc<HandshakeGate>> {
+        if self.in_progress.get() >= self.max {
+            self.refused.set(self.refused.get() + 1);
+            return None;
+        }
+        self.in_progress.set(self.in_progress.get() + 1);
+        Some(self.clone())
+    }
+
+    fn end(&self) {
+        self.in_progress
+            .set(self.in_progress.get().saturating_sub(1));
+    }
+}
+
 /// A TLS server session over a TCP socket.
 pub struct TlsStream {
     pub socket: TcpStream,
     session: ServerConnection,
     /// The first byte was looked at (plain HTTP is refused with a hint).
     checked_first_byte: bool,
-    /// While the handshake runs: the worker's count of handshakes in
-    /// progress, decremented when it completes or the connection goes.
-    handshake_slot: Option<Rc<Cell<usize>>>,
+    /// The worker's gate, asked for a slot when the first byte arrives.
+    gate: Rc<HandshakeGate>,
+    /// While the handshake runs: its slot in the gate, given back when it
+    /// completes or the connection goes.
+    handshake_slot: Option<Rc<HandshakeGate>>,
     /// What the app sees of the session, made at the first request (a
     /// session does not change after its handshake; the client's chain in
     /// PEM is not encoded again for every request).
@@ -62,27 +108,27 @@ pub struct TlsStream {
 }
 
 impl TlsStream {
-    /// `handshakes` counts this worker's handshakes in progress (this one
-    /// is counted until it completes).
+    /// The handshake takes a slot in `gate` once its first byte arrives,
+    /// and holds it until it completes.
     pub fn new(
         socket: TcpStream,
         mut session: ServerConnection,
-        handshakes: &Rc<Cell<usize>>,
+        gate: &Rc<HandshakeGate>,
     ) -> TlsStream {
         session.set_buffer_limit(Some(PLAINTEXT_LIMIT));
-        handshakes.set(handshakes.get() + 1);
         TlsStream {
             socket,
             session,
             checked_first_byte: false,
-            handshake_slot: Some(handshakes.clone()),
+            gate: gate.clone(),
+            handshake_slot: None,
             info: OnceCell::new(),
         }
     }
 
     fn release_handshake_slot(&mut self) {
         if let Some(slot) = self.handshake_slot.take() {
-            slot.set(slot.get().saturating_sub(1));
+            slot.end();
         }
     }
 
@@ -150,8 +196,9 @@ impl TlsStream {
     }
 
     /// Before the first record: plain HTTP gets a plain answer and an error
-    /// (the connection closes).
-    fn refuse_plain_http(&mut self) -> io::Result<()> {
+    /// (the connection closes); anything else begins a handshake, which
+    /// needs a slot in the gate (or the connection closes).
+    fn check_first_byte(&mut self) -> io::Result<()> {
         let mut first = [0u8; 1];
         // SAFETY: peeks at most one byte into a live local buffer of that
         // length; the socket is open for `self`'s lifetime.
@@ -180,7 +227,16 @@ impl TlsStream {
                 "plain HTTP on the TLS port",
             ));
         }
-        Ok(())
+        match self.gate.begin() {
+            Some(slot) => {
+                self.handshake_slot = Some(slot);
+                Ok(())
+            }
+            None => Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "too many TLS handshakes in progress",
+            )),
+        }
     }
 }
 
@@ -195,7 +251,7 @@ impl Read for TlsStream {
                 Err(error) => return Err(error),
             }
             if !self.checked_first_byte {
-                self.refuse_plain_http()?;
+                self.check_first_byte()?;
             }
             match self.session.read_tls(&mut self.socket) {
                 Ok(0) => return Ok(0),

@@ -31,7 +31,12 @@ impl Core {
     ) -> Outcome {
         self.begin_request(connection, head_bytes);
         if let Some(liveness) = &self.liveness {
-            liveness.get().request_started(head_bytes);
+            if liveness.get().request_started(head_bytes) {
+                // --max-requests: this response already says `Connection:
+                // close`, and the loop stops accepting after this batch.
+                self.draining = true;
+                self.request_limit_reached = true;
+            }
         }
         let keep_alive = head.keep_alive && !self.closes_for_drain();
         let context = ResponseContext {

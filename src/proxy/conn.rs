@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! Idle ──head──> Resolving ──answer──> Connecting ──connected──> Tunnel (CONNECT)
+//!   ^ └─(bcrypt credentials not cached)─> Authorizing ─verdict─┘ (the head is decided again)
 //!   ^                 └──(cached / pooled)──────────────────────> Forward (http://)
 //!   └──────────── exchange finished, client keeps alive ───────────┘
 //! any refusal or failure ──> Closing (an error response is flushed, then close)
@@ -30,8 +31,9 @@ use pyo3::prelude::*;
 use rush_proto::proxy::{is_forwarding_loop, proxy_target, write_forward_head, ProxyTarget};
 use rush_proto::{parse_proxy_request_head, HeadStatus, ProtoError, RequestHead};
 
+use super::auth::CredentialDigest;
 use super::forward::Exchange;
-use super::policy::Refusal;
+use super::policy::{AuthCheck, Refusal};
 use super::relay::Direction;
 use super::upstream::phase_bytes;
 use super::Worker;
@@ -47,6 +49,9 @@ pub(crate) enum Disposition {
 pub(crate) enum Phase {
     /// The next request head (the first, or the next on a keep-alive connection).
     Idle,
+    /// The verdict on the head's credentials from the password threads
+    /// (`auth.rs`); the head stays in `input` and is decided again then.
+    Authorizing,
     /// The resolver's answer for `Pending`'s host.
     Resolving(Pending),
     /// A non-blocking connect to the origin.
@@ -107,6 +112,17 @@ pub(crate) struct ProxyConn {
     pub(crate) serial: u64,
     pub(crate) client_eof: bool,
     pub(crate) record: Option<Record>,
+    /// The password threads' verdict on the current head's credentials,
+    /// until that head is decided.
+    pub(crate) auth_verdict: Option<(CredentialDigest, bool)>,
+}
+
+/// What the access rules say about a request head.
+enum Decision {
+    Allow,
+    Refuse(Refusal),
+    /// Its credentials are being checked off the loop.
+    AwaitVerdict,
 }
 
 /// The end of a step: the connection must close now.
@@ -135,6 +151,7 @@ impl ProxyConn {
             serial,
             client_eof: false,
             record: None,
+            auth_verdict: None,
         }
     }
 
@@ -217,7 +234,7 @@ impl Worker {
         loop {
             let step = match conn.phase {
                 Phase::Idle => self.step_idle(py, conn, key),
-                Phase::Resolving(_) => Ok(false),
+                Phase::Resolving(_) | Phase::Authorizing => Ok(false),
                 Phase::Connecting(_) => self.step_connecting(conn),
                 Phase::Tunnel(_) => self.step_tunnel(conn),
                 Phase::Forward(_) => self.step_forward(conn, key),
@@ -339,15 +356,19 @@ impl Worker {
                 (host.clone(), *port)
             }
         };
-        if let Some(refusal) = self.check_policy(
-            py,
-            conn,
-            &host,
-            port,
-            matches!(target, ProxyTarget::Tunnel { .. }),
-        ) {
-            return self.fail(conn, refusal.status(), refusal.message());
+        let tunnel = matches!(target, ProxyTarget::Tunnel { .. });
+        match self.check_policy(py, conn, key, &host, port, tunnel) {
+            Decision::Allow => {}
+            Decision::Refuse(refusal) => {
+                return self.fail(conn, refusal.status(), refusal.message())
+            }
+            Decision::AwaitVerdict => {
+                conn.phase = Phase::Authorizing;
+                conn.deadline = self.now + self.config.header_timeout;
+                return Ok(false);
+            }
         }
+        let buffer = &conn.input;
         let exchange = match &target {
             ProxyTarget::Tunnel { .. } => None,
             ProxyTarget::Forward {
@@ -394,21 +415,22 @@ impl Worker {
         }
     }
 
-    /// The access rules, in the order squid applies them; `None` allows.
+    /// The access rules, in the order squid applies them.
     fn check_policy(
         &mut self,
         py: Python<'_>,
-        conn: &ProxyConn,
+        conn: &mut ProxyConn,
+        key: usize,
         host: &str,
         port: u16,
         tunnel: bool,
-    ) -> Option<Refusal> {
+    ) -> Decision {
         if !self.policy.allows_client(conn.peer.ip()) {
-            return Some(Refusal::Client);
+            return Decision::Refuse(Refusal::Client);
         }
         let buffer = &conn.input;
         if is_forwarding_loop(buffer, &self.headers, &self.via) {
-            return Some(Refusal::Loop);
+            return Decision::Refuse(Refusal::Loop);
         }
         let authorization = self
             .headers
@@ -420,13 +442,38 @@ impl Worker {
                     .eq_ignore_ascii_case(b"proxy-authorization")
             })
             .map(|header| header.value.of(buffer));
-        if !self.policy.authorizes(authorization) {
-            return Some(Refusal::Auth);
+        // A verdict is for the head it was asked for only.
+        let verdict = conn.auth_verdict.take();
+        match self.policy.check_credentials(authorization) {
+            AuthCheck::Allowed => {}
+            AuthCheck::Refused => return Decision::Refuse(Refusal::Auth),
+            AuthCheck::Verify(check) => {
+                let known = verdict.filter(|(digest, _)| *digest == check.digest);
+                match known {
+                    Some((_, true)) => {}
+                    Some((_, false)) => return Decision::Refuse(Refusal::Auth),
+                    None if self.verifier.is_verified(&check.digest, self.now) => {}
+                    None if !self.verifier.has_room() => {
+                        return Decision::Refuse(Refusal::AuthBusy)
+                    }
+                    None => {
+                        conn.serial = self.next_serial();
+                        self.verifier.submit(key, conn.serial, check);
+                        return Decision::AwaitVerdict;
+                    }
+                }
+            }
         }
         if tunnel && !self.policy.allows_connect_port(port) {
-            return Some(Refusal::Port);
+            return Decision::Refuse(Refusal::Port);
         }
-        let hook = self.hook.as_ref()?;
+        if !tunnel && !self.policy.allows_forward_port(port) {
+            return Decision::Refuse(Refusal::ForwardPort);
+        }
+        let buffer = &conn.input;
+        let Some(hook) = self.hook.as_ref() else {
+            return Decision::Allow;
+        };
         let headers: Vec<(String, String)> = self
             .headers
             .iter()
@@ -442,8 +489,8 @@ impl Worker {
             .call1(py, (client, host, port, headers))
             .and_then(|answer| answer.is_truthy(py))
         {
-            Ok(true) => None,
-            Ok(false) => Some(Refusal::Hook),
+            Ok(true) => Decision::Allow,
+            Ok(false) => Decision::Refuse(Refusal::Hook),
             Err(error) => {
                 // A failing policy refuses: a proxy must fail closed.
                 self.log_error(
@@ -451,7 +498,7 @@ impl Worker {
                     "the proxy policy hook raised; refusing the request",
                     Some(error),
                 );
-                Some(Refusal::Hook)
+                Decision::Refuse(Refusal::Hook)
             }
         }
     }

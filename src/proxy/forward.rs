@@ -334,10 +334,12 @@ impl Exchange {
             self.response = match head.framing {
                 ResponseFraming::Empty | ResponseFraming::Length(0) => ResponseBody::Done,
                 ResponseFraming::Length(length) => ResponseBody::Length(length),
-                ResponseFraming::Chunked => ResponseBody::Chunked(ChunkedDecoder::new(&Limits {
-                    max_body_size: u64::MAX,
-                    ..Limits::default()
-                })),
+                ResponseFraming::Chunked => {
+                    ResponseBody::Chunked(ChunkedDecoder::for_response(&Limits {
+                        max_body_size: u64::MAX,
+                        ..Limits::default()
+                    }))
+                }
                 ResponseFraming::UntilClose => ResponseBody::UntilClose,
             };
             self.body_bytes(&rest, io.output)?;

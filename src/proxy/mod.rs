@@ -15,7 +15,8 @@
 //!   `rush_proto::proxy`, and the access rules from `policy.rs`, all pure.
 //! * Names are resolved on a few threads (`resolver.rs`) that wake the loop
 //!   through a `mio::Waker`; connects are non-blocking (EINPROGRESS, then
-//!   writability says done).
+//!   writability says done). bcrypt passwords are checked on threads of
+//!   their own (`auth.rs`) that wake the loop through the same waker.
 //! * A CONNECT tunnel relays with splice(2) through pooled pipes
 //!   (`relay.rs`); a forwarded request streams both bodies as framed
 //!   (`forward.rs`), and origin connections are kept alive per worker (`pool.rs`).
@@ -24,6 +25,7 @@
 //! Python (the GIL) is touched only for the optional policy hook, once per
 //! request or tunnel, and for log lines; never per byte.
 
+mod auth;
 mod conn;
 mod forward;
 mod policy;
@@ -44,6 +46,7 @@ use rush_proto::{HeaderSpan, Limits};
 use slab::Slab;
 
 use crate::options::{seconds, READ_CHUNK};
+use auth::Verifier;
 use conn::{client_token, Disposition, Phase, ProxyConn};
 use policy::{Credential, Policy};
 use pool::OriginPool;
@@ -75,6 +78,7 @@ pub(crate) struct Worker {
     pub(crate) config: ProxyConfig,
     pub(crate) policy: Policy,
     pub(crate) resolver: Resolver,
+    pub(crate) verifier: Verifier,
     pub(crate) origins: OriginPool,
     pub(crate) pipes: PipePool,
     pub(crate) scratch: Vec<u8>,
@@ -125,7 +129,7 @@ impl ProxySettings {
         max_connections=10000, max_request_line=8192, max_head_size=16384, max_headers=100,
         header_timeout=10.0, keep_alive_timeout=5.0, upstream_timeout=60.0,
         tunnel_idle_timeout=300.0, send_timeout=30.0, dns_timeout=10.0,
-        allow_connect_ports=Vec::new(), allow_private=false, allow_clients=Vec::new(),
+        allow_connect_ports=Vec::new(), allow_ports=Vec::new(), allow_private=false, allow_clients=Vec::new(),
         auth=Vec::new(), htpasswd=Vec::new(), via_name=String::from("rush"),
     ))]
     #[allow(clippy::too_many_arguments)]
@@ -142,6 +146,7 @@ impl ProxySettings {
         send_timeout: f64,
         dns_timeout: f64,
         allow_connect_ports: Vec<u16>,
+        allow_ports: Vec<u16>,
         allow_private: bool,
         allow_clients: Vec<String>,
         auth: Vec<String>,
@@ -189,8 +194,10 @@ impl ProxySettings {
                 config,
                 policy: Policy {
                     connect_ports: allow_connect_ports,
+                    forward_ports: allow_ports,
                     allow_private,
                     clients,
+                    stand_in_hash: policy::stand_in_hash(&credentials),
                     credentials,
                 },
                 hook: policy_hook,
@@ -243,6 +250,7 @@ impl ProxyLoop {
                 config: settings.config,
                 policy: settings.policy,
                 resolver: Resolver::start(Arc::clone(&waker))?,
+                verifier: Verifier::start(Arc::clone(&waker))?,
                 origins: OriginPool::default(),
                 pipes: PipePool::default(),
                 scratch: vec![0; READ_CHUNK],
@@ -351,6 +359,25 @@ impl ProxyLoop {
         }
     }
 
+    /// The password threads finished checks: connections waiting for them
+    /// decide their head again, now with the verdict.
+    pub(crate) fn deliver_verdicts(&mut self, py: Python<'_>, now: Instant) {
+        self.worker.now = now;
+        for verdict in self.worker.verifier.take_verdicts(now) {
+            let Some(connection) = self.connections.get_mut(verdict.key) else {
+                continue;
+            };
+            if connection.serial != verdict.serial
+                || !matches!(connection.phase, Phase::Authorizing)
+            {
+                continue;
+            }
+            connection.auth_verdict = Some((verdict.digest, verdict.valid));
+            connection.phase = Phase::Idle;
+            self.drive(py, verdict.key);
+        }
+    }
+
     /// Closes connections whose timer ran out; a request still waiting for
     /// its origin gets a 504 (one stalled in its head a 408) first, with the
     /// send timeout to deliver it, after which it is closed like the rest.
@@ -368,6 +395,7 @@ impl ProxyLoop {
                     Some((408, "the request head took too long"))
                 }
                 Phase::Resolving(_) => Some((504, "the target's name did not resolve in time")),
+                Phase::Authorizing => Some((503, "the credentials could not be checked in time")),
                 Phase::Connecting(_) => {
                     Some((504, "the target did not accept the connection in time"))
                 }

@@ -3,7 +3,8 @@
 //! open, and whether a `Proxy-Authorization` header carries valid
 //! credentials. No I/O here; the connection code asks and acts.
 //!
-//! The defaults are squid's: CONNECT to 443 only, no internal targets
+//! The defaults are squid's: CONNECT to 443 only, `http://` to squid's
+//! `Safe_ports` only (`SAFE_PORTS`), no internal targets
 //! (loopback, private, link-local, cloud metadata...), every client allowed
 //! only because the listener is on loopback unless told otherwise.
 
@@ -14,17 +15,53 @@ use ipnet::IpNet;
 use sha1::Digest;
 use subtle::ConstantTimeEq;
 
+use super::auth::Check;
+
+/// The ports squid's default `Safe_ports` list allows for plain
+/// forwarding: http, ftp, https, gopher, wais, http-mgmt, gss-http,
+/// filemaker, multiling http, and every unprivileged port. The rest are
+/// services (smtp 25, ssh 22...) a browser's request has no business
+/// reaching; refusing them keeps the proxy from being a relay for
+/// cross-protocol requests.
+const SAFE_PORTS: [std::ops::RangeInclusive<u16>; 10] = [
+    80..=80,
+    21..=21,
+    443..=443,
+    70..=70,
+    210..=210,
+    1025..=65535,
+    280..=280,
+    488..=488,
+    591..=591,
+    777..=777,
+];
+
 /// What the proxy allows; fixed for the life of a worker.
 #[derive(Debug, Default)]
 pub(crate) struct Policy {
     /// Ports CONNECT may reach besides 443.
     pub(crate) connect_ports: Vec<u16>,
+    /// Ports `http://` requests may reach besides `SAFE_PORTS`.
+    pub(crate) forward_ports: Vec<u16>,
     /// Connect to internal addresses too (tests, or a proxy for a private network).
     pub(crate) allow_private: bool,
     /// Client networks allowed; empty means every client.
     pub(crate) clients: Vec<IpNet>,
     /// Credentials; empty means no authentication.
     pub(crate) credentials: Vec<Credential>,
+    /// A bcrypt hash of nothing anyone knows, at the cost of the file's
+    /// hashes: an unknown user's password is checked against it, so the
+    /// answer takes as long as for a known user (set when any credential
+    /// is bcrypt).
+    pub(crate) stand_in_hash: Option<String>,
+}
+
+/// What a request's credentials need before it may go on.
+pub(crate) enum AuthCheck {
+    Allowed,
+    Refused,
+    /// A bcrypt check, too slow for the loop (see `auth.rs`).
+    Verify(Check),
 }
 
 /// Why a request is refused, with the status it gets.
@@ -34,8 +71,12 @@ pub(crate) enum Refusal {
     Client,
     /// 407: missing or wrong credentials.
     Auth,
+    /// 503: too many password checks in progress (see `auth.rs`).
+    AuthBusy,
     /// 403: CONNECT to a port not allowed.
     Port,
+    /// 403: an `http://` request to a port not allowed.
+    ForwardPort,
     /// 403: the target resolves only to internal addresses.
     Private,
     /// 403: the Python policy hook said no.
@@ -48,18 +89,31 @@ impl Refusal {
     pub(crate) fn status(self) -> u16 {
         match self {
             Refusal::Auth => 407,
+            Refusal::AuthBusy => 503,
             _ => 403,
         }
     }
 
+    /// The one-line answer; a 403 names what would lift it, so that an
+    /// operator reading a client's error knows which flag to reach for.
     pub(crate) fn message(self) -> &'static str {
         match self {
-            Refusal::Client => "this client may not use the proxy",
+            Refusal::Client => "this client may not use the proxy (--allow-client CIDR admits it)",
             Refusal::Auth => "proxy authentication required",
-            Refusal::Port => "CONNECT to this port is not allowed",
-            Refusal::Private => "the target is an internal address",
-            Refusal::Hook => "refused by the proxy policy",
-            Refusal::Loop => "forwarding loop: the request came through this proxy already",
+            Refusal::AuthBusy => "too many password checks in progress; retry in a moment",
+            Refusal::Port => {
+                "CONNECT to this port is not allowed (--allow-connect-port PORT allows it)"
+            }
+            Refusal::ForwardPort => {
+                "forwarding to this port is not allowed (--allow-port PORT allows it)"
+            }
+            Refusal::Private => "the target is an internal address (--allow-private allows it)",
+            Refusal::Hook => {
+                "refused by the proxy policy (the policy function given to rush.proxy.run)"
+            }
+            Refusal::Loop => {
+                "forwarding loop: the request came through this proxy already (no flag lifts this)"
+            }
         }
     }
 }
@@ -74,26 +128,83 @@ impl Policy {
         port == 443 || self.connect_ports.contains(&port)
     }
 
+    pub(crate) fn allows_forward_port(&self, port: u16) -> bool {
+        SAFE_PORTS.iter().any(|range| range.contains(&port)) || self.forward_ports.contains(&port)
+    }
+
     pub(crate) fn allows_address(&self, address: IpAddr) -> bool {
         self.allow_private || !is_internal(address)
     }
 
     /// Whether `header` (the value of `Proxy-Authorization`, if any) carries
-    /// credentials that match one of ours. Every credential is checked, so
-    /// the time taken does not tell which user name exists.
-    pub(crate) fn authorizes(&self, header: Option<&[u8]>) -> bool {
+    /// credentials that match one of ours, or the bcrypt check that decides.
+    /// Every user name is compared (in constant time), and when bcrypt
+    /// hashes are in use any other refusal waits for a check against the
+    /// stand-in hash (which never passes), so the time taken does not tell
+    /// which user names exist.
+    pub(crate) fn check_credentials(&self, header: Option<&[u8]>) -> AuthCheck {
         if self.credentials.is_empty() {
-            return true;
+            return AuthCheck::Allowed;
         }
         let Some((user, password)) = header.and_then(basic_credentials) else {
-            return false;
+            return AuthCheck::Refused;
         };
+        let user_digest = sha256(&user);
         let mut matched = false;
+        let mut bcrypt_hash = None;
         for credential in &self.credentials {
-            matched |= credential.matches(&user, &password);
+            let (name, cheap_match) = match credential {
+                Credential::Plain { user, digest } => {
+                    (user, bool::from(sha256(&password).ct_eq(digest)))
+                }
+                Credential::Sha1 { user, digest } => {
+                    let given: [u8; 20] = sha1::Sha1::digest(&password).into();
+                    (user, bool::from(given.as_slice().ct_eq(digest.as_slice())))
+                }
+                Credential::Bcrypt { user, .. } => (user, false),
+            };
+            let same_user = bool::from(sha256(name).ct_eq(&user_digest));
+            matched |= same_user & cheap_match;
+            if let (true, Credential::Bcrypt { hash, .. }) = (same_user, credential) {
+                bcrypt_hash.get_or_insert(hash);
+            }
         }
-        matched
+        if matched {
+            return AuthCheck::Allowed;
+        }
+        let digest = {
+            let mut hasher = sha2::Sha256::new();
+            hasher.update(&user);
+            hasher.update(b":");
+            hasher.update(&password);
+            hasher.finalize().into()
+        };
+        let (hash, stand_in) = match (bcrypt_hash, &self.stand_in_hash) {
+            (Some(hash), _) => (hash.clone(), false),
+            // An unknown user, or a cheap credential that did not match:
+            // as slow a no as a bcrypt user's.
+            (None, Some(stand_in)) => (stand_in.clone(), true),
+            _ => return AuthCheck::Refused,
+        };
+        AuthCheck::Verify(Check {
+            digest,
+            password,
+            hash,
+            stand_in,
+        })
     }
+}
+
+/// The stand-in hash for `credentials` (see `Policy::stand_in_hash`), at
+/// the cost of the first bcrypt credential. Its password does not matter:
+/// a check against it is marked `stand_in` and never passes.
+pub(crate) fn stand_in_hash(credentials: &[Credential]) -> Option<String> {
+    let cost = credentials.iter().find_map(|credential| match credential {
+        // `$2y$12$...`: the cost is the two digits after the prefix.
+        Credential::Bcrypt { hash, .. } => hash.get(4..6)?.parse::<u32>().ok(),
+        _ => None,
+    })?;
+    bcrypt::hash("stand-in", cost).ok()
 }
 
 /// An IPv4-mapped IPv6 address as the IPv4 address it is.
@@ -221,23 +332,6 @@ impl Credential {
         }
         Err("only bcrypt ($2y$) and {SHA} htpasswd hashes are supported".into())
     }
-
-    fn matches(&self, user: &[u8], password: &[u8]) -> bool {
-        let (expected_user, password_ok) = match self {
-            Credential::Plain { user, digest } => {
-                (user, bool::from(sha256(password).ct_eq(digest)))
-            }
-            Credential::Sha1 { user, digest } => {
-                let given: [u8; 20] = sha1::Sha1::digest(password).into();
-                (user, bool::from(given.as_slice().ct_eq(digest.as_slice())))
-            }
-            Credential::Bcrypt { user, hash } => {
-                (user, bcrypt::verify(password, hash).unwrap_or(false))
-            }
-        };
-        let user_ok: bool = sha256(user).ct_eq(&sha256(expected_user)).into();
-        user_ok & password_ok
-    }
 }
 
 #[cfg(test)]
@@ -283,6 +377,20 @@ mod tests {
     }
 
     #[test]
+    fn forward_ports_are_squids_safe_ports_unless_allowed() {
+        let mut policy = Policy::default();
+        for port in [80, 21, 443, 70, 210, 280, 488, 591, 777, 1025, 8080, 65535] {
+            assert!(policy.allows_forward_port(port), "{port}");
+        }
+        for port in [0, 1, 22, 23, 25, 110, 143, 444, 1024] {
+            assert!(!policy.allows_forward_port(port), "{port}");
+        }
+        policy.forward_ports.push(25);
+        assert!(policy.allows_forward_port(25));
+        assert!(!policy.allows_forward_port(22));
+    }
+
+    #[test]
     fn connect_ports_and_clients() {
         let mut policy = Policy::default();
         assert!(policy.allows_connect_port(443));
@@ -304,10 +412,21 @@ mod tests {
         format!("Basic {encoded}").into_bytes()
     }
 
+    /// The decision, running a bcrypt check inline as the pool would.
+    fn authorizes(policy: &Policy, header: Option<&[u8]>) -> bool {
+        match policy.check_credentials(header) {
+            AuthCheck::Allowed => true,
+            AuthCheck::Refused => false,
+            AuthCheck::Verify(check) => {
+                !check.stand_in && bcrypt::verify(&check.password, &check.hash).unwrap()
+            }
+        }
+    }
+
     #[test]
     fn basic_auth() {
         let mut policy = Policy::default();
-        assert!(policy.authorizes(None));
+        assert!(authorizes(&policy, None));
         policy
             .credentials
             .push(Credential::plain("alice:s3cret").unwrap());
@@ -318,10 +437,11 @@ mod tests {
         policy.credentials.push(
             Credential::htpasswd(&format!("carol:{}", bcrypt::hash("pass", 4).unwrap())).unwrap(),
         );
-        assert!(policy.authorizes(Some(&basic("alice:s3cret"))));
-        assert!(policy.authorizes(Some(b"basic   YWxpY2U6czNjcmV0  ")));
-        assert!(policy.authorizes(Some(&basic("bob:pw"))));
-        assert!(policy.authorizes(Some(&basic("carol:pass"))));
+        policy.stand_in_hash = stand_in_hash(&policy.credentials);
+        assert!(authorizes(&policy, Some(&basic("alice:s3cret"))));
+        assert!(authorizes(&policy, Some(b"basic   YWxpY2U6czNjcmV0  ")));
+        assert!(authorizes(&policy, Some(&basic("bob:pw"))));
+        assert!(authorizes(&policy, Some(&basic("carol:pass"))));
         for wrong in [
             "alice:s3cre",
             "alice:s3cret2",
@@ -330,12 +450,56 @@ mod tests {
             "alice",
             "",
         ] {
-            assert!(!policy.authorizes(Some(&basic(wrong))), "{wrong}");
+            assert!(!authorizes(&policy, Some(&basic(wrong))), "{wrong}");
         }
-        assert!(!policy.authorizes(None));
-        assert!(!policy.authorizes(Some(b"Bearer abc")));
-        assert!(!policy.authorizes(Some(b"Basic !!!")));
+        assert!(!authorizes(&policy, None));
+        assert!(!authorizes(&policy, Some(b"Bearer abc")));
+        assert!(!authorizes(&policy, Some(b"Basic !!!")));
         assert!(Credential::plain("nopassword").is_err());
         assert!(Credential::htpasswd("dave:$apr1$x$y").is_err());
+    }
+
+    #[test]
+    fn bcrypt_and_unknown_users_go_to_the_pool_and_cheap_ones_do_not() {
+        let mut policy = Policy::default();
+        policy
+            .credentials
+            .push(Credential::plain("alice:s3cret").unwrap());
+        let carol = bcrypt::hash("pass", 5).unwrap();
+        policy
+            .credentials
+            .push(Credential::htpasswd(&format!("carol:{carol}")).unwrap());
+        policy.stand_in_hash = stand_in_hash(&policy.credentials);
+        // The stand-in costs what the file's hashes cost.
+        assert!(policy
+            .stand_in_hash
+            .as_ref()
+            .unwrap()
+            .starts_with("$2b$05$"));
+        assert!(matches!(
+            policy.check_credentials(Some(&basic("alice:s3cret"))),
+            AuthCheck::Allowed
+        ));
+        // A cheap user's wrong password waits for a stand-in check too: as
+        // slow a no as any other.
+        assert!(matches!(
+            policy.check_credentials(Some(&basic("alice:nope"))),
+            AuthCheck::Verify(Check { stand_in: true, .. })
+        ));
+        assert!(matches!(policy.check_credentials(None), AuthCheck::Refused));
+        let AuthCheck::Verify(known) = policy.check_credentials(Some(&basic("carol:guess"))) else {
+            panic!("a bcrypt user is checked off the loop");
+        };
+        assert!(!known.stand_in && known.hash == carol);
+        // An unknown user costs one bcrypt check too, which never passes
+        // (not even with the stand-in's own password).
+        let AuthCheck::Verify(unknown) = policy.check_credentials(Some(&basic("eve:stand-in")))
+        else {
+            panic!("an unknown user is checked against the stand-in");
+        };
+        assert!(unknown.stand_in);
+        assert!(!authorizes(&policy, Some(&basic("eve:stand-in"))));
+        // The cache key tells users and passwords apart.
+        assert_ne!(known.digest, unknown.digest);
     }
 }

@@ -65,15 +65,56 @@ impl Server {
                 break;
             }
         }
+        self.stop_accepting();
+        if let Some(proxy) = &mut self.proxy {
+            proxy.start_drain(py);
+        }
+        // WebSocket clients are told the server is going away (1001), or
+        // restarting (1012) when the supervisor replaces this worker; the
+        // drain ends when they answered or at the graceful timeout.
+        let restarting = self
+            .core
+            .liveness
+            .as_ref()
+            .is_some_and(|liveness| liveness.get().is_restarting());
+        for (key, connection) in self.connections.iter_mut() {
+            if let Protocol::WebSocket(session) = &connection.protocol {
+                crate::ws::close_for_shutdown(py, session, restarting);
+                self.drive_soon.push(key);
+            }
+        }
+    }
+
+    /// `--max-requests`: the request that reached the limit was answered
+    /// (with `Connection: close`); the worker takes no new connection from
+    /// now on (they wait in the socket's queue for its successor, so none
+    /// fails), finishes what it has, and asks the supervisor for its
+    /// successor, which retires it (SIGTERM, a drain) once ready.
+    pub(super) fn stop_at_request_limit(&mut self, py: Python<'_>) {
+        if !self.core.request_limit_reached || self.listener.is_none() {
+            return;
+        }
+        self.stop_accepting();
+        if let Some(liveness) = &self.core.liveness {
+            liveness.get().ask_for_successor();
+        }
+        self.core.log_info(
+            py,
+            "reached --max-requests: no longer accepting, waiting for a successor",
+        );
+    }
+
+    /// Closes this worker's copy of the listening socket (the supervisor
+    /// holds its own, so what queues there waits for the next worker), and
+    /// lets its idle connections go.
+    fn stop_accepting(&mut self) {
+        self.core.draining = true;
         if let Some(mut listener) = self.listener.take() {
             let registry = self.poll.registry();
             let _ = match &mut listener {
                 Listener::Tcp(socket) => registry.deregister(socket),
                 Listener::Unix(socket) => registry.deregister(socket),
             };
-        }
-        if let Some(proxy) = &mut self.proxy {
-            proxy.start_drain(py);
         }
         // An idle keep-alive connection is not closed now: its client may
         // have sent the next request already (under load it almost always
@@ -82,14 +123,6 @@ impl Server {
         // is closed by the deadline sweep, which first checks that nothing
         // arrived unread.
         let grace_end = self.core.now + DRAIN_IDLE_GRACE;
-        // WebSocket clients are told the server is going away (1001); the
-        // drain ends when they answered or at the graceful timeout.
-        for (key, connection) in self.connections.iter_mut() {
-            if let Protocol::WebSocket(session) = &connection.protocol {
-                crate::ws::close_for_shutdown(py, session);
-                self.drive_soon.push(key);
-            }
-        }
         for (_, connection) in self.connections.iter_mut() {
             if matches!(connection.state.read(), ReadState::Idle)
                 && connection.state.write() == WriteState::Ready

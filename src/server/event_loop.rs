@@ -86,6 +86,7 @@ impl Server {
                 RESOLVER => {
                     if let Some(proxy) = &mut self.proxy {
                         proxy.deliver_answers(py, self.core.now);
+                        proxy.deliver_verdicts(py, self.core.now);
                     }
                 }
                 token if ProxyLoop::owns(token) => {
@@ -131,6 +132,7 @@ impl Server {
             self.drive_connection(py, key);
         }
         self.wake_parked(py);
+        self.stop_at_request_limit(py);
         self.resume_accepting(py);
         if check_signals {
             py.check_signals()?;
@@ -282,6 +284,11 @@ impl Server {
     pub(crate) fn accept_connections(&mut self, py: Python<'_>) -> usize {
         let mut accepted_now = 0;
         loop {
+            if self.core.request_limit_reached {
+                // --max-requests: not one connection more (see
+                // `stop_at_request_limit`, which the loop calls next).
+                return accepted_now;
+            }
             if accepted_now == ACCEPT_BATCH {
                 // Leave the rest of the queue to the other workers woken by the
                 // same event; re-arming raises a new event here if any remain.
@@ -306,22 +313,16 @@ impl Server {
                 return accepted_now;
             }
             let tls = &self.tls;
-            let handshakes = &self.tls_handshakes;
             let accepted = match &self.listener {
                 Some(Listener::Tcp(listener)) => listener.accept().and_then(|(stream, address)| {
                     // Responses are written whole; Nagle would only delay them.
                     let _ = stream.set_nodelay(true);
                     let stream = match tls {
                         None => Stream::Tcp(stream),
-                        Some((_, max)) if handshakes.get() >= *max => {
-                            // Too many handshakes in progress: this one is
-                            // closed now (dropping it), the next is accepted.
-                            return Err(io::ErrorKind::ConnectionAborted.into());
-                        }
-                        Some((config, _)) => {
+                        Some((config, gate)) => {
                             let session = rustls::ServerConnection::new(config.clone())
                                 .map_err(io::Error::other)?;
-                            Stream::Tls(Box::new(TlsStream::new(stream, session, handshakes)))
+                            Stream::Tls(Box::new(TlsStream::new(stream, session, gate)))
                         }
                     };
                     Ok((stream, Some(address)))
@@ -475,6 +476,28 @@ impl Server {
         }
     }
 
+    /// Handshakes refused at the cap are logged, at most once per interval
+    /// (the count covers every refusal since the last line).
+    fn report_refused_handshakes(&mut self, py: Python<'_>) {
+        let Some((_, gate)) = &self.tls else {
+            return;
+        };
+        if self.core.now < self.next_handshake_warning {
+            return;
+        }
+        let refused = gate.take_refused();
+        if refused == 0 {
+            return;
+        }
+        self.next_handshake_warning = self.core.now + EVICTION_WARNING_INTERVAL;
+        let message = format!(
+            "{refused} TLS handshakes refused: too many in progress at once, the \
+             --ssl-max-handshakes limit (logged at most every {} s)",
+            EVICTION_WARNING_INTERVAL.as_secs()
+        );
+        self.core.log_warning(py, &message);
+    }
+
     /// Closes connections whose deadline passed; a client that stalled in
     /// the middle of a request gets a 408 first.
     pub(crate) fn sweep_deadlines(&mut self, py: Python<'_>) {
@@ -484,6 +507,7 @@ impl Server {
             proxy.sweep(py, now);
         }
         self.core.static_files.rewatch_lost_mounts();
+        self.report_refused_handshakes(py);
         // Paused at the cap because nothing was idle: a connection that has
         // gone idle since can make room now (checked here, once a second,
         // to keep the scan off the busy path).
@@ -535,17 +559,24 @@ impl Server {
             }
             match connection.state.read() {
                 ReadState::Head | ReadState::Body(_) => {
-                    // A client that stalled in the middle of a request: best
-                    // effort, one write attempt of a 408, then close.
+                    // A client that stalled in the middle of a request gets a
+                    // 408 and a lingering close, as any refusal: the drive
+                    // writes it, shuts the write side and discards what still
+                    // comes for a bounded time. Closing at once would answer
+                    // the client's next byte (a slowloris drips on) with an
+                    // RST, which can cost it the 408.
                     rush_proto::encode::write_request_timeout(
                         &mut connection.sink.output,
                         date_line,
                     );
                     metrics::refused(408);
-                    let _ = connection.write_output();
+                    connection.state.refused();
+                    connection.deadline = Some(now + crate::options::LINGER_TIMEOUT);
                     // Logged with the peer's address (see `refuse`).
                     connection.origin = None;
                     timed_out.push((key, "408 the request did not arrive in time"));
+                    woken.push(key);
+                    continue;
                 }
                 // An idle connection whose next request just arrived is
                 // served, not closed under it.

@@ -91,10 +91,14 @@ pub struct Server {
     events: Events,
     listener: Option<Listener>,
     /// Set when the listener speaks TLS: every accepted TCP connection gets
-    /// a session from it; and the most handshakes in progress at once.
-    tls: Option<(std::sync::Arc<rustls::ServerConfig>, usize)>,
-    /// TLS handshakes in progress (see `conn/tls.rs`).
-    tls_handshakes: std::rc::Rc<std::cell::Cell<usize>>,
+    /// a session from it, and its handshake a slot in the gate (the cap on
+    /// handshakes in progress, see `conn/tls.rs`).
+    tls: Option<(
+        std::sync::Arc<rustls::ServerConfig>,
+        std::rc::Rc<crate::conn::HandshakeGate>,
+    )>,
+    /// When handshakes refused at the cap may next be logged.
+    next_handshake_warning: Instant,
     connections: Slab<Connection>,
     core: Core,
     accept_paused: bool,
@@ -130,6 +134,7 @@ impl Server {
         access_log_format=None, access_log_fields=false, log_refusals=true, debug=false,
         ws_max_size=16 * 1024 * 1024, ws_max_queue=32,
         ws_ping_interval=20.0, ws_ping_timeout=20.0, ws_per_message_deflate=true,
+        ws_allowed_origins=Vec::new(),
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -174,6 +179,7 @@ impl Server {
         ws_ping_interval: f64,
         ws_ping_timeout: f64,
         ws_per_message_deflate: bool,
+        ws_allowed_origins: Vec<String>,
     ) -> PyResult<Self> {
         let optional = |name: &str, value: f64| {
             crate::options::seconds_or_zero(name, value)
@@ -186,7 +192,10 @@ impl Server {
             ping_timeout: optional("ws_ping_timeout", ws_ping_timeout)?,
             per_message_deflate: ws_per_message_deflate,
         };
-        let tls = tls.map(|settings| (settings.config.clone(), tls_max_handshakes.max(1)));
+        let tls = tls.map(|settings| {
+            let gate = crate::conn::HandshakeGate::new(tls_max_handshakes);
+            (settings.config.clone(), std::rc::Rc::new(gate))
+        });
         let access_format = access_log_format
             .map(|format| AccessFormat::parse(&format))
             .transpose()
@@ -209,6 +218,10 @@ impl Server {
             send_timeout: seconds("send_timeout", send_timeout)?,
             output_budget: max_worker_output.max(OUTPUT_HIGH_WATER),
             ws,
+            ws_allowed_origins: ws_allowed_origins
+                .iter()
+                .map(|origin| origin.trim().to_ascii_lowercase().into_bytes())
+                .collect(),
         };
         let owned = adopt_listening_socket(listener_fd)?;
         let poll = Poll::new()?;
@@ -294,7 +307,6 @@ impl Server {
             events: Events::with_capacity(1024),
             listener: Some(listener),
             tls,
-            tls_handshakes: Default::default(),
             connections: Slab::with_capacity(1024),
             core: Core {
                 router,
@@ -325,6 +337,7 @@ impl Server {
                 next_request_id: 0,
                 detached_requests: std::collections::HashMap::new(),
                 draining: false,
+                request_limit_reached: false,
                 pipelined_after: false,
                 output_total: 0,
                 may_park: false,
@@ -336,6 +349,7 @@ impl Server {
             drive_soon: Vec::new(),
             accept_retry_at: None,
             next_eviction_warning: now,
+            next_handshake_warning: now,
             drain_deadline: None,
             next_sweep: now + Duration::from_secs(1),
             completion_source: None,

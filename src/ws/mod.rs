@@ -35,6 +35,8 @@ use channel::{Phase, WebSocket};
 
 /// How long the peer has to answer our close frame before the socket is closed.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most capacity a connection's message buffer keeps between messages.
+const IDLE_MESSAGE_CAPACITY: usize = 16 * 1024;
 
 /// The loop's side of one WebSocket connection.
 pub struct WsSession {
@@ -256,7 +258,10 @@ impl Core {
                         }
                     };
                     session.message.clear();
-                    if session.message.capacity() > 1024 * 1024 {
+                    // An idle connection keeps no large buffer: inflating
+                    // grows it in 64 KiB steps, and a thousand idle
+                    // connections would each hold one.
+                    if session.message.capacity() > IDLE_MESSAGE_CAPACITY {
                         session.message = Vec::new();
                     }
                     ws.deliver_message(py, message);
@@ -371,13 +376,16 @@ impl Core {
 
 /// Starts a graceful close of a WebSocket connection (the worker drains):
 /// 1001, going away.
-pub(crate) fn close_for_shutdown(py: Python<'_>, session: &WsSession) {
+pub(crate) fn close_for_shutdown(py: Python<'_>, session: &WsSession, restarting: bool) {
+    // A client told 1012 knows to reconnect (to the new worker); 1001
+    // says the server is going away.
+    let (code, reason) = if restarting {
+        (rush_proto::ws::close::SERVICE_RESTART, "server restarting")
+    } else {
+        (rush_proto::ws::close::GOING_AWAY, "server shutting down")
+    };
     if let Ok(mut ws) = session.channel.bind(py).try_borrow_mut() {
-        let _ = ws.close_with(
-            py,
-            Some(rush_proto::ws::close::GOING_AWAY),
-            "server shutting down",
-        );
+        let _ = ws.close_with(py, Some(code), reason);
     }
 }
 

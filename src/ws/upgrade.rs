@@ -27,6 +27,25 @@ use crate::metrics;
 use crate::request::decode_path;
 use crate::router::RouteDecision;
 
+/// Whether the handshake's `Origin` is one of `allowed` (lowercase; empty
+/// allows any). Without an `Origin`, or with two, it is not: the list is
+/// there to name who may connect, as the websockets library does.
+fn origin_allowed(allowed: &[Vec<u8>], head_bytes: &[u8], headers: &[HeaderSpan]) -> bool {
+    if allowed.is_empty() {
+        return true;
+    }
+    let mut origins = headers
+        .iter()
+        .filter(|header| header.name.of(head_bytes).eq_ignore_ascii_case(b"origin"))
+        .map(|header| header.value.of(head_bytes).trim_ascii());
+    match (origins.next(), origins.next()) {
+        (Some(origin), None) => allowed
+            .iter()
+            .any(|allowed| allowed.eq_ignore_ascii_case(origin)),
+        _ => false,
+    }
+}
+
 /// Who takes a WebSocket on a path.
 pub(crate) enum WsTarget {
     /// The ASGI app, with a `websocket` scope.
@@ -117,6 +136,20 @@ impl Core {
                 return;
             }
         };
+        if !origin_allowed(&self.config.ws_allowed_origins, head_bytes, headers) {
+            // Cross-site WebSocket hijacking: a page elsewhere opens a
+            // socket with the user's cookies. Refused before the app runs.
+            metrics::refused(403);
+            super::write_denial(
+                &mut connection.sink.output,
+                403,
+                &[],
+                b"this Origin may not open a WebSocket here (--ws-allowed-origins)\n",
+                self.date.header_line(),
+            );
+            connection.state.refused();
+            return;
+        }
         let ws_config = self.config.ws;
         let deflate = if ws_config.per_message_deflate {
             DeflateConfig::default().negotiate(extension_offers(head_bytes, headers))

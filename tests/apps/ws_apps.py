@@ -6,7 +6,8 @@ the same endpoints so the tests run the same checks against each:
   the text ``close:CODE:REASON`` makes the server close with that code.
 * ``/deny``: closes before accepting (HTTP 403).
 * ``/state``: (HTTP GET) what the apps recorded, as JSON: the disconnect
-  codes they received (``disconnects``), and the flood's progress.
+  codes they received (``disconnects``), the flood's progress, and (the raw
+  ASGI app) how often it was called for a WebSocket (``websocket_calls``).
 
 The raw ASGI app (``asgi_app``) has more: ``/http-deny`` (the
 ``websocket.http.response`` extension), ``/raise-before`` (500),
@@ -35,7 +36,13 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket as StarletteWebSocket
 from starlette.websockets import WebSocketDisconnect as StarletteDisconnect
 
-STATE: dict[str, Any] = {"disconnects": [], "flood_blocked_after": None, "flood_done": False, "late_send": None}
+STATE: dict[str, Any] = {
+    "disconnects": [],
+    "flood_blocked_after": None,
+    "flood_done": False,
+    "late_send": None,
+    "websocket_calls": 0,
+}
 FLOOD_CHUNK = 1024 * 1024
 FLOOD_MESSAGES = 64
 
@@ -104,6 +111,7 @@ async def asgi_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
                 return
     if scope["type"] == "http":
         return await _http(scope, receive, send)
+    STATE["websocket_calls"] += 1
     path = scope["path"]
     if path in ("/echo", "/ws/echo"):
         return await _echo(receive, send, scope)

@@ -4,7 +4,14 @@
 //! consumes as much as it can, appends decoded data to the caller's vector,
 //! and remembers where it stopped, so a body split at any offset decodes the
 //! same. Chunk extensions and trailer fields are parsed for framing and then
-//! ignored (their sizes are bounded).
+//! ignored (their sizes are bounded), except that a trailer field a
+//! recipient must not take from a trailer (RFC 9110 section 6.5.1: framing,
+//! routing, request modifiers, authentication, response control data, how
+//! to process the content; see [`FORBIDDEN_TRAILER_FIELDS`]) is refused in
+//! a request: a peer that merges trailers into the header section (an
+//! origin behind the proxy, a framework) would let it stand in for a header
+//! that was checked. A proxy relays a response's trailers as they are
+//! ([`ChunkedDecoder::for_response`]).
 //!
 //! The grammar enforced is RFC 9112 section 7.1, strictly:
 //!
@@ -115,6 +122,14 @@ pub struct ChunkedDecoder {
     decoded: u64,
     /// Bytes of trailer field lines so far, their CRLFs included.
     trailer_length: usize,
+    /// The current trailer field name, lowercased, as far as it could still
+    /// be a forbidden one (a longer name cannot be).
+    trailer_name: [u8; LONGEST_FORBIDDEN_NAME],
+    /// Length of the current trailer field name (it may exceed the array).
+    trailer_name_length: usize,
+    /// Refuse [`FORBIDDEN_TRAILER_FIELDS`] (requests); a response's
+    /// trailers are relayed as they are (see [`ChunkedDecoder::for_response`]).
+    refuse_forbidden_trailers: bool,
     max_body_size: u64,
     max_chunk_line: usize,
     max_trailer_size: usize,
@@ -131,6 +146,67 @@ const BARE_LF: ProtoError = ProtoError::BadRequest("bare LF in chunked body");
 const INVALID_TRAILER_NAME: ProtoError = ProtoError::BadRequest("invalid trailer field name");
 const INVALID_TRAILER_VALUE: ProtoError = ProtoError::BadRequest("invalid trailer field value");
 const TRAILER_LINE_FOLDING: ProtoError = ProtoError::BadRequest("obsolete line folding in trailer");
+const FORBIDDEN_TRAILER: ProtoError = ProtoError::BadRequest(
+    "a field that must not be sent in a trailer (framing, routing, authentication...)",
+);
+
+/// Fields a trailer must not carry (lowercase), by RFC 9110 section 6.5.1's
+/// categories: message framing, routing, request modifiers (controls and
+/// conditionals), authentication, response control data, and how to
+/// process the content; plus the connection-specific fields, which mean
+/// nothing after the body.
+pub const FORBIDDEN_TRAILER_FIELDS: &[&str] = &[
+    // Framing.
+    "content-length",
+    "transfer-encoding",
+    "trailer",
+    // Routing.
+    "host",
+    // Request modifiers: controls.
+    "cache-control",
+    "expect",
+    "max-forwards",
+    "pragma",
+    "range",
+    "te",
+    // Request modifiers: conditionals.
+    "if-match",
+    "if-none-match",
+    "if-modified-since",
+    "if-unmodified-since",
+    "if-range",
+    // Authentication.
+    "authorization",
+    "proxy-authorization",
+    "www-authenticate",
+    "proxy-authenticate",
+    "authentication-info",
+    "proxy-authentication-info",
+    "cookie",
+    "set-cookie",
+    // Response control data.
+    "age",
+    "date",
+    "expires",
+    "location",
+    "retry-after",
+    "vary",
+    "warning",
+    // How to process the content.
+    "content-encoding",
+    "content-type",
+    "content-range",
+    "content-location",
+    "content-language",
+    // Connection-specific.
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "upgrade",
+];
+
+/// The longest name in [`FORBIDDEN_TRAILER_FIELDS`] ("proxy-authentication-info").
+const LONGEST_FORBIDDEN_NAME: usize = 25;
 
 impl ChunkedDecoder {
     /// A decoder that refuses bodies whose decoded size exceeds `limits.max_body_size` (413),
@@ -148,9 +224,23 @@ impl ChunkedDecoder {
             remaining_in_chunk: 0,
             decoded: 0,
             trailer_length: 0,
+            trailer_name: [0; LONGEST_FORBIDDEN_NAME],
+            trailer_name_length: 0,
+            refuse_forbidden_trailers: true,
             max_body_size: limits.max_body_size,
             max_chunk_line: limits.max_chunk_line,
             max_trailer_size: limits.max_trailer_size,
+        }
+    }
+
+    /// A decoder for a response body relayed by a proxy: as [`new`](Self::new),
+    /// but any trailer field is accepted. What an origin puts in its
+    /// trailers is its client's business; failing the response mid-body
+    /// would only truncate it.
+    pub fn for_response(limits: &Limits) -> ChunkedDecoder {
+        ChunkedDecoder {
+            refuse_forbidden_trailers: false,
+            ..ChunkedDecoder::new(limits)
         }
     }
 
@@ -284,6 +374,8 @@ impl ChunkedDecoder {
                 b' ' | b'\t' => return Err(TRAILER_LINE_FOLDING),
                 _ if is_token_character(byte) => {
                     self.count_trailer_byte()?;
+                    self.trailer_name_length = 0;
+                    self.push_trailer_name_byte(byte);
                     self.state = State::TrailerName;
                 }
                 _ => return Err(INVALID_TRAILER_NAME),
@@ -291,8 +383,9 @@ impl ChunkedDecoder {
             State::TrailerName => {
                 self.count_trailer_byte()?;
                 match byte {
+                    b':' if self.trailer_name_is_forbidden() => return Err(FORBIDDEN_TRAILER),
                     b':' => self.state = State::TrailerValue,
-                    _ if is_token_character(byte) => {}
+                    _ if is_token_character(byte) => self.push_trailer_name_byte(byte),
                     _ => return Err(INVALID_TRAILER_NAME),
                 }
             }
@@ -336,6 +429,25 @@ impl ChunkedDecoder {
             }
         }
         Ok(())
+    }
+
+    fn push_trailer_name_byte(&mut self, byte: u8) {
+        if let Some(slot) = self.trailer_name.get_mut(self.trailer_name_length) {
+            *slot = byte.to_ascii_lowercase();
+        }
+        self.trailer_name_length += 1;
+    }
+
+    fn trailer_name_is_forbidden(&self) -> bool {
+        if !self.refuse_forbidden_trailers {
+            return false;
+        }
+        let Some(name) = self.trailer_name.get(..self.trailer_name_length) else {
+            return false;
+        };
+        FORBIDDEN_TRAILER_FIELDS
+            .iter()
+            .any(|forbidden| forbidden.as_bytes() == name)
     }
 
     /// Counts one byte of a trailer field line against the trailer limit.
@@ -622,6 +734,22 @@ mod tests {
             ),
             (b"0\r\nA: \x01\r\n\r\n", bad("invalid trailer field value")),
             (b"0\r\nA: \x7f\r\n\r\n", bad("invalid trailer field value")),
+            // Fields that must not come in a trailer, in any case.
+            (
+                b"0\r\nContent-Length: 5\r\n\r\n",
+                Outcome::Refused(FORBIDDEN_TRAILER),
+            ),
+            (
+                b"0\r\nX-Ok: 1\r\nTRANSFER-ENCODING: chunked\r\n\r\n",
+                Outcome::Refused(FORBIDDEN_TRAILER),
+            ),
+            (b"0\r\nhost: a\r\n\r\n", Outcome::Refused(FORBIDDEN_TRAILER)),
+            (b"0\r\nTE: x\r\n\r\n", Outcome::Refused(FORBIDDEN_TRAILER)),
+            // Allowed: other names, and names that only start or end like a
+            // forbidden one.
+            (b"0\r\nX-Checksum: abc\r\n\r\n", complete(b"", 22)),
+            (b"0\r\nHosts: a\r\n\r\n", complete(b"", 15)),
+            (b"0\r\nX-Host: a\r\n\r\n", complete(b"", 16)),
             // Limits.
             (b"41\r\n", Outcome::Refused(ProtoError::PayloadTooLarge)),
             (
@@ -646,6 +774,35 @@ mod tests {
                 Outcome::Refused(ProtoError::HeadersTooLarge),
             ),
         ]
+    }
+
+    #[test]
+    fn every_forbidden_trailer_field_is_refused_and_the_longest_is_known() {
+        let limits = Limits::default();
+        for name in FORBIDDEN_TRAILER_FIELDS {
+            assert!(name.len() <= LONGEST_FORBIDDEN_NAME, "{name}");
+            let input = format!("0\r\n{}: x\r\n\r\n", name.to_ascii_uppercase());
+            assert_eq!(
+                decode_whole(&limits, input.as_bytes()),
+                Outcome::Refused(FORBIDDEN_TRAILER),
+                "{name}"
+            );
+        }
+        assert!(FORBIDDEN_TRAILER_FIELDS
+            .iter()
+            .any(|name| name.len() == LONGEST_FORBIDDEN_NAME));
+        // A response's trailers are relayed as they are.
+        assert!(matches!(
+            ChunkedDecoder::for_response(&limits)
+                .decode(b"0\r\nContent-Length: 5\r\n\r\n", &mut Vec::new()),
+            Ok(ChunkedProgress { done: true, .. })
+        ));
+        // A long allowed name is not cut down into a forbidden one.
+        let long = format!("0\r\nhost{}: x\r\n\r\n", "x".repeat(40));
+        assert!(matches!(
+            decode_whole(&limits, long.as_bytes()),
+            Outcome::Decoded { done: true, .. }
+        ));
     }
 
     #[test]
@@ -715,7 +872,7 @@ mod tests {
     #[test]
     fn incomplete_input_is_never_an_error() {
         let limits = small_limits();
-        let input = b"5;ext=1\r\nhello\r\n0\r\nTrailer: x\r\n\r\n";
+        let input = b"5;ext=1\r\nhello\r\n0\r\nChecksum: x\r\n\r\n";
         for end in 0..input.len() {
             match decode_whole(&limits, &input[..end]) {
                 Outcome::Decoded { done, consumed, .. } => {

@@ -40,6 +40,7 @@ fn chunked_like() -> impl Strategy<Value = Vec<u8>> {
         Just(b"1 ; e = \"q\\\"\" ;f\r\nx\r\n".to_vec()),
         Just(b"fffffffffffffffffff\r\n".to_vec()),
         Just(b"Trailer: x\r\n".to_vec()),
+        Just(b"X-Sum: 1\r\n".to_vec()),
         Just(b"\r\n".to_vec()),
         proptest::collection::vec(any::<u8>(), 0..10),
     ];

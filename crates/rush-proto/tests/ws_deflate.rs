@@ -37,8 +37,30 @@ fn negotiate(config: &DeflateConfig, header_value: &str) -> Option<String> {
 }
 
 #[test]
+fn the_default_answers_every_offer_without_context_takeover() {
+    // So no deflate state outlives a message (see deflate.rs, "Memory").
+    for offer in [
+        "permessage-deflate",
+        "permessage-deflate; client_max_window_bits",
+    ] {
+        let answer = negotiate(&DeflateConfig::default(), offer).unwrap();
+        assert!(
+            answer.starts_with(
+                "permessage-deflate; server_no_context_takeover; client_no_context_takeover"
+            ),
+            "{answer}"
+        );
+    }
+}
+
+#[test]
 fn negotiation_table() {
-    let config = DeflateConfig::default();
+    // With context takeover allowed, answers carry only what the offer asked.
+    let config = DeflateConfig {
+        server_no_context_takeover: false,
+        client_no_context_takeover: false,
+        ..DeflateConfig::default()
+    };
     let cases: &[(&str, Option<&str>)] = &[
         // A bare offer: our window is announced; the client's cannot be limited.
         ("permessage-deflate", Some("permessage-deflate; server_max_window_bits=12")),
@@ -101,7 +123,7 @@ fn negotiation_table() {
     let big = DeflateConfig {
         server_max_window_bits: 15,
         client_max_window_bits: 15,
-        ..DeflateConfig::default()
+        ..config
     };
     assert_eq!(
         negotiate(&big, "permessage-deflate; client_max_window_bits").as_deref(),

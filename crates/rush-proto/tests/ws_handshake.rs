@@ -272,7 +272,8 @@ fn the_101_response() {
          Connection: Upgrade\r\n\
          Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\
          Sec-WebSocket-Protocol: chat\r\n\
-         Sec-WebSocket-Extensions: permessage-deflate; server_max_window_bits=12; client_max_window_bits=12\r\n\
+         Sec-WebSocket-Extensions: permessage-deflate; server_no_context_takeover; \
+         client_no_context_takeover; server_max_window_bits=12; client_max_window_bits=12\r\n\
          X-Room: 7\r\n\r\n"
     );
     // Invalid input from the application: nothing is written.

@@ -422,6 +422,11 @@ impl MessageDecoder {
                     .expect("a data frame belongs to a message");
                 let is_text = message.kind == MessageKind::Text;
                 if message.compressed {
+                    // The copy of a large frame is not kept for the next
+                    // message (an idle connection holds no large buffer).
+                    if self.scratch.capacity() > 16 * 1024 {
+                        self.scratch = Vec::new();
+                    }
                     let utf8 = &mut self.utf8;
                     self.decompressor
                         .as_mut()

@@ -19,13 +19,22 @@
 //! Windows default to 12 bits (4 KiB) in both directions, as the websockets
 //! library tunes them, instead of deflate's 15 (32 KiB). The client's window
 //! can only be limited if its offer says it accepts a limit
-//! (`client_max_window_bits`); otherwise it may use 15 bits and the
-//! decompressor must keep a 32 KiB window. Measured heap per connection
-//! (compressor and decompressor, zlib-rs 0.6): about 313 KB at 12 bits,
-//! 299 KB at 9, 428 KB at 15. zlib-rs has a fixed 128 KiB hash table and
-//! flate2 exposes no memory level, so websockets' ~64 KiB (C zlib at
-//! memory level 5) is out of reach here; without deflate a connection
-//! holds no heap at all.
+//! (`client_max_window_bits`); otherwise it may use 15 bits.
+//!
+//! **Memory.** A zlib-rs compressor costs about 300 KB (a fixed 128 KiB
+//! hash table, and flate2 exposes no memory level), so one per connection
+//! cost 3 GB at 10,000 connections. By default the server therefore
+//! answers every offer with `server_no_context_takeover` and
+//! `client_no_context_takeover` (RFC 7692 lets a server add both): no
+//! stream state outlives a message, so a message is compressed with the
+//! thread's shared compressor for its window and level (compressing a
+//! message is one call, never interleaved with another), and a
+//! connection's decompressor exists only while a compressed message is
+//! arriving (its frames may interleave with other connections'), dropped
+//! at the message's end. An idle connection holds no deflate state; the
+//! price is the ratio on small similar messages, which context takeover
+//! would have compressed against each other. A `DeflateConfig` that keeps
+//! context takeover gets a compressor and decompressor per connection.
 //!
 //! **Backend.** flate2 with its `zlib-rs` feature: `Compress` and
 //! `Decompress::new_with_window_bits` exist only with a zlib-style backend
@@ -77,8 +86,8 @@ impl Default for DeflateConfig {
         DeflateConfig {
             server_max_window_bits: 12,
             client_max_window_bits: 12,
-            server_no_context_takeover: false,
-            client_no_context_takeover: false,
+            server_no_context_takeover: true,
+            client_no_context_takeover: true,
             level: 6,
         }
     }
@@ -220,8 +229,24 @@ const SYNC_TAIL: [u8; 4] = [0x00, 0x00, 0xFF, 0xFF];
 /// The compressing half of a connection.
 #[derive(Debug)]
 pub(crate) struct Compressor {
-    stream: Compress,
-    reset_after_message: bool,
+    /// The connection's own stream, with context takeover; `None` without
+    /// (the thread's shared one for `settings` serves).
+    own: Option<Compress>,
+    settings: StreamSettings,
+}
+
+/// What a compressor is made with: zlib level and window bits (9..=15).
+type StreamSettings = (u32, u8);
+
+thread_local! {
+    /// Compressors without context takeover, one per settings, shared by
+    /// every connection of the thread (see the module docs).
+    static SHARED_COMPRESSORS: std::cell::RefCell<Vec<(StreamSettings, Compress)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn new_compress((level, bits): StreamSettings) -> Compress {
+    Compress::new_with_window_bits(Compression::new(level), false, bits)
 }
 
 impl Compressor {
@@ -229,56 +254,76 @@ impl Compressor {
         let (bits, reset_after_message) = params.sending(role);
         // zlib cannot compress raw deflate with an 8-bit window; stored
         // blocks (level 0) make no back-references, so they fit any window.
-        let level = if bits < 9 {
-            Compression::none()
-        } else {
-            Compression::new(params.level)
-        };
+        let level = if bits < 9 { 0 } else { params.level };
+        let settings = (level, bits.clamp(9, 15));
         Compressor {
-            stream: Compress::new_with_window_bits(level, false, bits.clamp(9, 15)),
-            reset_after_message,
+            own: (!reset_after_message).then(|| new_compress(settings)),
+            settings,
         }
     }
 
     /// Appends the compressed payload of one message to `out`.
-    pub(crate) fn compress_message(&mut self, mut input: &[u8], out: &mut Vec<u8>) {
-        let start = out.len();
-        loop {
-            // Deflate rarely grows data by more than a few bytes per block.
-            out.reserve(input.len() / 2 + 64);
-            let before = self.stream.total_in();
-            self.stream
-                .compress_vec(input, out, FlushCompress::Sync)
-                .expect("deflate of an in-memory buffer cannot fail");
-            input = &input[(self.stream.total_in() - before) as usize..];
-            // The flush is complete once all input is taken and the output
-            // was not filled to capacity (zlib's `avail_out != 0`).
-            if input.is_empty() && out.len() < out.capacity() {
-                break;
-            }
+    pub(crate) fn compress_message(&mut self, input: &[u8], out: &mut Vec<u8>) {
+        if let Some(stream) = &mut self.own {
+            compress_message(stream, input, out);
+            return;
         }
-        if out[start..].ends_with(&SYNC_TAIL) {
-            out.truncate(out.len() - SYNC_TAIL.len());
-        } else {
-            // zlib emits nothing for a flush right after a flush (an empty
-            // message with context takeover): there is no tail to strip.
-            debug_assert_eq!(out.len(), start, "a sync flush ends with its tail");
+        SHARED_COMPRESSORS.with_borrow_mut(|shared| {
+            let index = match shared
+                .iter()
+                .position(|(settings, _)| *settings == self.settings)
+            {
+                Some(index) => index,
+                None => {
+                    shared.push((self.settings, new_compress(self.settings)));
+                    shared.len() - 1
+                }
+            };
+            let stream = &mut shared[index].1;
+            compress_message(stream, input, out);
+            stream.reset();
+        });
+    }
+}
+
+/// Compresses one message with `stream` (sync flush, tail stripped).
+fn compress_message(stream: &mut Compress, mut input: &[u8], out: &mut Vec<u8>) {
+    let start = out.len();
+    loop {
+        // Deflate rarely grows data by more than a few bytes per block.
+        out.reserve(input.len() / 2 + 64);
+        let before = stream.total_in();
+        stream
+            .compress_vec(input, out, FlushCompress::Sync)
+            .expect("deflate of an in-memory buffer cannot fail");
+        input = &input[(stream.total_in() - before) as usize..];
+        // The flush is complete once all input is taken and the output
+        // was not filled to capacity (zlib's `avail_out != 0`).
+        if input.is_empty() && out.len() < out.capacity() {
+            break;
         }
-        if out.len() == start {
-            // RFC 7692 7.2.3.6: an empty message is sent as one 0x00 byte,
-            // which with the tail appended is an empty stored block.
-            out.push(0x00);
-        }
-        if self.reset_after_message {
-            self.stream.reset();
-        }
+    }
+    if out[start..].ends_with(&SYNC_TAIL) {
+        out.truncate(out.len() - SYNC_TAIL.len());
+    } else {
+        // zlib emits nothing for a flush right after a flush (an empty
+        // message with context takeover): there is no tail to strip.
+        debug_assert_eq!(out.len(), start, "a sync flush ends with its tail");
+    }
+    if out.len() == start {
+        // RFC 7692 7.2.3.6: an empty message is sent as one 0x00 byte,
+        // which with the tail appended is an empty stored block.
+        out.push(0x00);
     }
 }
 
 /// The decompressing half of a connection.
 #[derive(Debug)]
 pub(crate) struct Decompressor {
-    stream: Decompress,
+    /// Made when a compressed message begins; without context takeover,
+    /// dropped when it ends (an idle connection holds none).
+    stream: Option<Decompress>,
+    window_bits: u8,
     reset_after_message: bool,
     /// The stream of the current message had a final block; what follows
     /// it in the message is ignored and the stream is reset afterwards.
@@ -297,11 +342,18 @@ impl Decompressor {
         };
         let (bits, reset_after_message) = params.sending(peer);
         Decompressor {
+            stream: None,
             // A 9-bit window inflates what an 8-bit one compressed.
-            stream: Decompress::new_with_window_bits(false, bits.clamp(9, 15)),
+            window_bits: bits.clamp(9, 15),
             reset_after_message,
             ended: false,
         }
+    }
+
+    fn stream(&mut self) -> &mut Decompress {
+        let bits = self.window_bits;
+        self.stream
+            .get_or_insert_with(|| Decompress::new_with_window_bits(false, bits))
     }
 
     /// Inflates `input` (the next compressed bytes of the message) onto
@@ -325,12 +377,11 @@ impl Decompressor {
             let room = (max - *size).saturating_add(1).min(INFLATE_STEP);
             let start = out.len();
             out.resize(start + room, 0);
-            let (before_in, before_out) = (self.stream.total_in(), self.stream.total_out());
-            let status = self
-                .stream
-                .decompress(input, &mut out[start..], FlushDecompress::None);
-            let used = (self.stream.total_in() - before_in) as usize;
-            let produced = (self.stream.total_out() - before_out) as usize;
+            let stream = self.stream();
+            let (before_in, before_out) = (stream.total_in(), stream.total_out());
+            let status = stream.decompress(input, &mut out[start..], FlushDecompress::None);
+            let used = (stream.total_in() - before_in) as usize;
+            let produced = (stream.total_out() - before_out) as usize;
             out.truncate(start + produced);
             input = &input[used..];
             let within_limit = produced.min(max - *size);
@@ -365,16 +416,18 @@ impl Decompressor {
         check: &mut impl FnMut(&[u8]) -> Result<(), WsError>,
     ) -> Result<(), WsError> {
         self.inflate(&SYNC_TAIL, out, size, max, check)?;
-        if self.reset_after_message || self.ended {
-            self.stream.reset(false);
-            self.ended = false;
+        if self.reset_after_message {
+            self.stream = None;
+        } else if self.ended {
+            self.stream().reset(false);
         }
+        self.ended = false;
         Ok(())
     }
 
     /// Forgets a message cut short by an error (the connection is failing).
     pub(crate) fn abandon(&mut self) {
-        self.stream.reset(false);
+        self.stream = None;
         self.ended = false;
     }
 }
