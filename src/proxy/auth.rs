@@ -5,10 +5,10 @@
 //! worker, and a few junk requests a second stalled it for good. So the
 //! loop looks a request's credentials up in a short-lived cache of those
 //! verified before (squid's `credentialsttl`), and only on a miss sends a
-//! job to a small pool of threads. A thread verifies, pushes the verdict on
-//! a shared queue and wakes the loop through the proxy's `mio::Waker` (the
-//! one the resolver uses); the loop matches verdicts to connections by key
-//! and serial, as it does resolver answers.
+//! job to a small pool of threads (offload.rs). A thread verifies and wakes
+//! the loop through the proxy's `mio::Waker` (the one the resolver uses);
+//! the loop matches verdicts to connections by key and serial, as it does
+//! resolver answers.
 //!
 //! Checks in flight are capped per worker ([`MAX_IN_FLIGHT`]): past it a
 //! request is refused at once with 503 rather than queued, because the pool
@@ -22,10 +22,10 @@
 //! [`CACHE_ENTRIES`] entries.
 
 use std::collections::HashMap;
-use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::{Arc, Mutex};
-use std::thread;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use super::offload::Offload;
 
 /// Verifying threads per worker: a worker's loop is one core's work, and a
 /// second thread keeps one slow check from holding up the next.
@@ -66,37 +66,19 @@ struct Job {
 }
 
 pub(crate) struct Verifier {
-    jobs: Option<Sender<Job>>,
-    verdicts: Arc<Mutex<Vec<Verdict>>>,
+    checks: Offload<Job, Verdict>,
     in_flight: usize,
     verified: HashMap<CredentialDigest, Instant>,
-    threads: Vec<thread::JoinHandle<()>>,
 }
 
 impl Verifier {
     /// Starts the threads (in the worker, after fork); each verdict wakes
     /// the loop through `waker`.
     pub(crate) fn start(waker: Arc<mio::Waker>) -> std::io::Result<Verifier> {
-        let (jobs, receiver) = channel::<Job>();
-        let receiver = Arc::new(Mutex::new(receiver));
-        let verdicts = Arc::new(Mutex::new(Vec::new()));
-        let mut threads = Vec::with_capacity(THREADS);
-        for index in 0..THREADS {
-            let receiver = Arc::clone(&receiver);
-            let verdicts = Arc::clone(&verdicts);
-            let waker = Arc::clone(&waker);
-            threads.push(
-                thread::Builder::new()
-                    .name(format!("rush-auth-{index}"))
-                    .spawn(move || verify_jobs(&receiver, &verdicts, &waker))?,
-            );
-        }
         Ok(Verifier {
-            jobs: Some(jobs),
-            verdicts,
+            checks: Offload::start("rush-auth", THREADS, waker, verify)?,
             in_flight: 0,
             verified: HashMap::new(),
-            threads,
         })
     }
 
@@ -114,17 +96,14 @@ impl Verifier {
 
     /// Hands `check` to a thread, for connection `key`.
     pub(crate) fn submit(&mut self, key: usize, serial: u64, check: Check) {
-        if let Some(jobs) = &self.jobs {
-            if jobs.send(Job { key, serial, check }).is_ok() {
-                self.in_flight += 1;
-            }
+        if self.checks.submit(Job { key, serial, check }) {
+            self.in_flight += 1;
         }
     }
 
     /// Takes the finished checks, caching the credentials found valid.
     pub(crate) fn take_verdicts(&mut self, now: Instant) -> Vec<Verdict> {
-        let verdicts =
-            std::mem::take(&mut *self.verdicts.lock().unwrap_or_else(|e| e.into_inner()));
+        let verdicts = self.checks.take_results();
         self.in_flight = self.in_flight.saturating_sub(verdicts.len());
         for verdict in verdicts.iter().filter(|verdict| verdict.valid) {
             if self.verified.len() >= CACHE_ENTRIES {
@@ -136,41 +115,14 @@ impl Verifier {
     }
 }
 
-impl Drop for Verifier {
-    /// Closing the channel ends the threads after their current check; they
-    /// are not joined, and own nothing the loop needs.
-    fn drop(&mut self) {
-        self.jobs = None;
-        self.threads.clear();
-    }
-}
-
-fn verify_jobs(
-    receiver: &Mutex<Receiver<Job>>,
-    verdicts: &Mutex<Vec<Verdict>>,
-    waker: &mio::Waker,
-) {
-    loop {
-        let job = {
-            let Ok(receiver) = receiver.lock() else {
-                return;
-            };
-            match receiver.recv() {
-                Ok(job) => job,
-                Err(_) => return,
-            }
-        };
-        let matches = bcrypt::verify(&job.check.password, &job.check.hash).unwrap_or(false);
-        let valid = matches && !job.check.stand_in;
-        if let Ok(mut verdicts) = verdicts.lock() {
-            verdicts.push(Verdict {
-                key: job.key,
-                serial: job.serial,
-                digest: job.check.digest,
-                valid,
-            });
-        }
-        let _ = waker.wake();
+/// One check, on a verifying thread.
+fn verify(job: Job) -> Verdict {
+    let matches = bcrypt::verify(&job.check.password, &job.check.hash).unwrap_or(false);
+    Verdict {
+        key: job.key,
+        serial: job.serial,
+        digest: job.check.digest,
+        valid: matches && !job.check.stand_in,
     }
 }
 

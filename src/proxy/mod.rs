@@ -28,6 +28,7 @@
 mod auth;
 mod conn;
 mod forward;
+mod offload;
 mod policy;
 mod pool;
 mod relay;

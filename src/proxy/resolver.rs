@@ -1,27 +1,23 @@
 //! Name resolution off the loop thread.
 //!
 //! `getaddrinfo` blocks, and a blocked loop stalls every connection of the
-//! worker, so lookups run on a few threads of their own. The loop sends a
-//! job (connection key, a serial number, host, port) over a channel; a
-//! thread resolves it, pushes the answer on a shared queue and wakes the
-//! loop through a `mio::Waker` (an eventfd in the loop's epoll set). The
-//! loop matches answers to connections by key and serial, so an answer for
-//! a connection that closed meanwhile (its key reused) is dropped.
+//! worker, so lookups run on a few threads of their own (offload.rs). The
+//! loop sends a job (connection key, a serial number, host); a thread
+//! resolves it and wakes the loop with the answer. The loop matches
+//! answers to connections by key and serial, so an answer for a connection
+//! that closed meanwhile (its key reused) is dropped.
 //!
 //! A blocked `getaddrinfo` cannot be cancelled; the loop's deadline answers
 //! the client (504) and the late answer is dropped. Answers are cached for
 //! [`CACHE_TTL`] (getaddrinfo does not tell the record's TTL, so a short
 //! fixed one stands in), at most [`CACHE_ENTRIES`] names.
-//!
-//! The threads start when the proxy loop is built, which happens in the
-//! worker after fork (a forked child inherits only the forking thread).
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
-use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::{Arc, Mutex};
-use std::thread;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use super::offload::Offload;
 
 /// Resolver threads per worker: enough that one slow name does not hold up
 /// the others.
@@ -46,34 +42,16 @@ struct Job {
 }
 
 pub(crate) struct Resolver {
-    jobs: Option<Sender<Job>>,
-    answers: Arc<Mutex<Vec<Answer>>>,
+    lookups: Offload<Job, Answer>,
     cache: HashMap<String, (Vec<IpAddr>, Instant)>,
-    threads: Vec<thread::JoinHandle<()>>,
 }
 
 impl Resolver {
     /// Starts the threads; each answer wakes the loop through `waker`.
     pub(crate) fn start(waker: Arc<mio::Waker>) -> std::io::Result<Resolver> {
-        let (jobs, receiver) = channel::<Job>();
-        let receiver = Arc::new(Mutex::new(receiver));
-        let answers = Arc::new(Mutex::new(Vec::new()));
-        let mut threads = Vec::with_capacity(THREADS);
-        for index in 0..THREADS {
-            let receiver = Arc::clone(&receiver);
-            let answers = Arc::clone(&answers);
-            let waker = Arc::clone(&waker);
-            threads.push(
-                thread::Builder::new()
-                    .name(format!("rush-dns-{index}"))
-                    .spawn(move || resolve_jobs(&receiver, &answers, &waker))?,
-            );
-        }
         Ok(Resolver {
-            jobs: Some(jobs),
-            answers,
+            lookups: Offload::start("rush-dns", THREADS, waker, resolve)?,
             cache: HashMap::new(),
-            threads,
         })
     }
 
@@ -90,18 +68,16 @@ impl Resolver {
 
     /// Asks a thread to resolve `host` for connection `key`.
     pub(crate) fn submit(&self, key: usize, serial: u64, host: &str) {
-        if let Some(jobs) = &self.jobs {
-            let _ = jobs.send(Job {
-                key,
-                serial,
-                host: host.to_owned(),
-            });
-        }
+        self.lookups.submit(Job {
+            key,
+            serial,
+            host: host.to_owned(),
+        });
     }
 
     /// Takes the finished answers, caching the successful ones.
     pub(crate) fn take_answers(&mut self, now: Instant) -> Vec<Answer> {
-        let answers = std::mem::take(&mut *self.answers.lock().unwrap_or_else(|e| e.into_inner()));
+        let answers = self.lookups.take_results();
         for answer in &answers {
             if let Ok(addresses) = &answer.result {
                 if self.cache.len() >= CACHE_ENTRIES {
@@ -115,52 +91,29 @@ impl Resolver {
     }
 }
 
-impl Drop for Resolver {
-    /// Closing the channel ends the threads once their current lookup returns;
-    /// they are not joined (a lookup may block for a long time), and they
-    /// own nothing the loop needs.
-    fn drop(&mut self) {
-        self.jobs = None;
-        self.threads.clear();
-    }
-}
-
-fn resolve_jobs(receiver: &Mutex<Receiver<Job>>, answers: &Mutex<Vec<Answer>>, waker: &mio::Waker) {
-    loop {
-        let job = {
-            let Ok(receiver) = receiver.lock() else {
-                return;
-            };
-            match receiver.recv() {
-                Ok(job) => job,
-                Err(_) => return,
+/// One lookup, on a resolver thread.
+fn resolve(job: Job) -> Answer {
+    // Port 0: only the addresses matter; the caller adds its port.
+    let result = (job.host.as_str(), 0)
+        .to_socket_addrs()
+        .map(|addresses| {
+            addresses
+                .map(|address: SocketAddr| address.ip())
+                .collect::<Vec<_>>()
+        })
+        .map_err(|error| error.to_string())
+        .and_then(|addresses| {
+            if addresses.is_empty() {
+                Err("no addresses".to_owned())
+            } else {
+                Ok(addresses)
             }
-        };
-        // Port 0: only the addresses matter; the caller adds its port.
-        let result = (job.host.as_str(), 0)
-            .to_socket_addrs()
-            .map(|addresses| {
-                addresses
-                    .map(|address: SocketAddr| address.ip())
-                    .collect::<Vec<_>>()
-            })
-            .map_err(|error| error.to_string())
-            .and_then(|addresses| {
-                if addresses.is_empty() {
-                    Err("no addresses".to_owned())
-                } else {
-                    Ok(addresses)
-                }
-            });
-        if let Ok(mut answers) = answers.lock() {
-            answers.push(Answer {
-                key: job.key,
-                serial: job.serial,
-                host: job.host,
-                result,
-            });
-        }
-        let _ = waker.wake();
+        });
+    Answer {
+        key: job.key,
+        serial: job.serial,
+        host: job.host,
+        result,
     }
 }
 
