@@ -536,15 +536,18 @@ pub fn call_wsgi(
     };
     let mut body = collected?;
     closed?;
-    let mut start = start_response.borrow_mut();
-    let Some(status) = start.status else {
+    let status = start_response.borrow().status;
+    let Some(status) = status else {
         // A generator app calls start_response only once iterated: take
         // its first chunk now, so the status is known before anything is sent.
+        // No borrow of start_response may be held here: the app calls it.
         if let Some(stream) = &iterator {
             if let Some(first) = stream.next_chunk(py)? {
                 body.extend_from_slice(first.as_bytes());
             }
-            if let Some(status) = start.status {
+            let status = start_response.borrow().status;
+            if let Some(status) = status {
+                let mut start = start_response.borrow_mut();
                 return finish_response(&mut start, status, body, file, iterator);
             }
         }
@@ -552,6 +555,7 @@ pub fn call_wsgi(
             "the WSGI app returned without calling start_response",
         ));
     };
+    let mut start = start_response.borrow_mut();
     finish_response(&mut start, status, body, file, iterator)
 }
 

@@ -358,6 +358,16 @@ def test_generator_bodies_and_head(server: RushServer) -> None:
     assert after.body == b"hello legacy world"
 
 
+@pytest.mark.parametrize("threads", [(), ("--threads", "2")])
+def test_start_response_called_from_the_body_iterator(rush_server: ServerFactory, threads: tuple[str, ...]) -> None:
+    # PEP 3333 lets the body call start_response when first iterated (a generator app, or
+    # middleware written as one); found by the differential suite against gunicorn.
+    server = rush_server("wsgi_apps", *threads)
+    response = fetch(server, "/lazy-start")
+    assert (response.status, response.body) == (200, b"lazy start")
+    assert response.header("content-type") == "text/plain"
+
+
 def test_repeated_response_headers_are_kept(client: httpx.Client) -> None:
     response = client.get("/cookies")
     assert response.headers.get_list("set-cookie") == ["a=1", "b=2"]

@@ -12,6 +12,7 @@
   - ``/exc-info``: ``start_response`` again with ``exc_info`` (a 500 with its own body);
   - ``/twice``: ``start_response`` twice without ``exc_info`` (an app error);
   - ``/write``: the legacy ``write()`` callable, then a returned iterable;
+  - ``/lazy-start``: a generator body that calls ``start_response`` once iterated;
   - ``/closing?id=X[&fail=1]``: an iterable with ``close()`` counted in
     ``closes[X]`` (``fail`` raises during iteration); ``/closed?id=X``: the count;
   - ``/length?declared=N&actual=M``: a Content-Length that does not match the body;
@@ -127,6 +128,14 @@ class ClosingIterable:
             closes[self.key] = closes.get(self.key, 0) + 1
 
 
+def lazy_start(start_response: StartResponse) -> Iterator[bytes]:
+    """A body that calls start_response only once iterated (PEP 3333 allows it up to the first
+    chunk), as WSGI middleware written as generators does."""
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    yield b"lazy "
+    yield b"start"
+
+
 def app(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
     path = environ["PATH_INFO"]
     params = query(environ)
@@ -192,6 +201,8 @@ def app(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         write(b"hello ")
         write(b"legacy ")
         return [b"world"]
+    if path == "/lazy-start":
+        return lazy_start(start_response)
     if path == "/closing":
         start_response("200 OK", [("Content-Type", "text/plain")])
         return ClosingIterable(params["id"], [b"one ", b"two ", b"three"], fail="fail" in params)
