@@ -13,6 +13,7 @@
   - ``/twice``: ``start_response`` twice without ``exc_info`` (an app error);
   - ``/write``: the legacy ``write()`` callable, then a returned iterable;
   - ``/lazy-start``: a generator body that calls ``start_response`` once iterated;
+  - ``/exc-info-late``: ``start_response`` with ``exc_info`` after the head went out;
   - ``/closing?id=X[&fail=1]``: an iterable with ``close()`` counted in
     ``closes[X]`` (``fail`` raises during iteration); ``/closed?id=X``: the count;
   - ``/length?declared=N&actual=M``: a Content-Length that does not match the body;
@@ -136,6 +137,18 @@ def lazy_start(start_response: StartResponse) -> Iterator[bytes]:
     yield b"start"
 
 
+def exc_info_after_head(start_response: StartResponse) -> Iterator[bytes]:
+    """Fails once its head and first chunk are out, and calls start_response with exc_info as
+    PEP 3333 shows: the server must re-raise (it cannot replace a response already sent)."""
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    yield b"begun "
+    try:
+        raise ValueError("failed after the head was sent")
+    except ValueError:
+        start_response("500 Internal Server Error", [("Content-Type", "text/plain")], sys.exc_info())
+    yield b"never sent"
+
+
 def app(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
     path = environ["PATH_INFO"]
     params = query(environ)
@@ -203,6 +216,8 @@ def app(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         return [b"world"]
     if path == "/lazy-start":
         return lazy_start(start_response)
+    if path == "/exc-info-late":
+        return exc_info_after_head(start_response)
     if path == "/closing":
         start_response("200 OK", [("Content-Type", "text/plain")])
         return ClosingIterable(params["id"], [b"one ", b"two ", b"three"], fail="fail" in params)
