@@ -1,0 +1,210 @@
+"""Differential tests of the raw ASGI and WSGI apps (apps/raw_asgi.py, apps/raw_wsgi.py): the
+spec's corners, against uvicorn and gunicorn (see harness.py for how a comparison works)."""
+
+from __future__ import annotations
+
+import pytest
+from harness import (
+    Pair,
+    Side,
+    abort,
+    asgi_app_view,
+    error_lines,
+    head_and_rest,
+    raw_exchange,
+    read_all,
+    read_until,
+    start_pair,
+    wsgi_app_view,
+)
+from support import ServerFactory, chunked, request
+
+
+@pytest.fixture(scope="module")
+def asgi(module_servers: ServerFactory) -> Pair:
+    return start_pair(module_servers, "raw_asgi", "asgi")
+
+
+@pytest.fixture(scope="module")
+def wsgi(module_servers: ServerFactory) -> Pair:
+    return start_pair(module_servers, "raw_wsgi", "wsgi")
+
+
+def exchange_and_app_view(tag: str, method: str, target: str, body: bytes = b"", headers=()) -> object:
+    def script(side: Side) -> dict:
+        client = raw_exchange(side, method, target, [("x-diff-id", tag), *headers], body)
+        return {"client": client, "app": asgi_app_view(side.wait_finished(tag))}
+
+    return script
+
+
+def test_echo_with_content_length(asgi: Pair) -> None:
+    asgi.check("echo-length", exchange_and_app_view("echo-length", "POST", "/echo?x=1&y=%20", b"hello body"))
+
+
+def test_echo_with_chunked_body(asgi: Pair) -> None:
+    def script(side: Side) -> dict:
+        with side.connect() as connection:
+            head = request("POST", "/echo", [("x-diff-id", "echo-chunked"), ("Transfer-Encoding", "chunked")])
+            connection.send(head + chunked(b"first ", b"second"))
+            response = connection.read_response()
+        return {"client": (response.status, response.body), "app": asgi_app_view(side.wait_finished("echo-chunked"))}
+
+    asgi.check("echo-chunked", script)
+
+
+def test_more_body_response(asgi: Pair) -> None:
+    asgi.check("more-body", lambda side: raw_exchange(side, "GET", "/more-body"))
+
+
+def test_lifespan_state_reaches_requests(asgi: Pair) -> None:
+    asgi.check("state", lambda side: raw_exchange(side, "GET", "/state"))
+
+
+def test_each_chunk_arrives_as_it_is_produced(asgi: Pair) -> None:
+    """The app produces chunk N+1 only after the client saw chunk N (through /step): a server that
+    held a chunk back would leave the client waiting, and the guard timeout fails the test."""
+
+    def script(side: Side) -> list[str]:
+        seen = []
+        with side.connect() as connection:
+            connection.send(request("GET", "/feed"))
+            for number in range(3):
+                data = read_until(connection, b"chunk %d\n" % number)
+                seen.append(data.rpartition(b"\r\n\r\n")[2].decode("latin-1") if number == 0 else f"chunk {number}")
+                raw_exchange(side, "GET", "/step")
+            read_until(connection, b"0\r\n\r\n")
+            seen.append(connection.buffer.partition(b"\r\n\r\n")[2].decode("latin-1"))
+        return seen
+
+    asgi.check("feed", script)
+
+
+def test_receive_and_send_after_disconnect(asgi: Pair) -> None:
+    def script(side: Side) -> dict:
+        connection = side.connect()
+        connection.send(request("GET", "/until-disconnect", [("x-diff-id", "after-disconnect")]))
+        read_until(connection, b"first\n")
+        connection.close()
+        return asgi_app_view(side.wait_finished("after-disconnect"))
+
+    asgi.check("after-disconnect", script)
+
+
+def test_abrupt_disconnect_reaches_the_app(asgi: Pair) -> None:
+    def script(side: Side) -> dict:
+        connection = side.connect()
+        connection.send(request("GET", "/until-disconnect", [("x-diff-id", "reset")]))
+        read_until(connection, b"first\n")
+        abort(connection)
+        return asgi_app_view(side.wait_finished("reset"))
+
+    asgi.check("reset", script)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 20 fault 1: fixed on helper-asgi")
+def test_concurrent_receive_survives_a_cancelled_caller(asgi: Pair) -> None:
+    def script(side: Side) -> dict:
+        connection = side.connect()
+        connection.send(request("GET", "/concurrent-receive", [("x-diff-id", "concurrent")]))
+        read_until(connection, b"first\n")
+        connection.close()
+        return asgi_app_view(side.wait_finished("concurrent"))
+
+    asgi.check("concurrent-receive", script)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 20 fault 2: fixed on helper-asgi")
+def test_a_client_leaving_a_stream_is_not_an_error(asgi: Pair) -> None:
+    """After the disconnect tests above: neither server logged an error for a client that left."""
+    asgi.compare("error-log", error_lines(asgi.rush), error_lines(asgi.reference))
+
+
+def test_lifespan_startup_failure(module_servers: ServerFactory) -> None:
+    pair = start_pair(module_servers, "raw_asgi:failing", "asgi", start=False)
+
+    def script(side: Side) -> dict:
+        code = side.server.wait_exit()
+        return {"exit_code_nonzero": code != 0, "app": [e for e in side.events("lifespan") if "scope" not in e]}
+
+    pair.check("startup-failed", script)
+
+
+def test_lifespan_shutdown(asgi: Pair) -> None:
+    """Last in the module: stops both servers and compares the whole lifespan conversation."""
+
+    def script(side: Side) -> dict:
+        side.server.stop()
+        events = side.events("lifespan")
+        return {"scope": events[0]["scope"], "conversation": events[1:]}
+
+    asgi.check("lifespan", script)
+
+
+# ---------------------------------------------------------------------------
+# WSGI
+
+
+def wsgi_exchange(tag: str, method: str, target: str, body: bytes = b"", headers=()) -> object:
+    def script(side: Side) -> dict:
+        client = raw_exchange(side, method, target, [("x-diff-id", tag), *headers], body)
+        return {"client": client, "app": wsgi_app_view(side.wait_finished(tag))}
+
+    return script
+
+
+def test_wsgi_input_readline(wsgi: Pair) -> None:
+    wsgi.check("readline", wsgi_exchange("readline", "POST", "/readline?a=b", b"line one\nline two\nlast"))
+
+
+def test_wsgi_input_iteration(wsgi: Pair) -> None:
+    wsgi.check("iterate", wsgi_exchange("iterate", "POST", "/iterate", b"one\ntwo\n\nfour"))
+
+
+def test_wsgi_input_chunked_request(wsgi: Pair) -> None:
+    def script(side: Side) -> dict:
+        with side.connect() as connection:
+            head = request("POST", "/iterate", [("x-diff-id", "iterate-chunked"), ("Transfer-Encoding", "chunked")])
+            connection.send(head + chunked(b"one\ntw", b"o\nthree"))
+            response = connection.read_response()
+        return {"client": (response.status, response.body), "app": wsgi_app_view(side.wait_finished("iterate-chunked"))}
+
+    wsgi.check("iterate-chunked", script)
+
+
+def test_wsgi_write_callable(wsgi: Pair) -> None:
+    wsgi.check("write", wsgi_exchange("write", "GET", "/write"))
+
+
+def test_wsgi_close_is_called(wsgi: Pair) -> None:
+    def script(side: Side) -> dict:
+        client = raw_exchange(side, "GET", "/closing", [("x-diff-id", "closing")])
+        # close() comes after the last byte: wait for it (a server that never calls it fails here).
+        events = side.wait_events("closing", lambda events: any("close" in e for e in events), "close()")
+        return {"client": client, "app": wsgi_app_view(events)}
+
+    wsgi.check("closing", script)
+
+
+def test_wsgi_close_is_called_when_the_client_leaves(wsgi: Pair) -> None:
+    def script(side: Side) -> bool:
+        connection = side.connect()
+        connection.send(request("GET", "/closing", [("x-diff-id", "closing-left")]))
+        connection.close()
+        return side.wait_events("closing-left", lambda events: any("close" in e for e in events), "close()") != []
+
+    wsgi.check("closing-left", script)
+
+
+def test_wsgi_exc_info_before_headers(wsgi: Pair) -> None:
+    wsgi.check("exc-info", wsgi_exchange("exc-info", "GET", "/exc-info"))
+
+
+def test_wsgi_exc_info_after_headers(wsgi: Pair) -> None:
+    def script(side: Side) -> dict:
+        with side.connect() as connection:
+            connection.send(request("GET", "/exc-info-late", [("x-diff-id", "late")]))
+            raw = read_all(connection)
+        return {"client": head_and_rest(raw), "app": wsgi_app_view(side.wait_finished("late"))}
+
+    wsgi.check("exc-info-late", script)
