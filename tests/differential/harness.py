@@ -382,7 +382,8 @@ def curl_view(side: Side, target: str, *args: str) -> dict:
         subprocess.run([*command, side.url + target], check=True, capture_output=True)
         # With redirects followed or 100-continue, -D holds several heads: the last one is the answer.
         head = head_file.read_bytes().rstrip(b"\r\n").split(b"\r\n\r\n")[-1].decode("latin-1")
-        body = body_file.read_bytes() if body_file.exists() else b""
+        # With -I, curl writes the head into the output file too: a HEAD response has no body.
+        body = body_file.read_bytes() if body_file.exists() and "-I" not in args else b""
     lines = head.split("\r\n")
     headers = [tuple(part.strip() for part in line.split(":", 1)) for line in lines[1:]]
     return response_view(int(lines[0].split()[1]), headers, body, "HEAD" if "-I" in args else "GET")
