@@ -209,12 +209,18 @@ def mask_ports(value: Any) -> Any:
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}, "c": [x, y]}`` -> ``{"a.b": 1, "c": [x, y]}``: dicts become paths, the
-    rest (lists included, where order matters) are compared whole."""
+    """``{"a": {"b": 1}, "c": [{"d": 2}], "e": [x, y]}`` -> ``{"a.b": 1, "c[0].d": 2, "e": [x, y]}``:
+    dicts and lists of dicts become paths, other values (lists of plain values included, where
+    order matters) are compared whole."""
+    flat: dict[str, Any] = {}
     if isinstance(value, dict):
-        flat: dict[str, Any] = {}
         for key, item in value.items():
             flat.update(flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return flat
+    if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+        flat[f"{prefix}.length"] = len(value)
+        for index, item in enumerate(value):
+            flat.update(flatten(item, f"{prefix}[{index}]"))
         return flat
     return {prefix: value}
 
