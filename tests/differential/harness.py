@@ -103,6 +103,14 @@ class Side:
 class ReferenceServer(RushServer):
     """uvicorn or gunicorn, run and watched like a rush process (support.RushServer)."""
 
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        # Over TLS the plain-HTTP readiness probe gets no answer: wait for the start-up line instead
+        # (the listening socket exists already, so connections made after it queue until accepted).
+        if any(option in self.command_line for option in ("--ssl-certfile", "--certfile")):
+            self.wait_for_log(r"Application startup complete|Booting worker")
+        else:
+            super().wait_ready(timeout)
+
     def finish(self) -> None:
         # uvicorn re-raises SIGTERM once it has shut down gracefully, so its clean exit is -15:
         # stop it here (a stop by the test), and let the usual checks look at the rest.

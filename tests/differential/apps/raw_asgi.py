@@ -5,6 +5,7 @@
 * ``/echo``: reads the body through ``receive()`` and sends it back.
 * ``/more-body``: a response in three ``more_body`` messages, no length.
 * ``/state``: what this request's copy of the lifespan state holds.
+* ``/scheme``: the scope's ``scheme``.
 * ``/feed``: a stream whose next chunk is produced only when ``/step`` is
   called, so a client sees whether each chunk arrives as it is produced.
 * ``/until-disconnect``: one chunk, then ``receive()`` until the client leaves,
@@ -73,6 +74,8 @@ async def app(scope, receive, send):
         for part in (b"one ", b"two ", b"three"):
             await send({"type": "http.response.body", "body": part, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
+    elif path == "/scheme":
+        await respond(send, 200, scope["scheme"].encode())
     elif path == "/state":
         state = scope.get("state", {})
         await respond(send, 200, json.dumps(state).encode(), b"application/json")

@@ -2,6 +2,7 @@
 
 * ``/readline``: reads ``wsgi.input`` with ``readline()`` (also with a size).
 * ``/iterate``: iterates ``wsgi.input`` line by line.
+* ``/tls``: the scheme and the mod_ssl-style TLS variables of the environ.
 * ``/write``: sends part of the body through the ``write()`` callable that
   ``start_response`` returns, the rest as the returned iterable.
 * ``/closing``: a body object with ``close()``, streamed in three chunks.
@@ -41,6 +42,9 @@ def app(environ, start_response):
         body = json.dumps([line.decode("latin-1") for line in lines]).encode()
     elif path == "/iterate":
         body = json.dumps([line.decode("latin-1") for line in stream]).encode()
+    elif path == "/tls":
+        keys = ("wsgi.url_scheme", "HTTPS", "SSL_PROTOCOL", "SSL_CIPHER")
+        body = json.dumps({key: environ.get(key) for key in keys}).encode()
     elif path == "/write":
         write = start_response("200 OK", [("Content-Type", "text/plain")])
         write(b"written ")
