@@ -147,10 +147,10 @@ class Pair:
             where = f"{self.app}/{case}/{path}"
             entry = next((e for e in DELIBERATE if listed(e, where, mine, other)), None)
             if entry is None:
-                undeclared.append(f"  {where}\n    rush:                 {mine!r}\n    {self.reference.name + ':':22}{other!r}")
-        assert not undeclared, (
-            "differences not listed in tests/differential/deliberate.toml:\n" + "\n".join(undeclared)
-        )
+                undeclared.append(
+                    f"  {where}\n    rush:                 {mine!r}\n    {self.reference.name + ':':22}{other!r}"
+                )
+        assert not undeclared, "differences not listed in tests/differential/deliberate.toml:\n" + "\n".join(undeclared)
 
     def check(self, case: str, script: Callable[[Side], Any]) -> tuple[Any, Any]:
         """`run` then `compare`: the usual one-liner of a test."""
@@ -259,10 +259,14 @@ def response_view(status: int, headers: Iterable[tuple[str, str]], body: bytes, 
 
 
 def httpx_view(response: Any) -> dict:
-    return response_view(response.status_code, response.headers.multi_items(), response.content, response.request.method)
+    return response_view(
+        response.status_code, response.headers.multi_items(), response.content, response.request.method
+    )
 
 
-def raw_exchange(side: Side, method: str, target: str, headers: Sequence[tuple[str, str]] = (), body: bytes = b"") -> dict:
+def raw_exchange(
+    side: Side, method: str, target: str, headers: Sequence[tuple[str, str]] = (), body: bytes = b""
+) -> dict:
     """One request over a fresh raw socket, with Connection: close; the response as a view."""
     with side.connect() as connection:
         connection.send(request(method, target, [*headers, ("Connection", "close")], body))
@@ -291,7 +295,11 @@ def merge_body_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def received(events: list[dict[str, Any]]) -> list[Any]:
     """The sequence of what ``receive()`` gave the app (bodies merged), raises included."""
-    messages = [e["receive"] if "receive" in e else {"raised": e["receive_raised"]} for e in events if "receive" in e or "receive_raised" in e]
+    messages = [
+        e["receive"] if "receive" in e else {"raised": e["receive_raised"]}
+        for e in events
+        if "receive" in e or "receive_raised" in e
+    ]
     return merge_body_messages(messages)
 
 
@@ -305,7 +313,10 @@ def asgi_app_view(events: list[dict[str, Any]], scope_keys: Sequence[str] | None
     ]
     if scope_keys is not None:
         scope = {key: scope.get(key, "<absent>") for key in scope_keys}
-    ending = next((("raise", e["raise"]) if "raise" in e else ("return", None) for e in events if "raise" in e or "return" in e), None)
+    ending = next(
+        (("raise", e["raise"]) if "raise" in e else ("return", None) for e in events if "raise" in e or "return" in e),
+        None,
+    )
     sends_raised = [e["send_raised"] for e in events if "send_raised" in e]
     return {"scope": scope, "received": received(events), "ended": ending, "send_raised": sends_raised}
 

@@ -34,7 +34,9 @@ def database(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def django_pair(factory: ServerFactory, database: Path, app: str, interface: str) -> Pair:
-    return start_pair(factory, app, interface, env={"DJANGO_SETTINGS_MODULE": SETTINGS, "DIFF_DJANGO_DB": str(database)})
+    return start_pair(
+        factory, app, interface, env={"DJANGO_SETTINGS_MODULE": SETTINGS, "DIFF_DJANGO_DB": str(database)}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -57,12 +59,16 @@ def masked(view: dict) -> dict:
     view = json.loads(json.dumps(view))
     if "expires" in view["headers"]:  # never-cache responses expire "now"
         view["headers"]["expires"] = "NOW"
-    view["body"] = re.sub(r'name="csrfmiddlewaretoken" value="[^"]+"', 'name="csrfmiddlewaretoken" value="T"', view["body"])
+    view["body"] = re.sub(
+        r'name="csrfmiddlewaretoken" value="[^"]+"', 'name="csrfmiddlewaretoken" value="T"', view["body"]
+    )
     cookies = view["headers"].get("set-cookie")
     if cookies is not None:
         cookies = cookies if isinstance(cookies, list) else [cookies]
         view["headers"]["set-cookie"] = [re.sub(r"=[^;]*", "=V", cookie, count=1) for cookie in cookies]
-        view["headers"]["set-cookie"] = [re.sub(r"expires=[^;]*", "expires=E", c) for c in view["headers"]["set-cookie"]]
+        view["headers"]["set-cookie"] = [
+            re.sub(r"expires=[^;]*", "expires=E", c) for c in view["headers"]["set-cookie"]
+        ]
     return view
 
 

@@ -29,26 +29,89 @@ def head(request_line: str, *fields: str) -> bytes:
 
 # name -> (raw bytes with {tag} where the x-diff-id goes, method of each expected response)
 CASES = {
-    "plain": head("POST {path} HTTP/1.1", "Host: t", "x-diff-id: {tag}", "Content-Length: 3", "Connection: close") + b"abc",
+    "plain": head("POST {path} HTTP/1.1", "Host: t", "x-diff-id: {tag}", "Content-Length: 3", "Connection: close")
+    + b"abc",
     "http10-no-host": head("POST {path} HTTP/1.0", "x-diff-id: {tag}", "Content-Length: 3") + b"abc",
     "missing-host": head("POST {path} HTTP/1.1", "x-diff-id: {tag}", "Content-Length: 3", "Connection: close") + b"abc",
-    "two-hosts": head("POST {path} HTTP/1.1", "Host: a", "Host: b", "x-diff-id: {tag}", "Content-Length: 0", "Connection: close"),
-    "fragment": head("POST {path}#part HTTP/1.1", "Host: t", "x-diff-id: {tag}", "Content-Length: 0", "Connection: close"),
-    "raw-byte-in-target": head("POST {path}?q=caf\xe9 HTTP/1.1", "Host: t", "x-diff-id: {tag}", "Content-Length: 0", "Connection: close"),
-    "length-and-chunked": head("POST {path} HTTP/1.1", "Host: t", "x-diff-id: {tag}", "Content-Length: 3", "Transfer-Encoding: chunked", "Connection: close") + b"3\r\nabc\r\n0\r\n\r\n",
-    "repeated-equal-length": head("POST {path} HTTP/1.1", "Host: t", "x-diff-id: {tag}", "Content-Length: 3", "Content-Length: 3", "Connection: close") + b"abc",
-    "space-before-colon": head("POST {path} HTTP/1.1", "Host: t", "x-diff-id: {tag}", "X-Bad : 1", "Content-Length: 0", "Connection: close"),
-    "obs-fold": head("POST {path} HTTP/1.1", "Host: t", "x-diff-id: {tag}", "X-Folded: a", " b", "Content-Length: 0", "Connection: close"),
+    "two-hosts": head(
+        "POST {path} HTTP/1.1", "Host: a", "Host: b", "x-diff-id: {tag}", "Content-Length: 0", "Connection: close"
+    ),
+    "fragment": head(
+        "POST {path}#part HTTP/1.1", "Host: t", "x-diff-id: {tag}", "Content-Length: 0", "Connection: close"
+    ),
+    "raw-byte-in-target": head(
+        "POST {path}?q=caf\xe9 HTTP/1.1", "Host: t", "x-diff-id: {tag}", "Content-Length: 0", "Connection: close"
+    ),
+    "length-and-chunked": head(
+        "POST {path} HTTP/1.1",
+        "Host: t",
+        "x-diff-id: {tag}",
+        "Content-Length: 3",
+        "Transfer-Encoding: chunked",
+        "Connection: close",
+    )
+    + b"3\r\nabc\r\n0\r\n\r\n",
+    "repeated-equal-length": head(
+        "POST {path} HTTP/1.1",
+        "Host: t",
+        "x-diff-id: {tag}",
+        "Content-Length: 3",
+        "Content-Length: 3",
+        "Connection: close",
+    )
+    + b"abc",
+    "space-before-colon": head(
+        "POST {path} HTTP/1.1", "Host: t", "x-diff-id: {tag}", "X-Bad : 1", "Content-Length: 0", "Connection: close"
+    ),
+    "obs-fold": head(
+        "POST {path} HTTP/1.1",
+        "Host: t",
+        "x-diff-id: {tag}",
+        "X-Folded: a",
+        " b",
+        "Content-Length: 0",
+        "Connection: close",
+    ),
     "bare-lf": b"POST {path} HTTP/1.1\nHost: t\nx-diff-id: {tag}\nContent-Length: 0\nConnection: close\n\n",
-    "bad-chunk-size": head("POST {path} HTTP/1.1", "Host: t", "x-diff-id: {tag}", "Transfer-Encoding: chunked", "Connection: close") + b"zz\r\nabc\r\n0\r\n\r\n",
-    "chunk-extension": head("POST {path} HTTP/1.1", "Host: t", "x-diff-id: {tag}", "Transfer-Encoding: chunked", "Connection: close") + b"3;name=value\r\nabc\r\n0\r\n\r\n",
-    "unknown-coding": head("POST {path} HTTP/1.1", "Host: t", "x-diff-id: {tag}", "Transfer-Encoding: gzip, chunked", "Connection: close") + b"0\r\n\r\n",
+    "bad-chunk-size": head(
+        "POST {path} HTTP/1.1", "Host: t", "x-diff-id: {tag}", "Transfer-Encoding: chunked", "Connection: close"
+    )
+    + b"zz\r\nabc\r\n0\r\n\r\n",
+    "chunk-extension": head(
+        "POST {path} HTTP/1.1", "Host: t", "x-diff-id: {tag}", "Transfer-Encoding: chunked", "Connection: close"
+    )
+    + b"3;name=value\r\nabc\r\n0\r\n\r\n",
+    "unknown-coding": head(
+        "POST {path} HTTP/1.1", "Host: t", "x-diff-id: {tag}", "Transfer-Encoding: gzip, chunked", "Connection: close"
+    )
+    + b"0\r\n\r\n",
     "http2-version": head("POST {path} HTTP/2.0", "Host: t", "x-diff-id: {tag}", "Content-Length: 0"),
-    "absolute-form": head("POST http://example.com{path}?x=1 HTTP/1.1", "Host: t", "x-diff-id: {tag}", "Content-Length: 0", "Connection: close"),
-    "expect-continue": head("POST {path} HTTP/1.1", "Host: t", "x-diff-id: {tag}", "Expect: 100-continue", "Content-Length: 3", "Connection: close") + b"abc",
-    "pipelined": head("POST {path} HTTP/1.1", "Host: t", "x-diff-id: {tag}", "Content-Length: 1") + b"a" + head("POST {path} HTTP/1.1", "Host: t", "x-diff-id: {tag}-2", "Content-Length: 1", "Connection: close") + b"b",
-    "control-char-in-value": head("POST {path} HTTP/1.1", "Host: t", "x-diff-id: {tag}", "X-Bad: a\x01b", "Content-Length: 0", "Connection: close"),
-    "connect": head("CONNECT example.com:443 HTTP/1.1", "Host: example.com:443", "x-diff-id: {tag}", "Connection: close"),
+    "absolute-form": head(
+        "POST http://example.com{path}?x=1 HTTP/1.1",
+        "Host: t",
+        "x-diff-id: {tag}",
+        "Content-Length: 0",
+        "Connection: close",
+    ),
+    "expect-continue": head(
+        "POST {path} HTTP/1.1",
+        "Host: t",
+        "x-diff-id: {tag}",
+        "Expect: 100-continue",
+        "Content-Length: 3",
+        "Connection: close",
+    )
+    + b"abc",
+    "pipelined": head("POST {path} HTTP/1.1", "Host: t", "x-diff-id: {tag}", "Content-Length: 1")
+    + b"a"
+    + head("POST {path} HTTP/1.1", "Host: t", "x-diff-id: {tag}-2", "Content-Length: 1", "Connection: close")
+    + b"b",
+    "control-char-in-value": head(
+        "POST {path} HTTP/1.1", "Host: t", "x-diff-id: {tag}", "X-Bad: a\x01b", "Content-Length: 0", "Connection: close"
+    ),
+    "connect": head(
+        "CONNECT example.com:443 HTTP/1.1", "Host: example.com:443", "x-diff-id: {tag}", "Connection: close"
+    ),
 }
 
 

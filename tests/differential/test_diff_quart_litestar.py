@@ -7,6 +7,7 @@ import httpx
 import pytest
 from harness import Pair, Side, asgi_app_view, curl_view, httpx_view, start_pair, websocket_url
 from support import ServerFactory, chunked, request
+from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 
@@ -53,7 +54,7 @@ def test_quart_websocket(quart: Pair) -> None:
             ws.send("bye")
             try:
                 ws.recv(timeout=15)
-            except Exception as closed:
+            except ConnectionClosed as closed:
                 replies.append(type(closed).__name__)
             close = [ws.close_code, ws.close_reason]
         return {"replies": replies, "close": close, "app": asgi_app_view(side.wait_finished("quart-ws"))}

@@ -32,7 +32,10 @@ def test_file_response_with_curl(site: Pair) -> None:
         # The multipart boundary is random per response.
         boundary = ranges["headers"]["content-type"].partition("boundary=")[2]
         ranges = {**ranges, "body": ranges["body"].replace(boundary, "B")}
-        ranges["headers"] = {**ranges["headers"], "content-type": ranges["headers"]["content-type"].replace(boundary, "B")}
+        ranges["headers"] = {
+            **ranges["headers"],
+            "content-type": ranges["headers"]["content-type"].replace(boundary, "B"),
+        }
         return {
             "whole": whole,
             "head": curl_view(side, "/report", "-I"),
@@ -75,6 +78,9 @@ def test_sse_starlette_streams_until_the_client_leaves(sse: Pair) -> None:
         data = read_until(connection, b"data: 8\r\n")
         connection.close()
         events = side.wait_finished("numbers")
-        return {"first_events": data.partition(b"\r\n\r\n")[2].count(b"event: tick"), "app": asgi_app_view(events)["ended"]}
+        return {
+            "first_events": data.partition(b"\r\n\r\n")[2].count(b"event: tick"),
+            "app": asgi_app_view(events)["ended"],
+        }
 
     sse.check("numbers", script)

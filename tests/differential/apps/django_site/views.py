@@ -30,7 +30,7 @@ class Echo:
 
 
 def some_streaming_csv_view(request):
-    rows = (["Row {}".format(idx), str(idx)] for idx in range(2000))
+    rows = ([f"Row {idx}", str(idx)] for idx in range(2000))
     pseudo_buffer = Echo()
     writer = csv.writer(pseudo_buffer)
     return StreamingHttpResponse(
