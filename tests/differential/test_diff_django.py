@@ -12,7 +12,17 @@ from pathlib import Path
 
 import httpx
 import pytest
-from harness import Pair, Side, asgi_app_view, curl_view, httpx_view, start_pair, websocket_url, wsgi_app_view
+from harness import (
+    Pair,
+    Side,
+    asgi_app_view,
+    curl_view,
+    error_lines,
+    httpx_view,
+    start_pair,
+    websocket_url,
+    wsgi_app_view,
+)
 from support import PYTHON, REPO, ServerFactory, clean_environment
 from websockets.sync.client import connect
 
@@ -146,3 +156,9 @@ def test_channels_consumer(channels: Pair) -> None:
         return {"reply": reply, "http": http, "app": asgi_app_view(side.wait_finished("consumer"))}
 
     channels.check("consumer", script)
+
+
+def test_nothing_logged_as_an_error(wsgi: Pair, asgi: Pair) -> None:
+    """Last in the module: neither server logged an error for what the tests above did."""
+    for pair in (wsgi, asgi):
+        pair.compare("error-log", error_lines(pair.rush), error_lines(pair.reference))

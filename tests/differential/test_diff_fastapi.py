@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import socket
+import struct
 from pathlib import Path
 
 import httpx
@@ -165,3 +167,18 @@ def test_websocket_subprotocol_bytes_and_close_code(chat: Pair) -> None:
         }
 
     chat.check("bytes", script)
+
+
+def test_websocket_dropped_without_a_close_frame(chat: Pair) -> None:
+    """A client whose connection dies (a RST, no close frame): the app's receive() gets
+    websocket.disconnect with 1006, and the chat tells the others."""
+
+    def script(side: Side) -> dict:
+        with connect(websocket_url(side, "/ws/7"), additional_headers={"x-diff-id": "listener"}) as listener:
+            dropped = connect(websocket_url(side, "/ws/8"), additional_headers={"x-diff-id": "dropped"})
+            dropped.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            dropped.socket.close()
+            farewell = listener.recv(timeout=15)
+        return {"farewell": farewell, "app": asgi_app_view(side.wait_finished("dropped"))}
+
+    chat.check("dropped", script)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from harness import Pair, Side, curl_view, httpx_view, read_until, start_pair, wsgi_app_view
+from harness import Pair, Side, curl_view, error_lines, httpx_view, read_until, start_pair, wsgi_app_view
 from support import ServerFactory, request
 
 
@@ -82,3 +82,8 @@ def test_form_post_and_error_page(flask: Pair, tmp_path: Path) -> None:
         }
 
     flask.check("form", script)
+
+
+def test_nothing_logged_as_an_error(flask: Pair) -> None:
+    """Last in the module: neither server logged an error for what the tests above did."""
+    flask.compare("error-log", len(error_lines(flask.rush)), len(error_lines(flask.reference)))
