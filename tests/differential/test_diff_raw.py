@@ -120,6 +120,25 @@ def test_a_client_leaving_a_stream_is_not_an_error(asgi: Pair) -> None:
     asgi.compare("error-log", error_lines(asgi.rush), error_lines(asgi.reference))
 
 
+ODD_TARGETS = ["/echo/a%2Fb%20c;p?x=%20&y", "/echo/caf%C3%A9/%FF", "//echo//double", "/echo/..%2F..", "/echo?"]
+
+
+@pytest.mark.parametrize("target", ODD_TARGETS)
+def test_scope_of_odd_targets_and_headers(asgi: Pair, target: str) -> None:
+    headers = [("X_Under", "1"), ("X-Dup", "a"), ("x-dup", "b"), ("X-Empty", ""), ("X-Latin", "caf\xe9")]
+    asgi.check(f"odd {target}", exchange_and_app_view(f"odd {target}", "GET", target, headers=headers))
+
+
+def test_app_failures(asgi: Pair) -> None:
+    def script(side: Side) -> dict:
+        with side.connect() as connection:
+            connection.send(request("GET", "/raise-after-start"))
+            cut_short = head_and_rest(read_all(connection))
+        return {"before": raw_exchange(side, "GET", "/raise"), "after-start": cut_short}
+
+    asgi.check("failures", script)
+
+
 def test_lifespan_startup_failure(module_servers: ServerFactory) -> None:
     pair = start_pair(module_servers, "raw_asgi:failing", "asgi", start=False)
 
@@ -151,6 +170,16 @@ def wsgi_exchange(tag: str, method: str, target: str, body: bytes = b"", headers
         return {"client": client, "app": wsgi_app_view(side.wait_finished(tag))}
 
     return script
+
+
+@pytest.mark.parametrize("target", ODD_TARGETS)
+def test_environ_of_odd_targets_and_headers(wsgi: Pair, target: str) -> None:
+    headers = [("X_Under", "1"), ("X-Dup", "a"), ("x-dup", "b"), ("X-Empty", ""), ("X-Latin", "caf\xe9")]
+    wsgi.check(f"odd {target}", wsgi_exchange(f"odd {target}", "GET", target.replace("/echo", "/nowhere"), headers=headers))
+
+
+def test_wsgi_app_failure(wsgi: Pair) -> None:
+    wsgi.check("failure", lambda side: raw_exchange(side, "GET", "/raise"))
 
 
 def test_wsgi_input_readline(wsgi: Pair) -> None:

@@ -6,6 +6,7 @@
 * ``/more-body``: a response in three ``more_body`` messages, no length.
 * ``/state``: what this request's copy of the lifespan state holds.
 * ``/scheme``: the scope's ``scheme``.
+* ``/raise``, ``/raise-after-start``: an app that fails before, or after, starting its response.
 * ``/feed``: a stream whose next chunk is produced only when ``/step`` is
   called, so a client sees whether each chunk arrives as it is produced.
 * ``/until-disconnect``: one chunk, then ``receive()`` until the client leaves,
@@ -74,6 +75,11 @@ async def app(scope, receive, send):
         for part in (b"one ", b"two ", b"three"):
             await send({"type": "http.response.body", "body": part, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
+    elif path == "/raise":
+        raise RuntimeError("failed before responding")
+    elif path == "/raise-after-start":
+        await start_stream(send)
+        raise RuntimeError("failed mid-response")
     elif path == "/scheme":
         await respond(send, 200, scope["scheme"].encode())
     elif path == "/state":

@@ -3,6 +3,7 @@
 * ``/readline``: reads ``wsgi.input`` with ``readline()`` (also with a size).
 * ``/iterate``: iterates ``wsgi.input`` line by line.
 * ``/tls``: the scheme and the mod_ssl-style TLS variables of the environ.
+* ``/raise``: fails before calling ``start_response``.
 * ``/write``: sends part of the body through the ``write()`` callable that
   ``start_response`` returns, the rest as the returned iterable.
 * ``/closing``: a body object with ``close()``, streamed in three chunks.
@@ -45,6 +46,8 @@ def app(environ, start_response):
     elif path == "/tls":
         keys = ("wsgi.url_scheme", "HTTPS", "SSL_PROTOCOL", "SSL_CIPHER")
         body = json.dumps({key: environ.get(key) for key in keys}).encode()
+    elif path == "/raise":
+        raise RuntimeError("failed before start_response")
     elif path == "/write":
         write = start_response("200 OK", [("Content-Type", "text/plain")])
         write(b"written ")
