@@ -175,7 +175,8 @@ def wsgi_exchange(tag: str, method: str, target: str, body: bytes = b"", headers
 @pytest.mark.parametrize("target", ODD_TARGETS)
 def test_environ_of_odd_targets_and_headers(wsgi: Pair, target: str) -> None:
     headers = [("X_Under", "1"), ("X-Dup", "a"), ("x-dup", "b"), ("X-Empty", ""), ("X-Latin", "caf\xe9")]
-    wsgi.check(f"odd {target}", wsgi_exchange(f"odd {target}", "GET", target.replace("/echo", "/nowhere"), headers=headers))
+    script = wsgi_exchange(f"odd {target}", "GET", target.replace("/echo", "/nowhere"), headers=headers)
+    wsgi.check(f"odd {target}", script)
 
 
 def test_wsgi_app_failure(wsgi: Pair) -> None:
