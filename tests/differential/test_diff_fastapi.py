@@ -40,7 +40,9 @@ def test_path_and_query_parameters(api: Pair) -> None:
     def script(side: Side) -> list[dict]:
         with httpx.Client(base_url=side.url) as client:
             targets = ["/items/5?q=somequery", "/items/5?short=1", "/items/foo", "/items/%35?q=caf%C3%A9", "/nowhere"]
-            return [httpx_view(client.get(target)) for target in targets]
+            views = [httpx_view(client.get(target)) for target in targets]
+            views += [httpx_view(client.head(target)) for target in ("/items/5", "/video?size=131072")]
+            return views
 
     api.check("parameters", script)
 
