@@ -53,6 +53,8 @@ def load_deliberate() -> list[dict[str, Any]]:
 
 
 DELIBERATE = load_deliberate()
+# The `match` of every entry that covered a difference in this session (see test_zz_deliberate.py).
+MATCHED: set[str] = set()
 
 
 # ---------------------------------------------------------------------------
@@ -146,7 +148,9 @@ class Pair:
                 continue
             where = f"{self.app}/{case}/{path}"
             entry = next((e for e in DELIBERATE if listed(e, where, mine, other)), None)
-            if entry is None:
+            if entry is not None:
+                MATCHED.add(entry["match"])
+            else:
                 undeclared.append(
                     f"  {where}\n    rush:                 {mine!r}\n    {self.reference.name + ':':22}{other!r}"
                 )

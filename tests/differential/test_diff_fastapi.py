@@ -131,14 +131,15 @@ def test_is_disconnected_in_finally_keeps_the_last_chunk(api: Pair) -> None:
 
 def test_websocket_chat(chat: Pair) -> None:
     def script(side: Side) -> dict:
-        first = connect(websocket_url(side, "/ws/1"), additional_headers={"x-diff-id": "chat-1"})
-        second = connect(websocket_url(side, "/ws/2"), additional_headers={"x-diff-id": "chat-2"})
-        first.send("hello")
-        seen_first = [first.recv(timeout=15), first.recv(timeout=15)]
-        seen_second = [second.recv(timeout=15)]
-        second.close()
-        seen_first.append(first.recv(timeout=15))
-        first.close()
+        with (
+            connect(websocket_url(side, "/ws/1"), additional_headers={"x-diff-id": "chat-1"}) as first,
+            connect(websocket_url(side, "/ws/2"), additional_headers={"x-diff-id": "chat-2"}) as second,
+        ):
+            first.send("hello")
+            seen_first = [first.recv(timeout=15), first.recv(timeout=15)]
+            seen_second = [second.recv(timeout=15)]
+            second.close()
+            seen_first.append(first.recv(timeout=15))
         return {
             "first": seen_first,
             "second": seen_second,
@@ -177,10 +178,10 @@ def test_websocket_dropped_without_a_close_frame(chat: Pair) -> None:
 
     def script(side: Side) -> dict:
         with connect(websocket_url(side, "/ws/7"), additional_headers={"x-diff-id": "listener"}) as listener:
-            dropped = connect(websocket_url(side, "/ws/8"), additional_headers={"x-diff-id": "dropped"})
-            dropped.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            dropped.socket.close()
-            farewell = listener.recv(timeout=15)
+            with connect(websocket_url(side, "/ws/8"), additional_headers={"x-diff-id": "dropped"}) as dropped:
+                dropped.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                dropped.socket.close()
+                farewell = listener.recv(timeout=15)
         return {"farewell": farewell, "app": asgi_app_view(side.wait_finished("dropped"))}
 
     chat.check("dropped", script)
