@@ -139,6 +139,32 @@ def test_app_failures(asgi: Pair) -> None:
     asgi.check("failures", script)
 
 
+def test_headers_the_app_owns(asgi: Pair) -> None:
+    """The app's own Server and Date go out instead of the server's (compared whole here)."""
+
+    def script(side: Side) -> dict:
+        with side.connect() as connection:
+            connection.send(request("GET", "/own-headers", [("Connection", "close")]))
+            response = connection.read_response()
+        return {name.lower(): value for name, value in response.headers if name.lower() in ("server", "date")}
+
+    asgi.check("own-headers", script)
+
+
+@pytest.mark.parametrize("target", ["/no-content", "/not-modified", "/slow-stream"])
+@pytest.mark.parametrize("version", ["HTTP/1.1", "HTTP/1.0"])
+def test_bodyless_statuses_and_http10_streams(asgi: Pair, target: str, version: str) -> None:
+    def script(side: Side) -> dict:
+        with side.connect() as connection:
+            connection.send(request("GET", target, version=version))
+            raw = read_all(connection) if version == "HTTP/1.0" else connection.read_response().raw_head
+        view = head_and_rest(raw)
+        view["connection"] = view["headers"].pop("connection", None)
+        return view
+
+    asgi.check(f"{target} {version}", script)
+
+
 def test_lifespan_startup_failure(module_servers: ServerFactory) -> None:
     pair = start_pair(module_servers, "raw_asgi:failing", "asgi", start=False)
 

@@ -6,6 +6,9 @@
 * ``/more-body``: a response in three ``more_body`` messages, no length.
 * ``/state``: what this request's copy of the lifespan state holds.
 * ``/scheme``: the scope's ``scheme``.
+* ``/own-headers``: the app's own Server and Date, and a repeated field.
+* ``/no-content``, ``/not-modified``: a 204, and a 304 that states a length.
+* ``/slow-stream``: three chunks with a real wait before each (a stream rush cannot measure).
 * ``/raise``, ``/raise-after-start``: an app that fails before, or after, starting its response.
 * ``/feed``: a stream whose next chunk is produced only when ``/step`` is
   called, so a client sees whether each chunk arrives as it is produced.
@@ -80,6 +83,25 @@ async def app(scope, receive, send):
     elif path == "/raise-after-start":
         await start_stream(send)
         raise RuntimeError("failed mid-response")
+    elif path == "/own-headers":
+        headers = [(b"server", b"my-app/1.0"), (b"date", b"Thu, 01 Jan 2015 00:00:00 GMT"), (b"x-multi", b"1")]
+        headers += [(b"x-multi", b"2"), (b"content-type", b"text/plain")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"own headers"})
+    elif path == "/no-content":
+        await send({"type": "http.response.start", "status": 204, "headers": [(b"x-note", b"empty")]})
+        await send({"type": "http.response.body", "body": b""})
+    elif path == "/not-modified":
+        headers = [(b"etag", b'"v1"'), (b"content-length", b"42")]
+        await send({"type": "http.response.start", "status": 304, "headers": headers})
+        await send({"type": "http.response.body", "body": b""})
+    elif path == "/slow-stream":
+        await read_body(receive)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        for part in (b"one ", b"two ", b"three"):
+            await asyncio.sleep(0.001)
+            await send({"type": "http.response.body", "body": part, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
     elif path == "/scheme":
         await respond(send, 200, scope["scheme"].encode())
     elif path == "/state":
