@@ -102,6 +102,21 @@ def test_abrupt_disconnect_reaches_the_app(asgi: Pair) -> None:
     asgi.check("reset", script)
 
 
+@pytest.mark.parametrize("ending", ["close", "reset"])
+def test_client_leaves_in_the_middle_of_its_upload(asgi: Pair, ending: str) -> None:
+    """The app is reading the body when the client goes: receive() says http.disconnect."""
+
+    def script(side: Side) -> dict:
+        tag = f"upload-{ending}"
+        connection = side.connect()
+        connection.send(request("POST", "/echo", [("x-diff-id", tag), ("Content-Length", "100000")]) + b"x" * 10)
+        side.wait_events(tag, lambda events: any("receive" in e for e in events), "the first body bytes")
+        abort(connection) if ending == "reset" else connection.close()
+        return asgi_app_view(side.wait_finished(tag))
+
+    asgi.check(f"upload-{ending}", script)
+
+
 @pytest.mark.xfail(strict=True, reason="issue 20 fault 1: fixed on helper-asgi")
 def test_concurrent_receive_survives_a_cancelled_caller(asgi: Pair) -> None:
     def script(side: Side) -> dict:
@@ -203,6 +218,31 @@ def test_environ_of_odd_targets_and_headers(wsgi: Pair, target: str) -> None:
     headers = [("X_Under", "1"), ("X-Dup", "a"), ("x-dup", "b"), ("X-Empty", ""), ("X-Latin", "caf\xe9")]
     script = wsgi_exchange(f"odd {target}", "GET", target.replace("/echo", "/nowhere"), headers=headers)
     wsgi.check(f"odd {target}", script)
+
+
+@pytest.mark.parametrize("version", ["HTTP/1.1", "HTTP/1.0"])
+def test_wsgi_stream_framing(wsgi: Pair, version: str) -> None:
+    def script(side: Side) -> dict:
+        with side.connect() as connection:
+            connection.send(request("GET", "/closing", [("Connection", "close")], version=version))
+            view = head_and_rest(read_all(connection))
+        view["headers"].pop("connection", None)
+        return view
+
+    wsgi.check(f"stream {version}", script)
+
+
+def test_wsgi_client_leaves_in_the_middle_of_its_upload(wsgi: Pair) -> None:
+    def script(side: Side) -> dict:
+        connection = side.connect()
+        head = request("POST", "/iterate", [("x-diff-id", "wsgi-upload"), ("Content-Length", "100000")])
+        connection.send(head + b"x")
+        abort(connection)
+        # Give the server a request to answer after the aborted one: by then it has dealt with it.
+        raw_exchange(side, "GET", "/closing")
+        return {"app_called": bool(side.events("wsgi-upload"))}
+
+    wsgi.check("upload-abort", script)
 
 
 def test_wsgi_app_failure(wsgi: Pair) -> None:
