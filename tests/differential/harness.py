@@ -20,6 +20,11 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
+import socket
+import struct
+import subprocess
+import tempfile
+import time
 import tomllib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -348,8 +353,6 @@ def wsgi_app_view(events: list[dict[str, Any]]) -> dict:
 def read_until(connection: Connection, marker: bytes, timeout: float = 15.0) -> bytes:
     """Reads until ``marker`` is in the connection's buffer (a hung server fails at the guard
     timeout); returns the buffer so far."""
-    import time
-
     deadline = time.monotonic() + timeout
     while marker not in connection.buffer:
         if connection.eof:
@@ -375,9 +378,6 @@ def head_and_rest(data: bytes) -> dict:
 
 def abort(connection: Connection) -> None:
     """Closes with a RST (SO_LINGER 0), as a client that crashes or loses its network does."""
-    import socket
-    import struct
-
     connection.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     connection.close()
 
@@ -389,8 +389,6 @@ def error_lines(side: Side) -> list[str]:
 
 def read_all(connection: Connection, timeout: float = 15.0) -> bytes:
     """Every byte until the server closes the connection (guarded by ``timeout``)."""
-    import time
-
     deadline = time.monotonic() + timeout
     while not connection.eof:
         try:
@@ -402,9 +400,6 @@ def read_all(connection: Connection, timeout: float = 15.0) -> bytes:
 
 def curl_view(side: Side, target: str, *args: str) -> dict:
     """A request made by curl (``args`` are curl's options); what it saw, as a view."""
-    import subprocess
-    import tempfile
-
     with tempfile.TemporaryDirectory() as directory:
         head_file, body_file = Path(directory, "head"), Path(directory, "body")
         command = ["curl", "-sS", "--max-time", "15", "-D", str(head_file), "-o", str(body_file), *args]
