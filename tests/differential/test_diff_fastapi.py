@@ -22,7 +22,7 @@ from harness import (
     websocket_url,
 )
 from support import ServerFactory, parse_responses, request
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 
@@ -85,6 +85,20 @@ def test_background_task_runs_after_the_response(api: Pair) -> None:
             return {"response": httpx_view(response), "after": client.get("/notifications").json()}
 
     api.check("background", script)
+
+
+def test_response_arrives_before_a_waiting_background_task_ends(api: Pair) -> None:
+    """The background task waits until the client itself says so (after it got the response): a
+    server that held the response until the app's call ended would leave the client waiting."""
+
+    def script(side: Side) -> dict:
+        with httpx.Client(base_url=side.url, timeout=15) as client:
+            response = client.post("/send-email/ann@example.com", headers={"x-diff-id": "email"})
+            client.post("/mail-server-ready")
+            side.wait_finished("email")
+            return {"response": httpx_view(response), "after": client.get("/notifications").json()}
+
+    api.check("email", script)
 
 
 def test_streaming_response_to_a_slow_reader(api: Pair) -> None:
@@ -185,3 +199,17 @@ def test_websocket_dropped_without_a_close_frame(chat: Pair) -> None:
         return {"farewell": farewell, "app": asgi_app_view(side.wait_finished("dropped"))}
 
     chat.check("dropped", script)
+
+
+def test_websocket_refused_before_accept(chat: Pair) -> None:
+    def script(side: Side) -> dict:
+        try:
+            with connect(websocket_url(side, "/private"), additional_headers={"x-diff-id": "refused"}):
+                refused = None
+        except InvalidStatus as error:
+            refused = {"status": error.response.status_code, "body": error.response.body.decode("latin-1")}
+        with connect(websocket_url(side, "/private?token=let-me-in")) as ws:
+            welcome = ws.recv(timeout=15)
+        return {"refused": refused, "welcome": welcome, "app": asgi_app_view(side.wait_finished("refused"))}
+
+    chat.check("refused", script)

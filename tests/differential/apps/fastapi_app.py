@@ -62,6 +62,31 @@ async def send_notification(email: str, background_tasks: BackgroundTasks):
     return {"message": "Notification sent in the background"}
 
 
+mail_server_ready: asyncio.Event | None = None
+
+
+async def send_email(email: str):
+    """An async task that waits on the outside world (here: until /mail-server-ready is called)."""
+    global mail_server_ready
+    mail_server_ready = mail_server_ready or asyncio.Event()
+    await mail_server_ready.wait()
+    notifications.append(f"email to {email}")
+
+
+@app.post("/send-email/{email}")
+async def send_email_later(email: str, background_tasks: BackgroundTasks):
+    background_tasks.add_task(send_email, email)
+    return {"message": "Email queued"}
+
+
+@app.post("/mail-server-ready")
+async def make_mail_server_ready():
+    global mail_server_ready
+    mail_server_ready = mail_server_ready or asyncio.Event()
+    mail_server_ready.set()
+    return {"ready": True}
+
+
 @app.get("/notifications")
 async def list_notifications():
     return notifications

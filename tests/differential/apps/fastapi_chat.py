@@ -49,3 +49,14 @@ async def bytes_endpoint(websocket: WebSocket):
     message = await websocket.receive_bytes()
     await websocket.send_bytes(message[::-1])
     await websocket.close(code=4000, reason="done")
+
+
+@app.websocket("/private")
+async def private(websocket: WebSocket, token: str | None = None):
+    if token != "let-me-in":
+        # Refused before the handshake completes: the client gets an HTTP answer.
+        await websocket.close(code=1008)
+        return
+    await websocket.accept()
+    await websocket.send_json({"welcome": True})
+    await websocket.close()
