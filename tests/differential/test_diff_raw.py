@@ -131,8 +131,18 @@ def test_concurrent_receive_survives_a_cancelled_caller(asgi: Pair) -> None:
 
 @pytest.mark.xfail(strict=True, reason="issue 20 fault 2: fixed on helper-asgi")
 def test_a_client_leaving_a_stream_is_not_an_error(asgi: Pair) -> None:
-    """After the disconnect tests above: neither server logged an error for a client that left."""
-    asgi.compare("error-log", error_lines(asgi.rush), error_lines(asgi.reference))
+    """A client leaves a stream (as in the tests above, repeated here so the test stands alone):
+    neither server logs an error for it, since a client leaving is normal."""
+
+    def script(side: Side) -> list[str]:
+        connection = side.connect()
+        connection.send(request("GET", "/until-disconnect", [("x-diff-id", "left-stream")]))
+        read_until(connection, b"first\n")
+        connection.close()
+        side.wait_finished("left-stream")
+        return error_lines(side)
+
+    asgi.check("error-log", script)
 
 
 ODD_TARGETS = ["/echo/a%2Fb%20c;p?x=%20&y", "/echo/caf%C3%A9/%FF", "//echo//double", "/echo/..%2F..", "/echo?"]
