@@ -415,3 +415,11 @@ def curl_view(side: Side, target: str, *args: str) -> dict:
 
 def websocket_url(side: Side, path: str) -> str:
     return f"ws://127.0.0.1:{side.server.port}{path}"
+
+
+def stop_and_get_lifespan(side: Side) -> dict:
+    """Stops the server (SIGTERM) and returns the lifespan conversation the app had: its scope and
+    every message both ways, startup and shutdown. For the last test of a module."""
+    side.server.stop()
+    events = side.events("lifespan")
+    return {"scope": events[0]["scope"] if events else None, "conversation": events[1:]}

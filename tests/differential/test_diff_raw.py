@@ -15,6 +15,7 @@ from harness import (
     read_all,
     read_until,
     start_pair,
+    stop_and_get_lifespan,
     wsgi_app_view,
 )
 from support import ServerFactory, chunked, request
@@ -203,12 +204,7 @@ def test_lifespan_startup_failure(module_servers: ServerFactory) -> None:
 def test_lifespan_shutdown(asgi: Pair) -> None:
     """Last in the module: stops both servers and compares the whole lifespan conversation."""
 
-    def script(side: Side) -> dict:
-        side.server.stop()
-        events = side.events("lifespan")
-        return {"scope": events[0]["scope"], "conversation": events[1:]}
-
-    asgi.check("lifespan", script)
+    asgi.check("lifespan", stop_and_get_lifespan)
 
 
 # ---------------------------------------------------------------------------

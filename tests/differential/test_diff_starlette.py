@@ -5,7 +5,17 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from harness import Pair, Side, asgi_app_view, curl_view, httpx_view, raw_exchange, read_until, start_pair
+from harness import (
+    Pair,
+    Side,
+    asgi_app_view,
+    curl_view,
+    httpx_view,
+    raw_exchange,
+    read_until,
+    start_pair,
+    stop_and_get_lifespan,
+)
 from support import ServerFactory, request
 
 
@@ -84,3 +94,10 @@ def test_sse_starlette_streams_until_the_client_leaves(sse: Pair) -> None:
         }
 
     sse.check("numbers", script)
+
+
+def test_lifespan_conversation(site: Pair, sse: Pair) -> None:
+    """Last in the module: stops the servers and compares each app's whole lifespan conversation
+    (Starlette's lifespan context manager; sse-starlette's app has the default one)."""
+    site.check("lifespan", stop_and_get_lifespan)
+    sse.check("lifespan", stop_and_get_lifespan)
