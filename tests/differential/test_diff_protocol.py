@@ -154,3 +154,25 @@ def test_half_closed_client_gets_its_answer(interface: str, request: pytest.Fixt
     path = "/echo" if interface == "asgi" else "/iterate"
     raw = head(f"POST {path} HTTP/1.1", "Host: t", "x-diff-id: half-close", "Content-Length: 3") + b"abc"
     pair.check("half-close", lambda side: exchange(side, raw, "half-close", half_close=True))
+
+
+@pytest.mark.parametrize("reads_body", [True, False])
+@pytest.mark.parametrize("interface", ["asgi", "wsgi"])
+def test_expect_continue_waiting_client(interface: str, reads_body: bool, request: pytest.FixtureRequest) -> None:
+    """A client that sends Expect: 100-continue and waits for the 100 before its body (RFC 9110
+    10.1.1), to a route that reads the body and to one that answers without reading it."""
+    pair: Pair = request.getfixturevalue(interface)
+    path = {("asgi", True): "/echo", ("asgi", False): "/scheme", ("wsgi", True): "/iterate", ("wsgi", False): "/tls"}
+    raw = head(f"POST {path[interface, reads_body]} HTTP/1.1", "Host: t", "Expect: 100-continue", "Content-Length: 3")
+
+    def script(side: Side) -> list:
+        with side.connect() as connection:
+            connection.send(raw)
+            first = connection.read_response("POST")
+            seen = [first.status]
+            if first.status == 100:
+                connection.send(b"abc")
+                seen.append(connection.read_response("POST").status)
+        return seen
+
+    pair.check(f"expect-wait {reads_body}", script)
