@@ -5,13 +5,14 @@
   for WSGI), each through `recorder.py`, which writes what the app sees into a
   file per server. Both run one worker, on sockets the test binds (``--fd``).
 * A test runs the same client script against both `Side`s, turns what the
-  client saw into a plain dict (`response_view`) and what the app saw into
-  another (`Side.app_view`), and calls `Pair.compare`, which flattens both dicts
+  client saw into a plain dict (`response_view`, `curl_view`...) and what the app
+  saw into another (`asgi_app_view`, `wsgi_app_view`, from the records of its
+  ``x-diff-id``), and calls `Pair.compare`, which flattens both dicts
   into ``path -> value`` and fails on every path whose values differ, unless
   ``deliberate.toml`` lists that path (a glob over ``app/case/path``) with the
   reason rush differs on purpose.
-* What is never compared: the fields each server owns (`SERVER_OWNED`), ports,
-  and transport accidents such as how a request body was split into
+* What is never compared: the fields each server owns (`SERVER_OWNED`), ports
+  (`mask_ports`), and transport accidents such as how a request body was split into
   ``http.request`` messages (`merge_body_messages`).
 """
 
@@ -27,7 +28,7 @@ import tempfile
 import time
 import tomllib
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -133,11 +134,6 @@ class Pair:
     app: str
     rush: Side
     reference: Side
-    matched: set[str] = field(default_factory=set)
-
-    @property
-    def sides(self) -> tuple[Side, Side]:
-        return (self.rush, self.reference)
 
     def run(self, script: Callable[[Side], Any]) -> tuple[Any, Any]:
         """Runs the same client script against rush and the reference; returns both results."""
