@@ -293,6 +293,9 @@ pub struct StartResponse {
     headers: Vec<(String, Vec<u8>)>,
     /// Bytes passed to the legacy `write()` callable.
     written: Vec<u8>,
+    /// The head is on its way to the client (a streamed body): from now on
+    /// PEP 3333 wants `start_response(..., exc_info)` to re-raise.
+    head_sent: bool,
 }
 
 #[pymethods]
@@ -306,13 +309,20 @@ impl StartResponse {
     ) -> PyResult<Py<WsgiWrite>> {
         let py = slf.py();
         let has_exc_info = exc_info.is_some_and(|info| !info.is_none());
+        if let (true, Some(info)) = (slf.head_sent, exc_info) {
+            if has_exc_info {
+                // Too late to replace the response: re-raise the app's error, which
+                // ends the stream (the client sees a cut connection, not a bogus body).
+                return Err(PyErr::from_value(info.get_item(1)?));
+            }
+        }
         if slf.status.is_some() && !has_exc_info {
             return Err(PyRuntimeError::new_err(
                 "start_response called a second time without exc_info",
             ));
         }
-        // Nothing is sent before the app returns, so an error response may
-        // always replace the first one (PEP 3333's exc_info case).
+        // Nothing is sent before call_wsgi returns, so until then an error
+        // response may replace the first one (PEP 3333's exc_info case).
         let code = parse_status_line(status).ok_or_else(|| {
             PyValueError::new_err(format!(
                 "invalid WSGI status {status:?}: PEP 3333 wants 'NNN reason', NNN from 200 to 599"
@@ -501,6 +511,7 @@ pub fn call_wsgi(
             status: None,
             headers: Vec::new(),
             written: Vec::new(),
+            head_sent: false,
         },
     )?;
     let result = app.call1((environ, &start_response))?;
@@ -536,15 +547,18 @@ pub fn call_wsgi(
     };
     let mut body = collected?;
     closed?;
-    let mut start = start_response.borrow_mut();
-    let Some(status) = start.status else {
+    let status = start_response.borrow().status;
+    let Some(status) = status else {
         // A generator app calls start_response only once iterated: take
         // its first chunk now, so the status is known before anything is sent.
+        // No borrow of start_response may be held here: the app calls it.
         if let Some(stream) = &iterator {
             if let Some(first) = stream.next_chunk(py)? {
                 body.extend_from_slice(first.as_bytes());
             }
-            if let Some(status) = start.status {
+            let status = start_response.borrow().status;
+            if let Some(status) = status {
+                let mut start = start_response.borrow_mut();
                 return finish_response(&mut start, status, body, file, iterator);
             }
         }
@@ -552,6 +566,7 @@ pub fn call_wsgi(
             "the WSGI app returned without calling start_response",
         ));
     };
+    let mut start = start_response.borrow_mut();
     finish_response(&mut start, status, body, file, iterator)
 }
 
@@ -563,6 +578,8 @@ fn finish_response(
     file: Option<(File, u64, u64)>,
     stream: Option<BodyIterator>,
 ) -> PyResult<WsgiResponse> {
+    // A streamed body goes on running app code after the head is sent.
+    start.head_sent = stream.is_some();
     if !start.written.is_empty() {
         let mut written = std::mem::take(&mut start.written);
         written.extend_from_slice(&body);

@@ -197,7 +197,8 @@ def test_lifespan_shutdown_runs_on_sigterm(rush_server: ServerFactory, tmp_path:
 
 def test_lifespan_off(rush_server: ServerFactory, tmp_path: Path) -> None:
     server = rush_server(APP, "--lifespan", "off", env=clean_environment({"RUSHTEST_MARKER_DIR": str(tmp_path)}))
-    assert fetch(server, "/state").json() is None
+    # The scope still has a state, empty (uvicorn's too: apps may count on the key).
+    assert fetch(server, "/state").json() == {"keys": [], "greeting": None}
     assert server.stop() == 0
     assert not (tmp_path / "startup").exists()
     assert not (tmp_path / "shutdown").exists()
@@ -206,6 +207,7 @@ def test_lifespan_off(rush_server: ServerFactory, tmp_path: Path) -> None:
 def test_app_without_lifespan_support_runs_in_auto_mode(rush_server: ServerFactory) -> None:
     server = rush_server("tests.apps.asgi_apps:no_lifespan_app")
     assert fetch(server, "/").body == b"no lifespan here"
+    assert fetch(server, "/state").body == b"state {}"
     server.wait_for_log("does not support ASGI lifespan")
 
 

@@ -358,6 +358,30 @@ def test_generator_bodies_and_head(server: RushServer) -> None:
     assert after.body == b"hello legacy world"
 
 
+@pytest.mark.parametrize("threads", [(), ("--threads", "2")])
+def test_start_response_called_from_the_body_iterator(rush_server: ServerFactory, threads: tuple[str, ...]) -> None:
+    # PEP 3333 lets the body call start_response when first iterated (a generator app, or
+    # middleware written as one); found by the differential suite against gunicorn.
+    server = rush_server("wsgi_apps", *threads)
+    response = fetch(server, "/lazy-start")
+    assert (response.status, response.body) == (200, b"lazy start")
+    assert response.header("content-type") == "text/plain"
+
+
+@pytest.mark.parametrize("threads", [(), ("--threads", "2")])
+def test_exc_info_after_the_head_is_sent_reraises(rush_server: ServerFactory, threads: tuple[str, ...]) -> None:
+    # PEP 3333: once the head is sent, start_response(..., exc_info) re-raises; the stream ends
+    # cut short (no last chunk) instead of going on with what the app yields next, as gunicorn does.
+    server = rush_server("wsgi_apps", *threads)
+    with server.connect() as connection:
+        connection.send(request("GET", "/exc-info-late"))
+        result = connection.read_until_close()
+    assert result.responses == []
+    assert result.leftover.startswith(b"HTTP/1.1 200 ")
+    assert result.leftover.endswith(b"\r\n\r\n6\r\nbegun \r\n"), result.leftover
+    server.wait_for_log("failed after the head was sent")
+
+
 def test_repeated_response_headers_are_kept(client: httpx.Client) -> None:
     response = client.get("/cookies")
     assert response.headers.get_list("set-cookie") == ["a=1", "b=2"]

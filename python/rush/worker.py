@@ -288,7 +288,8 @@ def serve_with_asyncio(
             return EXIT_BOOT_FAILURE
         app_options: dict[str, Any] = {}
         if asgi_app is not None:
-            app_options = {"asgi_app": asgi_app, "asgi_state": lifespan.state if lifespan.supported else None}
+            # Every scope gets a copy of the state, empty when the app has no lifespan (as uvicorn does).
+            app_options = {"asgi_app": asgi_app, "asgi_state": lifespan.state}
         server = build_server(config, listener, router, None, **app_options)
         runner = CoroutineRunner(loop, server.complete)
         server.set_async_scheduler(runner)

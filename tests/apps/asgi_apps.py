@@ -332,6 +332,9 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
 async def no_lifespan_app(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["type"] != "http":
         raise RuntimeError(f"this app only speaks http, not {scope['type']}")
+    if scope["path"] == "/state":
+        await respond(send, 200, f"state {scope.get('state', 'absent')}".encode(), b"text/plain")
+        return
     await respond(send, 200, b"no lifespan here", b"text/plain")
 
 

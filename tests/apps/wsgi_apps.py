@@ -12,6 +12,8 @@
   - ``/exc-info``: ``start_response`` again with ``exc_info`` (a 500 with its own body);
   - ``/twice``: ``start_response`` twice without ``exc_info`` (an app error);
   - ``/write``: the legacy ``write()`` callable, then a returned iterable;
+  - ``/lazy-start``: a generator body that calls ``start_response`` once iterated;
+  - ``/exc-info-late``: ``start_response`` with ``exc_info`` after the head went out;
   - ``/closing?id=X[&fail=1]``: an iterable with ``close()`` counted in
     ``closes[X]`` (``fail`` raises during iteration); ``/closed?id=X``: the count;
   - ``/length?declared=N&actual=M``: a Content-Length that does not match the body;
@@ -127,6 +129,26 @@ class ClosingIterable:
             closes[self.key] = closes.get(self.key, 0) + 1
 
 
+def lazy_start(start_response: StartResponse) -> Iterator[bytes]:
+    """A body that calls start_response only once iterated (PEP 3333 allows it up to the first
+    chunk), as WSGI middleware written as generators does."""
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    yield b"lazy "
+    yield b"start"
+
+
+def exc_info_after_head(start_response: StartResponse) -> Iterator[bytes]:
+    """Fails once its head and first chunk are out, and calls start_response with exc_info as
+    PEP 3333 shows: the server must re-raise (it cannot replace a response already sent)."""
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    yield b"begun "
+    try:
+        raise ValueError("failed after the head was sent")
+    except ValueError:
+        start_response("500 Internal Server Error", [("Content-Type", "text/plain")], sys.exc_info())
+    yield b"never sent"
+
+
 def app(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
     path = environ["PATH_INFO"]
     params = query(environ)
@@ -192,6 +214,10 @@ def app(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         write(b"hello ")
         write(b"legacy ")
         return [b"world"]
+    if path == "/lazy-start":
+        return lazy_start(start_response)
+    if path == "/exc-info-late":
+        return exc_info_after_head(start_response)
     if path == "/closing":
         start_response("200 OK", [("Content-Type", "text/plain")])
         return ClosingIterable(params["id"], [b"one ", b"two ", b"three"], fail="fail" in params)
