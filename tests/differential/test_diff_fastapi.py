@@ -129,12 +129,10 @@ def sse_until(side: Side, target: str, tag: str, last: bytes) -> dict:
     return {"events_seen": data.count(b"data: ") >= 5, "app": asgi_app_view(side.wait_finished(tag))}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20 fault 1: fixed on helper-asgi")
 def test_sse_stops_when_the_client_leaves(api: Pair) -> None:
     api.check("sse", lambda side: sse_until(side, "/events", "sse", b"data: 4\n\n"))
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20 fault 1: fixed on helper-asgi")
 def test_is_disconnected_in_finally_keeps_the_last_chunk(api: Pair) -> None:
     def script(side: Side) -> dict:
         with httpx.Client(base_url=side.url) as client:

@@ -71,7 +71,6 @@ def test_gzip_middleware(site: Pair) -> None:
     site.check("gzip", script)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20 (ASGI extensions): rush does not offer http.response.pathsend yet")
 def test_file_response_is_offered_pathsend(site: Pair) -> None:
     """Starlette's FileResponse sends the path when the server lists the extension; uvicorn lists
     none, so this is not a comparison: rush must list it (issue 20, 'ASGI extensions')."""
@@ -80,7 +79,6 @@ def test_file_response_is_offered_pathsend(site: Pair) -> None:
     assert "http.response.pathsend" in scope["extensions"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20 fault 1: fixed on helper-asgi")
 def test_sse_starlette_streams_until_the_client_leaves(sse: Pair) -> None:
     def script(side: Side) -> dict:
         connection = side.connect()

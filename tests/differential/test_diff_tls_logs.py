@@ -62,7 +62,6 @@ def test_asgi_scheme_over_https(asgi_tls: Pair, pki: dict[str, Path]) -> None:
     asgi_tls.check("https-scheme", lambda side: https_get(side.server.port, "/scheme", pki)[0].decode())
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20 fault 3: fixed on helper-asgi")
 def test_rush_app_scheme_over_https(rush_server: ServerFactory, asgi_tls: Pair, pki: dict[str, Path]) -> None:
     """The rush App has no reference server: its Request.scheme must say what the ASGI scope says
     under uvicorn for the same connection."""
@@ -80,7 +79,6 @@ def test_wsgi_scheme_over_https(wsgi_tls: Pair, pki: dict[str, Path]) -> None:
     wsgi_tls.check("https-scheme", script)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20 fault 5: fixed on helper-asgi")
 def test_wsgi_ssl_cipher_uses_openssl_names(wsgi_tls: Pair, pki: dict[str, Path]) -> None:
     """gunicorn sets no SSL_CIPHER: the oracle is the name OpenSSL (the client) gives the suite,
     which mod_ssl users parse."""
@@ -88,7 +86,6 @@ def test_wsgi_ssl_cipher_uses_openssl_names(wsgi_tls: Pair, pki: dict[str, Path]
     assert json.loads(environ)["SSL_CIPHER"] == cipher
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20 fault 5: fixed on helper-asgi")
 def test_start_up_line_names_the_interface_in_english(asgi_tls: Pair) -> None:
     assert not re.search(r"\bas a asgi\b", asgi_tls.rush.log_text()), asgi_tls.rush.log_text()
 
@@ -104,7 +101,6 @@ def logged(module_servers: ServerFactory) -> Pair:
     )
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20 fault 4: fixed on helper-asgi")
 def test_access_log_line_is_the_format_alone(logged: Pair) -> None:
     def script(side: Side) -> str:
         with side.connect() as connection:
