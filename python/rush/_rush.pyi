@@ -125,6 +125,7 @@ class Server:
         error_logger: Callable[[str, BaseException | None, str], None],
         *,
         unix: bool = False,
+        more_listeners: list[tuple[int, bool]] = ...,
         access_logger: Callable[..., None] | None = None,
         wakeup_fd: int | None = None,
         max_request_line: int = 8192,

@@ -233,8 +233,13 @@ class Config:
     )
     log_level: str = _option("info", "error, warning, info or debug")
     # Development and lifecycle (issue 14): gunicorn's and uvicorn's names.
-    bind: str | None = _option(
-        None, "HOST:PORT, [IPV6]:PORT or unix:PATH to listen on (instead of --host/--port/--uds)", short="-b"
+    bind: list[str] = _option(
+        None,
+        "HOST:PORT, [IPV6]:PORT, unix:PATH or fd://N to listen on, instead of --host/--port/--uds/--fd "
+        "(repeatable: every worker serves every address; env: comma-separated)",
+        kind="list",
+        metavar="ADDRESS",
+        short="-b",
     )
     timeout: float | None = _option(
         None,
@@ -338,7 +343,13 @@ class Config:
                 values[name] = value
         config = cls(**values)
         try:
-            config.apply_bind()
+            given = [name for name in ("host", "port", "uds", "fd") if name in values and name in known]
+            if "bind" in values and given:
+                raise OptionError(
+                    "bind",
+                    "cannot be combined with " + ", ".join(map(flag_name, given)) + ": give every address with --bind",
+                    values["bind"],
+                )
             config.validate()
         except OptionError as error:
             if error.name in variables:
@@ -462,7 +473,15 @@ class Config:
                 raise OptionError(name, "must be a list of strings", value)
         if not isinstance(self.app_dir, str) or not self.app_dir:
             raise OptionError("app_dir", "must be a directory", self.app_dir)
-        for name in ("chdir", "env_file", "pid", "bind"):
+        if isinstance(self.bind, str):
+            self.bind = [self.bind]
+        if self.bind is not None and not all(isinstance(item, str) for item in self.bind):
+            raise OptionError("bind", "must be a list of addresses", self.bind)
+        from rush.listeners import parse_bind
+
+        for text in self.bind or []:
+            parse_bind(text)
+        for name in ("chdir", "env_file", "pid"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
                 raise OptionError(name, "must be a non-empty string", value)
@@ -475,35 +494,6 @@ class Config:
         if self.timeout is None:
             return 0.0 if self.reload else DEFAULT_TIMEOUT
         return float(self.timeout)
-
-    def apply_bind(self) -> None:
-        """``--bind``/``-b`` as gunicorn reads it: ``HOST``, ``HOST:PORT``,
-        ``[IPV6]:PORT``, ``unix:PATH`` or ``fd://N``; sets host and port, uds or fd."""
-        if self.bind is None:
-            return
-        text = self.bind
-        problem = "takes HOST:PORT, [IPV6]:PORT, unix:PATH or fd://N"
-        if not isinstance(text, str) or not text.strip():
-            raise OptionError("bind", problem, text)
-        text = text.strip()
-        if text.startswith("unix:"):
-            if not text[5:]:
-                raise OptionError("bind", problem, self.bind)
-            self.uds = text[5:]
-            return
-        if text.startswith("fd://"):
-            try:
-                self.fd = int(text[5:])
-            except ValueError:
-                raise OptionError("bind", problem, self.bind) from None
-            return
-        match = re.fullmatch(r"\[([0-9A-Fa-f:.]+)\](?::(\d+))?|([^:\s\[\]]+)(?::(\d+))?", text)
-        if match is None:
-            raise OptionError("bind", problem, self.bind)
-        self.host = match.group(1) or match.group(3)
-        port = match.group(2) or match.group(4)
-        if port is not None:
-            self.port = int(port)
 
     def check_paths(self) -> None:
         """What must exist before anything is bound or forked: each ``--static``
@@ -605,8 +595,10 @@ class Config:
                 "is not supported: decrypt the key with `openssl pkey -in KEY -out PLAIN` and pass that",
                 "***",
             )
-        if self.ssl_certfile and self.uds:
-            raise OptionError("ssl_certfile", "applies to TCP listeners, not --uds", self.ssl_certfile)
+        binds = [self.bind] if isinstance(self.bind, str) else self.bind or []
+        unix_binds = [text for text in binds if str(text).strip().startswith("unix:")]
+        if self.ssl_certfile and (self.uds or unix_binds):
+            raise OptionError("ssl_certfile", "applies to TCP listeners, not Unix sockets", self.ssl_certfile)
 
     def tls_settings(self) -> Any:
         """The native TLS settings (certificates loaded), or None without

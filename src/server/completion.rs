@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 use pyo3::prelude::*;
 
 use super::event_loop::ACCEPT_BATCH;
-use super::{Listener, Server};
+use super::Server;
 use crate::conn::{Protocol, ReadState, WriteState};
 use crate::inflight::InFlight;
 
@@ -65,12 +65,8 @@ impl Server {
                 break;
             }
         }
-        if let Some(mut listener) = self.listener.take() {
-            let registry = self.poll.registry();
-            let _ = match &mut listener {
-                Listener::Tcp(socket) => registry.deregister(socket),
-                Listener::Unix(socket) => registry.deregister(socket),
-            };
+        for mut listener in std::mem::take(&mut self.listeners) {
+            listener.deregister(self.poll.registry());
         }
         if let Some(proxy) = &mut self.proxy {
             proxy.start_drain(py);
