@@ -34,6 +34,7 @@ import socket
 import stat
 from dataclasses import dataclass
 
+from rush import logs
 from rush.config import Config, OptionError
 
 # sd_listen_fds(3): the first passed socket.
@@ -129,6 +130,10 @@ def open_listeners(config: Config) -> list[Listener]:
     if systemd_activated():
         for variable in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"):
             os.environ.pop(variable, None)
+        if config.bind or config.uds is not None or config.fd is not None:
+            logs.error_logger.warning(
+                "serving the %d socket(s) systemd passed (LISTEN_FDS): --bind, --uds and --fd are ignored", len(found)
+            )
     opened: list[Listener] = []
     try:
         for endpoint in found:
