@@ -55,7 +55,7 @@ class TlsSettings:
     def __init__(
         self,
         certfiles: list[str],
-        keyfiles: list[str],
+        keyfiles: list[str | tuple[str, bytes]],
         *,
         ca_certs: str | None = None,
         cert_reqs: str = "none",

@@ -219,7 +219,12 @@ class Config:
         kind="mounts",
         metavar="PATH",
     )
-    ssl_keyfile_password: str | None = _option(None, "not supported: decrypt the key first (openssl pkey)")
+    ssl_keyfile_password: str | None = _option(
+        None,
+        "the password of encrypted --ssl-keyfile keys (PKCS#8 or legacy PEM; needs the cryptography package); "
+        "prefer the environment variable, which other users cannot read in the process list",
+        metavar="PASSWORD",
+    )
     ssl_ca_certs: str | None = _option(None, "CA certificates that client certificates must chain to", metavar="PATH")
     ssl_cert_reqs: str = _option("none", "client certificates: none, optional or required (needs --ssl-ca-certs)")
     ssl_ciphers: str | None = _option(
@@ -589,12 +594,8 @@ class Config:
             raise OptionError(
                 "ssl_keyfile", "must be given once per --ssl-certfile, in the same order", self.ssl_keyfile
             )
-        if self.ssl_keyfile_password is not None:
-            raise OptionError(
-                "ssl_keyfile_password",
-                "is not supported: decrypt the key with `openssl pkey -in KEY -out PLAIN` and pass that",
-                "***",
-            )
+        if self.ssl_keyfile_password is not None and not isinstance(self.ssl_keyfile_password, str):
+            raise OptionError("ssl_keyfile_password", "must be a string", "***")
         binds = [self.bind] if isinstance(self.bind, str) else self.bind or []
         unix_binds = [text for text in binds if str(text).strip().startswith("unix:")]
         if self.ssl_certfile and (self.uds or unix_binds):
@@ -609,9 +610,10 @@ class Config:
         from rush._rush import TlsSettings
 
         try:
+            keys = [tls.key_source(path, self.ssl_keyfile_password) for path in self.ssl_keyfile]
             return TlsSettings(
                 list(self.ssl_certfile),
-                list(self.ssl_keyfile),
+                keys,
                 ca_certs=self.ssl_ca_certs,
                 cert_reqs=self.ssl_cert_reqs,
                 ciphers=self.ssl_ciphers,
