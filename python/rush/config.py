@@ -662,7 +662,7 @@ def _with_env_file(explicit: Mapping[str, Any], environment: Mapping[str, str]) 
     from rush.envfile import parse_env_file
 
     try:
-        found = parse_env_file(path)
+        found = parse_env_file(path, environment)
     except (OSError, ValueError) as error:
         raise OptionError("env_file", f"cannot be read: {error}", path, variable) from None
     if environment is os.environ:

@@ -1,5 +1,5 @@
-"""A WSGI app answering with the names of its worker's environment variables
-(JSON), for tests of what rush leaves in the environment of the app."""
+"""A WSGI app answering with its worker's environment variables (a JSON
+object), for tests of what rush puts in, or leaves out of, the app's environment."""
 
 from __future__ import annotations
 
@@ -10,6 +10,6 @@ from typing import Any
 
 
 def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-    body = json.dumps(sorted(os.environ)).encode()
+    body = json.dumps(dict(os.environ)).encode()
     start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
     return [body]
