@@ -6,6 +6,7 @@ refused with one line; ``rush proxy`` on two binds.
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 from pathlib import Path
@@ -39,6 +40,17 @@ def pid_over(address: object, family: int) -> int:
     return int(result.responses[0].body)
 
 
+def every_worker_answers(address: object, family: int, workers: set[int]) -> None:
+    """New connections to ``address`` until every one of ``workers`` has answered one."""
+    seen: set[int] = set()
+
+    def all_seen() -> bool:
+        seen.add(pid_over(address, family))
+        return seen == workers
+
+    wait_for(all_seen, f"every worker {workers} to answer on {address} (seen {seen})")
+
+
 def listening(port: int) -> bool:
     with socket.socket() as probe:
         return probe.connect_ex(("127.0.0.1", port)) == 0
@@ -62,14 +74,8 @@ def test_every_worker_serves_every_bind(rush_server: ServerFactory, tmp_path: Pa
         "unix": (str(path), socket.AF_UNIX),
         "fd": (("127.0.0.1", server.port), socket.AF_INET),
     }
-    for name, (address, family) in addresses.items():
-        seen: set[int] = set()
-
-        def both_workers_answered() -> bool:
-            seen.add(pid_over(address, family))  # noqa: B023 - called within this iteration
-            return seen == workers  # noqa: B023
-
-        wait_for(both_workers_answered, f"both workers {workers} to answer on the {name} bind (seen {seen})")
+    for address, family in addresses.values():
+        every_worker_answers(address, family, workers)
     assert server.worker_pids() == workers
     assert server.stop() == 0
     assert not path.exists()  # the Unix socket rush bound is removed at exit
@@ -149,3 +155,26 @@ def test_proxy_serves_every_bind(rush_server: ServerFactory) -> None:
             (response,) = connection.read_until_close().responses
         assert response.status == 200
         assert int(response.body) in origin.worker_pids()
+
+
+def test_ttin_and_hup_keep_every_bind_served(rush_server: ServerFactory, tmp_path: Path) -> None:
+    """A slot added by SIGTTIN gets its own socket for the TCP bind and the
+    shared Unix one; a SIGHUP's new workers take over both."""
+    port, path = free_port(), tmp_path / "rush.sock"
+    server = rush_server("basic", "-b", f"127.0.0.1:{port}", "-b", f"unix:{path}", bind="none", wait=False)
+    server.port = port
+    server.wait_ready()
+    first = server.single_worker()
+    server.send_signal(signal.SIGTTIN)
+    workers = server.wait_for_workers(2)
+    assert first in workers
+    addresses = [(("127.0.0.1", port), socket.AF_INET), (str(path), socket.AF_UNIX)]
+    for address, family in addresses:
+        every_worker_answers(address, family, workers)
+    server.send_signal(signal.SIGHUP)
+    new = wait_for(
+        lambda: (pids := server.worker_pids()) and len(pids) == 2 and not pids & workers and pids,
+        "the reload to replace both workers",
+    )
+    for address, family in addresses:
+        every_worker_answers(address, family, new)
