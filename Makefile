@@ -44,10 +44,12 @@ cargo-test:
 
 # System tools the tests drive, as COMMAND:DEBIAN-PACKAGE: wrk (a real load generator), redis-server
 # (the response cache's shared level), curl and openssl (the proxy's tests), mariadbd (MariaDB, which
-# tests/test_catalog.py starts as a throwaway server), nginx (in front of rush with TLS, tests/test_nginx_front.py). The missing ones are installed with one
+# tests/test_catalog.py starts as a throwaway server), nginx (in front of rush with TLS, tests/test_nginx_front.py),
+# systemd-socket-activate (Debian's systemd: socket activation, tests/test_systemd.py). The missing ones are installed with one
 # apt-get run. PostgreSQL, which the catalog's tests start too, keeps its programs off PATH
 # (/usr/lib/postgresql/N/bin), so it is looked for there.
-TEST_TOOLS := wrk:wrk redis-server:redis-server curl:curl openssl:openssl mariadbd:mariadb-server nginx:nginx
+TEST_TOOLS := wrk:wrk redis-server:redis-server curl:curl openssl:openssl mariadbd:mariadb-server nginx:nginx \
+	systemd-socket-activate:systemd
 
 test-tools:
 	@missing=""; for tool in $(TEST_TOOLS); do \
@@ -97,6 +99,43 @@ FUZZ_TARGETS ?= request_head chunked encode_roundtrip
 .PHONY: fuzz
 fuzz:
 	FUZZ_SECONDS=$(FUZZ_SECONDS) bash crates/rush-proto/fuzz/run.sh $(FUZZ_TARGETS)
+
+# Release wheels (README, "Wheels"): manylinux2014 (glibc 2.17 and later) for x86_64 and aarch64,
+# one per CPython version (rush calls CPython's contextvars API, which is outside the stable ABI,
+# so no abi3 wheel), cross-compiled with zig (the ziglang package) so that no manylinux container
+# is needed, plus the sdist; then check-wheels. A version whose pythonX.Y is not installed here
+# is still built for aarch64 (maturin knows those interpreters), but for x86_64 it needs the
+# interpreter: WHEEL_PYTHONS="3.11" builds only that one.
+WHEEL_TARGETS ?= x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu
+WHEEL_PYTHONS ?= 3.11 3.12 3.13
+WHEEL_DIR ?= target/wheels/release
+AUDITWHEEL ?= $(BIN)/auditwheel
+.PHONY: wheel check-wheels wheel-test
+
+wheel: $(BIN)/.installed
+	$(BIN)/python -m pip install -q "ziglang>=0.13" "auditwheel>=6"
+	rustup target add $(WHEEL_TARGETS)
+	rm -f $(WHEEL_DIR)/*.whl $(WHEEL_DIR)/*.tar.gz
+	for target in $(WHEEL_TARGETS); do \
+		PATH="$(abspath $(BIN)):$$PATH" $(BIN)/maturin build --release --zig --compatibility manylinux2014 \
+			--target $$target $(foreach version,$(WHEEL_PYTHONS),-i python$(version)) -o $(WHEEL_DIR) || exit 1; \
+	done
+	$(BIN)/maturin sdist -o $(WHEEL_DIR)
+	$(MAKE) check-wheels
+
+# auditwheel must find every wheel consistent with a manylinux tag: no shared library outside the
+# manylinux policy, no symbol from a newer glibc.
+check-wheels:
+	@for wheel in $(WHEEL_DIR)/*.whl; do \
+		$(AUDITWHEEL) show "$$wheel" | tee $(WHEEL_DIR)/auditwheel.txt; \
+		tr -s ' \n' '  ' < $(WHEEL_DIR)/auditwheel.txt | grep -q 'consistent with the following platform tag: "manylinux' \
+			|| { echo "$$wheel: not a manylinux wheel"; exit 1; }; \
+	done; rm -f $(WHEEL_DIR)/auditwheel.txt
+
+# The x86_64 wheel installed into a fresh venv without cargo or rustc on PATH, and integration
+# tests run against it (tests/test_wheel.py; skipped by `make test`).
+wheel-test: $(BIN)/.installed
+	RUSH_WHEEL_TEST=1 $(BIN)/python -m pytest -q tests/test_wheel.py
 
 clean:
 	rm -rf $(VENV) target

@@ -14,7 +14,9 @@
 //! * TLS 1.3 and 1.2 only, rustls's default cipher suites (AEAD only, no
 //!   CBC, no RSA key exchange).
 //! * Keys in PKCS#8, PKCS#1 (RSA) and SEC1 (EC) PEM all load (rustls's PEM
-//!   reader tells them apart). Encrypted keys are not supported yet.
+//!   reader tells them apart). An encrypted key arrives already decrypted,
+//!   as PKCS#8 DER: python/rush/tls.py decrypts it with `cryptography`,
+//!   which reads both encrypted PKCS#8 and OpenSSL's legacy PEM encryption.
 //! * ALPN offers `http/1.1` (room for `h2` later).
 //! * Several certificate/key pairs may be given: the client's SNI name
 //!   picks the first certificate valid for it, else the first pair serves.
@@ -28,15 +30,24 @@ use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
 use rustls::{RootCertStore, ServerConfig};
 
 use crate::conn::TlsInfo;
 use crate::tls_tickets::TicketKeys;
+
+/// Where a certificate's private key comes from: its PEM file, or (for a
+/// key that was encrypted) the file's name and the decrypted PKCS#8 DER.
+#[derive(FromPyObject)]
+enum KeySource {
+    File(String),
+    Decrypted(String, PyBackedBytes),
+}
 
 /// The TLS side of a listener (see the module).
 #[pyclass(module = "rush._rush", frozen)]
@@ -59,7 +70,7 @@ impl TlsSettings {
     #[pyo3(signature = (certfiles, keyfiles, *, ca_certs=None, cert_reqs="none", ciphers=None, tickets=None))]
     fn new(
         certfiles: Vec<String>,
-        keyfiles: Vec<String>,
+        keyfiles: Vec<KeySource>,
         ca_certs: Option<&str>,
         cert_reqs: &str,
         ciphers: Option<&str>,
@@ -86,7 +97,7 @@ impl TlsSettings {
 /// A certificate chain and its key, checked to belong together.
 fn certified_key(
     certfile: &str,
-    keyfile: &str,
+    key: &KeySource,
     provider: &CryptoProvider,
 ) -> Result<Arc<CertifiedKey>, String> {
     let chain = CertificateDer::pem_file_iter(certfile)
@@ -95,9 +106,20 @@ fn certified_key(
     if chain.is_empty() {
         return Err(format!("no certificate in {certfile}"));
     }
-    let key = PrivateKeyDer::from_pem_file(keyfile).map_err(|error| {
-        format!("cannot read a private key (PKCS#8, PKCS#1 or SEC1 PEM) from {keyfile}: {error}")
-    })?;
+    let (keyfile, key) = match key {
+        KeySource::File(keyfile) => (
+            keyfile,
+            PrivateKeyDer::from_pem_file(keyfile).map_err(|error| {
+                format!(
+                    "cannot read a private key (PKCS#8, PKCS#1 or SEC1 PEM) from {keyfile}: {error}"
+                )
+            })?,
+        ),
+        KeySource::Decrypted(keyfile, der) => (
+            keyfile,
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(der.to_vec())),
+        ),
+    };
     let certified = CertifiedKey::from_der(chain, key, provider).map_err(|error| {
         format!("the key in {keyfile} does not fit the certificate in {certfile}: {error}")
     })?;
@@ -171,7 +193,7 @@ fn provider_with_ciphers(ciphers: Option<&str>) -> Result<CryptoProvider, String
 
 fn server_config(
     certfiles: &[String],
-    keyfiles: &[String],
+    keyfiles: &[KeySource],
     ca_certs: Option<&str>,
     cert_reqs: &str,
     ciphers: Option<&str>,

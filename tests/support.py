@@ -31,7 +31,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = REPO / ".venv" / "bin"
-RUSH = VENV_BIN / "rush"
+# The rush command under test: the development build, or (RUSH_BINARY, set by
+# tests/test_wheel.py) the one a wheel installed into a fresh venv.
+RUSH = Path(os.environ.get("RUSH_BINARY") or VENV_BIN / "rush")
 PYTHON = VENV_BIN / "python"
 
 # Upper bound for anything a test waits for. Reaching it means the server hung

@@ -185,7 +185,7 @@ def test_rush_run_raises_value_error_naming_the_flag(
     def refuse_to_listen(config: Config) -> None:
         raise AssertionError("rush.run would have bound a socket")
 
-    monkeypatch.setattr(rush.main, "create_listener", refuse_to_listen)
+    monkeypatch.setattr(rush.main, "open_listeners", refuse_to_listen)
     with pytest.raises(ValueError) as refused:
         rush.run(APP, **options)
     assert str(refused.value).startswith(message)

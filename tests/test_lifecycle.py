@@ -400,7 +400,7 @@ def test_rush_run_refuses_an_app_object_with_several_workers() -> None:
 def test_short_flags_in_help() -> None:
     result = run_rush("--help")
     assert "-w WORKERS, --workers WORKERS" in result.stdout
-    assert "-b BIND, --bind BIND" in result.stdout
+    assert "-b ADDRESS, --bind ADDRESS" in result.stdout  # as gunicorn names it
     assert "(env RUSH_WORKERS, or WEB_CONCURRENCY)" in result.stdout
 
 

@@ -55,7 +55,7 @@ class TlsSettings:
     def __init__(
         self,
         certfiles: list[str],
-        keyfiles: list[str],
+        keyfiles: list[str | tuple[str, bytes]],
         *,
         ca_certs: str | None = None,
         cert_reqs: str = "none",
@@ -128,6 +128,7 @@ class Server:
         error_logger: Callable[[str, BaseException | None, str], None],
         *,
         unix: bool = False,
+        more_listeners: list[tuple[int, bool]] = ...,
         access_logger: Callable[..., None] | None = None,
         wakeup_fd: int | None = None,
         max_request_line: int = 8192,

@@ -226,7 +226,12 @@ class Config:
         kind="mounts",
         metavar="PATH",
     )
-    ssl_keyfile_password: str | None = _option(None, "not supported: decrypt the key first (openssl pkey)")
+    ssl_keyfile_password: str | None = _option(
+        None,
+        "the password of encrypted --ssl-keyfile keys (PKCS#8 or legacy PEM; needs the cryptography package); "
+        "prefer the environment variable, which other users cannot read in the process list",
+        metavar="PASSWORD",
+    )
     ssl_ca_certs: str | None = _option(None, "CA certificates that client certificates must chain to", metavar="PATH")
     ssl_cert_reqs: str = _option("none", "client certificates: none, optional or required (needs --ssl-ca-certs)")
     ssl_ciphers: str | None = _option(
@@ -240,8 +245,13 @@ class Config:
     )
     log_level: str = _option("info", "error, warning, info or debug")
     # Development and lifecycle (issue 14): gunicorn's and uvicorn's names.
-    bind: str | None = _option(
-        None, "HOST:PORT, [IPV6]:PORT or unix:PATH to listen on (instead of --host/--port/--uds)", short="-b"
+    bind: list[str] = _option(
+        None,
+        "HOST:PORT, [IPV6]:PORT, unix:PATH or fd://N to listen on, instead of --host/--port/--uds/--fd "
+        "(repeatable: every worker serves every address; env: comma-separated)",
+        kind="list",
+        metavar="ADDRESS",
+        short="-b",
     )
     timeout: float | None = _option(
         None,
@@ -345,7 +355,13 @@ class Config:
                 values[name] = value
         config = cls(**values)
         try:
-            config.apply_bind()
+            given = [name for name in ("host", "port", "uds", "fd") if name in values and name in known]
+            if "bind" in values and given:
+                raise OptionError(
+                    "bind",
+                    "cannot be combined with " + ", ".join(map(flag_name, given)) + ": give every address with --bind",
+                    values["bind"],
+                )
             config.validate()
         except OptionError as error:
             if error.name in variables:
@@ -469,7 +485,15 @@ class Config:
                 raise OptionError(name, "must be a list of strings", value)
         if not isinstance(self.app_dir, str) or not self.app_dir:
             raise OptionError("app_dir", "must be a directory", self.app_dir)
-        for name in ("chdir", "env_file", "pid", "bind"):
+        if isinstance(self.bind, str):
+            self.bind = [self.bind]
+        if self.bind is not None and not all(isinstance(item, str) for item in self.bind):
+            raise OptionError("bind", "must be a list of addresses", self.bind)
+        from rush.listeners import parse_bind
+
+        for text in self.bind or []:
+            parse_bind(text)
+        for name in ("chdir", "env_file", "pid"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
                 raise OptionError(name, "must be a non-empty string", value)
@@ -482,35 +506,6 @@ class Config:
         if self.timeout is None:
             return 0.0 if self.reload else DEFAULT_TIMEOUT
         return float(self.timeout)
-
-    def apply_bind(self) -> None:
-        """``--bind``/``-b`` as gunicorn reads it: ``HOST``, ``HOST:PORT``,
-        ``[IPV6]:PORT``, ``unix:PATH`` or ``fd://N``; sets host and port, uds or fd."""
-        if self.bind is None:
-            return
-        text = self.bind
-        problem = "takes HOST:PORT, [IPV6]:PORT, unix:PATH or fd://N"
-        if not isinstance(text, str) or not text.strip():
-            raise OptionError("bind", problem, text)
-        text = text.strip()
-        if text.startswith("unix:"):
-            if not text[5:]:
-                raise OptionError("bind", problem, self.bind)
-            self.uds = text[5:]
-            return
-        if text.startswith("fd://"):
-            try:
-                self.fd = int(text[5:])
-            except ValueError:
-                raise OptionError("bind", problem, self.bind) from None
-            return
-        match = re.fullmatch(r"\[([0-9A-Fa-f:.]+)\](?::(\d+))?|([^:\s\[\]]+)(?::(\d+))?", text)
-        if match is None:
-            raise OptionError("bind", problem, self.bind)
-        self.host = match.group(1) or match.group(3)
-        port = match.group(2) or match.group(4)
-        if port is not None:
-            self.port = int(port)
 
     def check_paths(self) -> None:
         """What must exist before anything is bound or forked: each ``--static``
@@ -606,14 +601,12 @@ class Config:
             raise OptionError(
                 "ssl_keyfile", "must be given once per --ssl-certfile, in the same order", self.ssl_keyfile
             )
-        if self.ssl_keyfile_password is not None:
-            raise OptionError(
-                "ssl_keyfile_password",
-                "is not supported: decrypt the key with `openssl pkey -in KEY -out PLAIN` and pass that",
-                "***",
-            )
-        if self.ssl_certfile and self.uds:
-            raise OptionError("ssl_certfile", "applies to TCP listeners, not --uds", self.ssl_certfile)
+        if self.ssl_keyfile_password is not None and not isinstance(self.ssl_keyfile_password, str):
+            raise OptionError("ssl_keyfile_password", "must be a string", "***")
+        binds = [self.bind] if isinstance(self.bind, str) else self.bind or []
+        unix_binds = [text for text in binds if str(text).strip().startswith("unix:")]
+        if self.ssl_certfile and (self.uds or unix_binds):
+            raise OptionError("ssl_certfile", "applies to TCP listeners, not Unix sockets", self.ssl_certfile)
 
     def tls_settings(self) -> Any:
         """The native TLS settings (certificates loaded), or None without
@@ -624,9 +617,10 @@ class Config:
         from rush._rush import TlsSettings
 
         try:
+            keys = [tls.key_source(path, self.ssl_keyfile_password) for path in self.ssl_keyfile]
             return TlsSettings(
                 list(self.ssl_certfile),
-                list(self.ssl_keyfile),
+                keys,
                 ca_certs=self.ssl_ca_certs,
                 cert_reqs=self.ssl_cert_reqs,
                 ciphers=self.ssl_ciphers,
@@ -675,7 +669,7 @@ def _with_env_file(explicit: Mapping[str, Any], environment: Mapping[str, str]) 
     from rush.envfile import parse_env_file
 
     try:
-        found = parse_env_file(path)
+        found = parse_env_file(path, environment)
     except (OSError, ValueError) as error:
         raise OptionError("env_file", f"cannot be read: {error}", path, variable) from None
     if environment is os.environ:

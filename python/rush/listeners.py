@@ -1,83 +1,200 @@
-"""The listening sockets: the one rush binds (or adopts) at start, and one
-more per worker slot when rush binds TCP itself.
+"""The listening sockets: the addresses rush listens on (one per ``--bind``,
+or ``--host``/``--port``, ``--uds``, ``--fd``, or the sockets systemd passed),
+bound or adopted once at start, and the copies each worker slot gets.
 
-When rush binds TCP itself (``--host``/``--port``), every slot has its own
-listening socket, all bound to the same address with ``SO_REUSEPORT``, so the
+`endpoints` says what to listen on, `open_listeners` binds or adopts slot 0's
+sockets, and `copy_for_slot` gives another slot its own. Every worker
+accepts on all of its slot's sockets (the native loop registers each one).
+
+When rush binds a TCP address itself, every slot has its own listening
+socket for it, all bound to that address with ``SO_REUSEPORT``, so the
 kernel spreads new connections evenly over the slots (by a hash of each
-connection's addresses) instead of the worker that wakes first taking a batch
-from one shared queue. With ``--port 0`` the first socket picks the port and
+connection's addresses) instead of the worker that wakes first taking a
+batch from one shared queue. With port 0 the first socket picks the port and
 the others bind that one. Before binding, rush checks that no other process
 listens on the port: ``SO_REUSEPORT`` would otherwise let a second server
 started by the same user on the same port silently take half of its
-connections. An inherited socket (``--fd``, systemd's ``LISTEN_FDS``) or a
-Unix socket (``--uds``) cannot be multiplied that way: every worker shares
-that one socket, as it is.
+connections. An inherited socket (``fd://N``, systemd's ``LISTEN_FDS``) or a
+Unix socket (``unix:PATH``) cannot be multiplied that way: every worker
+shares that one socket, as it is.
+
+systemd socket activation (``sd_listen_fds(3)``): when ``LISTEN_PID`` is this
+process, its ``LISTEN_FDS`` sockets, from fd 3 on, are the listeners, in
+place of any address option; ``LISTEN_FDNAMES`` names them in the log. The
+variables are removed once read, so nothing the app starts takes them for
+its own. The supervisor holds these sockets for its whole life, so HUP
+reloads and replaced workers go on accepting from them.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import socket
 import stat
+from dataclasses import dataclass
 
-from rush.config import Config
+from rush import logs
+from rush.config import Config, OptionError
+
+# sd_listen_fds(3): the first passed socket.
+SD_LISTEN_FDS_START = 3
+
+BIND_FORMS = "HOST:PORT, [IPV6]:PORT, unix:PATH or fd://N"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One address to listen on: ``kind`` is "tcp" (host, port), "unix"
+    (path) or "fd" (an inherited socket, fd; ``name`` is systemd's name for it)."""
+
+    kind: str
+    host: str = ""
+    port: int = 0
+    path: str = ""
+    fd: int = -1
+    name: str = ""
+
+
+@dataclass(eq=False)
+class Listener:
+    """A listening socket and the endpoint it serves. ``per_slot``: rush
+    bound this TCP address itself, so each slot gets its own copy."""
+
+    sock: socket.socket
+    endpoint: Endpoint
+    per_slot: bool
+
+
+def parse_bind(text: str) -> Endpoint:
+    """``--bind`` as gunicorn reads it: ``HOST``, ``HOST:PORT``,
+    ``[IPV6]:PORT``, ``unix:PATH`` or ``fd://N``; raises OptionError."""
+    if not isinstance(text, str) or not text.strip():
+        raise OptionError("bind", f"takes {BIND_FORMS}", text)
+    stripped = text.strip()
+    if stripped.startswith("unix:"):
+        if not stripped[5:]:
+            raise OptionError("bind", f"takes {BIND_FORMS}", text)
+        return Endpoint("unix", path=stripped[5:])
+    if stripped.startswith("fd://"):
+        if not stripped[5:].isdigit():
+            raise OptionError("bind", f"takes {BIND_FORMS}", text)
+        return Endpoint("fd", fd=int(stripped[5:]))
+    match = re.fullmatch(r"\[([0-9A-Fa-f:.]+)\](?::(\d+))?|([^:\s\[\]]+)(?::(\d+))?", stripped)
+    if match is None:
+        raise OptionError("bind", f"takes {BIND_FORMS}", text)
+    port = int(match.group(2) or match.group(4) or 8000)
+    if port > 65535:
+        raise OptionError("bind", "names a port above 65535", text)
+    return Endpoint("tcp", host=match.group(1) or match.group(3), port=port)
 
 
 def systemd_activated() -> bool:
-    """Whether systemd passed this process its listening socket (as fd 3)."""
+    """Whether systemd passed this process listening sockets (from fd 3 on)."""
     return os.environ.get("LISTEN_PID") == str(os.getpid()) and bool(os.environ.get("LISTEN_FDS"))
 
 
-def binds_tcp_itself(config: Config) -> bool:
-    """True when rush binds a TCP address itself, so each worker slot gets its
-    own SO_REUSEPORT socket; False for one shared socket (``--fd``, systemd
-    socket activation, ``--uds``)."""
-    return config.fd is None and not systemd_activated() and config.uds is None
+def systemd_endpoints() -> list[Endpoint]:
+    """The sockets systemd passed, named by ``LISTEN_FDNAMES`` when it is set."""
+    try:
+        count = int(os.environ.get("LISTEN_FDS", ""))
+    except ValueError:
+        raise OptionError(
+            "fd", "cannot be taken from LISTEN_FDS, which is not a number", os.environ["LISTEN_FDS"]
+        ) from None
+    names = os.environ.get("LISTEN_FDNAMES", "").split(":")
+    return [
+        Endpoint("fd", fd=SD_LISTEN_FDS_START + index, name=names[index] if index < len(names) else "")
+        for index in range(count)
+    ]
 
 
-def create_listener(config: Config) -> socket.socket:
-    """Binds (or adopts) the first listening socket: the one every worker
-    shares, or slot 0's when rush binds TCP itself."""
+def endpoints(config: Config) -> list[Endpoint]:
+    """What to listen on, in order: the sockets systemd passed, else every
+    ``--bind``, else ``--fd``, ``--uds`` or ``--host``/``--port``."""
+    if systemd_activated():
+        return systemd_endpoints()
+    if config.bind:
+        return [parse_bind(text) for text in config.bind]
     if config.fd is not None:
-        listener = socket.socket(fileno=config.fd)
-    elif systemd_activated():
-        # systemd socket activation: the first passed socket is fd 3.
-        listener = socket.socket(fileno=3)
-    elif config.uds is not None:
+        return [Endpoint("fd", fd=config.fd)]
+    if config.uds is not None:
+        return [Endpoint("unix", path=config.uds)]
+    return [Endpoint("tcp", host=config.host, port=config.port)]
+
+
+def open_listeners(config: Config) -> list[Listener]:
+    """Binds (or adopts) slot 0's listening socket for every endpoint; on
+    failure closes those already open and raises OSError."""
+    found = endpoints(config)
+    if systemd_activated():
+        for variable in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"):
+            os.environ.pop(variable, None)
+        if config.bind or config.uds is not None or config.fd is not None:
+            logs.error_logger.warning(
+                "serving the %d socket(s) systemd passed (LISTEN_FDS): --bind, --uds and --fd are ignored", len(found)
+            )
+    opened: list[Listener] = []
+    try:
+        for endpoint in found:
+            opened.append(_open(config, endpoint))
+    except BaseException:
+        for listener in opened:
+            listener.sock.close()
+        raise
+    return opened
+
+
+def _open(config: Config, endpoint: Endpoint) -> Listener:
+    if endpoint.kind == "fd":
+        sock = socket.socket(fileno=endpoint.fd)
+        sock.listen(config.backlog)
+        return Listener(sock, endpoint, per_slot=False)
+    if endpoint.kind == "unix":
         try:
-            if stat.S_ISSOCK(os.stat(config.uds).st_mode):
-                os.unlink(config.uds)
+            if stat.S_ISSOCK(os.stat(endpoint.path).st_mode):
+                os.unlink(endpoint.path)
         except FileNotFoundError:
             pass
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(config.uds)
-        listener.listen(config.backlog)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(endpoint.path)
+            sock.listen(config.backlog)
+        except BaseException:
+            sock.close()
+            raise
+        return Listener(sock, endpoint, per_slot=False)
+    if endpoint.port != 0:
+        check_port_unused(endpoint.host, endpoint.port)
+    return Listener(bind_tcp(config, (endpoint.host, endpoint.port)), endpoint, per_slot=True)
+
+
+def copy_for_slot(config: Config, listener: Listener) -> Listener:
+    """Another slot's socket for ``listener``'s endpoint: its own, bound to the
+    same address (with port 0, the port the first one picked), or the same
+    shared socket."""
+    if not listener.per_slot:
         return listener
-    else:
-        if config.port != 0:
-            check_port_unused(config)
-        return bind_tcp(config, (config.host, config.port))
-    listener.listen(config.backlog)
-    return listener
+    return Listener(bind_tcp(config, listener.sock.getsockname()), listener.endpoint, per_slot=True)
 
 
-def _tcp_family(config: Config) -> int:
-    return socket.AF_INET6 if ":" in config.host else socket.AF_INET
+def _tcp_family(host: str) -> int:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
-def check_port_unused(config: Config) -> None:
+def check_port_unused(host: str, port: int) -> None:
     """Raises OSError (EADDRINUSE) if some socket listens on the port already.
     A probe without SO_REUSEPORT cannot bind next to a listening socket,
     while rush's own SO_REUSEPORT sockets could join another process's."""
-    with socket.socket(_tcp_family(config), socket.SOCK_STREAM) as probe:
+    with socket.socket(_tcp_family(host), socket.SOCK_STREAM) as probe:
         # SO_REUSEADDR, as the real sockets: connections left in TIME_WAIT do not count.
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        probe.bind((config.host, config.port))
+        probe.bind((host, port))
 
 
 def bind_tcp(config: Config, address: tuple[object, ...]) -> socket.socket:
     """A listening TCP socket with SO_REUSEPORT, so each slot can have one on the same address."""
-    listener = socket.socket(_tcp_family(config), socket.SOCK_STREAM)
+    listener = socket.socket(_tcp_family(str(address[0])), socket.SOCK_STREAM)
     try:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
@@ -92,9 +209,17 @@ def bind_tcp(config: Config, address: tuple[object, ...]) -> socket.socket:
     return listener
 
 
-def describe(listener: socket.socket) -> str:
-    address = listener.getsockname()
-    if listener.family == socket.AF_UNIX:
-        return f"unix:{address}"
-    host, port = address[0], address[1]
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+def describe(listener: Listener, tls: bool = False) -> str:
+    """The address as the log shows it: ``http://HOST:PORT`` or ``unix:PATH``,
+    with systemd's name for a socket it passed."""
+    sock = listener.sock
+    address = sock.getsockname()
+    if sock.family == socket.AF_UNIX:
+        text = f"unix:{address}"
+    else:
+        host, port = address[0], address[1]
+        scheme = "https" if tls else "http"
+        text = f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
+    if listener.endpoint.name:
+        text += f" (systemd socket {listener.endpoint.name})"
+    return text

@@ -8,7 +8,7 @@ from typing import Any
 
 from rush import logs
 from rush.config import Config, OptionError
-from rush.listeners import create_listener
+from rush.listeners import open_listeners
 from rush.supervisor import Supervisor
 
 
@@ -26,9 +26,9 @@ def serve(config: Config) -> int:
     # it binds or forks (each worker loads them again for itself).
     config.tls_settings()
     logs.configure(config.log_level, config.log_format, config.log_config, config.access_log_format is not None)
-    listener = create_listener(config)
+    listeners = open_listeners(config)
     with _pid_file(config.pid):
-        return Supervisor(config, listener).run()
+        return Supervisor(config, listeners).run()
 
 
 @contextlib.contextmanager

@@ -45,6 +45,7 @@ _SHARED_OPTIONS = (
     "host",
     "port",
     "fd",
+    "bind",
     "workers",
     "allow_many_workers",
     "backlog",
@@ -121,6 +122,9 @@ class ProxyConfig(Config):
         super().validate()
         if self.uds is not None:
             raise OptionError("uds", "is not supported by the proxy (it listens on TCP)", self.uds)
+        for text in self.bind or []:
+            if text.strip().startswith("unix:"):
+                raise OptionError("bind", "takes TCP addresses only for the proxy (it listens on TCP)", text)
         for name in ("upstream_timeout", "tunnel_idle_timeout", "dns_timeout"):
             self._check_seconds(name, zero_allowed=False)
         for name in ("allow_connect_port", "allow_port"):
@@ -137,32 +141,45 @@ class ProxyConfig(Config):
                 raise OptionError("auth", "takes USER:PASSWORD", "<hidden>")
         if self.auth_file is not None and not os.access(self.auth_file, os.R_OK):
             raise OptionError("auth_file", "must be a readable htpasswd file", self.auth_file)
-        if self._is_open_proxy():
+        open_host = self._open_proxy_host()
+        if open_host is not None:
             raise OptionError(
-                "host",
+                "bind" if self.bind else "host",
                 "would make an open proxy: with a non-loopback address, say who may use it with "
                 "--allow-client CIDR (0.0.0.0/0 and ::/0 for everyone), --auth or --auth-file",
-                self.host,
+                open_host,
             )
         if self.policy is not None and not callable(self.policy):
             raise OptionError("policy", "must be a function allow(client, host, port, headers) -> bool", self.policy)
 
-    def _is_open_proxy(self) -> bool:
-        """Listening beyond loopback with no client rule and no credentials: anyone who can
-        reach the port could relay through it (the accident the secure defaults exist for)."""
+    def _open_proxy_host(self) -> str | None:
+        """The address listened on beyond loopback with no client rule and no credentials,
+        if any: anyone who can reach the port could relay through it (the accident the
+        secure defaults exist for). Inherited sockets (--fd, fd://N, systemd) are the
+        caller's choice."""
         if self.allow_client or self.auth or self.auth_file or self.policy is not None or self.fd is not None:
-            return False
-        try:
-            return not ipaddress.ip_address(self.host).is_loopback
-        except ValueError:
-            # A name: loopback only if it is localhost.
-            return self.host.lower() != "localhost"
+            return None
+        from rush.listeners import parse_bind
+
+        if self.bind:
+            hosts = [endpoint.host for endpoint in map(parse_bind, self.bind) if endpoint.kind == "tcp"]
+        else:
+            hosts = [self.host]
+        return next((host for host in hosts if not _is_loopback(host)), None)
 
     def htpasswd_lines(self) -> list[str]:
         if self.auth_file is None:
             return []
         with open(self.auth_file, encoding="utf-8") as file:
             return [line.strip() for line in file if line.strip() and not line.lstrip().startswith("#")]
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        # A name: loopback only if it is localhost.
+        return host.lower() == "localhost"
 
 
 def run(policy: Policy | None = None, **options: Any) -> int:
@@ -229,7 +246,7 @@ def main(argv: Sequence[str]) -> int:
         return 1
 
 
-def run_proxy_worker(config: ProxyConfig, listener: socket.socket, ready_fd: int | None) -> int:
+def run_proxy_worker(config: ProxyConfig, listeners: list[socket.socket], ready_fd: int | None) -> int:
     """The body of a proxy worker process: the server's native loop, built
     with `ProxySettings` so that every connection it accepts is a proxy
     connection; returns the exit code."""
@@ -264,7 +281,7 @@ def run_proxy_worker(config: ProxyConfig, listener: socket.socket, ready_fd: int
     serve_native_loop(
         config,
         ready_fd,
-        lambda wakeup_fd: build_server(config, listener, App().build_router(), wakeup_fd, proxy=settings),
+        lambda wakeup_fd: build_server(config, listeners, App().build_router(), wakeup_fd, proxy=settings),
     )
     return 0
 

@@ -10,7 +10,7 @@ handles (supervisor.py has the loop and what each event does):
   timers `RespawnDue`, `ReadyOverdue`, `StopOverdue`, `CheckupDue` and
   `FilesChanged`;
 * `fork_worker`, which forks a worker that inherits nothing of the
-  supervisor's but its slot's socket, its own ready pipe and its own
+  supervisor's but its slot's sockets, its own ready pipe and its own
   liveness page (a shared memory page its loop writes, see src/liveness.rs).
 """
 
@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import socket
 import time
 import traceback
 from collections.abc import Iterable
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 
 from rush._rush import Liveness, exit_with_parent
 from rush.config import Config
+from rush.listeners import Listener
 from rush.metrics import count_into_slot
 from rush.worker import DUMP_SIGNAL, worker_main
 
@@ -129,12 +129,11 @@ class Worker:
 
 @dataclass(eq=False)
 class Slot:
-    """A place for one worker, with the socket its worker listens on."""
+    """A place for one worker, with the sockets its worker listens on: one
+    per address, the slot's own (`Listener.per_slot`) or shared by every slot."""
 
     index: int
-    listener: socket.socket
-    # The listener is this slot's own (SO_REUSEPORT), not the shared one.
-    owned: bool
+    listeners: list[Listener]
     # The worker serving (or starting) in this slot; None while it has none.
     worker: Worker | None = None
     # While it has no worker: when the next one may start.
@@ -269,15 +268,17 @@ def fork_worker(
             for fd in private_fds:
                 os.close(fd)
             for other in slots:
-                if other.owned and other is not slot:
-                    other.listener.close()
+                if other is not slot:
+                    for listener in other.listeners:
+                        if listener.per_slot:
+                            listener.sock.close()
             for worker in workers:
                 worker.close_ready_pipe()
             # A worker must not outlive its supervisor (even one killed with
             # SIGKILL): the kernel then asks it to drain and exit.
             exit_with_parent(signal.SIGTERM, supervisor_pid)
             count_into_slot(slot.index)
-            worker_main(config, slot.listener, ready_writer, liveness)
+            worker_main(config, [listener.sock for listener in slot.listeners], ready_writer, liveness)
         except BaseException:  # noqa: BLE001 - the child must never return into the supervisor's code
             traceback.print_exc()
         finally:

@@ -1,11 +1,12 @@
 """The supervisor: binds the listening sockets, forks workers, and keeps them running.
 
 It owns no connections. Each worker runs its own event loop in one of
-``--workers`` *slots*, and listens on its slot's socket (listeners.py): its
-slot's own ``SO_REUSEPORT`` socket when rush binds TCP itself, else the one
-socket every worker shares. The supervisor keeps every slot's socket open for
-the slot's whole life, so a worker that dies or is replaced hands its socket,
-with the connections queued in its backlog, to its successor.
+``--workers`` *slots*, and listens on its slot's sockets (listeners.py), one
+per address: its slot's own ``SO_REUSEPORT`` socket for a TCP address rush
+binds itself, else the one socket every worker shares. The supervisor keeps
+every slot's sockets open for the slot's whole life, so a worker that dies or
+is replaced hands its sockets, with the connections queued in their backlogs,
+to its successor.
 
 The supervisor is a state machine driven by one event queue. Its loop waits
 (in ``poll``) for the wake-up pipe, the ready pipes of starting workers, the
@@ -67,7 +68,7 @@ the `Reload` in progress, and whether the server is stopping. What events do:
   slot's socket first, then retires the slot's workers, so the socket closes
   once they let go of it.
 
-A forked worker keeps only its own slot's socket, the write end of its own
+A forked worker keeps only its own slot's sockets, the write end of its own
 ready pipe and its liveness page: it closes the wake-up pipe, the watcher, the other slots' sockets and the
 other workers' ready pipes before anything else, with the supervisor's
 signals blocked until their handlers are reset. Workers are forked before the
@@ -81,14 +82,13 @@ import math
 import os
 import select
 import signal
-import socket
 import time
 from collections import deque
 
 from rush import logs, tls
 from rush._rush import share_cache_generations
 from rush.config import Config
-from rush.listeners import bind_tcp, binds_tcp_itself, describe
+from rush.listeners import Listener, copy_for_slot, describe
 from rush.metrics import MetricsEndpoint
 from rush.reloader import Reloader
 from rush.renewal import WORKER_READY_TIMEOUT, Renewal
@@ -131,14 +131,10 @@ LONGEST_WAIT = 1.0
 
 
 class Supervisor(Renewal):
-    def __init__(self, config: Config, listener: socket.socket) -> None:
+    def __init__(self, config: Config, listeners: list[Listener]) -> None:
         self.config = config
-        self.address = describe(listener)
-        if config.ssl_certfile:
-            self.address = self.address.replace("http://", "https://", 1)
-        self.family = listener.family
-        self.per_slot = listener.family != socket.AF_UNIX and binds_tcp_itself(config)
-        self.slots: dict[int, Slot] = {0: Slot(0, listener, owned=self.per_slot)}
+        self.address = ", ".join(describe(listener, tls=bool(config.ssl_certfile)) for listener in listeners)
+        self.slots: dict[int, Slot] = {0: Slot(0, listeners)}
         # Every forked worker not reaped yet, by pid.
         self.workers: dict[int, Worker] = {}
         self.reload: Reload | None = None
@@ -511,12 +507,17 @@ class Supervisor(Renewal):
 
     # Slots (SIGTTIN, SIGTTOU).
     def open_slot(self, index: int) -> Slot:
-        """A new slot; with per-slot sockets, its socket is bound and listening on return."""
-        if self.per_slot:
-            # The first socket's address: with --port 0, the port it picked.
-            slot = Slot(index, bind_tcp(self.config, self.slots[0].listener.getsockname()), owned=True)
-        else:
-            slot = Slot(index, self.slots[0].listener, owned=False)
+        """A new slot; its own sockets are bound and listening on return."""
+        listeners: list[Listener] = []
+        try:
+            for listener in self.slots[0].listeners:
+                listeners.append(copy_for_slot(self.config, listener))
+        except BaseException:
+            for listener in listeners:
+                if listener.per_slot:
+                    listener.sock.close()
+            raise
+        slot = Slot(index, listeners)
         slot.respawn_at = time.monotonic()
         self.slots[index] = slot
         return slot
@@ -544,15 +545,17 @@ class Supervisor(Renewal):
             return
         slot = self.slots.pop(len(self.slots) - 1)
         logs.error_logger.info("received SIGTTOU: down to %d worker(s)", len(self.slots))
-        if slot.owned:
-            slot.listener.close()
+        for listener in slot.listeners:
+            if listener.per_slot:
+                listener.sock.close()
         for worker in list(self.workers.values()):
             if worker.slot == slot.index and worker.retired is None:
                 self.retire(worker, f"slot {slot.index} removed (SIGTTOU)")
 
     def close_listeners(self) -> None:
         for slot in self.slots.values():
-            slot.listener.close()
+            for listener in slot.listeners:
+                listener.sock.close()
 
     # Forking.
     def fork_worker(self, slot: Slot) -> Worker:
@@ -576,12 +579,13 @@ class Supervisor(Renewal):
         # Metrics stay served while workers drain, until the very end.
         if self.metrics is not None:
             self.metrics.close()
-        if self.family == socket.AF_UNIX and self.config.uds:
-            try:
-                os.unlink(self.config.uds)
-            except OSError as error:
-                if error.errno != errno.ENOENT:
-                    raise
+        for listener in self.slots[0].listeners:
+            if listener.endpoint.kind == "unix":
+                try:
+                    os.unlink(listener.endpoint.path)
+                except OSError as error:
+                    if error.errno != errno.ENOENT:
+                        raise
         self.close_listeners()
         os.close(self.wake_reader)
         os.close(self.wake_writer)

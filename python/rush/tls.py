@@ -5,6 +5,14 @@ every worker, so a client resumes its TLS session with whichever worker its
 next connection reaches. The supervisor makes them (:func:`share_ticket_keys`)
 and rotates them from its loop (:func:`rotate_when_due`); a forked worker
 finds them in :data:`ticket_keys` and hands them to its `TlsSettings`.
+
+Encrypted private keys (``--ssl-keyfile-password``, :func:`key_source`):
+decrypted here with the ``cryptography`` package, which reads both
+encrypted PKCS#8 (``BEGIN ENCRYPTED PRIVATE KEY``) and OpenSSL's legacy PEM
+encryption (``Proc-Type: 4,ENCRYPTED``) in one call, and handed to the
+native side as unencrypted PKCS#8 DER; plain keys are read there from their
+file. Every process that builds `TlsSettings` (the supervisor, to check
+before binding, then each worker) decrypts for itself.
 """
 
 from __future__ import annotations
@@ -12,6 +20,10 @@ from __future__ import annotations
 import time
 
 from rush._rush import TicketKeys
+from rush.config import TlsError
+
+# What marks a PEM key as encrypted: PKCS#8's own label, or OpenSSL's legacy header.
+_ENCRYPTED_MARKERS = (b"-----BEGIN ENCRYPTED PRIVATE KEY-----", b"Proc-Type: 4,ENCRYPTED")
 
 #: The shared keys, once the supervisor made them (None: each worker keeps its own).
 ticket_keys: TicketKeys | None = None
@@ -33,3 +45,38 @@ def rotate_when_due(now: float) -> None:
     if ticket_keys is not None and now >= _next_rotation:
         ticket_keys.rotate()
         _next_rotation = now + TicketKeys.rotation_seconds()
+
+
+def key_source(path: str, password: str | None) -> str | tuple[str, bytes]:
+    """What `TlsSettings` loads ``path``'s key from: the path itself for a
+    plain key (or one that cannot be read: the native side reports that), or
+    ``(path, PKCS#8 DER)`` for an encrypted key, decrypted with ``password``.
+    Raises `TlsError` (one line) for an encrypted key without a password, or
+    with a wrong one."""
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+    except OSError:
+        return path
+    if not any(marker in data for marker in _ENCRYPTED_MARKERS):
+        return path  # a password given for a plain key is ignored, as uvicorn's ssl module does
+    if password is None:
+        raise TlsError(
+            f"the private key in {path} is encrypted: give its password with --ssl-keyfile-password "
+            "(or RUSH_SSL_KEYFILE_PASSWORD)"
+        )
+    try:
+        from cryptography.exceptions import UnsupportedAlgorithm
+        from cryptography.hazmat.primitives import serialization
+    except ImportError:
+        raise TlsError(
+            "--ssl-keyfile-password needs the cryptography package: pip install 'rush-server[encrypted-keys]'"
+        ) from None
+    try:
+        key = serialization.load_pem_private_key(data, password.encode())
+    except ValueError:
+        raise TlsError(f"cannot decrypt the private key in {path}: wrong --ssl-keyfile-password?") from None
+    except UnsupportedAlgorithm as error:
+        raise TlsError(f"cannot decrypt the private key in {path}: {error}") from None
+    der = key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return path, der

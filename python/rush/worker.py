@@ -1,7 +1,8 @@
 """One worker process: load the app, build the native loop, serve until told to stop.
 
-A worker is forked by the supervisor with one listening socket inherited:
-its slot's own socket, or the socket all workers share (see supervisor.py).
+A worker is forked by the supervisor with its slot's listening sockets
+inherited, one per address: its slot's own, or one all workers share (see
+supervisor.py). Its native loop accepts on every one of them.
 It serves in one of two modes:
 
 * **native** (no ``async def`` handler): the Rust loop runs by itself in
@@ -74,16 +75,20 @@ def detect_interface(app: Any, requested: str) -> str:
     return "wsgi"
 
 
-def build_server(config: Config, listener: socket.socket, router: Router, wakeup_fd: int | None, **app: Any) -> Server:
-    """The native server, listening on its own duplicate of ``listener``'s fd.
-    ``listener`` is closed once the server has its copy: when the server lets go
-    of the socket on shutdown, this worker holds no other copy that would keep
-    it listening (and queueing connections nobody accepts) until the process exits."""
+def build_server(
+    config: Config, listeners: list[socket.socket], router: Router, wakeup_fd: int | None, **app: Any
+) -> Server:
+    """The native server, listening on its own duplicates of the ``listeners``' fds.
+    The ``listeners`` are closed once the server has its copies: when the server lets go
+    of the sockets on shutdown, this worker holds no other copy that would keep
+    them listening (and queueing connections nobody accepts) until the process exits."""
+    first, *more = listeners
     server = Server(
-        listener.fileno(),
+        first.fileno(),
         router,
         logs.log_handler_error,
-        unix=listener.family == socket.AF_UNIX,
+        unix=first.family == socket.AF_UNIX,
+        more_listeners=[(listener.fileno(), listener.family == socket.AF_UNIX) for listener in more],
         access_logger=logs.log_access if config.access_log else None,
         wakeup_fd=wakeup_fd,
         max_request_line=config.max_request_line,
@@ -117,17 +122,20 @@ def build_server(config: Config, listener: socket.socket, router: Router, wakeup
         ws_allowed_origins=list(config.ws_allowed_origins or []),
         **app,
     )
-    listener.close()
+    for listener in listeners:
+        listener.close()
     return server
 
 
-def run_worker(config: Config, listener: socket.socket, ready_fd: int | None, liveness: Liveness | None = None) -> int:
+def run_worker(
+    config: Config, listeners: list[socket.socket], ready_fd: int | None, liveness: Liveness | None = None
+) -> int:
     """Runs one worker to completion; returns its exit code."""
     from rush.proxy import ProxyConfig, run_proxy_worker
 
     if isinstance(config, ProxyConfig):
         # A proxy worker: the same process model, the proxy loop instead of the server's.
-        return run_proxy_worker(config, listener, ready_fd)
+        return run_proxy_worker(config, listeners, ready_fd)
     logs.configure(config.log_level, config.log_format, config.log_config, config.access_log_format is not None)
     # Where a stuck worker is stuck (--timeout): the supervisor sends this
     # signal before SIGKILL, and faulthandler prints every thread's stack
@@ -163,7 +171,7 @@ def run_worker(config: Config, listener: socket.socket, ready_fd: int | None, li
     if interface == "wsgi":
         serve_native(
             config,
-            listener,
+            listeners,
             router,
             ready_fd,
             liveness,
@@ -172,11 +180,11 @@ def run_worker(config: Config, listener: socket.socket, ready_fd: int | None, li
             wsgi_multiprocess=config.workers > 1,
         )
     elif interface == "asgi":
-        return serve_with_asyncio(config, listener, router, ready_fd, liveness, asgi_app=app)
+        return serve_with_asyncio(config, listeners, router, ready_fd, liveness, asgi_app=app)
     elif router.needs_asyncio:
-        return serve_with_asyncio(config, listener, router, ready_fd, liveness)
+        return serve_with_asyncio(config, listeners, router, ready_fd, liveness)
     else:
-        serve_native(config, listener, router, ready_fd, liveness)
+        serve_native(config, listeners, router, ready_fd, liveness)
     return 0
 
 
@@ -218,7 +226,7 @@ def notify_ready(ready_fd: int | None) -> None:
 
 def serve_native(
     config: Config,
-    listener: socket.socket,
+    listeners: list[socket.socket],
     router: Router,
     ready_fd: int | None,
     liveness: Liveness | None,
@@ -227,7 +235,7 @@ def serve_native(
     pools: list[BlockingPool] = []
 
     def build(wakeup_fd: int) -> Server:
-        server = build_server(config, listener, router, wakeup_fd, **app)
+        server = build_server(config, listeners, router, wakeup_fd, **app)
         if app.get("wsgi_app") is not None and config.threads > 0:
             pools.append(BlockingPool(config.threads))
             server.set_blocking_scheduler(pools[0].schedule_wsgi)
@@ -273,7 +281,7 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 
 def serve_with_asyncio(
     config: Config,
-    listener: socket.socket,
+    listeners: list[socket.socket],
     router: Router,
     ready_fd: int | None,
     liveness: Liveness | None,
@@ -290,7 +298,7 @@ def serve_with_asyncio(
         if asgi_app is not None:
             # Every scope gets a copy of the state, empty when the app has no lifespan (as uvicorn does).
             app_options = {"asgi_app": asgi_app, "asgi_state": lifespan.state}
-        server = build_server(config, listener, router, None, **app_options)
+        server = build_server(config, listeners, router, None, **app_options)
         runner = CoroutineRunner(loop, server.complete)
         server.set_async_scheduler(runner)
         # A suspended ASGI app's messages are written from the loop's own turn
@@ -356,12 +364,12 @@ def _cancel_remaining_tasks(loop: asyncio.AbstractEventLoop) -> None:
 
 
 def worker_main(
-    config: Config, listener: socket.socket, ready_fd: int | None, liveness: Liveness | None = None
+    config: Config, listeners: list[socket.socket], ready_fd: int | None, liveness: Liveness | None = None
 ) -> None:
     """Entry point in the forked child; never returns."""
     code = 1
     try:
-        code = run_worker(config, listener, ready_fd, liveness)
+        code = run_worker(config, listeners, ready_fd, liveness)
         # os._exit skips atexit hooks, the only shutdown hook a WSGI app has:
         # run them after a normal stop (the stack above is the supervisor's,
         # forked, so the worker cannot simply return through it).

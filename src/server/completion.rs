@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 use pyo3::prelude::*;
 
 use super::event_loop::ACCEPT_BATCH;
-use super::{Listener, Server};
+use super::Server;
 use crate::conn::{Protocol, ReadState, WriteState};
 use crate::inflight::InFlight;
 
@@ -91,7 +91,7 @@ impl Server {
     /// fails), finishes what it has, and asks the supervisor for its
     /// successor, which retires it (SIGTERM, a drain) once ready.
     pub(super) fn stop_at_request_limit(&mut self, py: Python<'_>) {
-        if !self.core.request_limit_reached || self.listener.is_none() {
+        if !self.core.request_limit_reached || self.listeners.is_empty() {
             return;
         }
         self.stop_accepting();
@@ -104,17 +104,13 @@ impl Server {
         );
     }
 
-    /// Closes this worker's copy of the listening socket (the supervisor
+    /// Closes this worker's copies of the listening sockets (the supervisor
     /// holds its own, so what queues there waits for the next worker), and
     /// lets its idle connections go.
     fn stop_accepting(&mut self) {
         self.core.draining = true;
-        if let Some(mut listener) = self.listener.take() {
-            let registry = self.poll.registry();
-            let _ = match &mut listener {
-                Listener::Tcp(socket) => registry.deregister(socket),
-                Listener::Unix(socket) => registry.deregister(socket),
-            };
+        for mut listener in std::mem::take(&mut self.listeners) {
+            listener.deregister(self.poll.registry());
         }
         // An idle keep-alive connection is not closed now: its client may
         // have sent the next request already (under load it almost always

@@ -15,12 +15,25 @@ use crate::inflight::InFlight;
 use crate::metrics;
 use crate::proxy::{ProxyLoop, RESOLVER};
 
-pub(crate) const LISTENER: Token = Token(0);
 pub(crate) const WAKEUP: Token = Token(1);
 pub(crate) const FILE_EVENTS: Token = Token(2);
 pub(crate) const COMPLETIONS: Token = Token(3);
 // Token(4) is the proxy's resolver (`crate::proxy::RESOLVER`).
 pub(crate) const FIRST_CONNECTION: usize = 5;
+/// The listening sockets' tokens: listener `i` has `LISTENER_TOKENS + i`,
+/// far above the connections' tokens and below the proxy's (`PROXY_TOKENS`).
+const LISTENER_TOKENS: usize = 1 << 39;
+
+pub(crate) fn listener_token(index: usize) -> Token {
+    Token(LISTENER_TOKENS + index)
+}
+
+/// The index of the listener an event's token names, if it names one.
+fn listener_index(token: Token) -> Option<usize> {
+    (LISTENER_TOKENS..crate::proxy::PROXY_TOKENS)
+        .contains(&token.0)
+        .then(|| token.0 - LISTENER_TOKENS)
+}
 
 /// Most connections one worker accepts per listener event. Every worker
 /// sharing the listening socket wakes for it; one that accepted until
@@ -77,8 +90,8 @@ impl Server {
         let mut completions = false;
         for event in events.iter() {
             match event.token() {
-                LISTENER => {
-                    self.accept_connections(py);
+                token if listener_index(token).is_some() => {
+                    self.accept_from(py, token.0 - LISTENER_TOKENS);
                 }
                 WAKEUP => check_signals = true,
                 FILE_EVENTS => {}
@@ -243,17 +256,10 @@ impl Server {
         }
     }
 
-    pub(crate) fn rearm_listener(&mut self) {
-        let registry = self.poll.registry();
-        let _ = match &mut self.listener {
-            Some(Listener::Tcp(socket)) => {
-                registry.reregister(socket, LISTENER, Interest::READABLE)
-            }
-            Some(Listener::Unix(socket)) => {
-                registry.reregister(socket, LISTENER, Interest::READABLE)
-            }
-            None => Ok(()),
-        };
+    fn rearm_listener(&mut self, index: usize) {
+        if let Some(listener) = self.listeners.get_mut(index) {
+            let _ = listener.register(self.poll.registry(), listener_token(index), true);
+        }
     }
 
     /// Accepting paused at the connection cap resumes once there is room.
@@ -279,9 +285,22 @@ impl Server {
         }
     }
 
-    /// Accepts (and serves at once) queued connections, at most one batch;
-    /// returns how many it accepted.
+    /// Accepts (and serves at once) connections queued on every listener,
+    /// at most one batch from each; returns the most taken from one of them.
     pub(crate) fn accept_connections(&mut self, py: Python<'_>) -> usize {
+        let mut most = 0;
+        for index in 0..self.listeners.len() {
+            most = most.max(self.accept_from(py, index));
+            if self.accept_paused || self.accept_retry_at.is_some() {
+                break;
+            }
+        }
+        most
+    }
+
+    /// Accepts (and serves at once) connections queued on listener `index`,
+    /// at most one batch; returns how many it accepted.
+    fn accept_from(&mut self, py: Python<'_>, index: usize) -> usize {
         let mut accepted_now = 0;
         loop {
             if self.core.request_limit_reached {
@@ -292,11 +311,11 @@ impl Server {
             if accepted_now == ACCEPT_BATCH {
                 // Leave the rest of the queue to the other workers woken by the
                 // same event; re-arming raises a new event here if any remain.
-                self.rearm_listener();
+                self.rearm_listener(index);
                 return accepted_now;
             }
             if self.proxy.is_some() {
-                match self.accept_proxy_connection(py) {
+                match self.accept_proxy_connection(py, index) {
                     Some(true) => {
                         accepted_now += 1;
                         continue;
@@ -313,7 +332,7 @@ impl Server {
                 return accepted_now;
             }
             let tls = &self.tls;
-            let accepted = match &self.listener {
+            let accepted = match self.listeners.get(index) {
                 Some(Listener::Tcp(listener)) => listener.accept().and_then(|(stream, address)| {
                     // Responses are written whole; Nagle would only delay them.
                     let _ = stream.set_nodelay(true);
@@ -409,8 +428,10 @@ impl Server {
     /// Accepts one connection for the proxy: `Some(true)` when one was
     /// taken, `Some(false)` to try again (EINTR), `None` to stop (nothing
     /// queued, the proxy is full, or an error that pauses accepting).
-    fn accept_proxy_connection(&mut self, py: Python<'_>) -> Option<bool> {
-        let (Some(proxy), Some(Listener::Tcp(listener))) = (&mut self.proxy, &self.listener) else {
+    fn accept_proxy_connection(&mut self, py: Python<'_>, index: usize) -> Option<bool> {
+        let (Some(proxy), Some(Listener::Tcp(listener))) =
+            (&mut self.proxy, self.listeners.get(index))
+        else {
             return None;
         };
         if proxy.is_full() {

@@ -20,6 +20,10 @@
 //!   with its later pipelined requests buffered, so order is kept.
 //! * Deadlines are checked by a sweep once a second: O(connections) per
 //!   second is far below the per-request work and needs no timer structure.
+//! * A worker may listen on several sockets (`more_listeners`: every
+//!   `--bind`, every socket systemd passed); each has its own token in the
+//!   range from `LISTENER_TOKENS`, so an event names the socket to accept
+//!   from, and draining stops accepting on all of them at once.
 //! * Built with `proxy=ProxySettings(...)` (`rush proxy`), every accepted
 //!   connection is a forward-proxy connection instead (`crate::proxy`),
 //!   driven by this same loop: tokens above `proxy::PROXY_TOKENS` are its.
@@ -52,7 +56,7 @@ use crate::proxy::{ProxyLoop, ProxySettings};
 use crate::router::Router;
 use crate::static_files::StaticFiles;
 use crate::wsgi::WsgiSettings;
-use event_loop::{COMPLETIONS, FILE_EVENTS, LISTENER, WAKEUP};
+use event_loop::{listener_token, COMPLETIONS, FILE_EVENTS, WAKEUP};
 
 /// Set from a Python signal handler while `serve` runs; checked by the loop.
 #[pyclass(module = "rush._rush", frozen)]
@@ -78,10 +82,51 @@ impl StopHandle {
         self.requested.load(Ordering::SeqCst)
     }
 }
-/// The listening socket a worker accepts from.
+/// A listening socket a worker accepts from.
 enum Listener {
     Tcp(TcpListener),
     Unix(UnixListener),
+}
+
+impl Listener {
+    /// Our own non-blocking descriptor for the listening socket `fd` (which
+    /// the caller keeps), as TCP or, with `unix`, as a Unix socket.
+    fn adopt(fd: RawFd, unix: bool) -> PyResult<Listener> {
+        let owned = adopt_listening_socket(fd)?;
+        Ok(if unix {
+            let listener = std::os::unix::net::UnixListener::from(owned);
+            listener.set_nonblocking(true)?;
+            Listener::Unix(UnixListener::from_std(listener))
+        } else {
+            let listener = std::net::TcpListener::from(owned);
+            listener.set_nonblocking(true)?;
+            Listener::Tcp(TcpListener::from_std(listener))
+        })
+    }
+
+    /// Registers (or, with `again`, re-arms) the socket for readability under `token`.
+    fn register(
+        &mut self,
+        registry: &mio::Registry,
+        token: mio::Token,
+        again: bool,
+    ) -> std::io::Result<()> {
+        match (self, again) {
+            (Listener::Tcp(socket), false) => registry.register(socket, token, Interest::READABLE),
+            (Listener::Tcp(socket), true) => registry.reregister(socket, token, Interest::READABLE),
+            (Listener::Unix(socket), false) => registry.register(socket, token, Interest::READABLE),
+            (Listener::Unix(socket), true) => {
+                registry.reregister(socket, token, Interest::READABLE)
+            }
+        }
+    }
+
+    fn deregister(&mut self, registry: &mio::Registry) {
+        let _ = match self {
+            Listener::Tcp(socket) => registry.deregister(socket),
+            Listener::Unix(socket) => registry.deregister(socket),
+        };
+    }
 }
 
 /// The native server loop of one worker.
@@ -89,8 +134,9 @@ enum Listener {
 pub struct Server {
     poll: Poll,
     events: Events,
-    listener: Option<Listener>,
-    /// Set when the listener speaks TLS: every accepted TCP connection gets
+    /// The listening sockets, in `--bind` order; emptied when draining starts.
+    listeners: Vec<Listener>,
+    /// Set when the listeners speak TLS: every accepted TCP connection gets
     /// a session from it, and its handshake a slot in the gate (the cap on
     /// handshakes in progress, see `conn/tls.rs`).
     tls: Option<(
@@ -122,7 +168,8 @@ pub struct Server {
 impl Server {
     #[new]
     #[pyo3(signature = (
-        listener_fd, router, error_logger, *, unix=false, access_logger=None, wakeup_fd=None,
+        listener_fd, router, error_logger, *, unix=false, more_listeners=Vec::new(),
+        access_logger=None, wakeup_fd=None,
         max_request_line=8192, max_head_size=16384, max_headers=100,
         max_body_size=16 * 1024 * 1024, max_connections=10000,
         keep_alive_timeout=5.0, header_timeout=10.0, body_timeout=30.0, send_timeout=30.0,
@@ -143,6 +190,7 @@ impl Server {
         router: Py<Router>,
         error_logger: Py<PyAny>,
         unix: bool,
+        more_listeners: Vec<(RawFd, bool)>,
         access_logger: Option<Py<PyAny>>,
         wakeup_fd: Option<RawFd>,
         max_request_line: usize,
@@ -223,35 +271,29 @@ impl Server {
                 .map(|origin| origin.trim().to_ascii_lowercase().into_bytes())
                 .collect(),
         };
-        let owned = adopt_listening_socket(listener_fd)?;
         let poll = Poll::new()?;
-        let mut listener = if unix {
-            let listener = std::os::unix::net::UnixListener::from(owned);
-            listener.set_nonblocking(true)?;
-            Listener::Unix(UnixListener::from_std(listener))
-        } else {
-            let listener = std::net::TcpListener::from(owned);
-            listener.set_nonblocking(true)?;
-            Listener::Tcp(TcpListener::from_std(listener))
-        };
-        match &mut listener {
-            Listener::Tcp(socket) => {
-                poll.registry()
-                    .register(socket, LISTENER, Interest::READABLE)?
-            }
-            Listener::Unix(socket) => {
-                poll.registry()
-                    .register(socket, LISTENER, Interest::READABLE)?
-            }
+        let mut listeners = Vec::with_capacity(1 + more_listeners.len());
+        for (index, (fd, unix)) in std::iter::once((listener_fd, unix))
+            .chain(more_listeners)
+            .enumerate()
+        {
+            let mut listener = Listener::adopt(fd, unix)?;
+            listener.register(poll.registry(), listener_token(index), false)?;
+            listeners.push(listener);
         }
         if let Some(fd) = wakeup_fd {
             poll.registry()
                 .register(&mut SourceFd(&fd), WAKEUP, Interest::READABLE)?;
         }
-        let server_address = match &listener {
+        // What WSGI's SERVER_NAME/SERVER_PORT and ASGI's scope["server"] name:
+        // the first TCP listener.
+        let server_address = listeners.iter().find_map(|listener| match listener {
             Listener::Tcp(socket) => socket.local_addr().ok(),
             Listener::Unix(_) => None,
-        };
+        });
+        let unix = listeners
+            .iter()
+            .any(|listener| matches!(listener, Listener::Unix(_)));
         let app = match (wsgi_app, asgi_app) {
             (Some(_), Some(_)) => {
                 return Err(pyo3::exceptions::PyValueError::new_err(
@@ -305,7 +347,7 @@ impl Server {
         Ok(Server {
             poll,
             events: Events::with_capacity(1024),
-            listener: Some(listener),
+            listeners,
             tls,
             connections: Slab::with_capacity(1024),
             core: Core {
