@@ -17,7 +17,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyString, PyTuple};
 use rush_proto::forwarded::{resolve, ForwardingRules, Node, ProxyHeaders, Scheme, TrustedProxies};
 
-use crate::request::header_fields;
+use rush_proto::fields::header_fields;
 
 /// The worker's forwarding rules (`--proxy-headers`, `--forwarded-allow-ips`,
 /// `--forwarded-host`).

@@ -41,7 +41,7 @@ pub enum Protocol {
     /// Requests and responses (`crate::http1`), its state in `Connection::state`.
     Http1,
     /// A WebSocket session after an accepted upgrade (`crate::ws`).
-    WebSocket(Box<crate::ws::WsSession>),
+    WebSocket(Box<crate::ws::session::WsSession>),
 }
 
 pub struct Connection {

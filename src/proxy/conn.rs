@@ -35,7 +35,6 @@ use super::auth::CredentialDigest;
 use super::forward::Exchange;
 use super::policy::{AuthCheck, Refusal};
 use super::relay::Direction;
-use super::upstream::phase_bytes;
 use super::Worker;
 
 /// Whether a connection survives a drive.
@@ -62,6 +61,17 @@ pub(crate) enum Phase {
     Forward(Box<Exchange>),
     /// Flushing a final answer; closed once written.
     Closing,
+}
+
+impl Phase {
+    /// Bytes each way for the access log: (client to origin, origin to client).
+    pub(crate) fn bytes(&self) -> (u64, u64) {
+        match self {
+            Phase::Tunnel(tunnel) => (tunnel.up.bytes, tunnel.down.bytes),
+            Phase::Forward(exchange) => (exchange.up_bytes, exchange.down_bytes),
+            _ => (0, 0),
+        }
+    }
 }
 
 /// A request whose origin connection is not ready yet.
@@ -256,7 +266,7 @@ impl Worker {
 
     /// Ends the current request with an error answer from the proxy.
     pub(crate) fn fail(&mut self, conn: &mut ProxyConn, status: u16, message: &str) -> Step {
-        let (up, down) = phase_bytes(&conn.phase);
+        let (up, down) = conn.phase.bytes();
         if let Some(record) = &mut conn.record {
             record.status = status;
             record.up = up;

@@ -287,7 +287,7 @@ impl Worker {
         if !self.log_access {
             return;
         }
-        let (up, down) = phase_bytes(&conn.phase);
+        let (up, down) = conn.phase.bytes();
         let milliseconds = self.now.saturating_duration_since(record.start).as_millis();
         self.log_lines.push(format!(
             "{} \"{}\" {} {} {} {}ms",
@@ -298,14 +298,5 @@ impl Worker {
             down.max(record.down),
             milliseconds
         ));
-    }
-}
-
-/// Bytes each way for the access log: (client to origin, origin to client).
-pub(crate) fn phase_bytes(phase: &Phase) -> (u64, u64) {
-    match phase {
-        Phase::Tunnel(tunnel) => (tunnel.up.bytes, tunnel.down.bytes),
-        Phase::Forward(exchange) => (exchange.up_bytes, exchange.down_bytes),
-        _ => (0, 0),
     }
 }

@@ -33,6 +33,7 @@ use pyo3::types::{PyBytes, PyDict, PyString};
 use rush_proto::ws::handshake::{write_accept_response, AcceptKey};
 use rush_proto::ws::{self, DeflateParams, MessageKind, Role, SendError};
 
+use super::asgi::{read_app_message, AppMessage};
 use super::flush::FlushQueue;
 use crate::asgi::{ready, settle};
 use crate::options::OUTPUT_HIGH_WATER;
@@ -476,9 +477,56 @@ impl WebSocket {
         self.next(py, Waiting::Asgi)
     }
 
-    /// ASGI `send(message)` (see `asgi.rs`).
+    /// ASGI `send(message)`: the message read by `asgi.rs`, applied to
+    /// this session in its phase.
     fn asgi_send(&mut self, py: Python<'_>, message: &Bound<'_, PyDict>) -> PyResult<Py<PyAny>> {
-        super::asgi::send(self, py, message)
+        match read_app_message(py, message)? {
+            AppMessage::Send(kind, data) => return self.send_message(py, kind, &data),
+            AppMessage::Accept {
+                subprotocol,
+                headers,
+            } => self.accept_with(py, subprotocol.as_deref(), &headers)?,
+            AppMessage::Close { code, reason } => self.close_with(py, code, &reason)?,
+            AppMessage::DenyStart { status, headers }
+                if matches!(self.phase, Phase::Connecting) =>
+            {
+                self.phase = Phase::Responding {
+                    status,
+                    headers,
+                    body: Vec::new(),
+                };
+            }
+            AppMessage::DenyBody {
+                body: more_bytes,
+                more,
+            } if matches!(self.phase, Phase::Responding { .. }) => {
+                if let Phase::Responding { body, .. } = &mut self.phase {
+                    body.extend_from_slice(&more_bytes);
+                }
+                if !more {
+                    if let Phase::Responding {
+                        status,
+                        headers,
+                        body,
+                    } = std::mem::replace(&mut self.phase, Phase::Finished)
+                    {
+                        self.deny(py, status, headers, body)?;
+                    }
+                }
+            }
+            _ if self.gone => return Err(disconnect_error(py, ws::close::ABNORMAL, "")),
+            unexpected => {
+                let kind = match unexpected {
+                    AppMessage::Unknown(kind) => kind,
+                    AppMessage::DenyStart { .. } => "websocket.http.response.start".to_owned(),
+                    _ => "websocket.http.response.body".to_owned(),
+                };
+                return Err(PyRuntimeError::new_err(format!(
+                    "unexpected ASGI message {kind:?} on a WebSocket in this state"
+                )));
+            }
+        }
+        Ok(ready(py, py.None())?.into_any())
     }
 
     /// Accepts the connection, choosing `subprotocol` (one the client offered).

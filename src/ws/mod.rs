@@ -19,7 +19,10 @@ mod asgi;
 pub mod broadcast;
 pub mod channel;
 pub mod flush;
+pub mod session;
 mod upgrade;
+
+pub use session::WsSession;
 
 use std::io::{self, Read};
 use std::time::{Duration, Instant};
@@ -37,41 +40,6 @@ use channel::{Phase, WebSocket};
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most capacity a connection's message buffer keeps between messages.
 const IDLE_MESSAGE_CAPACITY: usize = 16 * 1024;
-
-/// The loop's side of one WebSocket connection.
-pub struct WsSession {
-    pub channel: Py<WebSocket>,
-    /// Names the app's task in completions (as a request id does).
-    pub id: u64,
-    /// A message being reassembled from its frames.
-    message: Vec<u8>,
-    /// `GET /path HTTP/1.1`, for logs.
-    line: String,
-    /// The app accepted (the accept deadline no longer applies).
-    opened: bool,
-    /// When bytes last arrived (pings go out after `ping_interval` of silence).
-    last_heard: Instant,
-    /// Our unanswered ping, if any.
-    ping_sent: Option<Instant>,
-    /// When our close frame went out.
-    close_started: Option<Instant>,
-    /// The denial response is queued: close once it is written.
-    closing: bool,
-    /// The app's coroutine returned or raised.
-    pub app_done: bool,
-}
-
-impl Drop for WsSession {
-    /// The socket is closing: the app hears of it (1006 unless the closing
-    /// handshake was over), and its waiting `send()` raises.
-    fn drop(&mut self) {
-        Python::attach(|py| {
-            if let Ok(mut channel) = self.channel.bind(py).try_borrow_mut() {
-                channel.transport_gone(py);
-            }
-        });
-    }
-}
 
 /// What the sweep decided for a WebSocket connection.
 pub(crate) enum SweepAction {

@@ -41,6 +41,7 @@ mod chunked;
 mod date;
 pub mod encode;
 mod error;
+pub mod fields;
 pub mod forwarded;
 mod head;
 pub mod proxy;

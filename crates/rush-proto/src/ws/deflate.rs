@@ -55,7 +55,7 @@
 
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
 
-use super::handshake::ExtensionOffer;
+use super::extension::ExtensionOffer;
 use super::{Role, WsError};
 
 /// The extension's name in `Sec-WebSocket-Extensions`.

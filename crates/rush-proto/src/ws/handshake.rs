@@ -19,10 +19,10 @@ use base64::Engine as _;
 use sha1::{Digest, Sha1};
 
 use super::deflate::DeflateParams;
+pub use super::extension::ExtensionOffer;
+use super::extension::{is_token, split_outside_quotes, trim};
 use crate::head::list_elements;
-use crate::response::{
-    is_token_character, write_closing_response, write_header, write_status_line,
-};
+use crate::response::{write_closing_response, write_header, write_status_line};
 use crate::{BodyFraming, HeaderSpan, Method, ProtoError, RequestHead, Version};
 
 /// The GUID RFC 6455 1.3 appends to the key before hashing.
@@ -194,87 +194,6 @@ pub fn protocol_offers<'a>(
     field_values(buffer, headers, b"sec-websocket-protocol")
         .flat_map(list_elements)
         .filter(|protocol| !protocol.is_empty())
-}
-
-/// One extension offer from `Sec-WebSocket-Extensions`: a name and its
-/// parameters (RFC 6455 9.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ExtensionOffer<'a> {
-    /// The extension's name, as sent.
-    pub name: &'a [u8],
-    /// Everything after the name (`; a; b=1`), parsed by [`ExtensionOffer::params`].
-    pub params_text: &'a [u8],
-}
-
-impl<'a> ExtensionOffer<'a> {
-    /// The parameters: `(name, value)` pairs, the value a token or the
-    /// contents of a quoted string (quoted strings with backslash escapes
-    /// are refused: RFC 6455 9.1 wants their contents to be tokens anyway).
-    /// `Err(())` for a parameter outside that grammar; an offer with one
-    /// should be declined.
-    pub fn params(&self) -> impl Iterator<Item = Result<(&'a [u8], Option<&'a [u8]>), ()>> + 'a {
-        split_outside_quotes(self.params_text, b';')
-            .skip(1)
-            .map(parse_param)
-    }
-}
-
-fn is_token(bytes: &[u8]) -> bool {
-    !bytes.is_empty() && bytes.iter().all(|&byte| is_token_character(byte))
-}
-
-fn parse_param(text: &[u8]) -> Result<(&[u8], Option<&[u8]>), ()> {
-    let Some(equals) = text.iter().position(|&byte| byte == b'=') else {
-        return if is_token(text) {
-            Ok((text, None))
-        } else {
-            Err(())
-        };
-    };
-    let name = trim(&text[..equals]);
-    let mut value = trim(&text[equals + 1..]);
-    if let [b'"', inner @ .., b'"'] = value {
-        value = inner;
-    }
-    if is_token(name) && is_token(value) {
-        Ok((name, Some(value)))
-    } else {
-        Err(())
-    }
-}
-
-fn trim(mut bytes: &[u8]) -> &[u8] {
-    while let [b' ' | b'\t', rest @ ..] = bytes {
-        bytes = rest;
-    }
-    while let [rest @ .., b' ' | b'\t'] = bytes {
-        bytes = rest;
-    }
-    bytes
-}
-
-/// Splits at `delimiter` where it is not inside a quoted string; trims whitespace.
-fn split_outside_quotes(text: &[u8], delimiter: u8) -> impl Iterator<Item = &[u8]> {
-    let mut rest = Some(text);
-    std::iter::from_fn(move || {
-        let text = rest?;
-        let mut quoted = false;
-        let mut escaped = false;
-        for (index, &byte) in text.iter().enumerate() {
-            if escaped {
-                escaped = false;
-            } else if quoted && byte == b'\\' {
-                escaped = true;
-            } else if byte == b'"' {
-                quoted = !quoted;
-            } else if byte == delimiter && !quoted {
-                rest = Some(&text[index + 1..]);
-                return Some(trim(&text[..index]));
-            }
-        }
-        rest = None;
-        Some(trim(text))
-    })
 }
 
 /// The extensions the client offers, in order, across all

@@ -27,6 +27,7 @@ pub mod close;
 pub mod connection;
 pub mod decoder;
 pub mod deflate;
+mod extension;
 pub mod frame;
 pub mod handshake;
 mod utf8;

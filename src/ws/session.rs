@@ -1,0 +1,45 @@
+//! The state one WebSocket connection keeps on the loop's side, held by
+//! the connection (`conn::Protocol::WebSocket`) once its protocol switched.
+//! Only the state lives here, so that the connection can hold it without
+//! knowing the drive; the drive and the sweep are in `mod.rs`.
+
+use std::time::Instant;
+
+use pyo3::prelude::*;
+
+use super::channel::WebSocket;
+
+/// The loop's side of one WebSocket connection.
+pub struct WsSession {
+    pub channel: Py<WebSocket>,
+    /// Names the app's task in completions (as a request id does).
+    pub id: u64,
+    /// A message being reassembled from its frames.
+    pub(super) message: Vec<u8>,
+    /// `GET /path HTTP/1.1`, for logs.
+    pub(super) line: String,
+    /// The app accepted (the accept deadline no longer applies).
+    pub(super) opened: bool,
+    /// When bytes last arrived (pings go out after `ping_interval` of silence).
+    pub(super) last_heard: Instant,
+    /// Our unanswered ping, if any.
+    pub(super) ping_sent: Option<Instant>,
+    /// When our close frame went out.
+    pub(super) close_started: Option<Instant>,
+    /// The denial response is queued: close once it is written.
+    pub(super) closing: bool,
+    /// The app's coroutine returned or raised.
+    pub app_done: bool,
+}
+
+impl Drop for WsSession {
+    /// The socket is closing: the app hears of it (1006 unless the closing
+    /// handshake was over), and its waiting `send()` raises.
+    fn drop(&mut self) {
+        Python::attach(|py| {
+            if let Ok(mut channel) = self.channel.bind(py).try_borrow_mut() {
+                channel.transport_gone(py);
+            }
+        });
+    }
+}
