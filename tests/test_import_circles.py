@@ -26,14 +26,6 @@ REPO = Path(__file__).resolve().parent.parent
 # are still there. Remove an entry once its circle is gone.
 KNOWN_CIRCLES: dict[tuple[str, ...], str] = {
     (
-        "python:app",
-        "python:cache",
-        "python:config",
-        "python:listeners",
-        "python:loading",
-        "python:tls",
-    ): "config.py imports cache, listeners, app and loading inside functions; they import config's errors and parse_size",
-    (
         "python:cli",
         "python:main",
         "python:proxy",

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rush.cache_shared import RedisLevel, all_levels, level_for
-from rush.config import parse_size
+from rush.values import parse_size
 
 if TYPE_CHECKING:
     from rush._rush import CacheHandle, Router

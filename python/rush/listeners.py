@@ -33,9 +33,13 @@ import re
 import socket
 import stat
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rush import logs
-from rush.config import Config, OptionError
+from rush.values import OptionError
+
+if TYPE_CHECKING:
+    from rush.config import Config
 
 # sd_listen_fds(3): the first passed socket.
 SD_LISTEN_FDS_START = 3

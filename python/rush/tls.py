@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 
 from rush._rush import TicketKeys
-from rush.config import TlsError
+from rush.values import TlsError
 
 # What marks a PEM key as encrypted: PKCS#8's own label, or OpenSSL's legacy header.
 _ENCRYPTED_MARKERS = (b"-----BEGIN ENCRYPTED PRIVATE KEY-----", b"Proc-Type: 4,ENCRYPTED")
