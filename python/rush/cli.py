@@ -16,15 +16,9 @@ from collections.abc import Sequence
 
 from rush.config import ENVIRONMENT_PREFIX, Config, OptionError, TlsError
 from rush.main import serve
+from rush.values import usage_error
 
 # The exit status of a usage error, as argparse uses.
-EXIT_USAGE = 2
-
-
-def usage_error(message: str) -> int:
-    """Reports a refused option value on one line; returns the exit status."""
-    print(f"rush: error: {message}", file=sys.stderr)
-    return EXIT_USAGE
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -28,6 +28,8 @@ from rush._rush import Liveness, exit_with_parent
 from rush.config import Config
 from rush.listeners import Listener
 from rush.metrics import count_into_slot
+from rush.proxy_config import ProxyConfig
+from rush.proxy_worker import run_proxy_worker
 from rush.worker import DUMP_SIGNAL, worker_main
 
 # A worker that dies within this many seconds of its start (or before it was
@@ -278,7 +280,9 @@ def fork_worker(
             # SIGKILL): the kernel then asks it to drain and exit.
             exit_with_parent(signal.SIGTERM, supervisor_pid)
             count_into_slot(slot.index)
-            worker_main(config, [listener.sock for listener in slot.listeners], ready_writer, liveness)
+            # A proxy worker: the same process model, the proxy loop instead of the server's.
+            body = run_proxy_worker if isinstance(config, ProxyConfig) else None
+            worker_main(config, [listener.sock for listener in slot.listeners], ready_writer, liveness, body)
         except BaseException:  # noqa: BLE001 - the child must never return into the supervisor's code
             traceback.print_exc()
         finally:

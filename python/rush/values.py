@@ -8,6 +8,7 @@ back (tests/test_import_circles.py).
 from __future__ import annotations
 
 import re
+import sys
 from decimal import Decimal
 from typing import Any
 
@@ -68,3 +69,13 @@ def parse_bool(text: str) -> bool:
     if lowered in ("0", "false", "no", "off", ""):
         return False
     raise ValueError(f"not a boolean: {text!r}")
+
+
+# The exit status of a command line that was refused (argparse's too).
+EXIT_USAGE = 2
+
+
+def usage_error(message: str) -> int:
+    """Reports a refused option value on one line; returns the exit status."""
+    print(f"rush: error: {message}", file=sys.stderr)
+    return EXIT_USAGE

@@ -130,12 +130,7 @@ def build_server(
 def run_worker(
     config: Config, listeners: list[socket.socket], ready_fd: int | None, liveness: Liveness | None = None
 ) -> int:
-    """Runs one worker to completion; returns its exit code."""
-    from rush.proxy import ProxyConfig, run_proxy_worker
-
-    if isinstance(config, ProxyConfig):
-        # A proxy worker: the same process model, the proxy loop instead of the server's.
-        return run_proxy_worker(config, listeners, ready_fd)
+    """Runs one app server worker to completion; returns its exit code."""
     logs.configure(config.log_level, config.log_format, config.log_config, config.access_log_format is not None)
     # Where a stuck worker is stuck (--timeout): the supervisor sends this
     # signal before SIGKILL, and faulthandler prints every thread's stack
@@ -364,12 +359,18 @@ def _cancel_remaining_tasks(loop: asyncio.AbstractEventLoop) -> None:
 
 
 def worker_main(
-    config: Config, listeners: list[socket.socket], ready_fd: int | None, liveness: Liveness | None = None
+    config: Config,
+    listeners: list[socket.socket],
+    ready_fd: int | None,
+    liveness: Liveness | None = None,
+    body: Callable[..., int] | None = None,
 ) -> None:
-    """Entry point in the forked child; never returns."""
+    """Entry point in the forked child; never returns. ``body`` runs the
+    worker (`run_worker`, the app server's, unless the caller picked
+    another: a ``rush proxy`` worker's, proxy_worker.py)."""
     code = 1
     try:
-        code = run_worker(config, listeners, ready_fd, liveness)
+        code = (body or run_worker)(config, listeners, ready_fd, liveness)
         # os._exit skips atexit hooks, the only shutdown hook a WSGI app has:
         # run them after a normal stop (the stack above is the supervisor's,
         # forked, so the worker cannot simply return through it).
