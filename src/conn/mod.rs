@@ -45,7 +45,7 @@ pub enum Protocol {
 }
 
 pub struct Connection {
-    /// The transport: a TCP or Unix socket (TLS will wrap it here).
+    /// The transport: a TCP or Unix socket, or TLS over TCP.
     pub stream: Stream,
     /// The protocol on the transport.
     pub protocol: Protocol,
