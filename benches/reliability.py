@@ -309,10 +309,12 @@ def reason(error: BaseException) -> str:
 
 @dataclass
 class Load:
-    """Clients that repeat ``GET /`` until ``stop`` is set or ``budget`` requests were begun."""
+    """Clients that repeat ``GET /``, each at most ``rate`` times a second (the same offered load for
+    every server), until ``stop`` is set or ``budget`` requests were begun."""
 
     port: int
     budget: int
+    rate: float
     keep_alive: bool = True
     tally: Tally = field(default_factory=Tally)
     stop: asyncio.Event = field(default_factory=asyncio.Event)
@@ -322,8 +324,15 @@ class Load:
 
     async def client(self, number: int) -> None:
         connection: Connection | None = None
+        loop = asyncio.get_running_loop()
+        next_at = loop.time()
         try:
             while not self.stop.is_set() and self.began < self.budget:
+                # Paced, not flooded: a late client does not catch up with a burst.
+                next_at = max(next_at + 1 / self.rate, loop.time())
+                await asyncio.sleep(next_at - loop.time())
+                if self.stop.is_set():
+                    break
                 self.began += 1
                 try:
                     if connection is None:
@@ -394,15 +403,17 @@ class Sizes:
     drip_give_up: float
     idle: int
     load_clients: int
+    load_rate: float  # requests a second per client
     load_seconds: float
     load_budget: int
     race_clients: int
+    race_rate: float
     race_budget: int
     race_give_up: float
 
 
-FULL = Sizes(50, 1.0, 40.0, 10_000, 16, 12.0, 200_000, 20, 100_000, 40.0)
-QUICK = Sizes(3, 0.2, 1.5, 30, 4, 2.0, 50_000, 20, 20_000, 15.0)
+FULL = Sizes(50, 1.0, 40.0, 10_000, 16, 200.0, 12.0, 100_000, 20, 50.0, 100_000, 40.0)
+QUICK = Sizes(3, 0.2, 1.5, 30, 4, 200.0, 2.0, 10_000, 20, 50.0, 10_000, 15.0)
 
 
 async def slowloris(server: Running, sizes: Sizes) -> dict:
@@ -490,7 +501,7 @@ async def idle_keep_alive(server: Running, sizes: Sizes) -> dict:
 
 
 async def kill_worker(server: Running, sizes: Sizes) -> dict:
-    load = Load(server.port, sizes.load_budget)
+    load = Load(server.port, sizes.load_budget, sizes.load_rate)
     running = asyncio.ensure_future(load.run(sizes.load_clients))
     await asyncio.sleep(sizes.load_seconds / 3)
     spent_before(running, "the kill")
@@ -507,7 +518,7 @@ async def kill_worker(server: Running, sizes: Sizes) -> dict:
 
 
 async def hups_and_term(server: Running, sizes: Sizes) -> dict:
-    load = Load(server.port, sizes.load_budget)
+    load = Load(server.port, sizes.load_budget, sizes.load_rate)
     running = asyncio.ensure_future(load.run(sizes.load_clients))
     for fraction, signum in ((0.2, signal.SIGHUP), (0.2, signal.SIGHUP), (0.3, signal.SIGTERM)):
         await asyncio.sleep(sizes.load_seconds * fraction)
@@ -527,7 +538,7 @@ async def hups_and_term(server: Running, sizes: Sizes) -> dict:
 
 
 async def race_hup(server: Running, sizes: Sizes) -> dict:
-    load = Load(server.port, sizes.race_budget, keep_alive=False)
+    load = Load(server.port, sizes.race_budget, sizes.race_rate, keep_alive=False)
     running = asyncio.ensure_future(load.run(sizes.race_clients))
     deadline = time.monotonic() + sizes.race_give_up
     while len(load.answered_by_client) < sizes.race_clients and time.monotonic() < deadline:
@@ -601,12 +612,14 @@ def raise_open_files() -> int:
 
 
 def table(results: dict[str, dict[str, dict]], names: list[str], sizes: Sizes) -> str:
+    load = f"{sizes.load_clients} keep-alive clients x {sizes.load_rate:g}/s for {sizes.load_seconds:g} s"
+    race = f"a new connection per request, {sizes.race_clients} x {sizes.race_rate:g}/s"
     titles = {
         "slowloris": f"slowloris: {sizes.drippers} drippers, 1 byte / {sizes.drip_interval:g} s (1 worker)",
         "idle": f"{sizes.idle:,} idle keep-alive connections (1 worker)",
-        "kill": f"kill -9 of a worker under load, {sizes.load_clients} clients (2 workers)",
-        "hups-term": f"two HUPs and a TERM under load, {sizes.load_clients} clients (2 workers)",
-        "race-hup": f"{sizes.race_clients} clients racing one HUP (2 workers)",
+        "kill": f"kill -9 of a worker under load: {load} (2 workers)",
+        "hups-term": f"two HUPs and a TERM under load: {load} (2 workers)",
+        "race-hup": f"{sizes.race_clients} clients racing one HUP, {race} (2 workers)",
     }
     lines = ["| scenario | " + " | ".join(names) + " |", "| --- | " + " | ".join("---" for _ in names) + " |"]
     for scenario in SCENARIOS:
@@ -629,6 +642,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     sizes = QUICK if args.quick else FULL
+    # A SIGTERM (or Ctrl-C) unwinds through each scenario's `finally`, which stops its server.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     limit = raise_open_files()
     if sizes.idle + 1000 > limit:
         print(f"the open-file hard limit ({limit}) is too low for {sizes.idle} connections", file=sys.stderr)
