@@ -88,7 +88,13 @@ class Peer:
 
 def rush_argv(program: Path, port: int, workers: int, long_keep_alive: bool) -> list[str]:
     extra = ["--keep-alive-timeout", "120"] if long_keep_alive else []
-    return [str(program), "benches.apps.rush_app:app", "--host", HOST, "--port", str(port)] + [
+    return [
+        str(program),
+        "benches.apps.rush_app:app",
+        "--host",
+        HOST,
+        "--port",
+        str(port),
         "--workers",
         str(workers),
         "--log-level",
@@ -99,7 +105,13 @@ def rush_argv(program: Path, port: int, workers: int, long_keep_alive: bool) -> 
 
 def uvicorn_argv(program: Path, port: int, workers: int, long_keep_alive: bool) -> list[str]:
     extra = ["--timeout-keep-alive", "120"] if long_keep_alive else []
-    return [str(program), "benches.apps.asgi_app:app", "--host", HOST, "--port", str(port)] + [
+    return [
+        str(program),
+        "benches.apps.asgi_app:app",
+        "--host",
+        HOST,
+        "--port",
+        str(port),
         "--workers",
         str(workers),
         "--lifespan",
@@ -113,15 +125,30 @@ def uvicorn_argv(program: Path, port: int, workers: int, long_keep_alive: bool) 
 
 def gunicorn_argv(program: Path, port: int, workers: int, long_keep_alive: bool) -> list[str]:
     # The default sync worker answers one request per connection: --keep-alive does not apply to it.
-    return [str(program), "--bind", f"{HOST}:{port}", "--workers", str(workers), "--log-level", "warning"] + [
-        "benches.apps.wsgi_app:app"
+    bind = f"{HOST}:{port}"
+    return [
+        str(program),
+        "--bind",
+        bind,
+        "--workers",
+        str(workers),
+        "--log-level",
+        "warning",
+        "benches.apps.wsgi_app:app",
     ]
 
 
 def granian_argv(program: Path, port: int, workers: int, long_keep_alive: bool) -> list[str]:
     # Without --respawn-failed-workers a worker's death stops the whole server; a production set-up
     # would turn it on, so it is on here. HTTP/1 keep-alive has no idle timeout to raise.
-    return [str(program), "--interface", "asgi", "--host", HOST, "--port", str(port)] + [
+    return [
+        str(program),
+        "--interface",
+        "asgi",
+        "--host",
+        HOST,
+        "--port",
+        str(port),
         "--workers",
         str(workers),
         "--http",
@@ -602,7 +629,7 @@ def run_one(peer: Peer, scenario: Scenario, sizes: Sizes, log_dir: Path) -> dict
     try:
         server.wait_ready()
         result = asyncio.run(scenario.run(server, sizes))  # type: ignore[arg-type]
-    except Exception as error:  # a scenario that could not run says why in its cell
+    except Exception as error:  # noqa: BLE001 - a scenario that could not run says why in its cell
         result = {"cell": f"error: {type(error).__name__}: {error}"[:200], "error": True}
     finally:
         server.stop()

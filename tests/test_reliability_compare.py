@@ -22,8 +22,10 @@ REPO = Path(__file__).resolve().parents[1]
 def test_quick_mode_gives_every_scenario_a_row_for_rush(tmp_path: Path) -> None:
     results_file = tmp_path / "results.json"
     completed = subprocess.run(
-        [sys.executable, "-m", "benches.reliability", "--quick", "--servers", "rush"]
-        + ["--json", str(results_file), "--logs", str(tmp_path / "logs")],
+        [
+            *(sys.executable, "-m", "benches.reliability", "--quick", "--servers", "rush"),
+            *("--json", str(results_file), "--logs", str(tmp_path / "logs")),
+        ],
         cwd=REPO,
         capture_output=True,
         text=True,
