@@ -15,10 +15,13 @@ sync worker) on 127.0.0.1, and is started afresh for each scenario:
 * idle keep-alive (one worker): N connections each make one request, read
   the answer and stay open; then a fresh client asks for ``/``. Reported:
   whether it was answered, how many of the N the server still held, and the
-  server's RSS (every process of its tree). Keep-alive timeouts are raised
+  server's RSS (every process of its tree). The N get 60 s to be opened in
+  all (200 at a time), so a server that stops accepting cannot hold the run
+  up; those left unanswered are reported. Keep-alive timeouts are raised
   to 120 s where a flag exists, so that the connections are there to hold;
   the open-file limit is raised to its hard limit (servers inherit it);
-* kill -9 of a worker under load (two workers): keep-alive clients for a
+* kill -9 of a worker under load (two workers): keep-alive clients, each
+  pacing its requests (the same offered load for every server), for a
   bounded time and count; one worker is killed (SIGKILL) a third of the way in;
 * two HUPs and a TERM under load (two workers): the same load, a SIGHUP at
   20% and 40% of the time, a SIGTERM at 70%, after which no new request is
