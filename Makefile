@@ -61,7 +61,7 @@ test-tools:
 pytest: build test-tools
 	$(BIN)/python -m pytest -q
 
-test: lint cargo-test pytest
+test: lint cargo-test pytest fuzz-smoke
 
 # The response cache's oracle test (tests/test_cache_oracle.py) at length: many random request
 # sequences, each answer of the cached server compared with the same app served uncached.
@@ -92,8 +92,8 @@ soak: build
 
 # Fuzzing rush-proto with AFL++ through cargo-afl, on stable Rust (crates/rush-proto/fuzz/README.md):
 # installs cargo-afl if missing, builds the targets, runs each for FUZZ_SECONDS from its seed corpus,
-# one at a time at nice 19, and prints executions and findings. Not part of `make test`: it takes
-# FUZZ_SECONDS per target. E.g. make fuzz FUZZ_SECONDS=60 FUZZ_TARGETS=chunked
+# one at a time at nice 19, and prints executions and findings. `make test` runs only its short
+# smoke run (fuzz-smoke, below). E.g. make fuzz FUZZ_SECONDS=60 FUZZ_TARGETS=chunked
 FUZZ_SECONDS ?= 600
 FUZZ_TARGETS ?= request_head chunked encode_roundtrip
 .PHONY: fuzz
@@ -136,6 +136,26 @@ check-wheels:
 # tests run against it (tests/test_wheel.py; skipped by `make test`).
 wheel-test: $(BIN)/.installed
 	RUSH_WHEEL_TEST=1 $(BIN)/python -m pytest -q tests/test_wheel.py
+
+# The fuzz smoke run of `make test` (issue 22): (a) every target's seed corpus replayed through
+# `reproduce` (the same checks, no AFL++; a second or so), then (b) each of the four targets fuzzed
+# for FUZZ_SMOKE_SECONDS with AFL++ through run.sh, into a temporary directory; any crash or hang
+# fails. On a fresh machine (b) costs about a minute and a half, most of it installing cargo-afl
+# once; FUZZ_SMOKE_AFL=0 skips it.
+FUZZ_SMOKE_SECONDS ?= 5
+FUZZ_SMOKE_AFL ?= 1
+FUZZ_ALL_TARGETS := request_head chunked encode_roundtrip ws_frames
+.PHONY: fuzz-smoke
+fuzz-smoke:
+	cd crates/rush-proto/fuzz && nice -n 19 cargo build --release -q --bin reproduce
+	@cd crates/rush-proto/fuzz && for target in $(FUZZ_ALL_TARGETS); do \
+		log=$$(./target/release/reproduce $$target corpus/$$target 2>&1) || { echo "$$log" | tail -20; exit 1; }; \
+		echo "$$log" | tail -1; \
+	done
+	@if [ "$(FUZZ_SMOKE_AFL)" = 1 ]; then \
+		out=$$(mktemp -d) && FUZZ_OUT=$$out FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS) bash crates/rush-proto/fuzz/run.sh $(FUZZ_ALL_TARGETS); \
+		status=$$?; rm -rf "$$out"; exit $$status; \
+	fi
 
 clean:
 	rm -rf $(VENV) target

@@ -3,6 +3,9 @@
 #
 #   FUZZ_SECONDS=600 bash crates/rush-proto/fuzz/run.sh [TARGET...]
 #
+# FUZZ_OUT (default: out, under this directory) is where the runs are written;
+# `make fuzz-smoke` points it at a temporary directory it removes afterwards.
+#
 # Installs cargo-afl (which builds AFL++) if it is missing, builds the
 # targets instrumented, runs each for FUZZ_SECONDS from the seed corpus
 # in corpus/TARGET, then prints executions and findings and replays every
@@ -50,7 +53,7 @@ export AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1
 findings=0
 summary=()
 for target in "${targets[@]}"; do
-    out="out/$target-$(date -u +%Y%m%d-%H%M%S)"
+    out="${FUZZ_OUT:-out}/$target-$(date -u +%Y%m%d-%H%M%S)"
     mkdir -p "$out"
     echo "== fuzzing $target for ${seconds}s into fuzz/$out (log: $out/afl.log)"
     dict=http.dict

@@ -27,7 +27,7 @@
 
 use rush_proto::{
     parse_request_head, BodyFraming, HeadStatus, HeaderSpan, Limits, Method, ProtoError,
-    RequestHead, Version,
+    RequestHead, Span, Version,
 };
 
 use crate::show;
@@ -332,6 +332,24 @@ fn check_accepted(data: &[u8], head: &RequestHead, headers: &[HeaderSpan], limit
     check_field_rules(data, head, headers, limits);
 }
 
+/// The authority of an absolute-form target (`http://` or `https://`, any
+/// case), up to the first `/` or `?`; None for the other forms.
+fn absolute_authority(data: &[u8], target: Span) -> Option<Span> {
+    let text = target.of(data);
+    let scheme = [&b"http://"[..], &b"https://"[..]]
+        .into_iter()
+        .find(|scheme| {
+            text.len() >= scheme.len() && text[..scheme.len()].eq_ignore_ascii_case(scheme)
+        })?;
+    let rest = &text[scheme.len()..];
+    let end = rest
+        .iter()
+        .position(|&byte| byte == b'/' || byte == b'?')
+        .unwrap_or(rest.len());
+    let start = target.start as usize + scheme.len();
+    Some(Span::new(start, start + end))
+}
+
 /// The framing, keep-alive, Host and Expect decisions, recomputed from the
 /// field list by the rules in the crate's documentation.
 fn check_field_rules(data: &[u8], head: &RequestHead, headers: &[HeaderSpan], limits: &Limits) {
@@ -348,7 +366,10 @@ fn check_field_rules(data: &[u8], head: &RequestHead, headers: &[HeaderSpan], li
         Version::Http11 => assert_eq!(hosts.len(), 1, "Host count: {}", context()),
         Version::Http10 => assert!(hosts.len() <= 1, "Host count: {}", context()),
     }
-    assert_eq!(head.host, hosts.first().copied(), "{}", context());
+    // RFC 9112 3.2.2: an absolute-form target's authority stands for the
+    // host (the Host field is still required above, then ignored).
+    let expected_host = absolute_authority(data, head.target).or(hosts.first().copied());
+    assert_eq!(head.host, expected_host, "{}", context());
     if let Some(host) = head.host {
         let allowed =
             |byte: u8| byte.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=:[]".contains(&byte);

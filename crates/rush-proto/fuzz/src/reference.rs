@@ -4,8 +4,9 @@
 //! once, one chunk-size line, one chunk and one trailer line at a time, by
 //! the grammar of RFC 9112 section 7.1 with the strict choices rush-proto
 //! documents (CRLF only; whitespace after the size only before a `;`;
-//! extension and trailer values of field-value bytes; trailer names of
-//! tchar; no line folding) and its three limits. It shares no code with
+//! extensions by the chunk-ext grammar, trailer values of field-value
+//! bytes; trailer names of tchar, none of the fields a request's trailer
+//! must not carry; no line folding) and its three limits. It shares no code with
 //! rush-proto's state machine.
 //!
 //! On input that stops early it says "need more", unless what it has
@@ -95,6 +96,103 @@ fn expect(input: &[u8], at: &mut usize, wanted: u8) -> Result<(), Stop> {
     }
 }
 
+/// How the text of a size line after the size (and its whitespace) stands
+/// against RFC 9112 7.1.1's `chunk-ext`.
+#[derive(Debug, PartialEq, Eq)]
+enum Extensions {
+    /// One or more whole extensions, nothing after them.
+    Whole,
+    /// Not whole, but more bytes could make it so.
+    Prefix,
+    /// No continuation is valid.
+    Broken,
+}
+
+/// `chunk-ext = *( BWS ";" BWS chunk-ext-name [ BWS "=" BWS chunk-ext-val ] )`,
+/// `chunk-ext-val = token / quoted-string`, read one production at a time.
+fn extensions(text: &[u8]) -> Extensions {
+    let end = text.len();
+    let blanks = |at: usize| {
+        at + text[at..]
+            .iter()
+            .take_while(|&&byte| byte == b' ' || byte == b'\t')
+            .count()
+    };
+    let tokens = |at: usize| {
+        at + text[at..]
+            .iter()
+            .take_while(|&&byte| is_tchar(byte))
+            .count()
+    };
+    let mut at = 0;
+    loop {
+        // Here every extension before `at` is whole.
+        let whole_until = at;
+        at = blanks(at);
+        if at == end {
+            return if at == whole_until && at > 0 {
+                Extensions::Whole
+            } else {
+                Extensions::Prefix
+            };
+        }
+        if text[at] != b';' {
+            return Extensions::Broken;
+        }
+        at = blanks(at + 1);
+        let name_end = tokens(at);
+        if name_end == end {
+            return if name_end > at {
+                Extensions::Whole
+            } else {
+                Extensions::Prefix
+            };
+        }
+        if name_end == at {
+            return Extensions::Broken;
+        }
+        at = blanks(name_end);
+        if at == end {
+            return Extensions::Prefix;
+        }
+        if text[at] == b';' {
+            at = name_end;
+            continue;
+        }
+        if text[at] != b'=' {
+            return Extensions::Broken;
+        }
+        at = blanks(at + 1);
+        if at == end {
+            return Extensions::Prefix;
+        }
+        if text[at] != b'"' {
+            let value_end = tokens(at);
+            if value_end == at {
+                return Extensions::Broken;
+            }
+            at = value_end;
+            continue;
+        }
+        // quoted-string: qdtext and quoted-pairs up to the closing DQUOTE.
+        at += 1;
+        loop {
+            match text.get(at) {
+                None => return Extensions::Prefix,
+                Some(b'"') => break,
+                Some(b'\\') => match text.get(at + 1) {
+                    None => return Extensions::Prefix,
+                    Some(&byte) if is_field_value_byte(byte) => at += 2,
+                    Some(_) => return Extensions::Broken,
+                },
+                Some(&byte) if is_field_value_byte(byte) => at += 1,
+                Some(_) => return Extensions::Broken,
+            }
+        }
+        at += 1;
+    }
+}
+
 /// Reads `chunk-size [ chunk-ext ] CRLF` at `*at`, leaving `*at` after the LF.
 fn size_line(input: &[u8], at: &mut usize, limits: &Limits) -> Result<u64, Stop> {
     let rest = &input[*at..];
@@ -136,12 +234,12 @@ fn size_line(input: &[u8], at: &mut usize, limits: &Limits) -> Result<u64, Stop>
         if terminated && blanks > 0 {
             return Err(Stop::Refused);
         }
-    } else if after[blanks] != b';'
-        || !after[blanks + 1..]
-            .iter()
-            .all(|&byte| is_field_value_byte(byte))
-    {
-        return Err(Stop::Refused);
+    } else {
+        match extensions(&after[blanks..]) {
+            Extensions::Broken => return Err(Stop::Refused),
+            Extensions::Prefix if terminated => return Err(Stop::Refused),
+            _ => {}
+        }
     }
     if !terminated {
         return Err(Stop::NeedMore);
@@ -149,6 +247,57 @@ fn size_line(input: &[u8], at: &mut usize, limits: &Limits) -> Result<u64, Stop>
     *at += line.len() + 1;
     expect(input, at, b'\n')?;
     Ok(size)
+}
+
+/// Whether a request's trailer must not carry the field `name`: RFC 9110
+/// 6.5.1's framing, routing, request-modifier, authentication,
+/// response-control and content-processing fields, and the
+/// connection-specific ones, which rush-proto refuses.
+fn is_forbidden_trailer(name: &[u8]) -> bool {
+    const FORBIDDEN: &[&str] = &[
+        "content-length",
+        "transfer-encoding",
+        "trailer",
+        "host",
+        "cache-control",
+        "expect",
+        "max-forwards",
+        "pragma",
+        "range",
+        "te",
+        "if-match",
+        "if-none-match",
+        "if-modified-since",
+        "if-unmodified-since",
+        "if-range",
+        "authorization",
+        "proxy-authorization",
+        "www-authenticate",
+        "proxy-authenticate",
+        "authentication-info",
+        "proxy-authentication-info",
+        "cookie",
+        "set-cookie",
+        "age",
+        "date",
+        "expires",
+        "location",
+        "retry-after",
+        "vary",
+        "warning",
+        "content-encoding",
+        "content-type",
+        "content-range",
+        "content-location",
+        "content-language",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "upgrade",
+    ];
+    FORBIDDEN
+        .iter()
+        .any(|forbidden| forbidden.as_bytes().eq_ignore_ascii_case(name))
 }
 
 /// Reads the trailer section and the final CRLF from `at`; returns the end.
@@ -176,6 +325,7 @@ fn trailers(input: &[u8], mut at: usize, limits: &Limits) -> Result<usize, Stop>
             Some(_) => return Err(Stop::Refused),
         }
         // name ":" value CR LF, byte by byte.
+        let name_start = at;
         let mut in_value = false;
         loop {
             let Some(&byte) = input.get(at) else {
@@ -185,6 +335,9 @@ fn trailers(input: &[u8], mut at: usize, limits: &Limits) -> Result<usize, Stop>
             count()?;
             if !in_value {
                 if byte == b':' {
+                    if is_forbidden_trailer(&input[name_start..at - 1]) {
+                        return Err(Stop::Refused);
+                    }
                     in_value = true;
                 } else if !is_tchar(byte) {
                     return Err(Stop::Refused);
