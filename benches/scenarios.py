@@ -384,7 +384,7 @@ RUST_GROUP: list[Scenario] = [
 # Seed 004 (shared/seeds/004): the package catalog, examples/catalog/. Warm: each front end's cache
 # on, 100 connections over the spread of keys; cold: caches off, 10 connections (each answer costs
 # database queries and tens of kB of JSON; 100 connections would only queue behind one worker).
-CATALOG_SERVERS = ("rush", "rush-flask", "gunicorn", "uvicorn")
+CATALOG_SERVERS = ("rush", "rush-flask", "gunicorn", "uvicorn", "rush-baseline")
 CATALOG_JSON = Expectation(status=200, json_shape="catalog", headers=(("content-type", "application/json"),))
 
 

@@ -174,7 +174,8 @@ where
     N: AsRef<str>,
     V: AsRef<str>,
 {
-    let mut bytes = Vec::with_capacity(64);
+    // Room for a typical key whole (route, query, host, path): one allocation.
+    let mut bytes = Vec::with_capacity(256);
     bytes.extend_from_slice(&policy.route.to_le_bytes());
     if policy.vary_query.is_empty() {
         let mut all: Vec<(N, V)> = parameters.collect();

@@ -227,20 +227,30 @@ impl ResponseCache {
         let generation = generations::of_entry(policy.route, key.entry());
         key.generation = generation;
         key.reset_to_primary();
-        if let Some(Slot::Varies { names, .. }) = self.entries.get(&key.bytes) {
-            let names = names.clone();
-            push_variant(&mut key.bytes, &names, fields.iter().copied());
+        // One probe for most keys; a second, under the variant's key, only
+        // where the primary key holds a `Vary` marker.
+        let slot = match self.entries.get(&key.bytes) {
+            Some(Slot::Varies { names, .. }) => {
+                let names = names.clone();
+                push_variant(&mut key.bytes, &names, fields.iter().copied());
+                self.entries.get(&key.bytes).cloned()
+            }
+            other => other.cloned(),
+        };
+        // A fresh hit needs nothing else (not even the fills' map).
+        if let Some(Slot::Answer(stored)) = &slot {
+            if stored.generation == generation && now < stored.expires {
+                add(&self.counters.hits, 1);
+                return Lookup::Hit(stored.clone());
+            }
         }
-        let filling = self
-            .fills
-            .get(&key.bytes)
-            .is_some_and(|fill| now < fill.lock_until);
-        match self.entries.get(&key.bytes) {
+        let filling = !self.fills.is_empty()
+            && self
+                .fills
+                .get(&key.bytes)
+                .is_some_and(|fill| now < fill.lock_until);
+        match &slot {
             Some(Slot::Answer(stored)) if stored.generation == generation => {
-                if now < stored.expires {
-                    add(&self.counters.hits, 1);
-                    return Lookup::Hit(stored.clone());
-                }
                 if now < stored.stale_until {
                     let stored = stored.clone();
                     if filling {

@@ -67,23 +67,24 @@ impl Core {
         if !cache::request_may_use_cache(policy, fields.iter().copied()) {
             return CacheLookup::Handler(None);
         }
-        let field = |wanted: &[u8]| {
-            fields
-                .iter()
-                .find(|(name, _)| name.eq_ignore_ascii_case(wanted))
-                .map(|&(_, value)| value)
-        };
+        // One pass for the fields the cache itself reads.
+        let (mut range, mut if_none_match, mut if_modified_since) = (false, None, false);
+        for &(name, value) in &fields {
+            if name.eq_ignore_ascii_case(b"range") {
+                range = true;
+            } else if name.eq_ignore_ascii_case(b"if-none-match") {
+                if_none_match = Some(value);
+            } else if name.eq_ignore_ascii_case(b"if-modified-since") {
+                if_modified_since = true;
+            }
+        }
         // A part is not the resource: a Range request goes to the app, whose
         // 206 is never stored (neither is its answer to If-Modified-Since
         // alone: the cache keeps no date to compare).
-        if field(b"range").is_some() {
+        if range || (if_modified_since && if_none_match.is_none()) {
             return CacheLookup::Handler(None);
         }
-        let if_none_match = field(b"if-none-match");
-        let conditional = if_none_match.is_some() || field(b"if-modified-since").is_some();
-        if field(b"if-modified-since").is_some() && if_none_match.is_none() {
-            return CacheLookup::Handler(None);
-        }
+        let conditional = if_none_match.is_some() || if_modified_since;
         let origin = connection.origin.as_deref();
         let request = cache::RequestIdentity {
             https: origin
