@@ -250,20 +250,20 @@ impl ResponseCache {
                 .get(&key.bytes)
                 .is_some_and(|fill| now < fill.lock_until);
         match &slot {
-            Some(Slot::Answer(stored)) if stored.generation == generation => {
-                if now < stored.stale_until {
-                    let stored = stored.clone();
-                    if filling {
-                        add(&self.counters.stale_hits, 1);
-                        return Lookup::Stale(stored);
-                    }
-                    add(&self.counters.misses, 1);
-                    if !may_fill {
-                        return Lookup::Pass;
-                    }
-                    self.start_fill(key, policy, generation, now);
-                    return Lookup::Refresh(stored);
+            Some(Slot::Answer(stored))
+                if stored.generation == generation && now < stored.stale_until =>
+            {
+                let stored = stored.clone();
+                if filling {
+                    add(&self.counters.stale_hits, 1);
+                    return Lookup::Stale(stored);
                 }
+                add(&self.counters.misses, 1);
+                if !may_fill {
+                    return Lookup::Pass;
+                }
+                self.start_fill(key, policy, generation, now);
+                return Lookup::Refresh(stored);
             }
             Some(Slot::Pass {
                 until,
