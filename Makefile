@@ -61,7 +61,7 @@ test-tools:
 pytest: build test-tools
 	$(BIN)/python -m pytest -q
 
-test: lint cargo-test pytest fuzz-smoke
+test: lint cargo-test fuzz-smoke pytest
 
 # The response cache's oracle test (tests/test_cache_oracle.py) at length: many random request
 # sequences, each answer of the cached server compared with the same app served uncached.
