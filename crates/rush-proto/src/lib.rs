@@ -49,7 +49,7 @@ pub mod response;
 mod target;
 pub mod ws;
 
-pub use chunked::{ChunkedDecoder, ChunkedProgress};
+pub use chunked::{ChunkedDecoder, ChunkedProgress, FORBIDDEN_TRAILER_FIELDS};
 pub use date::{date_field_of, server_fields_without, DateCache, SERVER_LINE};
 pub use encode::{BodyEncoder, BodyKind, EncodeError, FramingHeader, FramingPlan};
 pub use error::ProtoError;

@@ -249,53 +249,12 @@ fn size_line(input: &[u8], at: &mut usize, limits: &Limits) -> Result<u64, Stop>
     Ok(size)
 }
 
-/// Whether a request's trailer must not carry the field `name`: RFC 9110
-/// 6.5.1's framing, routing, request-modifier, authentication,
-/// response-control and content-processing fields, and the
-/// connection-specific ones, which rush-proto refuses.
+/// Whether a request's trailer must not carry the field `name`. The list
+/// is rush-proto's own (a policy, RFC 9110 6.5.1's categories, not grammar:
+/// a second copy here would check nothing); what this reference decides
+/// independently is where a trailer field's name starts and ends.
 fn is_forbidden_trailer(name: &[u8]) -> bool {
-    const FORBIDDEN: &[&str] = &[
-        "content-length",
-        "transfer-encoding",
-        "trailer",
-        "host",
-        "cache-control",
-        "expect",
-        "max-forwards",
-        "pragma",
-        "range",
-        "te",
-        "if-match",
-        "if-none-match",
-        "if-modified-since",
-        "if-unmodified-since",
-        "if-range",
-        "authorization",
-        "proxy-authorization",
-        "www-authenticate",
-        "proxy-authenticate",
-        "authentication-info",
-        "proxy-authentication-info",
-        "cookie",
-        "set-cookie",
-        "age",
-        "date",
-        "expires",
-        "location",
-        "retry-after",
-        "vary",
-        "warning",
-        "content-encoding",
-        "content-type",
-        "content-range",
-        "content-location",
-        "content-language",
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "upgrade",
-    ];
-    FORBIDDEN
+    rush_proto::FORBIDDEN_TRAILER_FIELDS
         .iter()
         .any(|forbidden| forbidden.as_bytes().eq_ignore_ascii_case(name))
 }

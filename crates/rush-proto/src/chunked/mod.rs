@@ -41,6 +41,8 @@
 mod tests;
 mod trailers;
 
+pub use trailers::FORBIDDEN_TRAILER_FIELDS;
+
 use crate::response::{is_field_value_character, is_token_character};
 use crate::{Limits, ProtoError};
 use trailers::LONGEST_FORBIDDEN_NAME;

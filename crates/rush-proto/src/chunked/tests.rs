@@ -3,7 +3,7 @@
 //! byte.
 
 use super::*;
-use crate::chunked::trailers::FORBIDDEN_TRAILER_FIELDS;
+use crate::FORBIDDEN_TRAILER_FIELDS;
 
 /// What decoding a whole input produces: the body so far, the bytes
 /// consumed and whether it finished, or the error.
