@@ -90,7 +90,9 @@ class Side:
         """What the app recorded for requests tagged ``tag`` (the x-diff-id header, else the path)."""
         if not self.record_path.exists():
             return []
-        lines = self.record_path.read_text().splitlines()
+        # The server may be writing a line as it is read: only lines that
+        # end in a newline are whole.
+        lines = self.record_path.read_text().split("\n")[:-1]
         return [record["event"] for record in map(json.loads, lines) if record["tag"] == tag]
 
     def wait_events(self, tag: str, until: Callable[[list[dict[str, Any]]], bool], what: str) -> list[dict[str, Any]]:
