@@ -1,5 +1,6 @@
-"""Pieces the test apps share: the echo of a request as JSON, and a gate a
-slow handler waits at until the test releases it (by creating a file)."""
+"""Pieces the test apps share: the echo of a request as JSON, a gate a slow
+handler waits at until the test releases it (by creating a file), and the
+marker files apps report what they saw in."""
 
 from __future__ import annotations
 
@@ -12,6 +13,16 @@ from rush import Request
 
 # A gated handler waits at most this long for its release file.
 GATE_LIMIT = 60.0
+
+
+def write_marker_file(directory: str, name: str, text: str) -> None:
+    """Writes a marker file whole: a test waits for the name to appear, so the
+    text goes to a temporary name first and is renamed into place (a plain
+    write lets the test read the file between its creation and its text)."""
+    final = Path(directory, name)
+    temporary = final.with_name(f".{name}.{os.getpid()}.tmp")
+    temporary.write_text(text)
+    os.replace(temporary, final)
 
 
 def echo(request: Request, **params: str) -> dict[str, Any]:

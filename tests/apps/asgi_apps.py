@@ -36,9 +36,10 @@ import hashlib
 import json
 import os
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
+
+from tests.apps._shared import write_marker_file
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -84,7 +85,7 @@ async def respond_json(send: Send, value: Any, status: int = 200) -> None:
 
 def write_marker(name: str) -> None:
     if MARKER_DIR:
-        Path(MARKER_DIR, name).write_text(str(os.getpid()))
+        write_marker_file(MARKER_DIR, name, str(os.getpid()))
 
 
 async def lifespan(scope: Scope, receive: Receive, send: Send) -> None:

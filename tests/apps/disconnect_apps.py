@@ -32,7 +32,6 @@ import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 from sse_starlette.sse import EventSourceResponse
@@ -41,6 +40,8 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
+from tests.apps._shared import write_marker_file
+
 MARKER_DIR = os.environ.get("RUSHTEST_MARKER_DIR", "")
 # Between two events: the stream is paced by the app, as a real feed is.
 EVENT_INTERVAL = 0.005
@@ -48,7 +49,7 @@ EVENT_INTERVAL = 0.005
 
 def record(kind: str, request_id: str, text: str) -> None:
     if MARKER_DIR:
-        Path(MARKER_DIR, f"{kind}-{request_id}").write_text(text)
+        write_marker_file(MARKER_DIR, f"{kind}-{request_id}", text)
 
 
 async def stream(request: Request) -> StreamingResponse:

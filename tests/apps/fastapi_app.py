@@ -17,12 +17,13 @@ import hashlib
 import os
 import threading
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import FastAPI, File, Form, Query, Request, UploadFile
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel
+
+from tests.apps._shared import write_marker_file
 
 FRAMEWORK = "fastapi"
 MARKER_DIR = os.environ.get("RUSHTEST_MARKER_DIR")
@@ -39,7 +40,7 @@ class Payload(BaseModel):
 
 def write_marker(event: str) -> None:
     if MARKER_DIR:
-        Path(MARKER_DIR, f"{FRAMEWORK}-{event}").write_text(str(os.getpid()))
+        write_marker_file(MARKER_DIR, f"{FRAMEWORK}-{event}", str(os.getpid()))
 
 
 @contextlib.asynccontextmanager

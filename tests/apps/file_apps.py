@@ -27,6 +27,8 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
+from tests.apps._shared import write_marker_file
+
 FILE_DIR = Path(os.environ.get("RUSHTEST_FILE_DIR", "."))
 MARKER_DIR = os.environ.get("RUSHTEST_MARKER_DIR", "")
 RAW_ETAG = b'"raw-tag"'
@@ -79,4 +81,4 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await starlette_app(scope, receive, recording_send)
     if MARKER_DIR:
         name = scope["path"].strip("/").replace("/", "-")
-        Path(MARKER_DIR, f"sent-{scope['method']}-{name}").write_text(",".join(sent))
+        write_marker_file(MARKER_DIR, f"sent-{scope['method']}-{name}", ",".join(sent))

@@ -22,10 +22,11 @@ import atexit
 import hashlib
 import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from flask import Flask, Response, jsonify, request, stream_with_context
+
+from tests.apps._shared import write_marker_file
 
 FRAMEWORK = "flask"
 MARKER_DIR = os.environ.get("RUSHTEST_MARKER_DIR")
@@ -41,7 +42,7 @@ app.config["STARTUP"] = {"started": True, "startup_pid": os.getpid()}
 
 def write_shutdown_marker() -> None:
     if MARKER_DIR:
-        Path(MARKER_DIR, f"{FRAMEWORK}-shutdown").write_text(str(os.getpid()))
+        write_marker_file(MARKER_DIR, f"{FRAMEWORK}-shutdown", str(os.getpid()))
 
 
 atexit.register(write_shutdown_marker)

@@ -15,13 +15,14 @@ import contextlib
 import hashlib
 import os
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from tests.apps._shared import write_marker_file
 
 FRAMEWORK = "starlette"
 MARKER_DIR = os.environ.get("RUSHTEST_MARKER_DIR")
@@ -33,7 +34,7 @@ class CustomError(Exception):
 
 def write_marker(event: str) -> None:
     if MARKER_DIR:
-        Path(MARKER_DIR, f"{FRAMEWORK}-{event}").write_text(str(os.getpid()))
+        write_marker_file(MARKER_DIR, f"{FRAMEWORK}-{event}", str(os.getpid()))
 
 
 @contextlib.asynccontextmanager
