@@ -23,6 +23,8 @@ nginx), the ceiling that the bytes alone allow.
   note.
 * **Ceiling**: ``benches/.site/catalog-mean.json``, an answer of the spread
   padded with spaces to the spread's mean body size (still valid JSON).
+* **Shared level** (``catalog-shared-sqlite``): two workers behind one Redis
+  server, started by ``prepare`` like the databases (``{catalog_redis}``).
 * **Misses** (``python -m benches.catalog misses``): 100 concurrent requests
   for one uncached key on each server, and how many database queries they cost
   (read from the example's query counter, ``CATALOG_ADMIN=1``).
@@ -64,7 +66,11 @@ DATABASE_URLS: dict[str, str] = {
     "sqlite": f"sqlite:///{SQLITE_PATH}",
     "postgresql": "postgresql://catalog@127.0.0.1:0/not-started",
     "mariadb": "mysql://catalog@127.0.0.1:0/not-started",
+    # The shared cache level of the two-worker rows (not a database: nothing is queried there).
+    "redis": "redis://127.0.0.1:0/not-started",
 }
+# The apps of the shared-level rows: two workers, each front end's cache backed by one Redis.
+SHARED_PREFIX = "catalog-shared-"
 # rush's cache for a WSGI or ASGI app (the lead's --cache flag): the rush App's policy, as text.
 RUSH_CACHE_FLAG = "/nas/:ttl=600,vary_query=arch|build|language|major|package_update_channel,vary_headers=host"
 
@@ -195,6 +201,12 @@ class Prepared:
         self.servers.clear()
 
 
+def counts_queries(app: str) -> bool:
+    """Whether a run of ``app`` reads the query counter around its window: the counter is one
+    process's, so not for the two-worker shared-level rows (it would show one worker's half)."""
+    return app.startswith("catalog-") and not app.startswith(SHARED_PREFIX)
+
+
 def scenario_database(scenario: Any) -> str | None:
     """The database a catalog scenario needs (None for other scenarios and the static ceiling)."""
     if scenario.group != "catalog" or not scenario.app.startswith("catalog-"):
@@ -251,6 +263,8 @@ def prepare(scenarios: list[Any], client_cpu: int, log: Any = sys.stderr) -> Pre
     mean = write_ceiling(DATABASE_URLS["sqlite"])
     log.write(f"benches: catalog: mean answer {mean:,} bytes over {len(SPREAD)} keys (the static ceiling's size)\n")
     needed = {scenario_database(scenario) for scenario in scenarios} - {None, "sqlite"}
+    if any(scenario.app.startswith(SHARED_PREFIX) for scenario in scenarios):
+        needed.add("redis")
     for kind in sorted(needed):
         reason = dbservers.unavailable(kind)
         if reason is None:
@@ -261,7 +275,8 @@ def prepare(scenarios: list[Any], client_cpu: int, log: Any = sys.stderr) -> Pre
             else:
                 prepared.servers.append(server)
                 try:
-                    data.build(server.url)
+                    if kind != "redis":
+                        data.build(server.url)
                 except Exception as error:  # noqa: BLE001 - any driver error: the database is unusable
                     reason = f"filling {kind} failed: {error}"
                 else:
@@ -270,8 +285,13 @@ def prepare(scenarios: list[Any], client_cpu: int, log: Any = sys.stderr) -> Pre
         if reason is not None:
             prepared.notes[kind] = reason
             log.write(f"benches: catalog: skipping the {kind} scenarios: {reason}\n")
-            prepared.scenarios = [s for s in prepared.scenarios if scenario_database(s) != kind]
+            prepared.scenarios = [s for s in prepared.scenarios if kind not in (scenario_database(s), redis_of(s))]
     return prepared
+
+
+def redis_of(scenario: Any) -> str | None:
+    """ "redis" for a shared-level row (it needs the Redis server), None for the others."""
+    return "redis" if scenario.app.startswith(SHARED_PREFIX) else None
 
 
 @contextmanager

@@ -268,7 +268,7 @@ def measure(planned: PlannedRun, settings: Settings) -> RunRecord:
             run_wrk(wrk_command(scenario, url, settings.warmup_s, settings.wrk), settings, settings.warmup_s)
 
         # The catalog's own counters around the window (outside it: they cost the server a request).
-        app_before = catalog.read_stats(settings.host, port) if scenario.app.startswith("catalog-") else None
+        app_before = catalog.read_stats(settings.host, port) if catalog.counts_queries(scenario.app) else None
         cpu_before = process.cpu_seconds()
         with RssSampler(process.pid) as sampler:
             output, client_cpu = run_wrk(record.wrk_command, settings, settings.duration_s)

@@ -408,26 +408,48 @@ def catalog_scenario(state: str, database: str, close: bool) -> Scenario:
     )
 
 
-CATALOG_GROUP: list[Scenario] = [
-    catalog_scenario(state, database, close)
-    for state in ("warm", "cold")
-    for database in catalog.DATABASES
-    for close in (False, True)
-] + [
-    Scenario(
-        name=f"ceiling{'-close' if close else ''}",
-        group="catalog",
-        app="static",
-        title=f"the mean answer as a static file{', Connection: close' if close else ''}",
-        path=catalog.CEILING_PATH,
-        expect=Expectation(status=200, json_shape="catalog"),
-        headers=(("Connection", "close"),) if close else (),
-        expect_close=close,
-        servers=("rush", "nginx"),
-        notes="the same bytes from a file (mean answer size): the ceiling for the warm rows",
-    )
-    for close in (False, True)
-]
+CATALOG_GROUP: list[Scenario] = (
+    [
+        catalog_scenario(state, database, close)
+        for state in ("warm", "cold")
+        for database in catalog.DATABASES
+        for close in (False, True)
+    ]
+    + [
+        # The shared level (issue 21): two workers behind one Redis, each with its own cache in front
+        # (rush: Cache(shared=...); gunicorn: Flask-Caching's RedisCache, where every hit is a Redis
+        # round trip). Redis runs on the load generator's core, like the databases.
+        Scenario(
+            name="shared-sqlite",
+            group="catalog",
+            app=f"{catalog.SHARED_PREFIX}sqlite",
+            title="warm, sqlite, 2 workers sharing a Redis level",
+            path=catalog.SPREAD[0],
+            expect=CATALOG_JSON,
+            connections=100,
+            script="catalog.lua",
+            script_args=(str(catalog.PATHS_FILE),),
+            spread="catalog",
+            servers=("rush", "gunicorn"),
+            notes=f"{len(catalog.SPREAD)} distinct keys; two workers, each front end's cache backed by one Redis",
+        )
+    ]
+    + [
+        Scenario(
+            name=f"ceiling{'-close' if close else ''}",
+            group="catalog",
+            app="static",
+            title=f"the mean answer as a static file{', Connection: close' if close else ''}",
+            path=catalog.CEILING_PATH,
+            expect=Expectation(status=200, json_shape="catalog"),
+            headers=(("Connection", "close"),) if close else (),
+            expect_close=close,
+            servers=("rush", "nginx"),
+            notes="the same bytes from a file (mean answer size): the ceiling for the warm rows",
+        )
+        for close in (False, True)
+    ]
+)
 
 # Forward proxies (`benches.proxies`): wrk sends absolute-form requests through the proxy
 # (benches/lua/proxy.lua) for the seed's small index.html on an nginx origin. The seed

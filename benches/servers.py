@@ -242,6 +242,26 @@ def catalog_apps(argv: tuple[str, ...], cache_env: bool = True, warm_options: tu
     return apps
 
 
+def catalog_shared_app(argv: tuple[str, ...]) -> dict:
+    """The shared-level row's app (``catalog-shared-sqlite``): ``argv`` runs two workers, its own
+    cache on, backed by the run's Redis server (``CATALOG_REDIS``)."""
+    return {
+        f"{catalog.SHARED_PREFIX}sqlite": (
+            "/usr/bin/env",
+            "CATALOG_DB={catalog_sqlite}",
+            "CATALOG_CACHE=1",
+            "CATALOG_REDIS={catalog_redis}",
+            *argv,
+        )
+    }
+
+
+def with_workers(argv: tuple[str, ...], workers: int) -> tuple[str, ...]:
+    """``argv`` with its ``--workers`` value replaced."""
+    index = argv.index("--workers")
+    return (*argv[: index + 1], str(workers), *argv[index + 2 :])
+
+
 NGINX = ("nginx", "-p", "{workdir}", "-c", "{workdir}/nginx.conf", "-e", "stderr", "-g", "daemon off;")
 
 
@@ -348,6 +368,7 @@ SERVERS: list[Server] = [
             "starlette-file": rush("benches.apps.starlette_file_app:app", "--interface", "asgi", "--workers", "1"),
             # The catalog's rush App, with its native cache when warm (CATALOG_CACHE).
             **catalog_apps(rush("examples.catalog.rush_app:app", "--workers", "1")),
+            **catalog_shared_app(rush("examples.catalog.rush_app:app", "--workers", "2")),
             # The origin is on loopback, which `rush proxy` refuses unless told.
             "proxy": RUSH_PROXY,
             "tls-hello": rush("benches.apps.rush_app:app", "--workers", "1", *RUSH_TLS),
@@ -536,6 +557,8 @@ SERVERS: list[Server] = [
             "flask": gunicorn("sync", "benches.apps.flask_app:app"),
             # The catalog's Flask twin as spkrepo runs it: Flask-Caching (SimpleCache) when warm.
             **catalog_apps(gunicorn("sync", "examples.catalog.flask_app:app")),
+            # spkrepo's production: Flask-Caching's RedisCache, shared by the workers.
+            **catalog_shared_app(with_workers(gunicorn("sync", "examples.catalog.flask_app:app"), 2)),
         },
         probe="import gunicorn, flask",
         version_argv=("{bin}/gunicorn", "--version"),
@@ -546,6 +569,7 @@ SERVERS: list[Server] = [
             "Flask-Caching",
             "psycopg[binary]",
             "PyMySQL",
+            "redis",
         ),
         notes="the default worker: one request at a time, and a new connection per request (no keep-alive)",
     ),

@@ -1,4 +1,4 @@
-"""Throwaway PostgreSQL and MariaDB servers, for the tests and the benchmarks of the catalog.
+"""Throwaway PostgreSQL, MariaDB and Redis servers, for the tests and the benchmarks of the catalog.
 
 `start_postgresql(directory)` and `start_mariadb(directory)` make a fresh
 cluster in a new directory under ``directory`` from Debian's packages
@@ -6,7 +6,9 @@ cluster in a new directory under ``directory`` from Debian's packages
 start the server in the foreground as a child process listening on a free
 loopback port (and a Unix socket in its directory), wait until it accepts a
 real login, create the ``catalog`` database and user, and return a
-`DatabaseServer` with its URL. `DatabaseServer.stop` ends it by its PID (the
+`DatabaseServer` with its URL. `start_redis(directory)` starts a
+``redis-server`` with persistence off (the catalog's shared cache level,
+which the benchmarks put behind two workers) and waits for a ``PING``. `DatabaseServer.stop` ends it by its PID (the
 server's fast shutdown, then SIGKILL if it hangs) and removes the directory.
 
 Both refuse to run as root, so when we are root they run as ``nobody``, with
@@ -43,7 +45,7 @@ UNPRIVILEGED_USER = "nobody"
 class DatabaseServer:
     """A running throwaway database server."""
 
-    kind: str  # "postgresql" or "mariadb"
+    kind: str  # "postgresql", "mariadb" or "redis"
     url: str
     process: subprocess.Popen[bytes]
     directory: Path
@@ -96,7 +98,11 @@ def postgres_bin() -> Path | None:
 
 
 def unavailable(kind: str) -> str | None:
-    """Why ``kind`` ("postgresql" or "mariadb") cannot be started here (None when it can)."""
+    """Why ``kind`` ("postgresql", "mariadb" or "redis") cannot be started here (None when it can)."""
+    if kind == "redis":
+        if shutil.which("redis-server") is None:
+            return "Redis is not installed (Debian: apt-get install redis-server; make test-tools)"
+        return None
     if kind == "postgresql":
         if postgres_bin() is None:
             return "PostgreSQL is not installed (Debian: apt-get install postgresql; make test-tools)"
@@ -306,7 +312,44 @@ def launch(
     return DatabaseServer(kind, "", process, directory, log_path, stop_signal)
 
 
-STARTERS: dict[str, Callable[..., DatabaseServer]] = {"postgresql": start_postgresql, "mariadb": start_mariadb}
+def start_redis(parent: Path | None = None, cpus: str | None = None) -> DatabaseServer:
+    """A Redis server on a free loopback port, nothing saved to disk, database 0 empty."""
+    import redis
+
+    if shutil.which("redis-server") is None:
+        raise StartFailed(unavailable("redis") or "Redis is missing")
+    directory = make_directory(parent, "catalog-redis-")
+    log_path = directory / "server.log"
+    log_path.touch()
+    if os.geteuid() == 0:
+        os.chown(log_path, pwd.getpwnam(UNPRIVILEGED_USER).pw_uid, -1)
+    port = free_port()
+    argv = ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no"]
+    argv += ["--dir", str(directory)]
+    server = launch("redis", argv, cpus, directory, log_path, signal.SIGTERM)
+    url = f"redis://127.0.0.1:{port}/0"
+
+    def ping() -> None:
+        client = redis.Redis.from_url(url, socket_connect_timeout=2)
+        try:
+            client.ping()
+        finally:
+            client.close()
+
+    try:
+        wait_until_ready(server, ping)
+    except BaseException:
+        server.stop()
+        raise
+    server.url = url
+    return server
+
+
+STARTERS: dict[str, Callable[..., DatabaseServer]] = {
+    "postgresql": start_postgresql,
+    "mariadb": start_mariadb,
+    "redis": start_redis,
+}
 
 
 def start(kind: str, parent: Path | None = None, cpus: str | None = None) -> DatabaseServer:

@@ -9,7 +9,8 @@ through SQLAlchemy's session, and answers the same bytes.
 Flask-Caching is configured as spkrepo configures it: the catalog function is
 memoized for 600 s on (arch, build, major, language, beta), in a per-process
 ``SimpleCache`` (the seed's ``CACHE_TYPE="simple"``; spkrepo's production
-uses Redis). The memoized key does not contain the Host, while the answer's
+uses Redis, which ``CATALOG_REDIS`` selects: ``RedisCache`` shared by the
+workers). The memoized key does not contain the Host, while the answer's
 URLs do: like spkrepo, the first client's Host is served to everyone until the
 entry expires (issue 12 describes the bug; tests/test_catalog.py shows it).
 ``CATALOG_CACHE=0`` swaps in ``NullCache`` (nothing cached: the cold runs, and
@@ -34,7 +35,10 @@ app = Flask(__name__)
 app.config.update(
     SQLALCHEMY_DATABASE_URI=parse_url(settings.database_url()).sqlalchemy_url(),
     SQLALCHEMY_TRACK_MODIFICATIONS=False,
-    CACHE_TYPE="SimpleCache" if settings.cache_enabled() else "NullCache",
+    CACHE_TYPE=("RedisCache" if settings.shared_cache_url() else "SimpleCache")
+    if settings.cache_enabled()
+    else "NullCache",
+    CACHE_REDIS_URL=settings.shared_cache_url(),
     CACHE_DEFAULT_TIMEOUT=600,
     # SimpleCache prunes beyond 500 entries by default; spkrepo's Redis has no such bound, and the
     # benchmark's 500 keys would otherwise keep evicting each other.

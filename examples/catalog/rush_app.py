@@ -5,7 +5,9 @@ that decide the answer (examples.catalog.catalog.VARY_QUERY) and on the Host,
 which the answer's absolute URLs embed: a hit is answered in Rust without
 calling the handler or the database. ``POST /nas/`` (DSM may post a form)
 answers the same, uncached. With ``CATALOG_CACHE=0`` nothing is cached (the
-cold benchmarks). Settings: examples/catalog/settings.py.
+cold benchmarks). With ``CATALOG_REDIS`` the cache has a second level in Redis
+shared by the workers (namespace ``catalog``): a worker that misses asks Redis
+before the database. Settings: examples/catalog/settings.py.
 
 With a PostgreSQL URL the handlers are ``async def`` on psycopg's async pool,
 so a query in flight does not block the worker's loop (``CATALOG_ASYNC=0``
@@ -30,7 +32,16 @@ database = connect(settings.database_url(), asynchronous=settings.async_handlers
 # stale=30: an expired answer is still served for 30 s while one request refreshes it, so a key's
 # expiry never makes its clients wait for the database (and a failing refresh keeps it served).
 cache = (
-    Cache(ttl=600, vary_query=list(VARY_QUERY), vary_headers=["host"], stale=30) if settings.cache_enabled() else None
+    Cache(
+        ttl=600,
+        vary_query=list(VARY_QUERY),
+        vary_headers=["host"],
+        stale=30,
+        shared=settings.shared_cache_url(),
+        namespace="catalog",
+    )
+    if settings.cache_enabled()
+    else None
 )
 
 

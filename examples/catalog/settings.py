@@ -8,6 +8,10 @@
 * ``CATALOG_ASYNC``: with a PostgreSQL URL, the rush App's handlers are
   ``async def`` on psycopg's async pool (a query in flight does not block the
   worker's loop); ``0`` makes them blocking, like the SQLite and MariaDB ones.
+* ``CATALOG_REDIS``: a ``redis://`` URL adds a level shared by the workers
+  behind each front end's own cache (the rush App's ``Cache(shared=...)``;
+  the Flask twin's Flask-Caching ``RedisCache``, spkrepo's production set-up).
+  Unset: no shared level.
 * ``CATALOG_ADMIN``: ``1`` adds ``GET /_catalog/stats`` (this process's query
   counter, see db.STATS) and ``POST /_catalog/invalidate`` (drops the cached
   answers and the reference tables). Off by default: a public catalog must not
@@ -44,6 +48,10 @@ def build_sqlite(path: Path) -> None:
 
 def cache_enabled() -> bool:
     return os.environ.get("CATALOG_CACHE", "1") != "0"
+
+
+def shared_cache_url() -> str | None:
+    return os.environ.get("CATALOG_REDIS") or None
 
 
 def async_handlers() -> bool:
