@@ -24,7 +24,6 @@ def run_proxy_worker(
     connection; returns the exit code. (``liveness`` is the app server's
     alone: a proxy worker does not count requests for --max-requests.)"""
     from rush._rush import ProxySettings
-    from rush.app import App
     from rush.worker import build_server, raise_open_file_limit, serve_native_loop
 
     logs.configure(config.log_level)
@@ -54,6 +53,6 @@ def run_proxy_worker(
     serve_native_loop(
         config,
         ready_fd,
-        lambda wakeup_fd: build_server(config, listeners, App().build_router(), wakeup_fd, proxy=settings),
+        lambda wakeup_fd: build_server(config, listeners, settings, wakeup_fd),
     )
     return 0
