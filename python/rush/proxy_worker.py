@@ -1,6 +1,6 @@
-"""The body of a ``rush proxy`` worker process: the server's own native loop,
-built with ``ProxySettings`` so that every connection it accepts is a proxy
-connection. The supervisor's slots start it in place of the app server's
+"""The body of a ``rush proxy`` worker process: the native server, built with
+``ProxySettings`` in place of the app server's settings, which makes it a proxy
+worker (its own loop; no router or app). The supervisor's slots start it in place of the app server's
 body (worker.py) when the configuration is a `ProxyConfig`.
 """
 
@@ -19,9 +19,8 @@ if TYPE_CHECKING:
 def run_proxy_worker(
     config: ProxyConfig, listeners: list[socket.socket], ready_fd: int | None, liveness: object = None
 ) -> int:
-    """The body of a proxy worker process: the server's native loop, built
-    with `ProxySettings` so that every connection it accepts is a proxy
-    connection; returns the exit code. (``liveness`` is the app server's
+    """The body of a proxy worker process: the native server, built with
+    `ProxySettings` so that it is a proxy worker; returns the exit code. (``liveness`` is the app server's
     alone: a proxy worker does not count requests for --max-requests.)"""
     from rush._rush import ProxySettings
     from rush.worker import build_server, raise_open_file_limit, serve_native_loop

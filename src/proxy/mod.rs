@@ -1,13 +1,13 @@
-//! `rush proxy`: a forward HTTP proxy with CONNECT tunnels, as a kind of
-//! connection on the worker's own loop (`crate::server::Server`): same
-//! epoll, same accept, signals, deadline sweep and graceful drain. A
-//! server built with [`ProxySettings`] turns every connection it accepts
-//! into a [`ProxyLoop`] connection instead of an HTTP/1.1 one.
+//! `rush proxy`: a forward HTTP proxy with CONNECT tunnels. A
+//! `crate::server::Server` built with [`ProxySettings`] is a proxy worker
+//! (`server/proxy_server.rs`: the same epoll, accept, signals, deadline
+//! sweep and graceful drain as the app server), and hands every connection
+//! it accepts to its [`ProxyLoop`], which keeps and drives them.
 //!
 //! How it works:
 //! * Proxy connections live in a slab of their own. Connection `k`'s client
 //!   socket has token `PROXY_TOKENS + 2k` and its upstream socket
-//!   `PROXY_TOKENS + 2k + 1`, far above the server's tokens, so any event on
+//!   `PROXY_TOKENS + 2k + 1`, far above the listeners' tokens, so any event on
 //!   either drives the same connection (`conn.rs` for the client side and
 //!   the request's decisions, `upstream.rs` for the origin side).
 //! * A request head is parsed by rush-proto (strict framing, CONNECT
@@ -54,9 +54,9 @@ use pool::OriginPool;
 use relay::PipePool;
 use resolver::Resolver;
 
-/// The resolver threads wake the loop with this token (reserved by the server).
+/// The resolver threads wake the loop with this token (below the listeners').
 pub(crate) const RESOLVER: Token = Token(4);
-/// Proxy connections' tokens start here, far above the server's own.
+/// Proxy connections' tokens start here, far above the listeners'.
 pub(crate) const PROXY_TOKENS: usize = 1 << 40;
 /// Kept for `conn.rs`: where the proxy's token range starts.
 pub(crate) const FIRST_CONNECTION: usize = PROXY_TOKENS;
