@@ -98,6 +98,9 @@ fn _rush(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<server::WebSocketSettings>()?;
     module.add_class::<server::LogSettings>()?;
     module.add_class::<proxy::ProxySettings>()?;
+    module.add_class::<proxy::ProxyLimitSettings>()?;
+    module.add_class::<proxy::ProxyTimeoutSettings>()?;
+    module.add_class::<proxy::ProxyAccessSettings>()?;
     module.add_class::<request::Request>()?;
     module.add_class::<response::Response>()?;
     module.add_class::<wsgi::FileWrapper>()?;

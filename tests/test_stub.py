@@ -266,12 +266,10 @@ def test_stub_parses_and_the_module_is_private() -> None:
     assert rush.Response is native.Response
 
 
-# The settings classes a Server is built from (src/server/settings.rs) take
-# no default but None (absent): every default lives in rush.config.Config.
-# ProxySettings and TlsSettings predate them and keep their own.
-SETTINGS_CLASSES = sorted(
-    name for name in runtime_classes() if name.endswith("Settings") and name not in ("ProxySettings", "TlsSettings")
-)
+# The settings classes a Server is built from (src/server/settings.rs,
+# src/proxy/settings.rs) take no default but None (absent): every default
+# lives in rush.config.Config (or ProxyConfig). TlsSettings predates them.
+SETTINGS_CLASSES = sorted(name for name in runtime_classes() if name.endswith("Settings") and name != "TlsSettings")
 
 
 @pytest.mark.parametrize("class_name", SETTINGS_CLASSES)
@@ -292,6 +290,10 @@ def test_every_settings_class_is_checked() -> None:
         "HeaderSettings",
         "LimitSettings",
         "LogSettings",
+        "ProxyAccessSettings",
+        "ProxyLimitSettings",
+        "ProxySettings",
+        "ProxyTimeoutSettings",
         "TimeoutSettings",
         "WebSocketSettings",
     ]

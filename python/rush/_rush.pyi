@@ -96,28 +96,46 @@ class StopHandle:
     def set(self) -> None: ...
     def is_set(self) -> bool: ...
 
+# The proxy's settings (src/proxy/settings.rs), built from ProxyConfig,
+# where their defaults live.
+class ProxyLimitSettings:
+    def __init__(
+        self, *, max_connections: int, max_request_line: int, max_head_size: int, max_headers: int
+    ) -> None: ...
+
+class ProxyTimeoutSettings:
+    def __init__(
+        self,
+        *,
+        header_timeout: float,
+        keep_alive_timeout: float,
+        upstream_timeout: float,
+        tunnel_idle_timeout: float,
+        send_timeout: float,
+        dns_timeout: float,
+    ) -> None: ...
+
+class ProxyAccessSettings:
+    def __init__(
+        self,
+        *,
+        allow_connect_ports: list[int],
+        allow_ports: list[int],
+        allow_private: bool,
+        allow_clients: list[str],
+        auth: list[str],
+        htpasswd: list[str],
+    ) -> None: ...
+
 class ProxySettings:
     def __init__(
         self,
         *,
+        limits: ProxyLimitSettings,
+        timeouts: ProxyTimeoutSettings,
+        access: ProxyAccessSettings,
         policy_hook: Callable[[tuple[str, int], str, int, list[tuple[str, str]]], bool] | None = None,
-        max_connections: int = 10000,
-        max_request_line: int = 8192,
-        max_head_size: int = 16384,
-        max_headers: int = 100,
-        header_timeout: float = 10.0,
-        keep_alive_timeout: float = 5.0,
-        upstream_timeout: float = 60.0,
-        tunnel_idle_timeout: float = 300.0,
-        send_timeout: float = 30.0,
-        dns_timeout: float = 10.0,
-        allow_connect_ports: list[int] = ...,
-        allow_ports: list[int] = ...,
-        allow_private: bool = False,
-        allow_clients: list[str] = ...,
-        auth: list[str] = ...,
-        htpasswd: list[str] = ...,
-        via_name: str = "rush",
+        via_name: str,
     ) -> None: ...
 
 # The settings a Server is built from, one class per concern. Their
