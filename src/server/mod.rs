@@ -5,7 +5,7 @@
 //!   this connection": process buffered requests, write, read, repeat until
 //!   the kernel says EAGAIN (`crate::http1`).
 //! * This is the Python binding of the loop: every method Python calls
-//!   enters through [`Server::guarded`], so a panic costs at most the
+//!   enters through [`guarded`], so a panic costs at most the
 //!   connection it happened on. What a request means to the app (Python
 //!   objects, results) is `crate::dispatch`'s business; the loop here deals
 //!   in connections, keys and request ids.
@@ -20,14 +20,14 @@
 //!   with its later pipelined requests buffered, so order is kept.
 //! * Deadlines are checked by a sweep once a second: O(connections) per
 //!   second is far below the per-request work and needs no timer structure.
-//! * A worker may listen on several sockets (`more_listeners`: every
-//!   `--bind`, every socket systemd passed); each has its own token in the
-//!   range from `LISTENER_TOKENS`, so an event names the socket to accept
+//! * A worker may listen on several sockets (`listeners`: every `--bind`,
+//!   every socket systemd passed); each has its own token in the range
+//!   from `listener::LISTENER_TOKENS`, so an event names the socket to accept
 //!   from, and draining stops accepting on all of them at once.
 //! * What a worker serves is picked once, when it is built, by the settings
 //!   object it is given (as gunicorn's arbiter picks a worker class): an
-//!   [`AppServer`](app_server::AppServer) for `AppServerSettings`, a
-//!   [`ProxyServer`](proxy_server::ProxyServer) for `ProxySettings`
+//!   [`AppServer`] for `AppServerSettings`, a
+//!   [`ProxyServer`] for `ProxySettings`
 //!   (`rush proxy`). Both are a [`Worker`]; `Server::worker` is the one
 //!   place that tells them apart, and each runs a loop of its own that
 //!   never asks which kind it is.
