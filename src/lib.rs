@@ -90,7 +90,17 @@ fn _rush(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<tls_tickets::TicketKeys>()?;
     module.add_class::<server::Server>()?;
     module.add_class::<server::StopHandle>()?;
+    module.add_class::<server::AppServerSettings>()?;
+    module.add_class::<server::AppSettings>()?;
+    module.add_class::<server::LimitSettings>()?;
+    module.add_class::<server::TimeoutSettings>()?;
+    module.add_class::<server::HeaderSettings>()?;
+    module.add_class::<server::WebSocketSettings>()?;
+    module.add_class::<server::LogSettings>()?;
     module.add_class::<proxy::ProxySettings>()?;
+    module.add_class::<proxy::ProxyLimitSettings>()?;
+    module.add_class::<proxy::ProxyTimeoutSettings>()?;
+    module.add_class::<proxy::ProxyAccessSettings>()?;
     module.add_class::<request::Request>()?;
     module.add_class::<response::Response>()?;
     module.add_class::<wsgi::FileWrapper>()?;

@@ -177,6 +177,8 @@ def test_server_refuses_a_listener_fd_that_is_not_a_listening_socket(kind: str, 
     code = f"""
 import os, socket
 from rush._rush import Router, Server
+from rush.config import Config
+from rush.worker import app_server_settings, log_settings
 kind = {kind!r}
 if kind == "negative":
     fd = -1
@@ -187,7 +189,8 @@ elif kind == "regular-file":
 else:
     fd = socket.socket().detach()
 try:
-    Server(fd, Router(), lambda message, error: None)
+    config = Config()
+    Server([(fd, False)], app_server_settings(config, Router()), log_settings(config))
 except ValueError as error:
     print("refused:", error)
 """

@@ -264,3 +264,36 @@ def test_stub_parses_and_the_module_is_private() -> None:
 
     assert rush.Request is native.Request
     assert rush.Response is native.Response
+
+
+# The settings classes a Server is built from (src/server/settings.rs,
+# src/proxy/settings.rs) take no default but None (absent): every default
+# lives in rush.config.Config (or ProxyConfig). TlsSettings predates them.
+SETTINGS_CLASSES = sorted(name for name in runtime_classes() if name.endswith("Settings") and name != "TlsSettings")
+
+
+@pytest.mark.parametrize("class_name", SETTINGS_CLASSES)
+def test_settings_classes_take_no_default_but_none(class_name: str) -> None:
+    signature = inspect.signature(runtime_classes()[class_name])
+    defaults = {
+        parameter.name: parameter.default
+        for parameter in signature.parameters.values()
+        if parameter.default is not inspect.Parameter.empty
+    }
+    assert all(default is None for default in defaults.values()), f"{class_name}: defaults {defaults}"
+
+
+def test_every_settings_class_is_checked() -> None:
+    assert SETTINGS_CLASSES == [
+        "AppServerSettings",
+        "AppSettings",
+        "HeaderSettings",
+        "LimitSettings",
+        "LogSettings",
+        "ProxyAccessSettings",
+        "ProxyLimitSettings",
+        "ProxySettings",
+        "ProxyTimeoutSettings",
+        "TimeoutSettings",
+        "WebSocketSettings",
+    ]

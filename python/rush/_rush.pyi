@@ -96,76 +96,138 @@ class StopHandle:
     def set(self) -> None: ...
     def is_set(self) -> bool: ...
 
+# The proxy's settings (src/proxy/settings.rs), built from ProxyConfig,
+# where their defaults live.
+class ProxyLimitSettings:
+    def __init__(
+        self, *, max_connections: int, max_request_line: int, max_head_size: int, max_headers: int
+    ) -> None: ...
+
+class ProxyTimeoutSettings:
+    def __init__(
+        self,
+        *,
+        header_timeout: float,
+        keep_alive_timeout: float,
+        upstream_timeout: float,
+        tunnel_idle_timeout: float,
+        send_timeout: float,
+        dns_timeout: float,
+    ) -> None: ...
+
+class ProxyAccessSettings:
+    def __init__(
+        self,
+        *,
+        allow_connect_ports: list[int],
+        allow_ports: list[int],
+        allow_private: bool,
+        allow_clients: list[str],
+        auth: list[str],
+        htpasswd: list[str],
+    ) -> None: ...
+
 class ProxySettings:
     def __init__(
         self,
         *,
+        limits: ProxyLimitSettings,
+        timeouts: ProxyTimeoutSettings,
+        access: ProxyAccessSettings,
         policy_hook: Callable[[tuple[str, int], str, int, list[tuple[str, str]]], bool] | None = None,
-        max_connections: int = 10000,
-        max_request_line: int = 8192,
-        max_head_size: int = 16384,
-        max_headers: int = 100,
-        header_timeout: float = 10.0,
-        keep_alive_timeout: float = 5.0,
-        upstream_timeout: float = 60.0,
-        tunnel_idle_timeout: float = 300.0,
-        send_timeout: float = 30.0,
-        dns_timeout: float = 10.0,
-        allow_connect_ports: list[int] = ...,
-        allow_ports: list[int] = ...,
-        allow_private: bool = False,
-        allow_clients: list[str] = ...,
-        auth: list[str] = ...,
-        htpasswd: list[str] = ...,
-        via_name: str = "rush",
+        via_name: str,
+    ) -> None: ...
+
+# The settings a Server is built from, one class per concern. Their
+# arguments have no defaults: those live in rush.config.Config (see
+# rush.worker.app_server_settings and log_settings).
+class LimitSettings:
+    def __init__(
+        self,
+        *,
+        max_request_line: int,
+        max_head_size: int,
+        max_headers: int,
+        max_body_size: int,
+        max_connections: int,
+        max_worker_output: int,
+        tls_max_handshakes: int,
+    ) -> None: ...
+
+class TimeoutSettings:
+    def __init__(
+        self, *, keep_alive_timeout: float, header_timeout: float, body_timeout: float, send_timeout: float
+    ) -> None: ...
+
+class HeaderSettings:
+    def __init__(
+        self,
+        *,
+        proxy_headers: str,
+        forwarded_allow_ips: str,
+        forwarded_host: bool,
+        server_header: bool,
+        date_header: bool,
+        extra_headers: list[tuple[str, str]],
+    ) -> None: ...
+
+class WebSocketSettings:
+    def __init__(
+        self,
+        *,
+        max_size: int,
+        max_queue: int,
+        ping_interval: float,
+        ping_timeout: float,
+        per_message_deflate: bool,
+        allowed_origins: list[str],
+    ) -> None: ...
+
+class LogSettings:
+    def __init__(
+        self,
+        error_logger: Callable[[str, BaseException | None], None],
+        *,
+        access_logger: Callable[..., None] | None = None,
+        access_log_format: str | None = None,
+        access_log_fields: bool,
+        log_refusals: bool,
+        debug: bool,
+    ) -> None: ...
+
+class AppSettings:
+    def __init__(
+        self,
+        router: Router,
+        *,
+        wsgi_app: Callable[..., Any] | None = None,
+        asgi_app: Callable[..., Any] | None = None,
+        asgi_state: dict[str, Any] | None = None,
+        root_path: str,
+        wsgi_multithread: bool,
+        wsgi_multiprocess: bool,
+    ) -> None: ...
+
+class AppServerSettings:
+    def __init__(
+        self,
+        app: AppSettings,
+        *,
+        limits: LimitSettings,
+        timeouts: TimeoutSettings,
+        headers: HeaderSettings,
+        websocket: WebSocketSettings,
+        tls: TlsSettings | None = None,
     ) -> None: ...
 
 class Server:
     def __init__(
         self,
-        listener_fd: int,
-        router: Router,
-        error_logger: Callable[[str, BaseException | None, str], None],
+        listeners: list[tuple[int, bool]],
+        serves: AppServerSettings | ProxySettings,
+        logging: LogSettings,
         *,
-        unix: bool = False,
-        more_listeners: list[tuple[int, bool]] = ...,
-        access_logger: Callable[..., None] | None = None,
         wakeup_fd: int | None = None,
-        max_request_line: int = 8192,
-        max_head_size: int = 16384,
-        max_headers: int = 100,
-        max_body_size: int = 16777216,
-        max_connections: int = 10000,
-        keep_alive_timeout: float = 5.0,
-        header_timeout: float = 10.0,
-        body_timeout: float = 30.0,
-        send_timeout: float = 30.0,
-        wsgi_app: Callable[..., Any] | None = None,
-        root_path: str = "",
-        wsgi_multithread: bool = False,
-        wsgi_multiprocess: bool = False,
-        asgi_app: Callable[..., Any] | None = None,
-        asgi_state: dict[str, Any] | None = None,
-        max_worker_output: int = 67108864,
-        tls: TlsSettings | None = None,
-        tls_max_handshakes: int = 256,
-        proxy: ProxySettings | None = None,
-        proxy_headers: str = "x-forwarded",
-        forwarded_allow_ips: str = "127.0.0.1,::1",
-        forwarded_host: bool = False,
-        server_header: bool = False,
-        date_header: bool = True,
-        extra_headers: list[tuple[str, str]] = ...,
-        access_log_format: str | None = None,
-        access_log_fields: bool = False,
-        log_refusals: bool = True,
-        debug: bool = False,
-        ws_max_size: int = 16777216,
-        ws_max_queue: int = 32,
-        ws_ping_interval: float = 20.0,
-        ws_ping_timeout: float = 20.0,
-        ws_per_message_deflate: bool = True,
-        ws_allowed_origins: list[str] = ...,
     ) -> None: ...
     def fileno(self) -> int: ...
     def set_async_scheduler(self, runner: Any) -> None: ...

@@ -35,7 +35,20 @@ from functools import partial
 from typing import Any
 
 from rush import logs
-from rush._rush import Liveness, Router, Server, StopHandle
+from rush._rush import (
+    AppServerSettings,
+    AppSettings,
+    HeaderSettings,
+    LimitSettings,
+    Liveness,
+    LogSettings,
+    ProxySettings,
+    Router,
+    Server,
+    StopHandle,
+    TimeoutSettings,
+    WebSocketSettings,
+)
 from rush.app import App
 from rush.cache import worker_cache
 from rush.cache_shared import set_default_namespace
@@ -75,52 +88,81 @@ def detect_interface(app: Any, requested: str) -> str:
     return "wsgi"
 
 
-def build_server(
-    config: Config, listeners: list[socket.socket], router: Router, wakeup_fd: int | None, **app: Any
-) -> Server:
-    """The native server, listening on its own duplicates of the ``listeners``' fds.
-    The ``listeners`` are closed once the server has its copies: when the server lets go
-    of the sockets on shutdown, this worker holds no other copy that would keep
-    them listening (and queueing connections nobody accepts) until the process exits."""
-    first, *more = listeners
-    server = Server(
-        first.fileno(),
-        router,
+def log_settings(config: Config) -> LogSettings:
+    """Where the native loop's log lines go, and which it writes (both kinds of worker)."""
+    return LogSettings(
         logs.log_handler_error,
-        unix=first.family == socket.AF_UNIX,
-        more_listeners=[(listener.fileno(), listener.family == socket.AF_UNIX) for listener in more],
         access_logger=logs.log_access if config.access_log else None,
-        wakeup_fd=wakeup_fd,
-        max_request_line=config.max_request_line,
-        max_head_size=config.max_head_size,
-        max_headers=config.max_headers,
-        max_body_size=config.max_body_size,
-        max_connections=config.max_connections,
-        keep_alive_timeout=config.keep_alive_timeout,
-        header_timeout=config.header_timeout,
-        body_timeout=config.body_timeout,
-        send_timeout=config.send_timeout,
-        max_worker_output=config.max_worker_output,
-        root_path=config.root_path,
-        tls=config.tls_settings(),
-        tls_max_handshakes=config.ssl_max_handshakes,
-        proxy_headers=config.proxy_headers,
-        forwarded_allow_ips=config.forwarded_allow_ips,
-        forwarded_host=config.forwarded_host,
-        server_header=config.server_header,
-        date_header=config.date_header,
-        extra_headers=config.header_pairs(),
         access_log_format=config.access_log_format,
         access_log_fields=config.log_format == "json",
         log_refusals=logs.error_logger.isEnabledFor(logging.WARNING),
         debug=logs.error_logger.isEnabledFor(logging.DEBUG),
-        ws_max_size=config.ws_max_size,
-        ws_max_queue=config.ws_max_queue,
-        ws_ping_interval=config.ws_ping_interval,
-        ws_ping_timeout=config.ws_ping_timeout,
-        ws_per_message_deflate=config.ws_per_message_deflate,
-        ws_allowed_origins=list(config.ws_allowed_origins or []),
-        **app,
+    )
+
+
+def app_server_settings(config: Config, router: Router, **app: Any) -> AppServerSettings:
+    """What makes a worker an app server: the app (``app`` holds its interface's
+    own arguments: ``wsgi_app=``, or ``asgi_app=`` and ``asgi_state=``) and the
+    options of the connections it serves, all taken from ``config``."""
+    return AppServerSettings(
+        AppSettings(
+            router,
+            root_path=config.root_path,
+            wsgi_multithread=app.pop("wsgi_multithread", False),
+            wsgi_multiprocess=app.pop("wsgi_multiprocess", False),
+            **app,
+        ),
+        limits=LimitSettings(
+            max_request_line=config.max_request_line,
+            max_head_size=config.max_head_size,
+            max_headers=config.max_headers,
+            max_body_size=config.max_body_size,
+            max_connections=config.max_connections,
+            max_worker_output=config.max_worker_output,
+            tls_max_handshakes=config.ssl_max_handshakes,
+        ),
+        timeouts=TimeoutSettings(
+            keep_alive_timeout=config.keep_alive_timeout,
+            header_timeout=config.header_timeout,
+            body_timeout=config.body_timeout,
+            send_timeout=config.send_timeout,
+        ),
+        headers=HeaderSettings(
+            proxy_headers=config.proxy_headers,
+            forwarded_allow_ips=config.forwarded_allow_ips,
+            forwarded_host=config.forwarded_host,
+            server_header=config.server_header,
+            date_header=config.date_header,
+            extra_headers=config.header_pairs(),
+        ),
+        websocket=WebSocketSettings(
+            max_size=config.ws_max_size,
+            max_queue=config.ws_max_queue,
+            ping_interval=config.ws_ping_interval,
+            ping_timeout=config.ws_ping_timeout,
+            per_message_deflate=config.ws_per_message_deflate,
+            allowed_origins=list(config.ws_allowed_origins or []),
+        ),
+        tls=config.tls_settings(),
+    )
+
+
+def build_server(
+    config: Config,
+    listeners: list[socket.socket],
+    serves: AppServerSettings | ProxySettings,
+    wakeup_fd: int | None,
+) -> Server:
+    """The native server, listening on its own duplicates of the ``listeners'`` fds:
+    an app server or a forward proxy, as ``serves`` says.
+    The ``listeners`` are closed once the server has its copies: when the server lets go
+    of the sockets on shutdown, this worker holds no other copy that would keep
+    them listening (and queueing connections nobody accepts) until the process exits."""
+    server = Server(
+        [(listener.fileno(), listener.family == socket.AF_UNIX) for listener in listeners],
+        serves,
+        log_settings(config),
+        wakeup_fd=wakeup_fd,
     )
     for listener in listeners:
         listener.close()
@@ -230,7 +272,7 @@ def serve_native(
     pools: list[BlockingPool] = []
 
     def build(wakeup_fd: int) -> Server:
-        server = build_server(config, listeners, router, wakeup_fd, **app)
+        server = build_server(config, listeners, app_server_settings(config, router, **app), wakeup_fd)
         if app.get("wsgi_app") is not None and config.threads > 0:
             pools.append(BlockingPool(config.threads))
             server.set_blocking_scheduler(pools[0].schedule_wsgi)
@@ -293,7 +335,7 @@ def serve_with_asyncio(
         if asgi_app is not None:
             # Every scope gets a copy of the state, empty when the app has no lifespan (as uvicorn does).
             app_options = {"asgi_app": asgi_app, "asgi_state": lifespan.state}
-        server = build_server(config, listeners, router, None, **app_options)
+        server = build_server(config, listeners, app_server_settings(config, router, **app_options), None)
         runner = CoroutineRunner(loop, server.complete)
         server.set_async_scheduler(runner)
         # A suspended ASGI app's messages are written from the loop's own turn

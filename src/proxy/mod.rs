@@ -1,13 +1,13 @@
-//! `rush proxy`: a forward HTTP proxy with CONNECT tunnels, as a kind of
-//! connection on the worker's own loop (`crate::server::Server`): same
-//! epoll, same accept, signals, deadline sweep and graceful drain. A
-//! server built with [`ProxySettings`] turns every connection it accepts
-//! into a [`ProxyLoop`] connection instead of an HTTP/1.1 one.
+//! `rush proxy`: a forward HTTP proxy with CONNECT tunnels. A
+//! `crate::server::Server` built with [`ProxySettings`] is a proxy worker
+//! (`server/proxy_server.rs`: the same epoll, accept, signals, deadline
+//! sweep and graceful drain as the app server), and hands every connection
+//! it accepts to its [`ProxyLoop`], which keeps and drives them.
 //!
 //! How it works:
 //! * Proxy connections live in a slab of their own. Connection `k`'s client
 //!   socket has token `PROXY_TOKENS + 2k` and its upstream socket
-//!   `PROXY_TOKENS + 2k + 1`, far above the server's tokens, so any event on
+//!   `PROXY_TOKENS + 2k + 1`, far above the listeners' tokens, so any event on
 //!   either drives the same connection (`conn.rs` for the client side and
 //!   the request's decisions, `upstream.rs` for the origin side).
 //! * A request head is parsed by rush-proto (strict framing, CONNECT
@@ -33,6 +33,7 @@ mod policy;
 mod pool;
 mod relay;
 mod resolver;
+mod settings;
 mod upstream;
 
 use std::net::SocketAddr;
@@ -46,17 +47,18 @@ use pyo3::prelude::*;
 use rush_proto::{HeaderSpan, Limits};
 use slab::Slab;
 
-use crate::options::{seconds, READ_CHUNK};
+use crate::options::READ_CHUNK;
 use auth::Verifier;
 use conn::{client_token, Disposition, Phase, ProxyConn};
-use policy::{Credential, Policy};
+use policy::Policy;
 use pool::OriginPool;
 use relay::PipePool;
 use resolver::Resolver;
+pub use settings::{ProxyAccessSettings, ProxyLimitSettings, ProxySettings, ProxyTimeoutSettings};
 
-/// The resolver threads wake the loop with this token (reserved by the server).
+/// The resolver threads wake the loop with this token (below the listeners').
 pub(crate) const RESOLVER: Token = Token(4);
-/// Proxy connections' tokens start here, far above the server's own.
+/// Proxy connections' tokens start here, far above the listeners'.
 pub(crate) const PROXY_TOKENS: usize = 1 << 40;
 /// Kept for `conn.rs`: where the proxy's token range starts.
 pub(crate) const FIRST_CONNECTION: usize = PROXY_TOKENS;
@@ -106,118 +108,6 @@ impl Worker {
         let exception = error.map(|error| error.into_value(py).into_any());
         let _ = self.error_logger.call1(py, (message, exception));
     }
-}
-
-/// The proxy's options, built in Python and handed to the server, which
-/// turns them into its [`ProxyLoop`].
-#[pyclass(module = "rush._rush")]
-pub struct ProxySettings {
-    settings: Option<Settings>,
-}
-
-struct Settings {
-    config: ProxyConfig,
-    policy: Policy,
-    hook: Option<Py<PyAny>>,
-    via: Vec<u8>,
-}
-
-#[pymethods]
-impl ProxySettings {
-    #[new]
-    #[pyo3(signature = (
-        *, policy_hook=None,
-        max_connections=10000, max_request_line=8192, max_head_size=16384, max_headers=100,
-        header_timeout=10.0, keep_alive_timeout=5.0, upstream_timeout=60.0,
-        tunnel_idle_timeout=300.0, send_timeout=30.0, dns_timeout=10.0,
-        allow_connect_ports=Vec::new(), allow_ports=Vec::new(), allow_private=false, allow_clients=Vec::new(),
-        auth=Vec::new(), htpasswd=Vec::new(), via_name=String::from("rush"),
-    ))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        policy_hook: Option<Py<PyAny>>,
-        max_connections: usize,
-        max_request_line: usize,
-        max_head_size: usize,
-        max_headers: usize,
-        header_timeout: f64,
-        keep_alive_timeout: f64,
-        upstream_timeout: f64,
-        tunnel_idle_timeout: f64,
-        send_timeout: f64,
-        dns_timeout: f64,
-        allow_connect_ports: Vec<u16>,
-        allow_ports: Vec<u16>,
-        allow_private: bool,
-        allow_clients: Vec<String>,
-        auth: Vec<String>,
-        htpasswd: Vec<String>,
-        via_name: String,
-    ) -> PyResult<Self> {
-        let mut credentials = Vec::new();
-        for text in &auth {
-            credentials.push(Credential::plain(text).map_err(PyValueError::new_err)?);
-        }
-        for line in &htpasswd {
-            credentials.push(Credential::htpasswd(line).map_err(PyValueError::new_err)?);
-        }
-        let mut clients = Vec::new();
-        for text in &allow_clients {
-            let net = text
-                .parse::<ipnet::IpNet>()
-                .or_else(|_| text.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
-                .map_err(|_| {
-                    PyValueError::new_err(format!(
-                        "--allow-client takes a CIDR such as 10.0.0.0/8 (got {text:?})"
-                    ))
-                })?;
-            clients.push(net);
-        }
-        let config = ProxyConfig {
-            limits: Limits {
-                max_request_line,
-                max_head_size,
-                max_headers,
-                // Bodies stream through in bounded buffers; their size is the origin's business.
-                max_body_size: u64::MAX,
-                ..Limits::default()
-            },
-            max_connections: max_connections.max(1),
-            header_timeout: seconds("header_timeout", header_timeout)?,
-            keep_alive_timeout: seconds("keep_alive_timeout", keep_alive_timeout)?,
-            upstream_timeout: seconds("upstream_timeout", upstream_timeout)?,
-            tunnel_idle_timeout: seconds("tunnel_idle_timeout", tunnel_idle_timeout)?,
-            send_timeout: seconds("send_timeout", send_timeout)?,
-            dns_timeout: seconds("dns_timeout", dns_timeout)?,
-        };
-        Ok(ProxySettings {
-            settings: Some(Settings {
-                config,
-                policy: Policy {
-                    connect_ports: allow_connect_ports,
-                    forward_ports: allow_ports,
-                    allow_private,
-                    clients,
-                    stand_in_hash: policy::stand_in_hash(&credentials),
-                    credentials,
-                },
-                hook: policy_hook,
-                via: via_value(&via_name),
-            }),
-        })
-    }
-}
-
-/// `1.1 NAME (rush)`, NAME reduced to the characters a host name has (it
-/// comes from the machine's host name, and goes into every forwarded head).
-fn via_value(name: &str) -> Vec<u8> {
-    let name: String = name
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
-        .take(64)
-        .collect();
-    let name = if name.is_empty() { "rush" } else { &name };
-    format!("1.1 {name} (rush)").into_bytes()
 }
 
 /// The proxy connections of a worker's loop, and what they share.

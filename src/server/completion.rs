@@ -1,24 +1,23 @@
 //! Work that finishes off the loop's own pass: an async handler's or a
 //! pool thread's result, an ASGI app's later messages, and the start of a
 //! graceful drain. Python calls these through the guarded methods of
-//! [`Server`], so a panic here costs one connection, never the worker.
+//! [`Server`](super::Server), so a panic here costs one connection, never
+//! the worker.
 
 use std::time::{Duration, Instant, SystemTime};
 
 use pyo3::prelude::*;
 
-use super::event_loop::ACCEPT_BATCH;
-use super::Server;
+use super::app_server::AppServer;
+use super::listener::{ACCEPT_BATCH, BACKLOG_DRAIN_BATCHES};
 use crate::conn::{Protocol, ReadState, WriteState};
 use crate::inflight::InFlight;
 
-/// Most accept batches a draining worker takes from its backlog.
-const BACKLOG_DRAIN_BATCHES: usize = 64;
 /// How long a draining worker keeps an idle keep-alive connection open for
 /// a request its client may already have sent.
 const DRAIN_IDLE_GRACE: Duration = Duration::from_secs(1);
 
-impl Server {
+impl AppServer {
     /// A suspended ASGI app sent more: write it (see `Core::asgi_progress`).
     pub(super) fn write_asgi_progress(&mut self, py: Python<'_>, key: usize, request_id: u64) {
         self.core.now = Instant::now();
@@ -66,9 +65,6 @@ impl Server {
             }
         }
         self.stop_accepting();
-        if let Some(proxy) = &mut self.proxy {
-            proxy.start_drain(py);
-        }
         // WebSocket clients are told the server is going away (1001), or
         // restarting (1012) when the supervisor replaces this worker; the
         // drain ends when they answered or at the graceful timeout.

@@ -1,5 +1,5 @@
-//! The pump of the worker's loop: wait in epoll, accept, route each event
-//! to its connection, sweep deadlines.
+//! The app server's loop (`AppServer`): wait in epoll, accept, route
+//! each event to its connection, sweep deadlines.
 
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -8,54 +8,28 @@ use std::time::{Duration, Instant, SystemTime};
 use mio::{Events, Interest, Token};
 use pyo3::prelude::*;
 
-use super::{Listener, Server};
+use super::app_server::{AppServer, COMPLETIONS, FILE_EVENTS, FIRST_CONNECTION};
+use super::listener::{
+    listener_index, listener_token, Listener, ACCEPT_BATCH, ACCEPT_RETRY, WAKEUP,
+};
 use crate::conn::{Connection, Disposition, Protocol, ReadState, Stream, TlsStream, WriteState};
 use crate::dispatch::client_text;
 use crate::inflight::InFlight;
 use crate::metrics;
-use crate::proxy::{ProxyLoop, RESOLVER};
 
-pub(crate) const WAKEUP: Token = Token(1);
-pub(crate) const FILE_EVENTS: Token = Token(2);
-pub(crate) const COMPLETIONS: Token = Token(3);
-// Token(4) is the proxy's resolver (`crate::proxy::RESOLVER`).
-pub(crate) const FIRST_CONNECTION: usize = 5;
-/// The listening sockets' tokens: listener `i` has `LISTENER_TOKENS + i`,
-/// far above the connections' tokens and below the proxy's (`PROXY_TOKENS`).
-const LISTENER_TOKENS: usize = 1 << 39;
-
-pub(crate) fn listener_token(index: usize) -> Token {
-    Token(LISTENER_TOKENS + index)
-}
-
-/// The index of the listener an event's token names, if it names one.
-fn listener_index(token: Token) -> Option<usize> {
-    (LISTENER_TOKENS..crate::proxy::PROXY_TOKENS)
-        .contains(&token.0)
-        .then(|| token.0 - LISTENER_TOKENS)
-}
-
-/// Most connections one worker accepts per listener event. Every worker
-/// sharing the listening socket wakes for it; one that accepted until
-/// EAGAIN would take the whole queue and leave the others idle.
-pub(crate) const ACCEPT_BATCH: usize = 16;
 /// Most one warning per this interval about idle connections closed at the cap.
 pub(crate) const EVICTION_WARNING_INTERVAL: Duration = Duration::from_secs(10);
-/// How long accepting pauses after an error such as EMFILE.
-pub(crate) const ACCEPT_RETRY: Duration = Duration::from_millis(100);
-impl Server {
+
+impl AppServer {
     pub(crate) fn drain_finished(&self) -> bool {
         match self.drain_deadline {
-            Some(deadline) => self.open_connections() == 0 || Instant::now() >= deadline,
+            Some(deadline) => self.connections.is_empty() || Instant::now() >= deadline,
             None => false,
         }
     }
 
     pub(crate) fn close_all(&mut self) {
         self.connections.clear();
-        if let Some(proxy) = &mut self.proxy {
-            proxy.clear();
-        }
     }
 
     /// One epoll wait (without the GIL when it may block) and the work it reports.
@@ -91,22 +65,13 @@ impl Server {
         for event in events.iter() {
             match event.token() {
                 token if listener_index(token).is_some() => {
-                    self.accept_from(py, token.0 - LISTENER_TOKENS);
+                    if let Some(index) = listener_index(token) {
+                        self.accept_from(py, index);
+                    }
                 }
                 WAKEUP => check_signals = true,
                 FILE_EVENTS => {}
                 COMPLETIONS => completions = true,
-                RESOLVER => {
-                    if let Some(proxy) = &mut self.proxy {
-                        proxy.deliver_answers(py, self.core.now);
-                        proxy.deliver_verdicts(py, self.core.now);
-                    }
-                }
-                token if ProxyLoop::owns(token) => {
-                    if let Some(proxy) = &mut self.proxy {
-                        proxy.handle(py, token, self.core.now);
-                    }
-                }
                 Token(token) => {
                     let key = token - FIRST_CONNECTION;
                     // Writability matters only to a connection with output waiting.
@@ -134,9 +99,6 @@ impl Server {
         self.events = events;
         if self.core.now >= self.next_sweep {
             self.sweep_deadlines(py);
-        }
-        if let Some(proxy) = &mut self.proxy {
-            proxy.flush_log(py);
         }
         if completions {
             self.complete_finished_work(py)?;
@@ -173,7 +135,9 @@ impl Server {
                 }
                 continue;
             }
-            self.complete(py, key, request_id, &future);
+            super::guarded(self, py, Some(key), |app| {
+                app.complete_request(py, key, request_id, &future)
+            });
         }
         Ok(())
     }
@@ -275,10 +239,7 @@ impl Server {
             self.accept_retry_at = None;
             self.accept_connections(py);
         }
-        let room = match &self.proxy {
-            Some(proxy) => !proxy.is_full(),
-            None => self.connections.len() < self.core.config.max_connections,
-        };
+        let room = self.connections.len() < self.core.config.max_connections;
         if self.accept_paused && room {
             self.accept_paused = false;
             self.accept_connections(py);
@@ -313,16 +274,6 @@ impl Server {
                 // same event; re-arming raises a new event here if any remain.
                 self.rearm_listener(index);
                 return accepted_now;
-            }
-            if self.proxy.is_some() {
-                match self.accept_proxy_connection(py, index) {
-                    Some(true) => {
-                        accepted_now += 1;
-                        continue;
-                    }
-                    Some(false) => continue,
-                    None => return accepted_now,
-                }
             }
             // At the cap, a newcomer is admitted only in exchange for an idle
             // keep-alive connection; with none, accepting pauses.
@@ -425,41 +376,6 @@ impl Server {
         }
     }
 
-    /// Accepts one connection for the proxy: `Some(true)` when one was
-    /// taken, `Some(false)` to try again (EINTR), `None` to stop (nothing
-    /// queued, the proxy is full, or an error that pauses accepting).
-    fn accept_proxy_connection(&mut self, py: Python<'_>, index: usize) -> Option<bool> {
-        let (Some(proxy), Some(Listener::Tcp(listener))) =
-            (&mut self.proxy, self.listeners.get(index))
-        else {
-            return None;
-        };
-        if proxy.is_full() {
-            // Resumed by `resume_accepting` once a connection closes.
-            self.accept_paused = true;
-            return None;
-        }
-        match listener.accept() {
-            Ok((stream, address)) => {
-                proxy.adopt(py, stream, address, self.core.now);
-                Some(true)
-            }
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => None,
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => Some(false),
-            Err(error) => {
-                if self.accept_retry_at.is_none() {
-                    let message = format!(
-                        "accept failed: {error}; retrying in {} ms",
-                        ACCEPT_RETRY.as_millis()
-                    );
-                    self.core.log_error(py, &message, None);
-                }
-                self.accept_retry_at = Some(self.core.now + ACCEPT_RETRY);
-                None
-            }
-        }
-    }
-
     /// The connection idle the longest: keep-alive, nothing unread,
     /// nothing unsent (its keep-alive deadline is the earliest).
     fn longest_idle_connection(&self) -> Option<usize> {
@@ -524,9 +440,6 @@ impl Server {
     pub(crate) fn sweep_deadlines(&mut self, py: Python<'_>) {
         let now = self.core.now;
         self.next_sweep = now + Duration::from_secs(1);
-        if let Some(proxy) = &mut self.proxy {
-            proxy.sweep(py, now);
-        }
         self.core.static_files.rewatch_lost_mounts();
         self.report_refused_handshakes(py);
         // Paused at the cap because nothing was idle: a connection that has
