@@ -380,6 +380,8 @@ struct Fanout {
     /// First and last sequence numbers of the counted window.
     first_counted: AtomicU64,
     last_counted: AtomicU64,
+    /// When the first counted message was sent (µs since `origin`).
+    counted_since: AtomicU64,
     failed: AtomicBool,
     sender: thread::Thread,
 }
@@ -539,6 +541,9 @@ fn sender(mut socket: Socket, fanout: &Fanout, options: &Options) -> Outcome {
             break;
         }
         if now >= warm_end && fanout.first_counted.load(Ordering::SeqCst) == u64::MAX {
+            fanout
+                .counted_since
+                .store(fanout.origin.elapsed().as_micros() as u64, Ordering::SeqCst);
             fanout.first_counted.store(sequence + 1, Ordering::SeqCst);
         }
         // The window: wait while `window` messages have not reached every member.
@@ -666,6 +671,7 @@ fn main() {
             last: AtomicU64::new(u64::MAX),
             first_counted: AtomicU64::new(u64::MAX),
             last_counted: AtomicU64::new(0),
+            counted_since: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             sender: thread::current(),
         });
@@ -703,9 +709,8 @@ fn main() {
             total.bytes += outcome.bytes;
         }
         // The counted window: from the first counted send until the last reached every member.
-        let first_counted = fanout.first_counted.load(Ordering::SeqCst);
-        let sent = fanout.sent_at[first_counted as usize % RING].load(Ordering::SeqCst);
-        window_start = fanout.origin + Duration::from_micros(sent);
+        let since = fanout.counted_since.load(Ordering::SeqCst);
+        window_start = fanout.origin + Duration::from_micros(since);
         window_end = finished;
     }
     report(
