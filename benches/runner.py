@@ -369,9 +369,9 @@ def measure_idle_connections(
         after = process.rss_bytes()
         record.server_cpu_seconds = process.cpu_seconds() - cpu_before
         record.peak_rss_bytes = after
-        child.stdin.close()
-        output, errors = child.communicate(timeout=timeout_s)
-    except (CheckFailed, OSError, subprocess.TimeoutExpired) as error:
+        # Any line (or the end of its input) lets the holder close its connections and report.
+        output, errors = child.communicate(input="done\n", timeout=timeout_s)
+    except (CheckFailed, OSError, ValueError, subprocess.TimeoutExpired) as error:
         child.kill()
         child.communicate()
         record.failure = str(error) if isinstance(error, CheckFailed) else f"{type(error).__name__}: {error}"

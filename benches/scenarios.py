@@ -546,6 +546,15 @@ TLS_GROUP: list[Scenario] = [
 # /broadcast. The idle scenarios measure memory, not speed: 1,000 connections held open by
 # benches/wsclient.py, the RSS they add divided by 1,000.
 WEBSOCKET_LOAD = {"group": "websocket", "app": "ws", "load": "websocket"}
+WEBSOCKET_DEFLATE_SERVERS = (
+    "rush",
+    "rush-asgi",
+    "rush-starlette",
+    "uvicorn",
+    "uvicorn-wsproto",
+    "uvicorn-starlette",
+    "socketify",
+)
 KIB = 1024
 
 WEBSOCKET_GROUP: list[Scenario] = [
@@ -601,6 +610,8 @@ WEBSOCKET_GROUP: list[Scenario] = [
         connections=1000,
         message_size=20,
         deflate=deflate,
+        # granian has no permessage-deflate: it declines the offer, so it has no deflate row.
+        servers=WEBSOCKET_DEFLATE_SERVERS if deflate else None,
         notes="1,000 connections, each after one 20-byte echo"
         + (", permessage-deflate offered (and required)" if deflate else ", no extension offered"),
     )
