@@ -406,11 +406,12 @@ def describe(record: RunRecord) -> str:
         return f"FAILED: {record.failure}"
     if record.rss_per_connection_bytes is not None:
         return f"ok: {record.rss_per_connection_bytes / 1024:.2f} KiB RSS per idle connection"
-    parts = [f"{record.requests_per_second:,.0f} rps"]
+    per = "msg" if record.scenario.startswith("websocket/") else "req"
+    parts = [f"{record.requests_per_second:,.0f} {per}/s"]
     if record.p99_ms is not None:
         parts.append(f"p99 {record.p99_ms:.2f} ms")
     if record.cpu_us_per_request is not None:
-        parts.append(f"{record.cpu_us_per_request:.1f} us CPU/req")
+        parts.append(f"{record.cpu_us_per_request:.1f} us CPU/{per}")
     if record.peak_rss_bytes:
         parts.append(f"peak RSS {record.peak_rss_bytes / 1e6:.1f} MB")
     return "ok: " + ", ".join(parts)
