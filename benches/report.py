@@ -201,7 +201,9 @@ def render_group(name: str, group_data: dict | None, chart_exists: bool = True) 
         ]
     by_scenario = _summaries_by_scenario(group_data)
     any_client_bound = False
+    generator = "wrk's"
     if any(_is_websocket(scenario) for scenario in group_data["scenarios"]):
+        generator = "ws-load's"
         table, any_client_bound = websocket_table(group_data)
         lines += table
     else:
@@ -233,7 +235,7 @@ def render_group(name: str, group_data: dict | None, chart_exists: bool = True) 
     if any_client_bound:
         lines += [
             "",
-            f"† the load generator's core was at least {CLIENT_SATURATED:.0%} busy: it, not the server, "
+            f"† {generator} core was at least {CLIENT_SATURATED:.0%} busy: the load generator, not the server, "
             "set this number, which is a lower bound of what the server can do.",
         ]
     if any(scenario.get("pipeline", 1) > 1 for scenario in group_data["scenarios"]):
