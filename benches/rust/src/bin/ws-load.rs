@@ -5,8 +5,9 @@
 //! ws-load --url ws://127.0.0.1:PORT/broadcast --mode broadcast --connections 16 --size 20 --duration 10
 //! ```
 //!
-//! One blocking thread per connection (tungstenite, no async runtime: a thread waiting in `read`
-//! costs nothing, and the suite pins the whole process to one core).
+//! One thread, one epoll loop over every connection (tungstenite over non-blocking sockets; the
+//! handshakes are done first, blocking): no thread switch per message, so the one core the suite
+//! pins it to goes to reading, checking and writing.
 //!
 //! * **echo**: each connection sends a binary message of `--size` bytes and waits for its echo,
 //!   again and again. Every echo is compared byte for byte with what was sent (the payload carries
@@ -14,8 +15,7 @@
 //!   wrong too).
 //! * **broadcast**: all `--connections` join the endpoint's group; connection 0 also sends. Each
 //!   message the sender sends must reach every member (the sender's own copy included), in order,
-//!   with the right bytes. The sender keeps at most `--window` messages not yet received by every
-//!   member. Before the warm-up, the sender sends probes until every member has received one (the
+//!   with the right bytes. At most `--window` messages are on their way to some member. Before the warm-up, the sender sends probes until every member has received one (the
 //!   server may add a member to its group after the handshake is answered); from then on a gap in
 //!   a member's sequence is a missed delivery. "messages" counts deliveries (messages x members).
 //!
@@ -24,13 +24,13 @@
 //! the round trip; broadcast: from the send until the last member has the message) and the
 //! errors. Any error (wrong bytes, missed deliveries, a closed connection, a timeout) makes
 //! `messages_per_second` null and the exit status 1: a throughput is never reported for answers
-//! that were wrong. Bounded: every read and write times out after `--timeout` seconds, and each
-//! connection stops after `--max-messages` / connections messages.
+//! that were wrong. Bounded: a message unanswered (or a broadcast without progress) for
+//! `--timeout` seconds is a timeout and ends that connection (the run), and no more than
+//! `--max-messages` messages (broadcasts) are counted.
 
+use std::io::ErrorKind;
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier};
-use std::thread;
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use tungstenite::protocol::WebSocket;
@@ -184,13 +184,6 @@ impl Histogram {
         self.max_us = self.max_us.max(value);
     }
 
-    fn merge(&mut self, other: &Histogram) {
-        for (mine, theirs) in self.counts.iter_mut().zip(&other.counts) {
-            *mine += theirs;
-        }
-        self.max_us = self.max_us.max(other.max_us);
-    }
-
     fn percentile_ms(&self, fraction: f64) -> f64 {
         let total: u64 = self.counts.iter().sum();
         if total == 0 {
@@ -220,16 +213,6 @@ struct Errors {
 }
 
 impl Errors {
-    fn add(&mut self, other: &Errors) {
-        self.connect += other.connect;
-        self.wrong += other.wrong;
-        self.missed += other.missed;
-        self.closed += other.closed;
-        self.read += other.read;
-        self.write += other.write;
-        self.timeout += other.timeout;
-    }
-
     fn total(&self) -> u64 {
         self.connect
             + self.wrong
@@ -238,39 +221,6 @@ impl Errors {
             + self.read
             + self.write
             + self.timeout
-    }
-
-    fn count_read(&mut self, error: &Error) {
-        match error {
-            Error::Io(io)
-                if matches!(
-                    io.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                self.timeout += 1
-            }
-            Error::ConnectionClosed | Error::AlreadyClosed => self.closed += 1,
-            _ => self.read += 1,
-        }
-    }
-}
-
-struct Outcome {
-    histogram: Histogram,
-    errors: Errors,
-    messages: u64,
-    bytes: u64,
-}
-
-impl Outcome {
-    fn new() -> Self {
-        Outcome {
-            histogram: Histogram::new(),
-            errors: Errors::default(),
-            messages: 0,
-            bytes: 0,
-        }
     }
 }
 
@@ -284,443 +234,434 @@ fn connect(options: &Options) -> Result<Socket, String> {
     stream
         .set_read_timeout(Some(options.timeout))
         .map_err(|error| error.to_string())?;
-    stream
-        .set_write_timeout(Some(options.timeout))
-        .map_err(|error| error.to_string())?;
     let (socket, _) = tungstenite::client(options.url.as_str(), stream)
         .map_err(|error| format!("handshake: {error}"))?;
+    // From here on the event loop drives it: reads and writes return WouldBlock instead of waiting.
+    socket
+        .get_ref()
+        .set_nonblocking(true)
+        .map_err(|error| error.to_string())?;
     Ok(socket)
 }
 
-/// The next data message, skipping pings and pongs (tungstenite answers pings itself).
-fn next_data(socket: &mut Socket) -> Result<Message, Error> {
-    loop {
-        match socket.read()? {
-            Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => continue,
-            message => return Ok(message),
+fn would_block(error: &Error) -> bool {
+    matches!(error, Error::Io(io) if io.kind() == ErrorKind::WouldBlock)
+}
+
+/// epoll over the connections' sockets (level-triggered; a connection's index is its token).
+struct Poller {
+    fd: i32,
+    events: Vec<libc::epoll_event>,
+}
+
+impl Poller {
+    fn new(capacity: usize) -> Self {
+        // SAFETY: epoll_create1 has no memory arguments; a negative result is checked.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            eprintln!("ws-load: epoll_create1 failed");
+            std::process::exit(2);
         }
+        Poller {
+            fd,
+            events: vec![libc::epoll_event { events: 0, u64: 0 }; capacity.max(16)],
+        }
+    }
+
+    fn control(&self, operation: i32, socket: &Socket, token: usize, writable: bool) {
+        let mut event = libc::epoll_event {
+            events: (libc::EPOLLIN | if writable { libc::EPOLLOUT } else { 0 }) as u32,
+            u64: token as u64,
+        };
+        // SAFETY: the descriptor is an open socket owned by `socket`; `event` outlives the call.
+        unsafe { libc::epoll_ctl(self.fd, operation, socket.get_ref().as_raw_fd(), &mut event) };
+    }
+
+    /// The tokens of the ready connections, waiting at most `timeout`.
+    fn wait(&mut self, timeout: Duration) -> Vec<(usize, bool)> {
+        // SAFETY: `events` is a valid buffer of `len` entries for the kernel to fill.
+        let count = unsafe {
+            libc::epoll_wait(
+                self.fd,
+                self.events.as_mut_ptr(),
+                self.events.len() as i32,
+                timeout.as_millis().min(1000) as i32,
+            )
+        };
+        (0..count.max(0) as usize)
+            .map(|index| {
+                let event = self.events[index];
+                (
+                    event.u64 as usize,
+                    event.events & libc::EPOLLOUT as u32 != 0,
+                )
+            })
+            .collect()
     }
 }
 
-/// Sends a close frame and waits (briefly) for the server's, so the server sees a clean close.
-fn close(mut socket: Socket) {
-    let _ = socket
-        .get_mut()
-        .set_read_timeout(Some(Duration::from_millis(500)));
-    if socket.close(None).is_ok() {
-        while socket.read().is_ok() {}
+/// One connection of the event loop.
+struct Connection {
+    socket: Socket,
+    alive: bool,
+    /// Output tungstenite could not write yet (EPOLLOUT is asked for until it is flushed).
+    flushing: bool,
+    /// Echo: the message in flight (sequence number and when it was sent), if any.
+    in_flight: Option<(u64, Instant)>,
+    sequence: u64,
+    /// Broadcast: the last sequence number this member received.
+    last_seen: u64,
+}
+
+struct Load {
+    options: Options,
+    poller: Poller,
+    connections: Vec<Connection>,
+    histogram: Histogram,
+    errors: Errors,
+    messages: u64,
+    bytes: u64,
+    payload: Vec<u8>,
+    expected: Vec<u8>,
+}
+
+impl Load {
+    fn send(&mut self, token: usize, connection_id: u32, sequence: u64) -> bool {
+        fill(&mut self.payload, connection_id, sequence);
+        let connection = &mut self.connections[token];
+        match connection
+            .socket
+            .send(Message::binary(self.payload.clone()))
+        {
+            Ok(()) => true,
+            Err(error) if would_block(&error) => {
+                // Queued in tungstenite's buffer: flushed when the socket is writable.
+                if !connection.flushing {
+                    connection.flushing = true;
+                    self.poller
+                        .control(libc::EPOLL_CTL_MOD, &connection.socket, token, true);
+                }
+                true
+            }
+            Err(_) => {
+                self.errors.write += 1;
+                self.kill(token);
+                false
+            }
+        }
     }
-}
 
-struct Clock {
-    warm_end: Instant,
-    end: Instant,
-}
+    fn flush(&mut self, token: usize) {
+        let connection = &mut self.connections[token];
+        match connection.socket.flush() {
+            Ok(()) => {
+                connection.flushing = false;
+                self.poller
+                    .control(libc::EPOLL_CTL_MOD, &connection.socket, token, false);
+            }
+            Err(error) if would_block(&error) => {}
+            Err(_) => {
+                self.errors.write += 1;
+                self.kill(token);
+            }
+        }
+    }
 
-fn echo_connection(id: u32, socket: Option<Socket>, options: &Options, clock: &Clock) -> Outcome {
-    let mut outcome = Outcome::new();
-    let Some(mut socket) = socket else {
-        outcome.errors.connect += 1;
-        return outcome;
-    };
-    let limit = (options.max_messages / options.connections as u64).max(1);
-    let mut payload = vec![0u8; options.size];
-    let mut sequence: u64 = 0;
-    loop {
-        let started = Instant::now();
-        if started >= clock.end || outcome.messages >= limit {
-            break;
+    fn kill(&mut self, token: usize) {
+        let connection = &mut self.connections[token];
+        if connection.alive {
+            connection.alive = false;
+            self.poller
+                .control(libc::EPOLL_CTL_DEL, &connection.socket, token, false);
         }
-        let counted = started >= clock.warm_end;
-        sequence += 1;
-        fill(&mut payload, id, sequence);
-        if socket.send(Message::binary(payload.clone())).is_err() {
-            outcome.errors.write += 1;
-            return outcome;
-        }
-        match next_data(&mut socket) {
-            Ok(Message::Binary(data)) if same_bytes(&data, &payload) => {
-                if counted {
-                    outcome.histogram.record(started.elapsed());
-                    outcome.messages += 1;
-                    outcome.bytes += data.len() as u64;
+    }
+
+    /// The next data message of a connection, None when it has none yet (or died: then counted).
+    fn receive(&mut self, token: usize) -> Option<Vec<u8>> {
+        loop {
+            let connection = &mut self.connections[token];
+            if !connection.alive {
+                return None;
+            }
+            match connection.socket.read() {
+                Ok(Message::Binary(data)) => return Some(data.to_vec()),
+                Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_)) => continue,
+                Ok(Message::Close(_)) => {
+                    self.errors.closed += 1;
+                    self.kill(token);
+                    return None;
+                }
+                Ok(Message::Text(_)) => {
+                    self.errors.wrong += 1;
+                    continue;
+                }
+                Err(error) if would_block(&error) => return None,
+                Err(Error::ConnectionClosed | Error::AlreadyClosed) => {
+                    self.errors.closed += 1;
+                    self.kill(token);
+                    return None;
+                }
+                Err(_) => {
+                    self.errors.read += 1;
+                    self.kill(token);
+                    return None;
                 }
             }
-            Ok(Message::Close(_)) => {
-                outcome.errors.closed += 1;
-                return outcome;
-            }
-            Ok(_) => outcome.errors.wrong += 1,
-            Err(error) => {
-                outcome.errors.count_read(&error);
-                return outcome;
+        }
+    }
+
+    fn close_all(&mut self) {
+        for connection in &mut self.connections {
+            let _ = connection.socket.get_ref().set_nonblocking(false);
+            let _ = connection
+                .socket
+                .get_ref()
+                .set_read_timeout(Some(Duration::from_millis(200)));
+            if connection.alive && connection.socket.close(None).is_ok() {
+                while connection.socket.read().is_ok() {}
             }
         }
     }
-    close(socket);
-    outcome
 }
 
-/// What the broadcast's members and sender share.
-struct Fanout {
-    members: u32,
-    /// Per ring slot: how many members have received that sequence number.
-    received: Vec<AtomicU32>,
-    /// Per ring slot: when the sender sent it (µs since `origin`).
-    sent_at: Vec<AtomicU64>,
-    origin: Instant,
-    /// Every sequence number up to this one has reached every member.
-    completed: AtomicU64,
-    /// The first sequence number every member must receive (u64::MAX while probing).
-    start: AtomicU64,
-    /// Members that have received at least one message.
-    joined: AtomicUsize,
-    /// The last sequence number sent; members stop once they have it (u64::MAX while sending).
-    last: AtomicU64,
-    /// First and last sequence numbers of the counted window.
-    first_counted: AtomicU64,
-    last_counted: AtomicU64,
-    /// When the first counted message was sent (µs since `origin`).
-    counted_since: AtomicU64,
-    failed: AtomicBool,
-    sender: thread::Thread,
-}
-
-/// One member's receipt of `sequence`; returns whether it should stop.
-fn deliver(
-    fanout: &Fanout,
-    data: &[u8],
-    expected: &mut [u8],
-    last_seen: &mut u64,
-    outcome: &mut Outcome,
-) -> bool {
-    if data.len() != expected.len() || data.len() < 12 {
-        outcome.errors.wrong += 1;
-        return false;
+/// Echo: every connection keeps one message in flight; returns the counted window.
+fn run_echo(load: &mut Load) -> Duration {
+    let started = Instant::now();
+    let warm_end = started + load.options.warmup;
+    let end = warm_end + load.options.duration;
+    let limit = load.options.max_messages;
+    let mut last_scan = started;
+    for token in 0..load.connections.len() {
+        load.connections[token].sequence = 1;
+        load.connections[token].in_flight = Some((1, Instant::now()));
+        load.send(token, token as u32, 1);
     }
-    let sequence = u64::from_le_bytes(data[..8].try_into().expect("8 bytes"));
-    fill(expected, 0, sequence);
-    if !same_bytes(data, expected) || sequence <= *last_seen {
-        outcome.errors.wrong += 1;
-        return false;
-    }
-    let start = fanout.start.load(Ordering::SeqCst);
-    if *last_seen == 0 {
-        fanout.joined.fetch_add(1, Ordering::SeqCst);
-    }
-    if sequence >= start {
-        if sequence != *last_seen + 1 {
-            outcome.errors.missed += sequence - *last_seen - 1;
-        }
-        let slot = sequence as usize % RING;
-        if fanout.received[slot].fetch_add(1, Ordering::SeqCst) + 1 == fanout.members {
-            // The last member to get it: the broadcast is complete.
-            fanout.received[slot].store(0, Ordering::SeqCst);
-            let first = fanout.first_counted.load(Ordering::SeqCst);
-            if sequence >= first && sequence <= fanout.last_counted.load(Ordering::SeqCst) {
-                let sent = fanout.sent_at[slot].load(Ordering::SeqCst);
-                let now = fanout.origin.elapsed().as_micros() as u64;
-                outcome
-                    .histogram
-                    .record(Duration::from_micros(now.saturating_sub(sent)));
-            }
-            fanout.completed.store(sequence, Ordering::SeqCst);
-            fanout.sender.unpark();
-        }
-        let first = fanout.first_counted.load(Ordering::SeqCst);
-        if sequence >= first && sequence <= fanout.last_counted.load(Ordering::SeqCst) {
-            outcome.messages += 1;
-            outcome.bytes += data.len() as u64;
-        }
-    }
-    *last_seen = sequence;
-    sequence >= fanout.last.load(Ordering::SeqCst)
-}
-
-fn member(mut socket: Socket, fanout: &Fanout, size: usize) -> Outcome {
-    let mut outcome = Outcome::new();
-    let mut expected = vec![0u8; size];
-    let mut last_seen = 0;
     loop {
-        if fanout.failed.load(Ordering::SeqCst) {
+        let now = Instant::now();
+        let outstanding = load
+            .connections
+            .iter()
+            .filter(|connection| connection.alive && connection.in_flight.is_some())
+            .count();
+        if outstanding == 0 {
             break;
         }
-        match next_data(&mut socket) {
-            Ok(Message::Binary(data)) => {
-                if deliver(fanout, &data, &mut expected, &mut last_seen, &mut outcome) {
+        for (token, writable) in load.poller.wait(Duration::from_millis(100)) {
+            if writable {
+                load.flush(token);
+            }
+            while let Some(data) = load.receive(token) {
+                let Some((sequence, sent)) = load.connections[token].in_flight.take() else {
+                    load.errors.wrong += 1;
+                    continue;
+                };
+                fill(&mut load.expected, token as u32, sequence);
+                if !same_bytes(&data, &load.expected) {
+                    load.errors.wrong += 1;
+                }
+                let received = Instant::now();
+                if sent >= warm_end && sent < end {
+                    load.histogram.record(received - sent);
+                    load.messages += 1;
+                    load.bytes += data.len() as u64;
+                }
+                if received < end && load.messages < limit {
+                    let next = sequence + 1;
+                    load.connections[token].sequence = next;
+                    load.connections[token].in_flight = Some((next, Instant::now()));
+                    load.send(token, token as u32, next);
+                }
+            }
+        }
+        // A message unanswered for --timeout is a timeout; its connection stops.
+        if now.duration_since(last_scan) < Duration::from_millis(100) {
+            continue;
+        }
+        last_scan = now;
+        for token in 0..load.connections.len() {
+            if let Some((_, sent)) = load.connections[token].in_flight {
+                if load.connections[token].alive && now.duration_since(sent) > load.options.timeout
+                {
+                    load.errors.timeout += 1;
+                    load.connections[token].in_flight = None;
+                    load.kill(token);
+                }
+            }
+        }
+    }
+    Instant::now().min(end).saturating_duration_since(warm_end)
+}
+
+/// Broadcast: connection 0 sends, every connection (0 included) must receive every message.
+fn run_broadcast(load: &mut Load) -> Duration {
+    let members = load.connections.len() as u32;
+    let window = load.options.window;
+    let mut received = vec![0u32; RING];
+    let mut sent_at = vec![Instant::now(); RING];
+    let mut sequence = 0u64;
+    let mut completed = 0u64;
+    // Probing: one message every 20 ms until every member has received one.
+    let mut joined = 0usize;
+    let mut start = u64::MAX;
+    let probing_until = Instant::now() + load.options.timeout;
+    let mut next_probe = Instant::now();
+    let mut counted_from = u64::MAX;
+    let mut counted_to = 0u64;
+    let mut window_start = Instant::now();
+    let mut warm_end = Instant::now();
+    let mut end = Instant::now();
+    let mut last_progress = Instant::now();
+    let mut sending = true;
+    loop {
+        let now = Instant::now();
+        if start == u64::MAX {
+            if joined == load.connections.len() {
+                start = sequence + 1;
+                completed = sequence;
+                warm_end = now + load.options.warmup;
+                end = warm_end + load.options.duration;
+            } else if now >= probing_until {
+                load.errors.missed += (load.connections.len() - joined) as u64;
+                break;
+            } else if now >= next_probe {
+                sequence += 1;
+                next_probe = now + Duration::from_millis(20);
+                if !load.send(0, 0, sequence) {
                     break;
                 }
             }
-            Ok(Message::Close(_)) => {
-                outcome.errors.closed += 1;
-                break;
+        }
+        if start != u64::MAX && sending {
+            if now >= end || counted_to.saturating_sub(counted_from) >= load.options.max_messages {
+                sending = false;
             }
-            Ok(_) => outcome.errors.wrong += 1,
-            Err(error) => {
-                outcome.errors.count_read(&error);
-                break;
-            }
-        }
-    }
-    if outcome.errors.total() > 0 {
-        fanout.failed.store(true, Ordering::SeqCst);
-        fanout.sender.unpark();
-    }
-    close(socket);
-    outcome
-}
-
-/// The sender: probes until every member has joined, then sends while the window allows,
-/// reading its own copy of each message (it is a member too).
-fn sender(mut socket: Socket, fanout: &Fanout, options: &Options) -> Outcome {
-    let mut outcome = Outcome::new();
-    let mut payload = vec![0u8; options.size];
-    let mut last_seen = 0;
-    let mut sequence = 0u64;
-    let members = fanout.members as usize;
-    let probing_until = Instant::now() + options.timeout;
-    let mut send_one = |socket: &mut Socket, sequence: u64, outcome: &mut Outcome| -> bool {
-        fill(&mut payload, 0, sequence);
-        let slot = sequence as usize % RING;
-        fanout.sent_at[slot].store(fanout.origin.elapsed().as_micros() as u64, Ordering::SeqCst);
-        if socket.send(Message::binary(payload.clone())).is_err() {
-            outcome.errors.write += 1;
-            return false;
-        }
-        true
-    };
-    let mut expected = vec![0u8; options.size];
-    // Probing: one message at a time, until every member has received one.
-    let mut own_copy = |socket: &mut Socket, last_seen: &mut u64, outcome: &mut Outcome| -> bool {
-        match next_data(socket) {
-            Ok(Message::Binary(data)) => {
-                deliver(fanout, &data, &mut expected, last_seen, outcome);
-                outcome.errors.total() == 0
-            }
-            Ok(Message::Close(_)) => {
-                outcome.errors.closed += 1;
-                false
-            }
-            Ok(_) => {
-                outcome.errors.wrong += 1;
-                false
-            }
-            Err(error) => {
-                outcome.errors.count_read(&error);
-                false
-            }
-        }
-    };
-    let mut healthy = true;
-    while fanout.joined.load(Ordering::SeqCst) < members {
-        if Instant::now() >= probing_until || fanout.failed.load(Ordering::SeqCst) {
-            outcome.errors.missed += (members - fanout.joined.load(Ordering::SeqCst)) as u64;
-            healthy = false;
-            break;
-        }
-        sequence += 1;
-        if !send_one(&mut socket, sequence, &mut outcome)
-            || !own_copy(&mut socket, &mut last_seen, &mut outcome)
-        {
-            healthy = false;
-            break;
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    // Probes may still be on their way to members that joined late: they end before `start`.
-    fanout.start.store(sequence + 1, Ordering::SeqCst);
-    fanout.completed.store(sequence, Ordering::SeqCst);
-    // The warm-up and the counted window start once every member has joined.
-    let warm_end = Instant::now() + options.warmup;
-    let end = warm_end + options.duration;
-    let limit = (options.max_messages / members as u64).max(1);
-    while healthy {
-        let now = Instant::now();
-        let first = fanout.first_counted.load(Ordering::SeqCst);
-        if now >= end || (first != u64::MAX && sequence + 1 - first >= limit) {
-            break;
-        }
-        if now >= warm_end && fanout.first_counted.load(Ordering::SeqCst) == u64::MAX {
-            fanout
-                .counted_since
-                .store(fanout.origin.elapsed().as_micros() as u64, Ordering::SeqCst);
-            fanout.first_counted.store(sequence + 1, Ordering::SeqCst);
-        }
-        // The window: wait while `window` messages have not reached every member.
-        while sequence - fanout.completed.load(Ordering::SeqCst) >= options.window {
-            if fanout.failed.load(Ordering::SeqCst) {
-                healthy = false;
-                break;
-            }
-            if Instant::now() >= end + options.timeout {
-                outcome.errors.timeout += 1;
-                healthy = false;
-                break;
-            }
-            thread::park_timeout(Duration::from_millis(5));
-        }
-        if !healthy {
-            break;
-        }
-        sequence += 1;
-        if fanout.first_counted.load(Ordering::SeqCst) != u64::MAX {
-            fanout.last_counted.store(sequence, Ordering::SeqCst);
-        }
-        if !send_one(&mut socket, sequence, &mut outcome)
-            || !own_copy(&mut socket, &mut last_seen, &mut outcome)
-        {
-            healthy = false;
-        }
-    }
-    // One more message, not counted, that tells the members to stop once they have it (they
-    // cannot tell the last counted one from another while it is on its way); the sender waits
-    // until every member has it.
-    if healthy {
-        sequence += 1;
-        fanout.last.store(sequence, Ordering::SeqCst);
-        healthy = send_one(&mut socket, sequence, &mut outcome)
-            && own_copy(&mut socket, &mut last_seen, &mut outcome);
-    }
-    let deadline = Instant::now() + options.timeout;
-    while healthy && fanout.completed.load(Ordering::SeqCst) < sequence {
-        if fanout.failed.load(Ordering::SeqCst) || Instant::now() >= deadline {
-            outcome.errors.missed += 1;
-            fanout.failed.store(true, Ordering::SeqCst);
-            break;
-        }
-        thread::park_timeout(Duration::from_millis(5));
-    }
-    if !healthy {
-        fanout.failed.store(true, Ordering::SeqCst);
-    }
-    close(socket);
-    outcome
-}
-
-fn open_all(options: &Options) -> (Vec<Option<Socket>>, Vec<String>) {
-    let mut sockets = Vec::with_capacity(options.connections);
-    let mut problems = Vec::new();
-    for _ in 0..options.connections {
-        match connect(options) {
-            Ok(socket) => sockets.push(Some(socket)),
-            Err(problem) => {
-                if problems.len() < 3 {
-                    problems.push(problem);
+            while sending && sequence - completed < window && load.connections[0].alive {
+                sequence += 1;
+                let slot = sequence as usize % RING;
+                sent_at[slot] = Instant::now();
+                received[slot] = 0;
+                if sent_at[slot] >= warm_end {
+                    if counted_from == u64::MAX {
+                        counted_from = sequence;
+                        window_start = sent_at[slot];
+                    }
+                    counted_to = sequence;
                 }
-                sockets.push(None);
+                if !load.send(0, 0, sequence) {
+                    sending = false;
+                }
+            }
+        }
+        if start != u64::MAX && !sending && completed >= sequence {
+            break;
+        }
+        if load.connections.iter().any(|connection| !connection.alive)
+            || now.duration_since(last_progress) > load.options.timeout
+        {
+            if now.duration_since(last_progress) > load.options.timeout {
+                load.errors.timeout += 1;
+            }
+            break;
+        }
+        for (token, writable) in load.poller.wait(Duration::from_millis(20)) {
+            if writable {
+                load.flush(token);
+            }
+            while let Some(data) = load.receive(token) {
+                last_progress = Instant::now();
+                if data.len() != load.expected.len() {
+                    load.errors.wrong += 1;
+                    continue;
+                }
+                let seen = u64::from_le_bytes(data[..8].try_into().expect("8 bytes"));
+                fill(&mut load.expected, 0, seen);
+                let last_seen = load.connections[token].last_seen;
+                if !same_bytes(&data, &load.expected) || seen <= last_seen || seen > sequence {
+                    load.errors.wrong += 1;
+                    continue;
+                }
+                if last_seen == 0 {
+                    joined += 1;
+                }
+                load.connections[token].last_seen = seen;
+                if seen < start {
+                    continue; // a probe: members may have joined after it was sent
+                }
+                let due = (last_seen + 1).max(start);
+                if seen != due {
+                    load.errors.missed += seen - due;
+                }
+                if seen >= counted_from && seen <= counted_to {
+                    load.messages += 1;
+                    load.bytes += data.len() as u64;
+                }
+                let slot = seen as usize % RING;
+                received[slot] += 1;
+                if received[slot] == members {
+                    // In order: a member has every earlier message before this one.
+                    completed = seen;
+                    if seen >= counted_from && seen <= counted_to {
+                        load.histogram.record(last_progress - sent_at[slot]);
+                    }
+                }
             }
         }
     }
-    (sockets, problems)
-}
-
-fn spawn<F: FnOnce() -> Outcome + Send + 'static>(body: F) -> thread::JoinHandle<Outcome> {
-    thread::Builder::new()
-        .stack_size(256 * 1024)
-        .spawn(body)
-        .expect("a thread per connection")
+    if counted_from == u64::MAX {
+        return Duration::ZERO;
+    }
+    Instant::now().saturating_duration_since(window_start)
 }
 
 fn main() {
     let options = options();
-    let (sockets, problems) = open_all(&options);
-    for problem in &problems {
-        eprintln!("ws-load: connect: {problem}");
-    }
-    let mut total = Outcome::new();
-    let window_start;
-    let window_end;
-    if !options.broadcast {
-        let barrier = Arc::new(Barrier::new(options.connections + 1));
-        let clock = Arc::new(std::sync::OnceLock::<Clock>::new());
-        let handles: Vec<_> = sockets
-            .into_iter()
-            .enumerate()
-            .map(|(id, socket)| {
-                let (barrier, clock, options) = (barrier.clone(), clock.clone(), options.clone());
-                spawn(move || {
-                    barrier.wait();
-                    echo_connection(id as u32, socket, &options, clock.get().expect("set"))
-                })
-            })
-            .collect();
-        let now = Instant::now();
-        let _ = clock.set(Clock {
-            warm_end: now + options.warmup,
-            end: now + options.warmup + options.duration,
-        });
-        barrier.wait();
-        for handle in handles {
-            let outcome = handle.join().unwrap_or_else(|_| Outcome::new());
-            total.histogram.merge(&outcome.histogram);
-            total.errors.add(&outcome.errors);
-            total.messages += outcome.messages;
-            total.bytes += outcome.bytes;
-        }
-        window_start = now + options.warmup;
-        window_end = Instant::now().min(window_start + options.duration);
-    } else {
-        let fanout = Arc::new(Fanout {
-            members: options.connections as u32,
-            received: (0..RING).map(|_| AtomicU32::new(0)).collect(),
-            sent_at: (0..RING).map(|_| AtomicU64::new(0)).collect(),
-            origin: Instant::now(),
-            completed: AtomicU64::new(0),
-            start: AtomicU64::new(u64::MAX),
-            joined: AtomicUsize::new(0),
-            last: AtomicU64::new(u64::MAX),
-            first_counted: AtomicU64::new(u64::MAX),
-            last_counted: AtomicU64::new(0),
-            counted_since: AtomicU64::new(0),
-            failed: AtomicBool::new(false),
-            sender: thread::current(),
-        });
-        let mut sockets = sockets.into_iter();
-        let first = sockets.next().flatten();
-        let mut handles = Vec::new();
-        for socket in sockets {
-            match socket {
-                Some(socket) => {
-                    let (fanout, size) = (fanout.clone(), options.size);
-                    handles.push(spawn(move || member(socket, &fanout, size)));
+    let mut errors = Errors::default();
+    let mut connections = Vec::with_capacity(options.connections);
+    for _ in 0..options.connections {
+        match connect(&options) {
+            Ok(socket) => connections.push(Connection {
+                socket,
+                alive: true,
+                flushing: false,
+                in_flight: None,
+                sequence: 0,
+                last_seen: 0,
+            }),
+            Err(problem) => {
+                if errors.connect < 3 {
+                    eprintln!("ws-load: connect: {problem}");
                 }
-                None => total.errors.connect += 1,
+                errors.connect += 1;
             }
         }
-        match first {
-            Some(socket) if total.errors.connect == 0 => {
-                let outcome = sender(socket, &fanout, &options);
-                total.histogram.merge(&outcome.histogram);
-                total.errors.add(&outcome.errors);
-                total.messages += outcome.messages;
-                total.bytes += outcome.bytes;
-            }
-            _ => {
-                total.errors.connect += 1;
-                fanout.failed.store(true, Ordering::SeqCst);
-            }
-        }
-        let finished = Instant::now();
-        for handle in handles {
-            let outcome = handle.join().unwrap_or_else(|_| Outcome::new());
-            total.histogram.merge(&outcome.histogram);
-            total.errors.add(&outcome.errors);
-            total.messages += outcome.messages;
-            total.bytes += outcome.bytes;
-        }
-        // The counted window: from the first counted send until the last reached every member.
-        let since = fanout.counted_since.load(Ordering::SeqCst);
-        window_start = fanout.origin + Duration::from_micros(since);
-        window_end = finished;
     }
-    report(
-        &options,
-        &total,
-        window_end.saturating_duration_since(window_start),
-    );
+    let poller = Poller::new(options.connections);
+    for (token, connection) in connections.iter().enumerate() {
+        poller.control(libc::EPOLL_CTL_ADD, &connection.socket, token, false);
+    }
+    let mut load = Load {
+        payload: vec![0u8; options.size],
+        expected: vec![0u8; options.size],
+        options: options.clone(),
+        poller,
+        connections,
+        histogram: Histogram::new(),
+        errors,
+        messages: 0,
+        bytes: 0,
+    };
+    let window = if load.errors.connect > 0 {
+        Duration::ZERO
+    } else if options.broadcast {
+        run_broadcast(&mut load)
+    } else {
+        run_echo(&mut load)
+    };
+    load.close_all();
+    report(&options, &load, window);
 }
 
-fn report(options: &Options, total: &Outcome, window: Duration) {
+fn report(options: &Options, total: &Load, window: Duration) {
     let seconds = window.as_secs_f64();
     let ok = total.errors.total() == 0 && total.messages > 0;
     let rate = if ok && seconds > 0.0 {
