@@ -34,7 +34,7 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use tungstenite::protocol::WebSocket;
-use tungstenite::{Error, Message};
+use tungstenite::{Bytes, Error, Message};
 
 const RING: usize = 4096;
 const BUCKETS: usize = 2048;
@@ -377,14 +377,14 @@ impl Load {
     }
 
     /// The next data message of a connection, None when it has none yet (or died: then counted).
-    fn receive(&mut self, token: usize) -> Option<Vec<u8>> {
+    fn receive(&mut self, token: usize) -> Option<Bytes> {
         loop {
             let connection = &mut self.connections[token];
             if !connection.alive {
                 return None;
             }
             match connection.socket.read() {
-                Ok(Message::Binary(data)) => return Some(data.to_vec()),
+                Ok(Message::Binary(data)) => return Some(data),
                 Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_)) => continue,
                 Ok(Message::Close(_)) => {
                     self.errors.closed += 1;
@@ -438,19 +438,13 @@ fn run_echo(load: &mut Load) -> Duration {
     }
     loop {
         let now = Instant::now();
-        let outstanding = load
-            .connections
-            .iter()
-            .filter(|connection| connection.alive && connection.in_flight.is_some())
-            .count();
-        if outstanding == 0 {
-            break;
-        }
         for (token, writable) in load.poller.wait(Duration::from_millis(100)) {
             if writable {
                 load.flush(token);
             }
-            while let Some(data) = load.receive(token) {
+            // One message in flight, so one answer: no second read just to hear EAGAIN (a
+            // level-triggered epoll reports the socket again if anything else arrived).
+            if let Some(data) = load.receive(token) {
                 let Some((sequence, sent)) = load.connections[token].in_flight.take() else {
                     load.errors.wrong += 1;
                     continue;
@@ -473,20 +467,29 @@ fn run_echo(load: &mut Load) -> Duration {
                 }
             }
         }
-        // A message unanswered for --timeout is a timeout; its connection stops.
+        // Every 100 ms: a message unanswered for --timeout is a timeout (its connection stops),
+        // and the loop ends once no message is in flight (none is sent after the end).
         if now.duration_since(last_scan) < Duration::from_millis(100) {
             continue;
         }
         last_scan = now;
+        let mut outstanding = 0;
         for token in 0..load.connections.len() {
             if let Some((_, sent)) = load.connections[token].in_flight {
-                if load.connections[token].alive && now.duration_since(sent) > load.options.timeout
-                {
+                if !load.connections[token].alive {
+                    continue;
+                }
+                if now.duration_since(sent) > load.options.timeout {
                     load.errors.timeout += 1;
                     load.connections[token].in_flight = None;
                     load.kill(token);
+                } else {
+                    outstanding += 1;
                 }
             }
+        }
+        if outstanding == 0 {
+            break;
         }
     }
     Instant::now().min(end).saturating_duration_since(warm_end)
