@@ -196,9 +196,10 @@ def print_summary(document: dict, out=sys.stdout) -> None:
         if "rss_per_connection_bytes" in medians:
             out.write(f"{label} {medians['rss_per_connection_bytes'] / 1024:>9.2f} KiB RSS per idle connection\n")
             continue
+        rate, per = ("msg/s", "msg") if summary["scenario"].startswith("websocket/") else ("rps", "req")
         out.write(
-            f"{label} {medians['requests_per_second']:>12,.0f} rps  p50 {format_ms(medians.get('p50_ms'))}  "
-            f"p99 {format_ms(medians.get('p99_ms'))}  {format_us(medians.get('cpu_us_per_request'))} CPU/req  "
+            f"{label} {medians['requests_per_second']:>12,.0f} {rate}  p50 {format_ms(medians.get('p50_ms'))}  "
+            f"p99 {format_ms(medians.get('p99_ms'))}  {format_us(medians.get('cpu_us_per_request'))} CPU/{per}  "
             f"peak RSS {format_mb(medians.get('peak_rss_bytes'))}\n"
         )
 
