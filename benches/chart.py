@@ -93,7 +93,12 @@ def draw_group(name: str, group_data: dict, out_path: Path) -> Path:
         panel.grid(axis="x", alpha=0.3)
     environment, settings = group_data["environment"], group_data["settings"]
     several_workers = any(scenario.get("workers", 1) > 1 for scenario in scenarios)
-    placement = "workers share wrk's cores where noted" if several_workers else "one worker on one core, wrk on another"
+    generator = "ws-load" if name == "websocket" else "wrk"
+    placement = (
+        f"workers share {generator}'s cores where noted"
+        if several_workers
+        else f"one worker on one core, {generator} on another"
+    )
     figure.suptitle(
         f"{name}: {'messages' if name == 'websocket' else 'requests'}/s, {placement}; median of {settings['repeat']} x "
         f"{settings['duration_s']:g} s ({environment['cpu']}, {environment['date']})",

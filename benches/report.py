@@ -159,6 +159,8 @@ def _client_bound(summary: dict) -> bool:
 
 def environment_line(group_data: dict) -> str:
     environment, settings = group_data["environment"], group_data["settings"]
+    websocket = any(_is_websocket(scenario) for scenario in group_data["scenarios"])
+    generator = "the load generator (benches/rust's ws-load)" if websocket else "wrk"
     servers = environment.get("servers", {})
     versions = [f"{servers.get('rush', 'rush')} (git {environment.get('rush_git') or '?'})"]
     versions += sorted({version for name, version in servers.items() if name != "rush"})
@@ -168,7 +170,7 @@ def environment_line(group_data: dict) -> str:
         f"Measured {environment['date']} on {environment['cpu']} ({environment['cpu_count']} CPUs), "
         f"{environment['kernel']}, Python {', '.join(pythons) or environment.get('runner_python')}; "
         f"{'; '.join(versions)}. "
-        f"Server pinned to CPU {settings['server_cpu']}, wrk to CPU {settings['client_cpu']}; "
+        f"Server pinned to CPU {settings['server_cpu']}, {generator} to CPU {settings['client_cpu']}; "
         f"each number is the median of {settings['repeat']} run{'s' if settings['repeat'] != 1 else ''} "
         f"of {settings['duration_s']:g} s "
         f"after a {settings['warmup_s']:g} s warm-up. "
