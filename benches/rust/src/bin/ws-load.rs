@@ -410,15 +410,51 @@ impl Load {
         }
     }
 
+    /// Sends every live connection a close frame and waits, one second at most in all, for the
+    /// servers' close frames, so servers see clean closes (not resets) without the end of a run
+    /// waiting on each connection in turn.
     fn close_all(&mut self) {
-        for connection in &mut self.connections {
-            let _ = connection.socket.get_ref().set_nonblocking(false);
-            let _ = connection
-                .socket
-                .get_ref()
-                .set_read_timeout(Some(Duration::from_millis(200)));
-            if connection.alive && connection.socket.close(None).is_ok() {
-                while connection.socket.read().is_ok() {}
+        let mut open = 0;
+        for token in 0..self.connections.len() {
+            if !self.connections[token].alive {
+                continue;
+            }
+            match self.connections[token].socket.close(None) {
+                Ok(()) => open += 1,
+                Err(error) if would_block(&error) => {
+                    open += 1;
+                    self.connections[token].flushing = true;
+                    self.poller.control(
+                        libc::EPOLL_CTL_MOD,
+                        &self.connections[token].socket,
+                        token,
+                        true,
+                    );
+                }
+                Err(_) => self.kill(token),
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while open > 0 && Instant::now() < deadline {
+            for (token, writable) in self.poller.wait(Duration::from_millis(50)) {
+                let connection = &mut self.connections[token];
+                if !connection.alive {
+                    continue;
+                }
+                if writable {
+                    let _ = connection.socket.flush();
+                }
+                loop {
+                    match connection.socket.read() {
+                        Ok(_) => continue,
+                        Err(error) if would_block(&error) => break,
+                        Err(_) => {
+                            open -= 1;
+                            self.kill(token);
+                            break;
+                        }
+                    }
+                }
             }
         }
     }
