@@ -48,7 +48,8 @@ def draw_group(name: str, group_data: dict, out_path: Path) -> Path:
     import matplotlib.pyplot as plt
     import matplotlib.ticker
 
-    scenarios = group_data["scenarios"]
+    # Throughput only: the websocket group's idle rows measure memory (they are in the table).
+    scenarios = [scenario for scenario in group_data["scenarios"] if scenario.get("load") != "ws-idle"]
     servers = list(group_data["servers"])
     colours = {server: PALETTE[index % len(PALETTE)] for index, server in enumerate(servers)}
     summaries = {(summary["scenario"], summary["server"]): summary for summary in group_data["summaries"]}
@@ -92,9 +93,14 @@ def draw_group(name: str, group_data: dict, out_path: Path) -> Path:
         panel.grid(axis="x", alpha=0.3)
     environment, settings = group_data["environment"], group_data["settings"]
     several_workers = any(scenario.get("workers", 1) > 1 for scenario in scenarios)
-    placement = "workers share wrk's cores where noted" if several_workers else "one worker on one core, wrk on another"
+    generator = "ws-load" if name == "websocket" else "wrk"
+    placement = (
+        f"workers share {generator}'s cores where noted"
+        if several_workers
+        else f"one worker on one core, {generator} on another"
+    )
     figure.suptitle(
-        f"{name}: requests/s, {placement}; median of {settings['repeat']} x "
+        f"{name}: {'messages' if name == 'websocket' else 'requests'}/s, {placement}; median of {settings['repeat']} x "
         f"{settings['duration_s']:g} s ({environment['cpu']}, {environment['date']})",
         fontsize=10,
     )

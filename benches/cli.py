@@ -38,7 +38,7 @@ from benches.results import results_document, summarise, write_results
 from benches.runner import Settings, check_prerequisites, needed_open_files, plan, raise_open_file_limit, run_all
 from benches.scenarios import GROUPS, Scenario, select_scenarios
 from benches.servers import SERVERS, Launch, Server, select_servers, server_version, unavailable_reason
-from benches.wrk import readable_command, wrk_command
+from benches.wrk import WS_LOAD, readable_command, wrk_command
 
 RESULTS_DIR = BENCHES_DIR / "results"
 SMOKE_DIR = RESULTS_DIR / "smoke"
@@ -89,6 +89,9 @@ def list_everything(out=sys.stdout) -> None:
         previous_servers = None
         for scenario in scenarios:
             load = f"-t{scenario.threads} -c{scenario.connections}"
+            if scenario.websocket:
+                generator = "ws-load" if scenario.load == "websocket" else "wsclient idle"
+                load = f"{generator}, {scenario.connections} connections, {scenario.message_size} B"
             if scenario.pipeline > 1:
                 load += f", pipelined {scenario.pipeline}"
             if scenario.workers > 1:
@@ -190,9 +193,13 @@ def print_summary(document: dict, out=sys.stdout) -> None:
             out.write(f"{label} FAILED ({'; '.join(summary['failures'])})\n")
             continue
         medians = summary["medians"]
+        if "rss_per_connection_bytes" in medians:
+            out.write(f"{label} {medians['rss_per_connection_bytes'] / 1024:>9.2f} KiB RSS per idle connection\n")
+            continue
+        rate, per = ("msg/s", "msg") if summary["scenario"].startswith("websocket/") else ("rps", "req")
         out.write(
-            f"{label} {medians['requests_per_second']:>12,.0f} rps  p50 {format_ms(medians.get('p50_ms'))}  "
-            f"p99 {format_ms(medians.get('p99_ms'))}  {format_us(medians.get('cpu_us_per_request'))} CPU/req  "
+            f"{label} {medians['requests_per_second']:>12,.0f} {rate}  p50 {format_ms(medians.get('p50_ms'))}  "
+            f"p99 {format_ms(medians.get('p99_ms'))}  {format_us(medians.get('cpu_us_per_request'))} CPU/{per}  "
             f"peak RSS {format_mb(medians.get('peak_rss_bytes'))}\n"
         )
 
@@ -224,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     # Only the servers some selected scenario needs: no probing, and no "skipped" note, for the others.
     servers = [server for server in servers if any(server.serves(scenario) for scenario in scenarios)]
     problems = check_prerequisites(settings)
+    if any(scenario.load == "websocket" for scenario in scenarios) and not WS_LOAD.exists():
+        problems.append(f"{WS_LOAD.relative_to(REPO_ROOT)} is not built (`make bench-tools` builds benches/rust)")
     if problems:
         print("benches: cannot measure:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 2

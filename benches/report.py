@@ -159,6 +159,8 @@ def _client_bound(summary: dict) -> bool:
 
 def environment_line(group_data: dict) -> str:
     environment, settings = group_data["environment"], group_data["settings"]
+    websocket = any(_is_websocket(scenario) for scenario in group_data["scenarios"])
+    generator = "the load generator (benches/rust's ws-load)" if websocket else "wrk"
     servers = environment.get("servers", {})
     versions = [f"{servers.get('rush', 'rush')} (git {environment.get('rush_git') or '?'})"]
     versions += sorted({version for name, version in servers.items() if name != "rush"})
@@ -168,12 +170,17 @@ def environment_line(group_data: dict) -> str:
         f"Measured {environment['date']} on {environment['cpu']} ({environment['cpu_count']} CPUs), "
         f"{environment['kernel']}, Python {', '.join(pythons) or environment.get('runner_python')}; "
         f"{'; '.join(versions)}. "
-        f"Server pinned to CPU {settings['server_cpu']}, wrk to CPU {settings['client_cpu']}; "
+        f"Server pinned to CPU {settings['server_cpu']}, {generator} to CPU {settings['client_cpu']}; "
         f"each number is the median of {settings['repeat']} run{'s' if settings['repeat'] != 1 else ''} "
         f"of {settings['duration_s']:g} s "
         f"after a {settings['warmup_s']:g} s warm-up. "
         f"Raw data: `{group_data['results_file']}`."
     )
+
+
+HTTP_TABLE_HEAD = (
+    "| scenario | server | requests/s | vs rush | p50 | p90 | p99 | server CPU / request | peak RSS | idle RSS |"
+)
 
 
 def render_group(name: str, group_data: dict | None, chart_exists: bool = True) -> str:
@@ -194,13 +201,18 @@ def render_group(name: str, group_data: dict | None, chart_exists: bool = True) 
             "generator competing for the same cores.",
             "",
         ]
-    lines += [
-        "| scenario | server | requests/s | vs rush | p50 | p90 | p99 | server CPU / request | peak RSS | idle RSS |",
-        "| --- | --- | --: | --: | --: | --: | --: | --: | --: | --: |",
-    ]
     by_scenario = _summaries_by_scenario(group_data)
     any_client_bound = False
+    generator = "wrk's"
+    if any(_is_websocket(scenario) for scenario in group_data["scenarios"]):
+        generator = "ws-load's"
+        table, any_client_bound = websocket_table(group_data)
+        lines += table
+    else:
+        lines += [HTTP_TABLE_HEAD, "| --- | --- | --: | --: | --: | --: | --: | --: | --: | --: |"]
     for scenario in group_data["scenarios"]:
+        if _is_websocket(scenario):
+            continue
         key = f"{scenario['group']}/{scenario['name']}"
         servers = by_scenario.get(key, {})
         rush_rps = _rps(servers.get("rush"))
@@ -225,7 +237,7 @@ def render_group(name: str, group_data: dict | None, chart_exists: bool = True) 
     if any_client_bound:
         lines += [
             "",
-            f"† wrk's core was at least {CLIENT_SATURATED:.0%} busy: the load generator, not the server, "
+            f"† {generator} core was at least {CLIENT_SATURATED:.0%} busy: the load generator, not the server, "
             "set this number, which is a lower bound of what the server can do.",
         ]
     if any(scenario.get("pipeline", 1) > 1 for scenario in group_data["scenarios"]):
@@ -256,6 +268,62 @@ def render_group(name: str, group_data: dict | None, chart_exists: bool = True) 
     return "\n".join(lines)
 
 
+def _is_websocket(scenario: dict) -> bool:
+    return scenario.get("load") in ("websocket", "ws-idle")
+
+
+def format_kib(value: float | None) -> str:
+    return "—" if value is None else f"{value / 1024:.2f} KiB"
+
+
+def websocket_table(group_data: dict) -> tuple[list[str], bool]:
+    """The websocket group's table: messages per second (deliveries, for a broadcast) and server
+    CPU per message for the load scenarios; RSS per idle connection for the idle ones."""
+    lines = [
+        "| scenario | server | messages/s | vs rush | p50 | p99 | server CPU / message | peak RSS "
+        "| RSS / idle connection |",
+        "| --- | --- | --: | --: | --: | --: | --: | --: | --: |",
+    ]
+    by_scenario = _summaries_by_scenario(group_data)
+    any_client_bound = False
+    for scenario in group_data["scenarios"]:
+        key = f"{scenario['group']}/{scenario['name']}"
+        servers = by_scenario.get(key, {})
+        rush_rps = _rps(servers.get("rush"))
+        idle = scenario.get("load") == "ws-idle"
+        for server_name, summary in servers.items():
+            title = escape_cell(scenario["title"])
+            if not summary["ok"]:
+                reason = escape_cell("; ".join(summary["failures"])[:160])
+                lines.append(f"| {title} | {server_name} | failed: {reason} | — | — | — | — | — | — |")
+                continue
+            medians = summary["medians"]
+            if idle:
+                cpu = format_us(medians.get("cpu_us_per_request"))
+                per_connection = format_kib(medians.get("rss_per_connection_bytes"))
+                lines.append(
+                    f"| {title} | {server_name} | — | — | — | — | {cpu} ‡ "
+                    f"| {format_mb(medians.get('peak_rss_bytes'))} | {per_connection} |"
+                )
+                continue
+            rps = medians.get("requests_per_second")
+            ratio = rps / rush_rps if rush_rps and rps is not None else None
+            client_bound = _client_bound(summary)
+            any_client_bound |= client_bound
+            mark = " †" if client_bound else ""
+            lines.append(
+                f"| {title} | {server_name} | {format_rps(rps)}{mark} | {format_ratio(ratio)} | "
+                f"{format_ms(medians.get('p50_ms'))} | {format_ms(medians.get('p99_ms'))} | "
+                f"{format_us(medians.get('cpu_us_per_request'))} | {format_mb(medians.get('peak_rss_bytes'))} | — |"
+            )
+    lines += [
+        "",
+        "Broadcast rows count deliveries (a message reaching one member); their latency is from the send "
+        "until the last member has it. ‡ Idle rows: server CPU per connection opened (handshake and one echo).",
+    ]
+    return lines, any_client_bound
+
+
 def headline_rows(latest: dict) -> list[dict]:
     """Per scenario of every group: rush's rps, the best peer's, and their ratio."""
     rows = []
@@ -265,7 +333,8 @@ def headline_rows(latest: dict) -> list[dict]:
         by_scenario = _summaries_by_scenario(group_data)
         for scenario in group_data["scenarios"]:
             servers = by_scenario.get(f"{scenario['group']}/{scenario['name']}", {})
-            if "rush" not in servers:
+            # Memory rows have no throughput to compare.
+            if "rush" not in servers or scenario.get("load") == "ws-idle":
                 continue
             rush_summary = servers["rush"]
             peers = {name: _rps(summary) for name, summary in servers.items() if name != "rush"}

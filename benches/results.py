@@ -33,6 +33,7 @@ MEDIAN_METRICS = (
     "peak_rss_bytes",
     "idle_rss_bytes",
     "client_cpu_utilisation",
+    "rss_per_connection_bytes",
 )
 
 
@@ -68,6 +69,11 @@ class RunRecord:
     # What the app itself counted during the measured window, per request (the catalog's query
     # counter: queries, ms in the database, building and encoding the JSON); empty for other apps.
     app_per_request: dict[str, float] = field(default_factory=dict)
+    # The websocket group's idle scenarios: the RSS the server grew by per connection held open,
+    # how many were held, and how many of them negotiated permessage-deflate.
+    rss_per_connection_bytes: float | None = None
+    ws_connections: int = 0
+    ws_deflated: int = 0
 
     def take_wrk(self, result: WrkResult, scenario: Scenario) -> None:
         self.requests = result.requests
@@ -93,6 +99,8 @@ def wrk_failure(result: WrkResult, scenario: Scenario) -> str | None:
                 f"{result.requests - result.non_2xx_3xx} of {result.requests} responses had a status below 400, "
                 f"expected {scenario.expect.status} for all"
             )
+    elif result.non_2xx_3xx and scenario.websocket:
+        return f"{result.non_2xx_3xx} wrong or missed messages"
     elif result.non_2xx_3xx:
         return f"{result.non_2xx_3xx} of {result.requests} responses had a status >= 400"
     if scenario.reports_latency:
@@ -154,7 +162,8 @@ def summarise(runs: list[RunRecord]) -> list[Summary]:
                 if value is not None:
                     summary.medians[metric] = value
             rates = [run.requests_per_second for run in good if run.requests_per_second is not None]
-            summary.rps_min, summary.rps_max = min(rates), max(rates)
+            if rates:  # none for the idle scenarios, which measure memory
+                summary.rps_min, summary.rps_max = min(rates), max(rates)
         summaries.append(summary)
     return summaries
 

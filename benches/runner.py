@@ -26,8 +26,10 @@ other load) spreads over all servers instead of favouring the one that ran first
 
 from __future__ import annotations
 
+import json
 import os
 import resource
+import select
 import shutil
 import subprocess
 import sys
@@ -37,14 +39,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
-from benches import REPO_ROOT, catalog
+from benches import REPO_ROOT, catalog, wsclient
 from benches.httpcheck import CheckFailed, answers_http, check_scenario, free_port, port_is_free, wait_until_answering
 from benches.processes import RssSampler, ServerProcess
 from benches.results import RunRecord, wrk_failure
 from benches.scenarios import Scenario
 from benches.servers import BENCH_VENV, ORIGIN_SERVER, RUSH_VENV, SERVERS, Launch, Server
 from benches.tls import ensure_certificate
-from benches.wrk import WrkError, parse_wrk_output, tunnel_command, wrk_command
+from benches.wrk import WrkError, parse_load_output, tunnel_command, wrk_command
 
 # How many paths of a spread (Scenario.spread) are checked again after the load; all are before.
 AFTER_LOAD_CHECKS = 20
@@ -163,8 +165,15 @@ def run_wrk(argv: list[str], settings: Settings, duration_s: float) -> tuple[str
 
 def check_answers(scenario: Scenario, host: str, port: int, limit: int | None = None) -> None:
     """The scenario's correctness check: `check_scenario` (the first ``limit`` paths of a spread),
-    or for a tunnel scenario one request through a fresh tunnel by benches/tunnel_load.py (raises
-    CheckFailed when wrong)."""
+    for a tunnel scenario one request through a fresh tunnel by benches/tunnel_load.py, for a
+    WebSocket scenario `benches.wsclient.check` (echoed bytes, or every member's deliveries);
+    raises CheckFailed when wrong."""
+    if scenario.websocket:
+        try:
+            wsclient.check(f"ws://{host}:{port}{scenario.path}", scenario.ws_mode, scenario.message_size)
+        except wsclient.WsCheckFailed as error:
+            raise CheckFailed(str(error)) from error
+        return
     if scenario.load != "tunnel":
         check_scenario(scenario, host, port, limit=limit)
         return
@@ -264,32 +273,13 @@ def measure(planned: PlannedRun, settings: Settings) -> RunRecord:
         record.idle_rss_bytes = process.rss_bytes()
         record.idle_rss_by_process = process.rss_by_process()
 
-        if settings.warmup_s > 0:
-            run_wrk(wrk_command(scenario, url, settings.warmup_s, settings.wrk), settings, settings.warmup_s)
-
-        # The catalog's own counters around the window (outside it: they cost the server a request).
-        app_before = catalog.read_stats(settings.host, port) if catalog.counts_queries(scenario.app) else None
-        cpu_before = process.cpu_seconds()
-        with RssSampler(process.pid) as sampler:
-            output, client_cpu = run_wrk(record.wrk_command, settings, settings.duration_s)
-        record.server_cpu_seconds = process.cpu_seconds() - cpu_before
-        app_after = catalog.read_stats(settings.host, port) if app_before is not None else None
-        record.sampled_peak_rss_bytes = sampler.peak_bytes
-        record.peak_rss_bytes = max(process.peak_rss_bytes(), sampler.peak_bytes)
-
-        result = parse_wrk_output(output)
-        record.take_wrk(result, scenario)
-        if app_before is not None and app_after is not None:
-            record.app_per_request = catalog.per_request(app_before, app_after, result.requests)
-        if result.duration_s > 0:
-            record.client_cpu_utilisation = client_cpu / result.duration_s
-        if result.requests:
-            record.cpu_us_per_request = record.server_cpu_seconds / result.requests * 1e6
-        if not process.is_alive():
-            raise CheckFailed("server exited during the load")
-        # After the load a sample of a spread is enough: the server survived and still answers right.
-        check_answers(scenario, settings.host, port, limit=AFTER_LOAD_CHECKS)
-        record.failure = wrk_failure(result, scenario)
+        if scenario.load == "ws-idle":
+            measure_idle_connections(scenario, process, settings, port, record)
+        else:
+            measure_load(scenario, process, settings, url, port, record)
+        if record.failure is None:
+            # After the load a sample of a spread is enough: the server survived and still answers right.
+            check_answers(scenario, settings.host, port, limit=AFTER_LOAD_CHECKS)
     except (CheckFailed, WrkError, OSError, subprocess.TimeoutExpired) as error:
         record.failure = f"{type(error).__name__}: {error}" if not isinstance(error, CheckFailed) else str(error)
     finally:
@@ -301,6 +291,105 @@ def measure(planned: PlannedRun, settings: Settings) -> RunRecord:
     record.ok = record.failure is None
     record.wall_time_s = time.monotonic() - started
     return record
+
+
+def measure_load(
+    scenario: Scenario, process: ServerProcess, settings: Settings, url: str, port: int, record: RunRecord
+) -> None:
+    """Steps 5 to 8 for a load generator (wrk, or the one the scenario names): warm-up, the
+    measured window with the server's CPU time around it and RSS sampled, then the report judged
+    into the record (raises CheckFailed, WrkError, OSError or TimeoutExpired)."""
+    if settings.warmup_s > 0:
+        run_wrk(wrk_command(scenario, url, settings.warmup_s, settings.wrk), settings, settings.warmup_s)
+
+    # The catalog's own counters around the window (outside it: they cost the server a request).
+    app_before = catalog.read_stats(settings.host, port) if catalog.counts_queries(scenario.app) else None
+    cpu_before = process.cpu_seconds()
+    with RssSampler(process.pid) as sampler:
+        output, client_cpu = run_wrk(record.wrk_command, settings, settings.duration_s)
+    record.server_cpu_seconds = process.cpu_seconds() - cpu_before
+    app_after = catalog.read_stats(settings.host, port) if app_before is not None else None
+    record.sampled_peak_rss_bytes = sampler.peak_bytes
+    record.peak_rss_bytes = max(process.peak_rss_bytes(), sampler.peak_bytes)
+
+    result = parse_load_output(scenario, output)
+    record.take_wrk(result, scenario)
+    if app_before is not None and app_after is not None:
+        record.app_per_request = catalog.per_request(app_before, app_after, result.requests)
+    if result.duration_s > 0:
+        record.client_cpu_utilisation = client_cpu / result.duration_s
+    if result.requests:
+        record.cpu_us_per_request = record.server_cpu_seconds / result.requests * 1e6
+    if not process.is_alive():
+        raise CheckFailed("server exited during the load")
+    record.failure = wrk_failure(result, scenario)
+
+
+# Seconds the server is given to settle (free what a handshake allocated for a moment) before RSS is read.
+IDLE_SETTLE_S = 1.0
+
+
+def read_line(child: subprocess.Popen, timeout_s: float) -> str:
+    """The next line the idle-connection holder prints, or CheckFailed after ``timeout_s``."""
+    ready, _, _ = select.select([child.stdout], [], [], timeout_s)
+    line = child.stdout.readline() if ready else ""
+    if not line:
+        raise CheckFailed(f"the idle-connection holder said nothing for {timeout_s:g} s")
+    return line.strip()
+
+
+def measure_idle_connections(
+    scenario: Scenario, process: ServerProcess, settings: Settings, port: int, record: RunRecord
+) -> None:
+    """The idle scenarios: benches/wsclient.py opens a few warm connections, the server's RSS is
+    read, then ``scenario.connections`` more are opened (each after one echo) and the RSS is read
+    again; the difference over the count is the memory of one idle connection. Sets the record's
+    fields, or its failure; the holder is stopped either way."""
+    argv = wrk_command(scenario, f"http://{settings.host}:{port}", 0)
+    record.wrk_command = argv
+    child = subprocess.Popen(
+        ["taskset", "-c", str(settings.client_cpu), *argv],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+    )
+    timeout_s = settings.startup_timeout_s + scenario.connections / 50
+    try:
+        if read_line(child, timeout_s) != "warm":
+            raise CheckFailed("the idle-connection holder did not open its warm connections")
+        time.sleep(IDLE_SETTLE_S)
+        before = process.rss_bytes()
+        cpu_before = process.cpu_seconds()
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        ready = read_line(child, timeout_s).split()
+        time.sleep(IDLE_SETTLE_S)
+        after = process.rss_bytes()
+        record.server_cpu_seconds = process.cpu_seconds() - cpu_before
+        record.peak_rss_bytes = after
+        # Any line (or the end of its input) lets the holder close its connections and report.
+        output, errors = child.communicate(input="done\n", timeout=timeout_s)
+    except (CheckFailed, OSError, ValueError, subprocess.TimeoutExpired) as error:
+        child.kill()
+        child.communicate()
+        record.failure = str(error) if isinstance(error, CheckFailed) else f"{type(error).__name__}: {error}"
+        return
+    lines = [line for line in output.splitlines() if line.startswith("{")]
+    report = json.loads(lines[-1]) if lines else {"ok": False, "errors": [errors.strip()[-200:] or "no report"]}
+    if not report.get("ok") or child.returncode != 0:
+        record.failure = "idle connections: " + "; ".join(report.get("errors") or ["failed"])
+        return
+    opened = int(report["connections"])
+    record.requests = opened
+    record.ws_connections = opened
+    record.ws_deflated = int(report.get("deflated", 0))
+    record.rss_per_connection_bytes = (after - before) / opened if opened else None
+    if len(ready) == 3 and opened:
+        record.cpu_us_per_request = record.server_cpu_seconds / opened * 1e6
+    if not process.is_alive():
+        record.failure = "server exited while holding the idle connections"
 
 
 def format_duration(seconds: float) -> str:
@@ -315,11 +404,14 @@ def format_duration(seconds: float) -> str:
 def describe(record: RunRecord) -> str:
     if not record.ok:
         return f"FAILED: {record.failure}"
-    parts = [f"{record.requests_per_second:,.0f} rps"]
+    if record.rss_per_connection_bytes is not None:
+        return f"ok: {record.rss_per_connection_bytes / 1024:.2f} KiB RSS per idle connection"
+    per = "msg" if record.scenario.startswith("websocket/") else "req"
+    parts = [f"{record.requests_per_second:,.0f} {per}/s"]
     if record.p99_ms is not None:
         parts.append(f"p99 {record.p99_ms:.2f} ms")
     if record.cpu_us_per_request is not None:
-        parts.append(f"{record.cpu_us_per_request:.1f} us CPU/req")
+        parts.append(f"{record.cpu_us_per_request:.1f} us CPU/{per}")
     if record.peak_rss_bytes:
         parts.append(f"peak RSS {record.peak_rss_bytes / 1e6:.1f} MB")
     return "ok: " + ", ".join(parts)

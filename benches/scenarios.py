@@ -85,8 +85,14 @@ class Scenario:
     # first; ``{origin}`` in ``path`` becomes its host:port (an absolute-form target).
     origin_app: str | None = None
     # The load generator: "wrk", or "tunnel" (benches/tunnel_load.py: CONNECT tunnels, which wrk
-    # cannot open; it takes ``wrk_args`` such as ``--tunnel-per-request``).
+    # cannot open; it takes ``wrk_args`` such as ``--tunnel-per-request``), or for the websocket
+    # group "websocket" (benches/rust's ws-load: echo or broadcast, by ``path``) and "ws-idle"
+    # (benches/wsclient.py holding ``connections`` idle connections while the runner reads RSS).
     load: str = "wrk"
+    # WebSocket scenarios: the size of each message in bytes, and whether the client offers
+    # permessage-deflate (only the idle scenarios do).
+    message_size: int = 0
+    deflate: bool = False
 
     @property
     def reports_latency(self) -> bool:
@@ -94,6 +100,15 @@ class Scenario:
         batch but corrects for coordinated omission with the per-response rate, which piles
         synthetic samples below its own minimum (percentiles print as 0 or exceed the maximum)."""
         return self.pipeline == 1
+
+    @property
+    def websocket(self) -> bool:
+        return self.load in ("websocket", "ws-idle")
+
+    @property
+    def ws_mode(self) -> str:
+        """ "broadcast" for the broadcast endpoint, "echo" otherwise (the idle connections echo once)."""
+        return "broadcast" if self.path == "/broadcast" else "echo"
 
     @property
     def key(self) -> str:
@@ -548,6 +563,83 @@ TLS_GROUP: list[Scenario] = [
     ),
 ]
 
+# WebSocket (benches/README.md, "websocket"): ws-load (benches/rust) sends binary messages and
+# checks every answer byte for byte; one app per interface (benches/apps/ws_*.py) with /echo and
+# /broadcast. The idle scenarios measure memory, not speed: 1,000 connections held open by
+# benches/wsclient.py, the RSS they add divided by 1,000.
+WEBSOCKET_LOAD = {"group": "websocket", "app": "ws", "load": "websocket"}
+WEBSOCKET_DEFLATE_SERVERS = (
+    "rush",
+    "rush-asgi",
+    "rush-starlette",
+    "uvicorn",
+    "uvicorn-wsproto",
+    "uvicorn-starlette",
+    "socketify",
+)
+KIB = 1024
+
+WEBSOCKET_GROUP: list[Scenario] = [
+    Scenario(
+        name="echo-20B",
+        title="echo, 20-byte messages",
+        path="/echo",
+        expect=Expectation(status=101),
+        connections=100,
+        message_size=20,
+        notes="100 connections, each sending a binary message and waiting for its echo",
+        **WEBSOCKET_LOAD,
+    ),
+    Scenario(
+        name="echo-16KiB",
+        title="echo, 16 KiB messages",
+        path="/echo",
+        expect=Expectation(status=101),
+        connections=100,
+        message_size=16 * KIB,
+        notes="100 connections, each sending a 16 KiB binary message and waiting for its echo",
+        **WEBSOCKET_LOAD,
+    ),
+    Scenario(
+        name="broadcast-16",
+        title="broadcast to 16 members, 20 bytes",
+        path="/broadcast",
+        expect=Expectation(status=101),
+        connections=16,
+        message_size=20,
+        notes="one of 16 members sends, every member (the sender too) receives; counted per delivery",
+        **WEBSOCKET_LOAD,
+    ),
+    Scenario(
+        name="broadcast-1000",
+        title="broadcast to 1,000 members, 20 bytes",
+        path="/broadcast",
+        expect=Expectation(status=101),
+        connections=1000,
+        message_size=20,
+        notes="one of 1,000 members sends, every member receives; counted per delivery",
+        **WEBSOCKET_LOAD,
+    ),
+] + [
+    Scenario(
+        name=f"idle-1000{'-deflate' if deflate else ''}",
+        group="websocket",
+        app="ws",
+        load="ws-idle",
+        title=f"RSS per idle connection{', permessage-deflate' if deflate else ''}",
+        path="/echo",
+        expect=Expectation(status=101),
+        connections=1000,
+        message_size=20,
+        deflate=deflate,
+        # granian has no permessage-deflate: it declines the offer, so it has no deflate row.
+        servers=WEBSOCKET_DEFLATE_SERVERS if deflate else None,
+        notes="1,000 connections, each after one 20-byte echo"
+        + (", permessage-deflate offered (and required)" if deflate else ", no extension offered"),
+    )
+    for deflate in (False, True)
+]
+
 GROUPS: dict[str, list[Scenario]] = {
     "hello": HELLO_GROUP,
     "rush-v2": RUSH_V2_GROUP,
@@ -559,6 +651,7 @@ GROUPS: dict[str, list[Scenario]] = {
     "catalog": CATALOG_GROUP,
     "proxy": PROXY_GROUP,
     "tls": TLS_GROUP,
+    "websocket": WEBSOCKET_GROUP,
 }
 
 # Groups left out of the headline: their other servers are teaching examples, not peers one would pick.

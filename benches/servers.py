@@ -20,7 +20,9 @@ measured on a scenario only if it has a command for that app:
 - ``flask``, ``fastapi``: the framework apps of benches/apps/;
 - ``starlette-file``: Starlette's ``FileResponse`` of the site's files (ASGI pathsend);
 - ``proxy``: a forward proxy (rush proxy, squid, tinyproxy, proxy.py), measured with an
-  origin in front of which it stands (`benches.proxies`, ``Scenario.origin_app``).
+  origin in front of which it stands (`benches.proxies`, ``Scenario.origin_app``);
+- ``ws``: WebSocket ``/echo`` and ``/broadcast`` (and ``GET /``), from each interface's
+  benches/apps/ws_*.py module: the websocket group, one row per server and interface.
 
 Templates use ``{bin}`` (the venv's bin directory), ``{host}``, ``{port}``,
 ``{workers}`` (only servers whose template has it take part in multi-worker
@@ -170,6 +172,11 @@ def granian(interface: str, app: str, *options: str) -> tuple[str, ...]:
         *options,
         app,
     )
+
+
+def granian_ws(interface: str, app: str, *options: str) -> tuple[str, ...]:
+    """granian's set-up of `granian` with WebSocket on (the hello entries turn it off)."""
+    return tuple(part for part in granian(interface, app, *options) if part != "--no-ws")
 
 
 def uvicorn(app: str) -> tuple[str, ...]:
@@ -373,11 +380,34 @@ SERVERS: list[Server] = [
             "proxy": RUSH_PROXY,
             "tls-hello": rush("benches.apps.rush_app:app", "--workers", "1", *RUSH_TLS),
             "tls-static": rush("benches.apps.rush_static_app:app", "--workers", "1", *RUSH_TLS),
+            # The App's WebSocket routes and its native rush.Broadcast group.
+            "ws": rush("benches.apps.ws_rush_app:app", "--workers", "1"),
         },
         probe="import rush._rush",
         version_argv=("{bin}/rush", "--version"),
         install_hint="make build",
         notes="a supervisor process forks the workers; CPU and RSS count all of them",
+    ),
+    Server(
+        name="rush-asgi",
+        title="rush (ASGI, raw app)",
+        venv="rush",
+        apps={"ws": rush("benches.apps.ws_asgi_app:app", "--interface", "asgi", "--workers", "1")},
+        probe="import rush._rush",
+        version_argv=("{bin}/rush", "--version"),
+        install_hint="make build",
+        notes="the websocket group's plain ASGI app (benches/apps/ws_asgi_app.py), the same one uvicorn and "
+        "granian serve",
+    ),
+    Server(
+        name="rush-starlette",
+        title="rush (ASGI, Starlette)",
+        venv="rush",
+        apps={"ws": rush("benches.apps.ws_starlette_app:app", "--interface", "asgi", "--workers", "1")},
+        probe="import rush._rush, starlette",
+        version_argv=("{bin}/rush", "--version"),
+        install_hint="make build",
+        notes="Starlette's WebSocketRoutes (benches/apps/ws_starlette_app.py)",
     ),
     Server(
         name="rush-flask",
@@ -441,6 +471,7 @@ SERVERS: list[Server] = [
             "tls-static": granian(
                 "rsgi", "benches.apps.rsgi_app:app", "--loop", "uvloop", *GRANIAN_STATIC, *GRANIAN_TLS
             ),
+            "ws": granian_ws("rsgi", "benches.apps.ws_rsgi_app:app", "--loop", "uvloop"),
         },
         probe="import granian, uvloop",
         version_argv=("{bin}/granian", "--version"),
@@ -501,6 +532,7 @@ SERVERS: list[Server] = [
             "asgi": granian("asgi", "benches.apps.asgi_app:app", "--loop", "uvloop"),
             "fastapi": granian("asgi", "benches.apps.fastapi_app:app", "--loop", "uvloop"),
             "starlette-file": granian("asgi", "benches.apps.starlette_file_app:app", "--loop", "uvloop"),
+            "ws": granian_ws("asgi", "benches.apps.ws_asgi_app:app", "--loop", "uvloop"),
         },
         probe="import granian, uvloop, fastapi",
         version_argv=("{bin}/granian", "--version"),
@@ -526,11 +558,34 @@ SERVERS: list[Server] = [
             ),
             # The catalog's FastAPI app, with its in-process TTL cache when warm.
             **catalog_apps(uvicorn("examples.catalog.fastapi_app:app")),
+            # WebSocket by the websockets library (uvicorn's default when it is installed).
+            "ws": (*uvicorn("benches.apps.ws_asgi_app:app"), "--ws", "websockets"),
         },
         probe="import uvicorn, uvloop, httptools, fastapi",
         version_argv=("{bin}/uvicorn", "--version"),
         requirements=("uvicorn[standard]", "fastapi", "psycopg[binary]", "psycopg_pool", "PyMySQL", "cachetools"),
-        notes="serves no static files: left out of the static-file scenarios",
+        notes="serves no static files: left out of the static-file scenarios; WebSocket by websockets",
+    ),
+    Server(
+        name="uvicorn-wsproto",
+        title="uvicorn (ASGI, WebSocket by wsproto)",
+        venv="bench",
+        apps={"ws": (*uvicorn("benches.apps.ws_asgi_app:app"), "--ws", "wsproto")},
+        probe="import uvicorn, uvloop, httptools, wsproto",
+        version_argv=("{bin}/uvicorn", "--version"),
+        requirements=("uvicorn[standard]", "wsproto"),
+        notes="uvicorn's other WebSocket implementation (sans-IO wsproto), the same raw ASGI app",
+    ),
+    Server(
+        name="uvicorn-starlette",
+        title="uvicorn (ASGI, Starlette, WebSocket by websockets)",
+        venv="bench",
+        apps={"ws": (*uvicorn("benches.apps.ws_starlette_app:app"), "--ws", "websockets")},
+        probe="import uvicorn, uvloop, httptools, starlette",
+        version_argv=("{bin}/uvicorn", "--version"),
+        requirements=("uvicorn[standard]", "starlette"),
+        default=False,
+        notes="the Starlette app of rush-starlette under uvicorn, for the framework's share",
     ),
     Server(
         name="gunicorn-meinheld",
@@ -602,7 +657,11 @@ SERVERS: list[Server] = [
         name="socketify",
         title="socketify (native API)",
         venv="bench",
-        apps={"hello": python_module("benches.apps.socketify_app")},
+        apps={
+            "hello": python_module("benches.apps.socketify_app"),
+            # Its native WebSocket API: app.ws() handlers, and app.publish() for the broadcast.
+            "ws": python_module("benches.apps.ws_socketify_app"),
+        },
         probe="import socketify",
         version_argv=(
             "{bin}/python",

@@ -15,6 +15,7 @@ to the proxy and benches/lua/proxy.lua sends that absolute-form target.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import sys
@@ -28,6 +29,10 @@ PIPELINE_SCRIPT = BENCHES_DIR / "lua" / "pipeline.lua"
 PROXY_SCRIPT = BENCHES_DIR / "lua" / "proxy.lua"
 # CONNECT tunnels, which wrk cannot open (scenarios with load="tunnel"); prints a wrk-style report.
 TUNNEL_LOAD = BENCHES_DIR / "tunnel_load.py"
+# The websocket group's load generator (benches/rust/src/bin/ws-load.rs, built with the Rust peers).
+WS_LOAD = BENCHES_DIR / "rust" / "target" / "release" / "ws-load"
+# Seconds ws-load waits for any one read or write before counting a timeout.
+WS_TIMEOUT_S = 5
 # A request slower than this counts as a wrk "timeout" socket error; wrk's default is 2 s.
 WRK_TIMEOUT = "5s"
 
@@ -123,6 +128,10 @@ def wrk_command(scenario: Scenario, url: str, duration_s: float, wrk: str = "wrk
     (for a tunnel scenario, the argv of benches/tunnel_load.py, which reports as wrk does)."""
     if scenario.load == "tunnel":
         return tunnel_command(scenario, url, duration_s)
+    if scenario.load == "websocket":
+        return ws_load_command(scenario, url, duration_s)
+    if scenario.load == "ws-idle":
+        return ws_idle_command(scenario, url)
     argv = [
         wrk,
         f"-t{scenario.threads}",
@@ -160,6 +169,77 @@ def tunnel_command(scenario: Scenario, url: str, duration_s: float, check: bool 
     if check:
         return [*argv, "--check"]
     return [*argv, "--connections", str(scenario.connections), "--duration", f"{duration_s:g}", *scenario.wrk_args]
+
+
+def ws_url(url: str, path: str) -> str:
+    """``http://H:P`` and ``/echo`` -> ``ws://H:P/echo``."""
+    return "ws://" + url.split("://", 1)[-1].rstrip("/") + path
+
+
+def ws_load_command(scenario: Scenario, url: str, duration_s: float) -> list[str]:
+    """ws-load against the scenario's endpoint: its own warm-up is off (the runner warms up with
+    a run of its own, as with wrk)."""
+    return [
+        str(WS_LOAD),
+        "--url",
+        ws_url(url, scenario.path),
+        "--mode",
+        scenario.ws_mode,
+        "--connections",
+        str(scenario.connections),
+        "--size",
+        str(scenario.message_size),
+        "--duration",
+        f"{duration_s:g}",
+        "--warmup",
+        "0",
+        "--timeout",
+        str(WS_TIMEOUT_S),
+        *scenario.wrk_args,
+    ]
+
+
+def ws_idle_command(scenario: Scenario, url: str) -> list[str]:
+    """benches/wsclient.py holding the scenario's idle connections (the runner drives it)."""
+    argv = [sys.executable, "-m", "benches.wsclient", "idle", "--url", ws_url(url, scenario.path)]
+    argv += ["--connections", str(scenario.connections)]
+    return [*argv, "--deflate"] if scenario.deflate else argv
+
+
+def parse_ws_load_output(output: str) -> WrkResult:
+    """ws-load's JSON report as a `WrkResult`: messages (deliveries, for a broadcast) as requests,
+    wrong and missed answers as error responses, closed connections as read errors. Raises
+    WrkError without a report, or when it reports no throughput (it never does for wrong answers)."""
+    lines = [line for line in output.splitlines() if line.startswith("{")]
+    if not lines:
+        raise WrkError(f"no ws-load report found ({' | '.join(output.strip().splitlines()[:3]) or 'no output'})")
+    try:
+        report = json.loads(lines[-1])
+    except ValueError as error:
+        raise WrkError(f"ws-load's report is not JSON: {error}") from error
+    errors = report.get("errors", {})
+    if report.get("messages_per_second") is None:
+        raise WrkError(f"ws-load reported no throughput: errors {errors}")
+    latency = report.get("latency_ms", {})
+    return WrkResult(
+        requests=int(report["messages"]),
+        duration_s=float(report["duration_s"]),
+        requests_per_second=float(report["messages_per_second"]),
+        latency_ms={percent: float(latency[percent]) for percent in ("p50", "p75", "p90", "p99") if percent in latency},
+        socket_errors={
+            "connect": int(errors.get("connect", 0)),
+            "read": int(errors.get("read", 0)) + int(errors.get("closed", 0)),
+            "write": int(errors.get("write", 0)),
+            "timeout": int(errors.get("timeout", 0)),
+        },
+        non_2xx_3xx=int(errors.get("wrong", 0)) + int(errors.get("missed", 0)),
+        transfer_bytes=float(report.get("bytes", 0)),
+    )
+
+
+def parse_load_output(scenario: Scenario, output: str) -> WrkResult:
+    """The report of whichever load generator the scenario uses."""
+    return parse_ws_load_output(output) if scenario.load == "websocket" else parse_wrk_output(output)
 
 
 def readable_command(argv: list[str]) -> str:

@@ -46,12 +46,15 @@ from benches.scenarios import GROUPS, Expectation, Scenario, all_scenarios, sele
 from benches.servers import SERVERS, Launch, Server, select_servers
 from benches.wrk import (
     PIPELINE_SCRIPT,
+    WS_LOAD,
     WrkError,
     WrkResult,
     duration_to_ms,
     parse_wrk_output,
+    parse_ws_load_output,
     size_to_bytes,
     wrk_command,
+    ws_load_command,
 )
 
 WRK_CLEAN = """\
@@ -1009,3 +1012,123 @@ def test_proxy_peer_configs_listen_on_the_run_address_and_keep_files_in_the_work
     assert f"pid_filename {tmp_path}/squid.pid" in squid
     tinyproxy = tinyproxy_config("127.0.0.1", 4321, tmp_path)
     assert "Port 4321" in tinyproxy and "Listen 127.0.0.1" in tinyproxy and str(tmp_path) in tinyproxy
+
+
+# --- the websocket group ------------------------------------------------------------------------
+
+WS_ECHO = Scenario(
+    name="echo",
+    group="ws",
+    title="echo",
+    path="/echo",
+    expect=Expectation(status=101),
+    app="ws",
+    load="websocket",
+    message_size=20,
+)
+WS_BROADCAST = Scenario(
+    name="bc",
+    group="ws",
+    title="broadcast",
+    path="/broadcast",
+    expect=Expectation(status=101),
+    app="ws",
+    load="websocket",
+    connections=16,
+    message_size=20,
+)
+WS_IDLE = Scenario(
+    name="idle",
+    group="ws",
+    title="idle",
+    path="/echo",
+    expect=Expectation(status=101),
+    app="ws",
+    load="ws-idle",
+    connections=1000,
+    message_size=20,
+    deflate=True,
+)
+WS_LOAD_CLEAN = (
+    '{"mode": "echo", "url": "ws://127.0.0.1:1/echo", "connections": 100, "size": 20, "ok": true, '
+    '"messages": 500000, "bytes": 10000000, "duration_s": 10.0000, "messages_per_second": 50000.00, '
+    '"latency_ms": {"p50": 1.500, "p75": 1.800, "p90": 2.000, "p99": 4.000, "max": 9.000}, '
+    '"errors": {"connect": 0, "wrong": 0, "missed": 0, "closed": 0, "read": 0, "write": 0, "timeout": 0}}'
+)
+
+
+def test_a_ws_load_report_becomes_a_wrk_result_that_counts():
+    result = parse_ws_load_output(WS_LOAD_CLEAN + "\n")
+    assert result.requests == 500_000 and result.requests_per_second == 50_000.0
+    assert result.latency_ms == {"p50": 1.5, "p75": 1.8, "p90": 2.0, "p99": 4.0}
+    assert wrk_failure(result, WS_ECHO) is None
+
+
+def test_a_ws_load_report_without_throughput_never_becomes_a_number():
+    wrong = WS_LOAD_CLEAN.replace('"ok": true', '"ok": false').replace("50000.00", "null")
+    wrong = wrong.replace('"wrong": 0', '"wrong": 3')
+    with pytest.raises(WrkError, match=r"no throughput.*'wrong': 3"):
+        parse_ws_load_output(wrong)
+    with pytest.raises(WrkError, match="no ws-load report"):
+        parse_ws_load_output("thread panicked\n")
+
+
+def test_ws_load_commands_follow_the_scenario():
+    echo = ws_load_command(WS_ECHO, "http://127.0.0.1:8123", 10)
+    assert echo[0].endswith("ws-load") and echo[1:3] == ["--url", "ws://127.0.0.1:8123/echo"]
+    assert echo[echo.index("--mode") + 1] == "echo" and echo[echo.index("--size") + 1] == "20"
+    assert echo[echo.index("--warmup") + 1] == "0"
+    broadcast = wrk_command(WS_BROADCAST, "http://127.0.0.1:8123", 5)
+    assert broadcast[broadcast.index("--mode") + 1] == "broadcast"
+    assert broadcast[broadcast.index("--connections") + 1] == "16"
+    idle = wrk_command(WS_IDLE, "http://127.0.0.1:8123", 0)
+    assert idle[1:4] == ["-m", "benches.wsclient", "idle"] and idle[-1] == "--deflate"
+
+
+def test_the_websocket_group_has_its_scenarios_and_servers():
+    names = [scenario.name for scenario in GROUPS["websocket"]]
+    assert names == ["echo-20B", "echo-16KiB", "broadcast-16", "broadcast-1000", "idle-1000", "idle-1000-deflate"]
+    serving = {server.name for server in SERVERS if server.default and server.serves(GROUPS["websocket"][0])}
+    assert {"rush", "rush-asgi", "rush-starlette", "uvicorn", "uvicorn-wsproto", "granian-asgi", "socketify"} <= serving
+    deflate = GROUPS["websocket"][-1]
+    assert not any(server.serves(deflate) for server in SERVERS if server.name.startswith("granian"))
+
+
+def test_a_partial_websocket_run_leaves_the_readme_alone():
+    everything = select_servers(None)
+    assert complete_groups(GROUPS["websocket"], everything, "auto") == ["websocket"]
+    assert complete_groups(GROUPS["websocket"], select_servers(["rush", "uvicorn"]), "auto") == []
+    assert complete_groups(GROUPS["websocket"][:2], everything, "auto") == []
+
+
+def test_websocket_table_shows_messages_and_memory_per_connection():
+    echo_rush = run("rush", 1, 60_000.0, scenario="ws/echo")
+    echo_peer = run("peer", 1, 20_000.0, scenario="ws/echo")
+    idle_rush = RunRecord(scenario="ws/idle", server="rush", repeat=1, ok=True, rss_per_connection_bytes=5120.0)
+    idle_rush.cpu_us_per_request, idle_rush.peak_rss_bytes = 40.0, 60_000_000
+    document = results_for([echo_rush, echo_peer, idle_rush], [WS_ECHO, WS_IDLE])
+    summaries = {(summary["scenario"], summary["server"]): summary for summary in document["summaries"]}
+    assert summaries[("ws/idle", "rush")]["medians"]["rss_per_connection_bytes"] == 5120.0
+    latest = merge_into_latest({"groups": {}}, document, ["ws"], "results/x.json")
+    table = render_group("ws", latest["groups"]["ws"], chart_exists=False)
+    assert "| scenario | server | messages/s | vs rush |" in table
+    assert "| echo | peer | 20,000 | 0.33x |" in table
+    assert "| idle | rush | — | — | — | — | 40.0 µs ‡ | 60.0 MB | 5.00 KiB |" in table
+    assert [row["scenario"] for row in headline_rows(latest)] == ["ws: echo"]
+
+
+@pytest.mark.skipif(not WS_LOAD.exists(), reason="ws-load is not built (make bench-tools)")
+def test_ws_load_reports_no_throughput_when_it_cannot_connect():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # bound, never listening: connections are refused
+        completed = subprocess.run(
+            [str(WS_LOAD), "--url", f"ws://127.0.0.1:{port}/echo", "--connections", "2", "--duration", "1"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    assert completed.returncode == 1
+    report = json.loads(completed.stdout)
+    assert report["messages_per_second"] is None and report["errors"]["connect"] == 2
