@@ -443,6 +443,7 @@ SERVERS: list[Server] = [
         venv="rush",
         apps={
             "hello": rush_baseline("benches.apps.rush_app:app", "--workers", "1"),
+            "ws": rush_baseline("benches.apps.ws_rush_app:app", "--workers", "1"),
             "static": rush_baseline("benches.apps.rush_static_app:app", "--workers", "1"),
             "wsgi": rush_baseline("benches.apps.wsgi_app:app", "--interface", "wsgi", "--workers", "1"),
             "asgi": rush_baseline("benches.apps.asgi_app:app", "--interface", "asgi", "--workers", "1"),
@@ -458,6 +459,17 @@ SERVERS: list[Server] = [
         install_hint="copy an older build's python/rush into benches/.tools/rush-baseline/",
         default=False,
         notes="the previous build of rush (benches/.tools/rush-baseline), to measure a change against",
+    ),
+    Server(
+        name="rush-baseline-asgi",
+        title="rush (baseline build), ASGI WebSocket",
+        venv="rush",
+        apps={"ws": rush_baseline("benches.apps.ws_asgi_app:app", "--interface", "asgi", "--workers", "1")},
+        probe="import rush._rush",
+        version_argv=("{bin}/rush", "--version"),
+        install_hint="copy an older build's python/rush into benches/.tools/rush-baseline/",
+        default=False,
+        notes="rush-asgi's websocket app on the baseline build",
     ),
     Server(
         name="granian-rsgi",
