@@ -15,6 +15,7 @@ mod cache;
 mod conn;
 mod coroutine;
 mod dispatch;
+mod exchange;
 mod forwarding;
 mod http1;
 mod http_write;

@@ -16,8 +16,7 @@ mod transport;
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use crate::forwarding::RequestOrigin;
-use crate::inflight::{InFlight, PeerObjects};
+use crate::inflight::{PeerObjects, RequestUnit};
 use crate::options::{LoopConfig, LINGER_TIMEOUT};
 
 pub(crate) use sink::ResponseSink;
@@ -58,9 +57,9 @@ pub struct Connection {
     pub sink: ResponseSink,
     /// What the connection is reading and writing (see [`state`]).
     pub state: ConnState,
-    /// The response still being produced, if any (a running handler, a
-    /// streamed body): the dispatchers' business, kept here.
-    pub in_flight: Option<InFlight>,
+    /// The request this connection is answering (HTTP/1.1 answers one at
+    /// a time): its Python side in flight, its origin, its clock.
+    pub request: RequestUnit,
     /// When the state's timer ([`ConnState::timer`]) runs out, if one applies.
     pub deadline: Option<Instant>,
     /// The peer closed its side (read returned 0).
@@ -69,13 +68,6 @@ pub struct Connection {
     pub peer_sent_fin: bool,
     /// The peer is a trusted proxy: its forwarding headers are read.
     pub trusted_proxy: bool,
-    /// The current request's origin as its trusted proxy reports it
-    /// (`crate::forwarding`); `None` for most requests.
-    pub origin: Option<Box<RequestOrigin>>,
-    /// When the current request was dispatched (the access log's duration).
-    pub request_started: Instant,
-    /// Request header values `--access-log-format` shows (copied at dispatch).
-    pub log_headers: Vec<Option<String>>,
 }
 
 impl Connection {
@@ -93,14 +85,11 @@ impl Connection {
             input: Vec::new(),
             sink: ResponseSink::default(),
             state: ConnState::default(),
-            in_flight: None,
+            request: RequestUnit::new(now),
             deadline: Some(now + config.keep_alive_timeout),
             peer_closed: false,
             peer_sent_fin: false,
             trusted_proxy: false,
-            origin: None,
-            request_started: now,
-            log_headers: Vec::new(),
         }
     }
 
@@ -143,9 +132,9 @@ impl Connection {
 
 impl Drop for Connection {
     /// A connection closed while its response is still being produced: the
-    /// app is told (see [`InFlight::client_gone`]).
+    /// app is told (see [`crate::inflight::InFlight::client_gone`]).
     fn drop(&mut self) {
-        if let Some(in_flight) = &self.in_flight {
+        if let Some(in_flight) = &self.request.in_flight {
             in_flight.client_gone();
         }
     }

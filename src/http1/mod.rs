@@ -9,5 +9,7 @@
 //! connection (a WebSocket session, a CONNECT relay) is another module
 //! beside this one, chosen by the connection's state after an upgrade.
 
+mod accounting;
 mod drive;
 mod input;
+mod writer;
