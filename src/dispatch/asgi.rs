@@ -350,7 +350,7 @@ impl Core {
                 name.eq_ignore_ascii_case(b"connection") && connection_has_close(value)
             });
             let close = app_close || framing == AsgiFraming::UntilClose;
-            let out = &mut connection.output();
+            let out = connection.output();
             rush_proto::response::write_status_line(out, send.status);
             let mut fields = AppFields::default();
             for (name, value) in &send.headers {
@@ -382,7 +382,7 @@ impl Core {
         let pending = std::mem::take(&mut send.pending_body);
         send.body_written += pending.len() as u64;
         if !write.head_only && !send.bodyless && !pending.is_empty() {
-            let out = &mut connection.output();
+            let out = connection.output();
             if send.framing_chunked {
                 out.extend_from_slice(format!("{:x}\r\n", pending.len()).as_bytes());
                 out.extend_from_slice(&pending);
@@ -558,7 +558,7 @@ impl Core {
             &extra_lines,
             &conditional,
             &context,
-            &mut connection.output(),
+            connection.output(),
             (status != 200).then_some(status),
         );
         connection.set_body(outcome.body);

@@ -232,7 +232,7 @@ impl Core {
         context: &ResponseContext<'_>,
         from_cache: bool,
     ) -> u16 {
-        let out = &mut connection.output();
+        let out = connection.output();
         let not_modified = !stored.not_modified_head.is_empty()
             && if_none_match.is_some_and(|candidates| etag_list_matches(candidates, &stored.etag));
         out.extend_from_slice(if not_modified {

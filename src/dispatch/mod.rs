@@ -210,7 +210,7 @@ impl Core {
             allow: None,
         };
         write_status_page(
-            &mut connection.output(),
+            connection.output(),
             500,
             std::iter::empty(),
             &context,
@@ -246,7 +246,7 @@ impl Core {
                 &value,
                 awaiting.default_status,
                 &context,
-                &mut connection.output(),
+                connection.output(),
             )
         });
         let (status, length, close) = match rendered {
@@ -261,14 +261,14 @@ impl Core {
                     &format!("Exception in handler for {}", line.text()),
                     Some(error),
                 );
-                match self.render_error_page(py, awaiting, &context, &mut connection.output()) {
+                match self.render_error_page(py, awaiting, &context, connection.output()) {
                     Some(rendered) => {
                         connection.set_body(rendered.body);
                         (rendered.status, rendered.body_length, rendered.close)
                     }
                     None => {
                         let length = write_status_page(
-                            &mut connection.output(),
+                            connection.output(),
                             500,
                             std::iter::empty(),
                             &context,

@@ -57,7 +57,7 @@ impl Core {
         let (handler, default_status) = match decision {
             RouteDecision::Redirect(redirect) => {
                 connection.output().extend_from_slice(&redirect.head_prefix);
-                finish_head(&mut connection.output(), &context, false);
+                finish_head(connection.output(), &context, false);
                 self.access_log(
                     py,
                     connection,
@@ -88,7 +88,7 @@ impl Core {
                     matches!(head.method, Method::Get | Method::Head),
                     &conditional,
                     &context,
-                    &mut connection.output(),
+                    connection.output(),
                 );
                 match router.error_handler(404) {
                     // The app's own 404 page wins over the native one.
@@ -144,7 +144,7 @@ impl Core {
                 Some(handler) => (handler, 404),
                 None => {
                     let length = write_status_page(
-                        &mut connection.output(),
+                        connection.output(),
                         404,
                         std::iter::empty(),
                         &context,
@@ -167,13 +167,8 @@ impl Core {
                 }
                 None => {
                     let allow_header = std::iter::once((&b"Allow"[..], allow));
-                    let length = write_status_page(
-                        &mut connection.output(),
-                        405,
-                        allow_header,
-                        &context,
-                        false,
-                    );
+                    let length =
+                        write_status_page(connection.output(), 405, allow_header, &context, false);
                     self.access_log(
                         py,
                         connection,

@@ -158,7 +158,7 @@ impl Core {
             && !self.closes_for_drain()
             && !response.requests_close()
             && !encoder.closes_connection();
-        let out = &mut connection.output();
+        let out = connection.output();
         let fields = response.write_status_and_headers(out);
         encoder.write_framing_header(out);
         let context = ResponseContext {
@@ -180,10 +180,7 @@ impl Core {
             unflushed: false,
         });
         // What the app passed to write(), and a generator's first chunk.
-        if let Err(error) = stream
-            .encoder
-            .encode(&response.body, &mut connection.output())
-        {
+        if let Err(error) = stream.encoder.encode(&response.body, connection.output()) {
             return self.end_wsgi_stream(py, connection, *stream, StreamEnd::Misframed(error));
         }
         stream.unflushed = !response.body.is_empty();
