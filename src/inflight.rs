@@ -16,7 +16,7 @@ use rush_proto::encode::{BodyEncoder, EncodeError};
 use rush_proto::RequestHead;
 
 use crate::forwarding::RequestOrigin;
-use crate::wsgi::BodyIterator;
+use crate::wsgi::objects::BodyIterator;
 
 /// The request unit: what one request owns while it is answered, apart
 /// from the connection (and, with HTTP/2, the stream) it came on. A
@@ -122,8 +122,8 @@ impl AwaitingResponse {
 }
 
 pub struct AsgiExchange {
-    pub send: pyo3::Py<crate::asgi::AsgiSend>,
-    pub receive: pyo3::Py<crate::asgi::AsgiReceive>,
+    pub send: pyo3::Py<crate::asgi::objects::AsgiSend>,
+    pub receive: pyo3::Py<crate::asgi::objects::AsgiReceive>,
 }
 
 impl AsgiExchange {

@@ -9,6 +9,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod access_log;
+mod app;
 mod asgi;
 mod body;
 mod cache;

@@ -10,7 +10,7 @@
 
 mod sink;
 pub mod state;
-mod tls;
+mod tls_stream;
 mod transport;
 
 use std::net::SocketAddr;
@@ -21,7 +21,7 @@ use crate::options::{LoopConfig, LINGER_TIMEOUT};
 
 pub(crate) use sink::ResponseSink;
 pub(crate) use state::{BodyProgress, ConnState, PendingBody, ReadState, Timer, WriteState};
-pub(crate) use tls::{HandshakeGate, TlsInfo, TlsStream};
+pub(crate) use tls_stream::{HandshakeGate, TlsInfo, TlsStream};
 pub(crate) use transport::Stream;
 
 /// Whether a connection survives a drive.

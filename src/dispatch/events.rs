@@ -14,7 +14,8 @@ use pyo3::prelude::*;
 
 use rush_proto::RequestHead;
 
-use super::{AppInterface, AsgiBody, Core, Outcome};
+use super::{AppInterface, Core, Outcome};
+use crate::asgi::dispatch::AsgiBody;
 use crate::conn::BodyProgress;
 use crate::exchange::{ResponseWriter, StreamKey};
 use crate::inflight::InFlight;

@@ -1,21 +1,23 @@
-//! Dispatch: from a parsed request to a response in the connection's output.
+//! Dispatch: what the interfaces share, and the dispatcher's surface to a
+//! protocol driver.
 //!
 //! How it works: [`Core`] holds what every request of the worker needs (the
-//! router, static files, the app settings, the date, loggers). The native
-//! App's routing ([`native`]) runs first for every request: redirects, static
-//! mounts, 404/405 and routes are answered there, and whatever no route
-//! claims goes to the WSGI ([`wsgi`]) or ASGI ([`asgi`]) app when one is
-//! served. Each path ends in an [`Outcome`] that the connection's state
-//! machine turns into its next state. A handler that is still running
-//! (a suspended coroutine, a pool thread) is `Outcome::Pending`, finished
-//! later through [`crate::server::Server::complete`].
+//! router, static files, the app settings, the date, loggers); the helpers
+//! here (the access log, a handler's result rendered, the 500 page) write
+//! through the response-writer seam (`crate::exchange`). Each interface
+//! has its own home above this module: the native App's routing, which
+//! runs first for every request (`crate::app`), WSGI (`crate::wsgi`) and
+//! ASGI (`crate::asgi`). Each path ends in an [`Outcome`] that the
+//! protocol turns into its connection's next state. A protocol driver
+//! tells a request in flight what happens through `events.rs`; a handler
+//! that is still running (a suspended coroutine, a pool thread) is
+//! `Outcome::Pending`, finished later through `resume.rs` (called by
+//! `crate::server::Server::complete`); `cached.rs` answers from and fills
+//! the response cache for every interface.
 
-mod asgi;
-mod cached;
+pub(crate) mod cached;
 mod events;
-mod native;
 mod resume;
-mod wsgi;
 
 use std::time::Instant;
 
@@ -24,7 +26,7 @@ use pyo3::types::{PyDict, PyTuple};
 use rush_proto::{DateCache, HeaderSpan, RequestHead};
 
 use crate::access_log::{AccessEntry, AccessFormat};
-use crate::asgi::AsgiSettings;
+use crate::asgi::objects::AsgiSettings;
 use crate::coroutine::{self, send_none, CoroutineStart, Step};
 use crate::exchange::{ResponseWriter, StreamKey};
 use crate::forwarding::Forwarding;
@@ -36,9 +38,7 @@ use crate::request::Request;
 use crate::response::{render_result, write_status_page, ResponseContext};
 use crate::router::{Handler, Router};
 use crate::static_files::StaticFiles;
-use crate::wsgi::WsgiSettings;
-
-pub(crate) use asgi::{AsgiBody, AsgiWrite};
+use crate::wsgi::objects::WsgiSettings;
 
 /// What every request of one worker needs besides its connection.
 pub(crate) struct Core {
@@ -106,13 +106,13 @@ pub(crate) struct Core {
 /// How requests that no native route answers reach the app: a closed set
 /// of three, chosen once when the worker starts. (An enum rather than a
 /// trait object: the three are known, each lives in its own module, and
-/// the choice is made in one `match` in `native.rs`.)
+/// the choice is made in one `match` in `app/dispatch.rs`.)
 pub(crate) enum AppInterface {
     /// A rush `App`: its routes are the router's; anything else is a 404.
     Native,
-    /// A WSGI app (`wsgi.rs`), on the loop thread or the `--threads` pool.
+    /// A WSGI app (`crate::wsgi`), on the loop thread or the `--threads` pool.
     Wsgi(WsgiSettings),
-    /// An ASGI app (`asgi.rs`), on the worker's asyncio loop.
+    /// An ASGI app (`crate::asgi`), on the worker's asyncio loop.
     Asgi(AsgiSettings),
 }
 

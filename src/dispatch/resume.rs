@@ -6,10 +6,11 @@
 use pyo3::prelude::*;
 
 use super::cached::FillAnswer;
-use super::{AsgiWrite, Core, Outcome, RequestLine};
+use super::{Core, Outcome, RequestLine};
+use crate::asgi::dispatch::AsgiWrite;
 use crate::exchange::ResponseWriter;
 use crate::inflight::{AsgiExchange, InFlight};
-use crate::wsgi::WsgiResponse;
+use crate::wsgi::objects::WsgiResponse;
 
 impl Core {
     /// Writes what a suspended ASGI app has sent since. `Some` once its

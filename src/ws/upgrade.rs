@@ -19,7 +19,7 @@ use rush_proto::{HeaderSpan, RequestHead};
 
 use super::channel::{WebSocket, WebSocketSetup};
 use super::WsSession;
-use crate::asgi::{address_object, build_scope};
+use crate::asgi::objects::{address_object, build_scope};
 use crate::conn::{Connection, Protocol};
 use crate::coroutine::CoroutineStart;
 use crate::dispatch::{request_line, AppInterface, Core};

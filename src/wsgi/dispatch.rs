@@ -1,8 +1,10 @@
-//! WSGI dispatch: build `environ`, call the app on the loop thread or hand
-//! it to the `--threads` pool, and frame what it returns.
+//! WSGI, the loop's half: build `environ`, call the app on the loop thread
+//! or hand it to the `--threads` pool, and frame what it returns through
+//! the response-writer seam (`crate::exchange`). The objects the app sees
+//! are the other half, `objects.rs`.
 //!
 //! A body that is a list or tuple is sent whole (its length is known, its
-//! Content-Length checked). Any other iterable is streamed: the connection
+//! Content-Length checked). Any other iterable is streamed: the response
 //! enters the `Streaming` write state and [`Core::pump_wsgi`] pulls chunks while
 //! the client keeps up, pausing at the high-water mark and resuming when
 //! the socket drains, so memory stays flat for any body size. The
@@ -13,16 +15,16 @@ use rush_proto::RequestHead;
 
 use rush_proto::encode::{BodyEncoder, FramingPlan};
 
-use super::cached::FillAnswer;
-use super::{keep_or_close, AppInterface, Core, Outcome, RequestLine};
+use super::objects::{build_environ, call_wsgi, WsgiResponse};
 use crate::body::RequestBody;
 use crate::cache::CacheFill;
+use crate::dispatch::cached::FillAnswer;
+use crate::dispatch::{keep_or_close, AppInterface, Core, Outcome, RequestLine};
 use crate::exchange::{ResponseWriter, StreamKey};
 use crate::http_write::{finish_head_after, ResponseContext};
 use crate::inflight::{
     AwaitingResponse, BodySource, InFlight, PoolChannel, StreamEnd, Taken, WsgiStream,
 };
-use crate::wsgi::{build_environ, call_wsgi, WsgiResponse};
 
 impl Core {
     /// Runs the WSGI app for a request, on this thread or on the pool.

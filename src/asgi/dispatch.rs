@@ -1,18 +1,20 @@
-//! ASGI dispatch: start the app with its scope, run its first step inline,
-//! and write what it sends (framed by the server) as it sends it.
+//! ASGI, the loop's half: start the app with its scope, run its first step
+//! inline, and write what it sends (framed by the server) as it sends it,
+//! through the response-writer seam (`crate::exchange`). The objects the
+//! app sees (scope, `receive`, `send`) are `objects.rs`.
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use rush_proto::encode::{connection_has_close, is_framing_header, status_has_no_body};
 use rush_proto::RequestHead;
 
-use super::cached::{FillAnswer, RECORD_LIMIT};
-use super::{keep_or_close, AppInterface, Core, Outcome, RequestLine};
-use crate::asgi::{address_object, build_scope, AsgiReceive, AsgiSend, SendState};
+use super::objects::{address_object, build_scope, AsgiReceive, AsgiSend, SendState};
 use crate::body::RequestBody;
 use crate::cache::CacheFill;
 use crate::conn::BodyProgress;
 use crate::coroutine::CoroutineStart;
+use crate::dispatch::cached::{FillAnswer, RECORD_LIMIT};
+use crate::dispatch::{keep_or_close, AppInterface, Core, Outcome, RequestLine};
 use crate::exchange::{ResponseWriter, StreamKey};
 use crate::http_write::{finish_head_after, AppFields, ResponseContext};
 use crate::inflight::{AsgiExchange, AwaitingResponse, InFlight};

@@ -1,14 +1,17 @@
-//! The native App's dispatch: routes, redirects, static mounts, 404/405,
-//! and calling a handler (sync, or async with its first step inline).
+//! The entry of every request, and the native App's dispatch: routes,
+//! redirects, static mounts, 404/405, cached routes, and calling a handler
+//! (sync, or async with its first step inline); what no route claims goes
+//! on to the WSGI or ASGI app. Written through the response-writer seam
+//! (`crate::exchange`).
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use rush_proto::{Method, RequestHead, Version};
 
-use super::cached::{CacheLookup, FillAnswer};
-use super::{call_handler, keep_or_close, AppInterface, Core, Outcome, RequestLine};
 use crate::body::RequestBody;
 use crate::coroutine::CoroutineStart;
+use crate::dispatch::cached::{CacheLookup, FillAnswer};
+use crate::dispatch::{call_handler, keep_or_close, AppInterface, Core, Outcome, RequestLine};
 use crate::exchange::{ResponseWriter, StreamKey};
 use crate::inflight::{AwaitingResponse, InFlight};
 use crate::request::{decode_path, header_fields, Request, RequestParts};
@@ -16,7 +19,7 @@ use crate::response::{finish_head, write_status_page, ResponseContext};
 use crate::router::RouteDecision;
 use crate::static_files::ConditionalHeaders;
 
-use super::asgi::AsgiBody;
+use crate::asgi::dispatch::AsgiBody;
 
 impl Core {
     /// Routes one complete request and answers it (or starts its async handler).
