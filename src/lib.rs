@@ -16,6 +16,7 @@ mod cache;
 mod conn;
 mod coroutine;
 mod dispatch;
+mod drive;
 mod exchange;
 mod forwarding;
 mod http1;

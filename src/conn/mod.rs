@@ -29,6 +29,9 @@ pub(crate) use transport::Stream;
 pub(crate) enum Disposition {
     Open,
     Close,
+    /// The protocol switched during the drive (`protocol` says to what):
+    /// drive on under the new one.
+    Upgraded,
 }
 
 /// The protocol a connection speaks. A connection starts with HTTP/1.1 and

@@ -36,8 +36,9 @@ impl Core {
             if connection.can_process() && !connection.input.is_empty() {
                 self.process_input(py, connection, key);
                 if let crate::conn::Protocol::WebSocket(_) = connection.protocol {
-                    // Upgraded: the rest of this connection is the WebSocket's.
-                    return self.drive_websocket(py, connection);
+                    // Upgraded: the rest of this connection is the
+                    // WebSocket's (`crate::drive` drives it on).
+                    return Disposition::Upgraded;
                 }
             }
             if connection.has_pending_output() {

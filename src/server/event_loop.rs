@@ -191,23 +191,7 @@ impl Server {
         };
         let core = &mut self.core;
         let disposition = match catch_unwind(AssertUnwindSafe(|| {
-            let disposition = match connection.protocol {
-                Protocol::Http1 => core.drive(py, connection, key),
-                Protocol::WebSocket(_) => core.drive_websocket(py, connection),
-            };
-            // Only a request whose producer waits on the water marks (an
-            // ASGI send()) is paced; every other connection skips this.
-            if disposition == Disposition::Open
-                && connection
-                    .request
-                    .in_flight
-                    .as_ref()
-                    .is_some_and(InFlight::needs_pacing)
-            {
-                core.pace_request(py, connection);
-            }
-            core.account_output(connection);
-            disposition
+            core.drive_protocol(py, connection, key)
         })) {
             Ok(disposition) => disposition,
             Err(_) => {
