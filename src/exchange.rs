@@ -29,7 +29,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use crate::conn::{BodyProgress, TlsInfo};
+use crate::conn::TlsInfo;
 use crate::forwarding::RequestOrigin;
 use crate::http_write::OutgoingBody;
 use crate::inflight::{InFlight, PeerObjects};
@@ -78,9 +78,10 @@ pub(crate) trait ResponseWriter {
     /// next). `Err`: the client is gone.
     fn flush(&mut self, now: Instant, send_timeout: Duration) -> io::Result<()>;
     /// The response goes on after the dispatch returns (a suspended
-    /// handler, a pool thread); `body`: the request body still arriving,
-    /// handed to the app as it comes.
-    fn response_pending(&mut self, body: Option<BodyProgress>);
+    /// handler, a pool thread); `body_flowing`: the request body still
+    /// arrives and is handed to the app as it comes (its framing is the
+    /// protocol's business).
+    fn response_pending(&mut self, body_flowing: bool);
     /// The head is out and the body streams from the app.
     fn streaming_started(&mut self);
     /// The request unit: the request's Python side in flight, if any.

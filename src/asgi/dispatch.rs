@@ -11,7 +11,6 @@ use rush_proto::RequestHead;
 use super::objects::{address_object, build_scope, AsgiReceive, AsgiSend, SendState};
 use crate::body::RequestBody;
 use crate::cache::CacheFill;
-use crate::conn::BodyProgress;
 use crate::coroutine::CoroutineStart;
 use crate::dispatch::cached::{FillAnswer, RECORD_LIMIT};
 use crate::dispatch::{keep_or_close, AppInterface, Core, Outcome, RequestLine};
@@ -88,11 +87,9 @@ impl Core {
     ) -> Outcome {
         let mut awaiting = AwaitingResponse::new(head, keep_alive, 200);
         let line = RequestLine::Raw(head_bytes, head);
-        let (receive, body_stream) = match body {
-            AsgiBody::Complete(body) => (body.to_owned_body().map(AsgiReceive::new), None),
-            AsgiBody::Streaming { initial, progress } => {
-                (Ok(AsgiReceive::streaming(initial)), Some(progress))
-            }
+        let (receive, body_flowing) = match body {
+            AsgiBody::Complete(body) => (body.to_owned_body().map(AsgiReceive::new), false),
+            AsgiBody::Streaming { initial } => (Ok(AsgiReceive::streaming(initial)), true),
         };
         let receive = match receive {
             Ok(receive) => receive,
@@ -165,7 +162,7 @@ impl Core {
         // An app that answers before its body has fully arrived leaves the
         // connection mid-body: it closes after the response.
         let unread_body = |outcome: Outcome| match outcome {
-            Outcome::KeepAlive if body_stream.is_some() => Outcome::Close,
+            Outcome::KeepAlive if body_flowing => Outcome::Close,
             other => other,
         };
         match self.start_coroutine(py, &coroutine, key, awaiting.request_id) {
@@ -206,7 +203,7 @@ impl Core {
                 }
                 awaiting.request_line = line.text().into_owned();
                 awaiting.asgi = Some(exchange);
-                connection.response_pending(body_stream);
+                connection.response_pending(body_flowing);
                 *connection.request() = Some(InFlight::Handler(Box::new(awaiting)));
                 Outcome::Pending
             }
@@ -576,13 +573,11 @@ impl Core {
     }
 }
 
-/// The body an ASGI app gets: complete, or still arriving.
+/// The body an ASGI app gets: complete, or still arriving (the rest comes
+/// through the dispatcher's `request_body`).
 pub(crate) enum AsgiBody<'a> {
     Complete(RequestBody<'a>),
-    Streaming {
-        initial: Vec<u8>,
-        progress: BodyProgress,
-    },
+    Streaming { initial: Vec<u8> },
 }
 
 /// How an ASGI response body is delimited on the wire.

@@ -16,7 +16,6 @@ use rush_proto::RequestHead;
 
 use super::{AppInterface, Core, Outcome};
 use crate::asgi::dispatch::AsgiBody;
-use crate::conn::BodyProgress;
 use crate::exchange::{ResponseWriter, StreamKey};
 use crate::inflight::InFlight;
 
@@ -31,7 +30,8 @@ impl Core {
 
     /// Dispatches a request whose body is still arriving (see
     /// [`Core::takes_body_as_it_comes`]): `initial` came with the head,
-    /// the rest arrives through [`Core::request_body`].
+    /// the rest arrives through [`Core::request_body`], decoded by the
+    /// protocol, which set its progress aside before this call.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn dispatch_body_flowing<W: ResponseWriter>(
         &mut self,
@@ -41,10 +41,9 @@ impl Core {
         head_bytes: &[u8],
         head: &RequestHead,
         initial: Vec<u8>,
-        progress: BodyProgress,
         keep_alive: bool,
     ) -> Outcome {
-        let body = AsgiBody::Streaming { initial, progress };
+        let body = AsgiBody::Streaming { initial };
         self.dispatch_asgi(py, writer, key, head_bytes, head, body, keep_alive, None)
     }
 

@@ -132,11 +132,10 @@ impl Core {
                             }
                             offset += head_end + consumed;
                             let keep_alive = head.keep_alive && !self.closes_for_drain();
-                            connection.state.request_dispatched();
+                            connection.state.request_dispatched_with_body(progress);
                             self.begin_request(connection, head_bytes);
                             let outcome = self.dispatch_body_flowing(
-                                py, connection, stream, head_bytes, &head, initial, progress,
-                                keep_alive,
+                                py, connection, stream, head_bytes, &head, initial, keep_alive,
                             );
                             self.after_outcome(connection, outcome);
                         }

@@ -11,7 +11,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use crate::conn::{BodyProgress, Connection, TlsInfo};
+use crate::conn::{Connection, TlsInfo};
 use crate::exchange::{Peer, ResponseWriter};
 use crate::forwarding::RequestOrigin;
 use crate::http_write::OutgoingBody;
@@ -54,7 +54,14 @@ impl ResponseWriter for Connection {
         Ok(())
     }
 
-    fn response_pending(&mut self, body: Option<BodyProgress>) {
+    fn response_pending(&mut self, body_flowing: bool) {
+        // The body's progress was set aside when the request was
+        // dispatched (`process_input`): the app now takes it as it comes.
+        let body = if body_flowing {
+            self.state.take_body_to_app()
+        } else {
+            None
+        };
         self.state.handler_pending(body);
     }
 

@@ -115,7 +115,7 @@ impl Core {
                     awaiting.request_line = line.text().into_owned();
                     awaiting.request_head = head_bytes.to_vec();
                     awaiting.cache_fill = fill.take();
-                    connection.response_pending(None);
+                    connection.response_pending(false);
                     *connection.request() = Some(InFlight::Handler(Box::new(awaiting)));
                     Outcome::Pending
                 }
