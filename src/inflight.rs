@@ -1,10 +1,13 @@
-//! The Python side of a request in flight on a connection: what the loop
-//! keeps while a handler runs or a body streams, and what it tells the app
-//! when the client goes away.
+//! The request unit: what one request owns while it is answered (its
+//! Python side in flight, its origin, its clock), apart from the
+//! connection and stream it came on; and what the loop tells the app when
+//! the client goes away.
 //!
-//! The connection stores an [`InFlight`] without looking inside: the
-//! dispatchers (`crate::dispatch`) create and use it; the connection only
-//! calls [`InFlight::client_gone`] when it is dropped with one still there.
+//! A protocol keeps a [`RequestUnit`] per request it is answering
+//! (HTTP/1.1: one per connection) without looking inside its
+//! [`InFlight`]: the interfaces create and use it through the
+//! response-writer seam (`crate::exchange`); the connection only calls
+//! [`InFlight::client_gone`] when it is dropped with one still there.
 //! This module sits below both, so neither depends on the other's types.
 
 use std::net::SocketAddr;

@@ -2,11 +2,12 @@
 //!
 //! Where it stands is a [`ConnState`] (`state.rs`): a read state and a
 //! write state, changed only through its event methods, each state naming
-//! the timer that applies to it. The response still being produced (a
-//! running handler, a streamed body) is an opaque [`InFlight`] kept here for
-//! the dispatchers. Buffers are per connection but stay small: `input`
-//! holds only bytes not yet consumed (usually a partial request or nothing),
-//! `output` only bytes the kernel has not taken yet.
+//! the timer that applies to it. The request being answered (its running
+//! handler or streamed body, its origin, its clock) is an opaque
+//! [`RequestUnit`] kept here for the interfaces. Buffers are per
+//! connection but stay small: `input` holds only bytes not yet consumed
+//! (usually a partial request or nothing), `output` only bytes the kernel
+//! has not taken yet.
 
 mod sink;
 pub mod state;
@@ -38,7 +39,7 @@ pub(crate) enum Disposition {
 /// may switch on the same transport after an upgrade (a WebSocket session,
 /// a CONNECT relay: each a variant here, driven by its own module): setting
 /// `protocol` hands over the transport, the unread `input` and the unsent
-/// output as they are.
+/// output as they are. It is matched in one place, `crate::drive`.
 pub enum Protocol {
     /// Requests and responses (`crate::http1`), its state in `Connection::state`.
     Http1,
