@@ -1,20 +1,54 @@
-//! The Python side of a request in flight on a connection: what the loop
-//! keeps while a handler runs or a body streams, and what it tells the app
-//! when the client goes away.
+//! The request unit: what one request owns while it is answered (its
+//! Python side in flight, its origin, its clock), apart from the
+//! connection and stream it came on; and what the loop tells the app when
+//! the client goes away.
 //!
-//! The connection stores an [`InFlight`] without looking inside: the
-//! dispatchers (`crate::dispatch`) create and use it; the connection only
-//! calls [`InFlight::client_gone`] when it is dropped with one still there.
+//! A protocol keeps a [`RequestUnit`] per request it is answering
+//! (HTTP/1.1: one per connection) without looking inside its
+//! [`InFlight`]: the interfaces create and use it through the
+//! response-writer seam (`crate::exchange`); the connection only calls
+//! [`InFlight::client_gone`] when it is dropped with one still there.
 //! This module sits below both, so neither depends on the other's types.
 
 use std::net::SocketAddr;
+use std::time::Instant;
 
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 use rush_proto::encode::{BodyEncoder, EncodeError};
 use rush_proto::RequestHead;
 
-use crate::wsgi::BodyIterator;
+use crate::forwarding::RequestOrigin;
+use crate::wsgi::objects::BodyIterator;
+
+/// The request unit: what one request owns while it is answered, apart
+/// from the connection (and, with HTTP/2, the stream) it came on. A
+/// protocol keeps one per stream it is answering (HTTP/1.1: one per
+/// connection) and reaches it through the request's `StreamKey`
+/// (`crate::exchange`).
+pub struct RequestUnit {
+    /// The response still being produced, if any (a running handler, a
+    /// streamed body): the dispatchers' business.
+    pub in_flight: Option<InFlight>,
+    /// The request's origin as its trusted proxy reports it
+    /// (`crate::forwarding`); `None` for most requests.
+    pub origin: Option<Box<RequestOrigin>>,
+    /// When the request was dispatched (the access log's duration).
+    pub started: Instant,
+    /// Request header values `--access-log-format` shows (copied at dispatch).
+    pub log_headers: Vec<Option<String>>,
+}
+
+impl RequestUnit {
+    pub fn new(now: Instant) -> RequestUnit {
+        RequestUnit {
+            in_flight: None,
+            origin: None,
+            started: now,
+            log_headers: Vec::new(),
+        }
+    }
+}
 
 /// A response still being produced.
 pub enum InFlight {
@@ -28,6 +62,12 @@ pub enum InFlight {
 }
 
 impl InFlight {
+    /// Whether a producer of this request waits on the response's water
+    /// marks (an ASGI `send()`), to be paused and resumed after a drive.
+    pub fn needs_pacing(&self) -> bool {
+        matches!(self, InFlight::Handler(awaiting) if awaiting.asgi.is_some())
+    }
+
     /// The client is gone while this runs: an ASGI app's `receive()` says
     /// `http.disconnect` and its `send()` raises; a streamed body is closed
     /// (its `Drop` does that).
@@ -85,11 +125,43 @@ impl AwaitingResponse {
 }
 
 pub struct AsgiExchange {
-    pub send: pyo3::Py<crate::asgi::AsgiSend>,
-    pub receive: pyo3::Py<crate::asgi::AsgiReceive>,
+    pub send: pyo3::Py<crate::asgi::objects::AsgiSend>,
+    pub receive: pyo3::Py<crate::asgi::objects::AsgiReceive>,
 }
 
 impl AsgiExchange {
+    /// Whether the app takes more of its request body now (its queue is
+    /// under its bound); when it does not, its next `receive()` asks the
+    /// loop to read on.
+    pub fn wants_body(&self, py: Python<'_>) -> bool {
+        self.receive
+            .bind(py)
+            .try_borrow_mut()
+            .is_ok_and(|mut receive| receive.wants_more())
+    }
+
+    /// The client closed its side: `receive()` says `http.disconnect`
+    /// (`send()` still works until the socket fails).
+    pub fn client_left(&self, py: Python<'_>) {
+        if let Ok(mut receive) = self.receive.bind(py).try_borrow_mut() {
+            receive.client_gone(py);
+        }
+    }
+
+    /// Backpressure: `send()` waits while the response's unsent output is
+    /// over the high-water mark (`full`), and goes on once it fell below
+    /// the low-water mark (`room`).
+    pub fn pace(&self, py: Python<'_>, full: bool, room: bool) {
+        let Ok(mut send) = self.send.bind(py).try_borrow_mut() else {
+            return;
+        };
+        if full {
+            send.paused = true;
+        } else if send.paused && room {
+            send.resume(py);
+        }
+    }
+
     /// See [`InFlight::client_gone`].
     pub fn client_gone(&self, py: Python<'_>) {
         if let Ok(mut send) = self.send.bind(py).try_borrow_mut() {

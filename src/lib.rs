@@ -9,12 +9,15 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod access_log;
+mod app;
 mod asgi;
 mod body;
 mod cache;
 mod conn;
 mod coroutine;
 mod dispatch;
+mod drive;
+mod exchange;
 mod forwarding;
 mod http1;
 mod http_write;

@@ -17,7 +17,7 @@ use rush_proto::response::{is_valid_header_name, is_valid_header_value};
 pub use crate::http_write::{finish_head, write_response, write_status_page, ResponseContext};
 use crate::http_write::{Rendered, TEXT_PLAIN};
 use crate::static_files::{load_single_file, serve_file, ConditionalHeaders};
-use crate::wsgi::{render_collected, WsgiResponse};
+use crate::wsgi::objects::{render_collected, WsgiResponse};
 
 const OCTET_STREAM: &[u8] = b"application/octet-stream";
 const APPLICATION_JSON: &[u8] = b"application/json";

@@ -5,7 +5,7 @@
 //! before it forks (so a missing file or a key that does not match its
 //! certificate is one clear start-up error) and again by each worker.
 //! The connection side (reading and writing through a
-//! `rustls::ServerConnection`) is `conn/tls.rs`.
+//! `rustls::ServerConnection`) is `conn/tls_stream.rs`.
 //!
 //! Choices:
 //! * The `ring` provider rather than aws-lc-rs: it builds with nothing but a

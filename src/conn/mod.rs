@@ -2,27 +2,27 @@
 //!
 //! Where it stands is a [`ConnState`] (`state.rs`): a read state and a
 //! write state, changed only through its event methods, each state naming
-//! the timer that applies to it. The response still being produced (a
-//! running handler, a streamed body) is an opaque [`InFlight`] kept here for
-//! the dispatchers. Buffers are per connection but stay small: `input`
-//! holds only bytes not yet consumed (usually a partial request or nothing),
-//! `output` only bytes the kernel has not taken yet.
+//! the timer that applies to it. The request being answered (its running
+//! handler or streamed body, its origin, its clock) is an opaque
+//! [`RequestUnit`] kept here for the interfaces. Buffers are per
+//! connection but stay small: `input` holds only bytes not yet consumed
+//! (usually a partial request or nothing), `output` only bytes the kernel
+//! has not taken yet.
 
 mod sink;
 pub mod state;
-mod tls;
+mod tls_stream;
 mod transport;
 
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use crate::forwarding::RequestOrigin;
-use crate::inflight::{InFlight, PeerObjects};
+use crate::inflight::{PeerObjects, RequestUnit};
 use crate::options::{LoopConfig, LINGER_TIMEOUT};
 
 pub(crate) use sink::ResponseSink;
 pub(crate) use state::{BodyProgress, ConnState, PendingBody, ReadState, Timer, WriteState};
-pub(crate) use tls::{HandshakeGate, TlsInfo, TlsStream};
+pub(crate) use tls_stream::{HandshakeGate, TlsInfo, TlsStream};
 pub(crate) use transport::Stream;
 
 /// Whether a connection survives a drive.
@@ -30,13 +30,16 @@ pub(crate) use transport::Stream;
 pub(crate) enum Disposition {
     Open,
     Close,
+    /// The protocol switched during the drive (`protocol` says to what):
+    /// drive on under the new one.
+    Upgraded,
 }
 
 /// The protocol a connection speaks. A connection starts with HTTP/1.1 and
 /// may switch on the same transport after an upgrade (a WebSocket session,
 /// a CONNECT relay: each a variant here, driven by its own module): setting
 /// `protocol` hands over the transport, the unread `input` and the unsent
-/// output as they are.
+/// output as they are. It is matched in one place, `crate::drive`.
 pub enum Protocol {
     /// Requests and responses (`crate::http1`), its state in `Connection::state`.
     Http1,
@@ -58,9 +61,9 @@ pub struct Connection {
     pub sink: ResponseSink,
     /// What the connection is reading and writing (see [`state`]).
     pub state: ConnState,
-    /// The response still being produced, if any (a running handler, a
-    /// streamed body): the dispatchers' business, kept here.
-    pub in_flight: Option<InFlight>,
+    /// The request this connection is answering (HTTP/1.1 answers one at
+    /// a time): its Python side in flight, its origin, its clock.
+    pub request: RequestUnit,
     /// When the state's timer ([`ConnState::timer`]) runs out, if one applies.
     pub deadline: Option<Instant>,
     /// The peer closed its side (read returned 0).
@@ -69,13 +72,6 @@ pub struct Connection {
     pub peer_sent_fin: bool,
     /// The peer is a trusted proxy: its forwarding headers are read.
     pub trusted_proxy: bool,
-    /// The current request's origin as its trusted proxy reports it
-    /// (`crate::forwarding`); `None` for most requests.
-    pub origin: Option<Box<RequestOrigin>>,
-    /// When the current request was dispatched (the access log's duration).
-    pub request_started: Instant,
-    /// Request header values `--access-log-format` shows (copied at dispatch).
-    pub log_headers: Vec<Option<String>>,
 }
 
 impl Connection {
@@ -93,14 +89,11 @@ impl Connection {
             input: Vec::new(),
             sink: ResponseSink::default(),
             state: ConnState::default(),
-            in_flight: None,
+            request: RequestUnit::new(now),
             deadline: Some(now + config.keep_alive_timeout),
             peer_closed: false,
             peer_sent_fin: false,
             trusted_proxy: false,
-            origin: None,
-            request_started: now,
-            log_headers: Vec::new(),
         }
     }
 
@@ -143,9 +136,9 @@ impl Connection {
 
 impl Drop for Connection {
     /// A connection closed while its response is still being produced: the
-    /// app is told (see [`InFlight::client_gone`]).
+    /// app is told (see [`crate::inflight::InFlight::client_gone`]).
     fn drop(&mut self) {
-        if let Some(in_flight) = &self.in_flight {
+        if let Some(in_flight) = &self.request.in_flight {
             in_flight.client_gone();
         }
     }

@@ -190,6 +190,25 @@ impl ConnState {
         self.read = ReadState::Held;
     }
 
+    /// A request is being dispatched while its body still arrives: what
+    /// arrives flows to the app (the protocol decodes it).
+    pub fn request_dispatched_with_body(&mut self, progress: BodyProgress) {
+        self.read = ReadState::BodyToApp(progress);
+    }
+
+    /// The body still to come of a request dispatched with
+    /// [`ConnState::request_dispatched_with_body`], taken back to hand to
+    /// [`ConnState::handler_pending`]; `None` if there is none.
+    pub fn take_body_to_app(&mut self) -> Option<BodyProgress> {
+        match std::mem::replace(&mut self.read, ReadState::Held) {
+            ReadState::BodyToApp(progress) => Some(progress),
+            other => {
+                self.read = other;
+                None
+            }
+        }
+    }
+
     /// Its handler goes on after the dispatch pass; `body` is the part of
     /// the request body still to come, which flows to the running app.
     pub fn handler_pending(&mut self, body: Option<BodyProgress>) {

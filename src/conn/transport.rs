@@ -11,7 +11,7 @@ use mio::event::Source;
 use mio::net::{TcpStream, UnixStream};
 use mio::{Interest, Registry, Token};
 
-use super::tls::TlsStream;
+use super::tls_stream::TlsStream;
 
 /// A TCP or Unix stream socket, or TLS over TCP.
 pub enum Stream {

@@ -21,7 +21,7 @@ use rush_proto::{Method, RequestHead};
 
 use super::{keep_or_close, Core, Outcome, RequestLine};
 use crate::cache::{self, CacheFill, CachePolicy, Lookup, Stored};
-use crate::conn::Connection;
+use crate::exchange::ResponseWriter;
 use crate::http_write::{finish_head, finish_stored_head, OutgoingBody, ResponseContext};
 use crate::metrics;
 use crate::request::header_fields;
@@ -47,10 +47,10 @@ impl Core {
     /// Looks a request of a cached route up (see the module's comment).
     /// `connection_key` names the connection should it be parked.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn look_up_cached(
+    pub(crate) fn look_up_cached<W: ResponseWriter>(
         &self,
         py: Python<'_>,
-        connection: &mut Connection,
+        connection: &mut W,
         connection_key: usize,
         router: &Router,
         policy: &Arc<CachePolicy>,
@@ -85,11 +85,11 @@ impl Core {
             return CacheLookup::Handler(None);
         }
         let conditional = if_none_match.is_some() || if_modified_since;
-        let origin = connection.origin.as_deref();
+        let origin = connection.origin();
         let request = cache::RequestIdentity {
             https: origin
                 .and_then(|origin| origin.https)
-                .unwrap_or_else(|| connection.stream.is_tls()),
+                .unwrap_or_else(|| connection.tls().is_some()),
             host: origin
                 .and_then(|origin| origin.host.as_deref())
                 .map(str::as_bytes)
@@ -160,10 +160,10 @@ impl Core {
 
     /// Asks the route's shared second level for a miss's key; an answer
     /// found there is stored here too and written. Returns its status.
-    fn answer_from_shared_level(
+    fn answer_from_shared_level<W: ResponseWriter>(
         &self,
         py: Python<'_>,
-        connection: &mut Connection,
+        connection: &mut W,
         router: &Router,
         level: &Py<PyAny>,
         fill: &CacheFill,
@@ -224,15 +224,15 @@ impl Core {
     /// Writes a stored answer (a 304 when the request's `If-None-Match`
     /// names its `ETag`), with its `Age` when `from_cache`; returns the
     /// status sent.
-    fn write_stored(
+    fn write_stored<W: ResponseWriter>(
         &self,
-        connection: &mut Connection,
+        connection: &mut W,
         stored: &Rc<Stored>,
         if_none_match: Option<&[u8]>,
         context: &ResponseContext<'_>,
         from_cache: bool,
     ) -> u16 {
-        let out = &mut connection.sink.output;
+        let out = connection.output();
         let not_modified = !stored.not_modified_head.is_empty()
             && if_none_match.is_some_and(|candidates| etag_list_matches(candidates, &stored.etag));
         out.extend_from_slice(if not_modified {
@@ -262,11 +262,11 @@ impl Core {
             if stored.body.len() <= COPY_LIMIT {
                 out.extend_from_slice(&stored.body);
             } else {
-                connection.sink.body = Some(OutgoingBody::Shared {
+                connection.set_body(Some(OutgoingBody::Shared {
                     data: stored.body.clone(),
                     offset: 0,
                     end: stored.body.len(),
-                });
+                }));
             }
         }
         stored.status
@@ -277,10 +277,10 @@ impl Core {
     /// its key, and answers with the stale entry instead when a refresh
     /// failed and its answer has not left yet. `outcome` is what the
     /// response did to the connection.
-    pub(crate) fn complete_cache_fill(
+    pub(crate) fn complete_cache_fill<W: ResponseWriter>(
         &mut self,
         py: Python<'_>,
-        connection: &mut Connection,
+        connection: &mut W,
         fill: Option<CacheFill>,
         answer: FillAnswer<'_>,
         outcome: &Outcome,
@@ -291,7 +291,7 @@ impl Core {
         // A file body is not kept.
         let start = match answer {
             FillAnswer::InOutput(start)
-                if connection.sink.body.is_none() && start <= connection.sink.output.len() =>
+                if !connection.has_body() && start <= connection.output().len() =>
             {
                 Some(start)
             }
@@ -299,7 +299,7 @@ impl Core {
         };
         let rendered = match answer {
             FillAnswer::Recorded(bytes) => Some(bytes),
-            _ => start.map(|start| &connection.sink.output[start..]),
+            _ => start.map(|start| &connection.output()[start..]),
         };
         let router = self.router.bind(py).borrow();
         let fields: Vec<(&[u8], &[u8])> = header_fields(&fill.request_head).collect();
@@ -329,7 +329,7 @@ impl Core {
             _ => None,
         };
         if let (Some((answer, from_cache)), Some(start)) = (instead, start) {
-            connection.sink.output.truncate(start);
+            connection.output().truncate(start);
             let context = ResponseContext {
                 date_line: self.date.header_line(),
                 head_only: false,

@@ -1,20 +1,23 @@
-//! Dispatch: from a parsed request to a response in the connection's output.
+//! Dispatch: what the interfaces share, and the dispatcher's surface to a
+//! protocol driver.
 //!
 //! How it works: [`Core`] holds what every request of the worker needs (the
-//! router, static files, the app settings, the date, loggers). The native
-//! App's routing ([`native`]) runs first for every request: redirects, static
-//! mounts, 404/405 and routes are answered there, and whatever no route
-//! claims goes to the WSGI ([`wsgi`]) or ASGI ([`asgi`]) app when one is
-//! served. Each path ends in an [`Outcome`] that the connection's state
-//! machine turns into its next state. A handler that is still running
-//! (a suspended coroutine, a pool thread) is `Outcome::Pending`, finished
-//! later through [`crate::server::Server::complete`].
+//! router, static files, the app settings, the date, loggers); the helpers
+//! here (the access log, a handler's result rendered, the 500 page) write
+//! through the response-writer seam (`crate::exchange`). Each interface
+//! has its own home above this module: the native App's routing, which
+//! runs first for every request (`crate::app`), WSGI (`crate::wsgi`) and
+//! ASGI (`crate::asgi`). Each path ends in an [`Outcome`] that the
+//! protocol turns into its connection's next state. A protocol driver
+//! tells a request in flight what happens through `events.rs`; a handler
+//! that is still running (a suspended coroutine, a pool thread) is
+//! `Outcome::Pending`, finished later through `resume.rs` (called by
+//! `crate::server::Server::complete`); `cached.rs` answers from and fills
+//! the response cache for every interface.
 
-mod asgi;
-mod cached;
-mod native;
+pub(crate) mod cached;
+mod events;
 mod resume;
-mod wsgi;
 
 use std::time::Instant;
 
@@ -23,21 +26,19 @@ use pyo3::types::{PyDict, PyTuple};
 use rush_proto::{DateCache, HeaderSpan, RequestHead};
 
 use crate::access_log::{AccessEntry, AccessFormat};
-use crate::asgi::AsgiSettings;
-use crate::conn::Connection;
+use crate::asgi::objects::AsgiSettings;
 use crate::coroutine::{self, send_none, CoroutineStart, Step};
+use crate::exchange::{ResponseWriter, StreamKey};
 use crate::forwarding::Forwarding;
 use crate::inflight::AwaitingResponse;
 use crate::liveness::Liveness;
 use crate::log_limit::LogLimit;
-use crate::options::{LoopConfig, OUTPUT_FAIR_SHARE};
-use crate::request::{header_fields, Request};
+use crate::options::LoopConfig;
+use crate::request::Request;
 use crate::response::{render_result, write_status_page, ResponseContext};
 use crate::router::{Handler, Router};
 use crate::static_files::StaticFiles;
-use crate::wsgi::WsgiSettings;
-
-pub(crate) use asgi::{AsgiBody, AsgiWrite};
+use crate::wsgi::objects::WsgiSettings;
 
 /// What every request of one worker needs besides its connection.
 pub(crate) struct Core {
@@ -105,13 +106,13 @@ pub(crate) struct Core {
 /// How requests that no native route answers reach the app: a closed set
 /// of three, chosen once when the worker starts. (An enum rather than a
 /// trait object: the three are known, each lives in its own module, and
-/// the choice is made in one `match` in `native.rs`.)
+/// the choice is made in one `match` in `app/dispatch.rs`.)
 pub(crate) enum AppInterface {
     /// A rush `App`: its routes are the router's; anything else is a 404.
     Native,
-    /// A WSGI app (`wsgi.rs`), on the loop thread or the `--threads` pool.
+    /// A WSGI app (`crate::wsgi`), on the loop thread or the `--threads` pool.
     Wsgi(WsgiSettings),
-    /// An ASGI app (`asgi.rs`), on the worker's asyncio loop.
+    /// An ASGI app (`crate::asgi`), on the worker's asyncio loop.
     Asgi(AsgiSettings),
 }
 
@@ -137,72 +138,21 @@ impl Core {
         self.draining && !self.pipelined_after
     }
 
-    /// Brings the worker's output total up to date with `connection`.
-    /// What counts is the output buffer's capacity, the memory it holds:
-    /// a buffer grows by doubling, so counting unsent bytes let a worker
-    /// hold twice its budget (300 clients that never read took 203 MiB
-    /// with the 64 MiB default).
-    pub(crate) fn account_output(&mut self, connection: &mut Connection) {
-        let held = connection.sink.output.capacity();
-        self.output_total = self.output_total - connection.sink.accounted + held;
-        connection.sink.accounted = held;
-    }
-
-    /// Takes a closed connection's output off the worker's total.
-    pub(crate) fn unaccount_output(&mut self, connection: &Connection) {
-        self.output_total -= connection.sink.accounted;
-    }
-
-    /// Whether `connection` may turn more input into responses: under its
-    /// own high-water mark, and, once the worker's output is over budget,
-    /// only if it holds little output itself (the connections holding the
-    /// most wait until their clients read).
-    ///
-    /// The total includes what this connection produced since it was last
-    /// accounted: checked against the total as of the drive's start, each
-    /// connection could fill its 1 MiB before the budget was seen spent.
-    pub(crate) fn may_produce(&self, connection: &Connection) -> bool {
-        let total =
-            self.output_total - connection.sink.accounted + connection.sink.output.capacity();
-        !connection.sink.is_full()
-            && (total <= self.config.output_budget
-                || connection.sink.output.len() < OUTPUT_FAIR_SHARE)
-    }
-
-    /// Notes what every later step of a request's answer needs from its
-    /// head: when it started, and its origin when a trusted proxy sent it.
-    pub(crate) fn begin_request(&self, connection: &mut Connection, head_bytes: &[u8]) {
-        // The loop pass's time is enough for the access log; --metrics'
-        // histogram reads the clock (pipelined requests share a pass).
-        connection.request_started = if crate::metrics::enabled() {
-            std::time::Instant::now()
-        } else {
-            self.now
-        };
-        connection.origin = match &self.forwarding {
-            Some(forwarding) if connection.trusted_proxy => forwarding.read(head_bytes),
-            _ => None,
-        };
-        if let Some(format) = &self.access_format {
-            if self.access_logger.is_some() && format.needs_headers() {
-                connection.log_headers = format.header_values(header_fields(head_bytes));
-            }
-        }
-    }
-
     /// Runs a coroutine's first step (see [`coroutine::start`]).
     pub(crate) fn start_coroutine<'py>(
         &self,
         py: Python<'py>,
         coroutine: &Bound<'py, PyAny>,
-        key: usize,
+        key: StreamKey,
         request_id: u64,
     ) -> PyResult<CoroutineStart<'py>> {
+        // Completions name the connection and the request id, which alone
+        // picks the stream's request out of the connection's.
         coroutine::start(
             py,
             self.async_scheduler.as_ref(),
             coroutine,
-            key,
+            key.connection,
             request_id,
         )
     }
@@ -245,9 +195,9 @@ impl Core {
     }
 
     /// A native 500 for an error that was already logged.
-    pub(crate) fn write_internal_error(
+    pub(crate) fn write_internal_error<W: ResponseWriter>(
         &self,
-        connection: &mut Connection,
+        connection: &mut W,
         awaiting: &AwaitingResponse,
     ) -> Outcome {
         let keep_alive = awaiting.keep_alive && !self.closes_for_drain();
@@ -260,7 +210,7 @@ impl Core {
             allow: None,
         };
         write_status_page(
-            &mut connection.sink.output,
+            connection.output(),
             500,
             std::iter::empty(),
             &context,
@@ -271,10 +221,10 @@ impl Core {
 
     /// Runs the WSGI app for a request, on this thread or on the pool.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn finish(
+    pub(crate) fn finish<W: ResponseWriter>(
         &mut self,
         py: Python<'_>,
-        connection: &mut Connection,
+        connection: &mut W,
         awaiting: &AwaitingResponse,
         request_head: &[u8],
         line: &RequestLine<'_>,
@@ -289,36 +239,36 @@ impl Core {
             request_head,
             allow: awaiting.allow.as_deref(),
         };
-        let start = connection.sink.output.len();
+        let start = connection.output().len();
         let rendered = result.and_then(|value| {
             render_result(
                 py,
                 &value,
                 awaiting.default_status,
                 &context,
-                &mut connection.sink.output,
+                connection.output(),
             )
         });
         let (status, length, close) = match rendered {
             Ok(rendered) => {
-                connection.sink.body = rendered.body;
+                connection.set_body(rendered.body);
                 (rendered.status, rendered.body_length, rendered.close)
             }
             Err(error) => {
-                connection.sink.output.truncate(start);
+                connection.output().truncate(start);
                 self.log_error(
                     py,
                     &format!("Exception in handler for {}", line.text()),
                     Some(error),
                 );
-                match self.render_error_page(py, awaiting, &context, &mut connection.sink.output) {
+                match self.render_error_page(py, awaiting, &context, connection.output()) {
                     Some(rendered) => {
-                        connection.sink.body = rendered.body;
+                        connection.set_body(rendered.body);
                         (rendered.status, rendered.body_length, rendered.close)
                     }
                     None => {
                         let length = write_status_page(
-                            &mut connection.sink.output,
+                            connection.output(),
                             500,
                             std::iter::empty(),
                             &context,
@@ -371,23 +321,22 @@ impl Core {
     }
 
     /// One access-log line, if the access log is on.
-    pub(crate) fn access_log(
+    pub(crate) fn access_log<W: ResponseWriter>(
         &self,
         py: Python<'_>,
-        connection: &Connection,
+        connection: &W,
         line: &RequestLine<'_>,
         status: u16,
         length: usize,
     ) {
         if crate::metrics::enabled() {
-            crate::metrics::response(status, connection.request_started.elapsed());
+            crate::metrics::response(status, connection.started().elapsed());
         }
         let Some(logger) = &self.access_logger else {
             return;
         };
         let request_line = line.text();
-        let duration =
-            std::time::Instant::now().saturating_duration_since(connection.request_started);
+        let duration = std::time::Instant::now().saturating_duration_since(connection.started());
         let text = match &self.access_format {
             // gunicorn's `%(h)s` (and the JSON field) is the address alone.
             Some(format) => format.render(&AccessEntry {
@@ -396,7 +345,7 @@ impl Core {
                 status,
                 length,
                 duration,
-                headers: &connection.log_headers,
+                headers: connection.log_headers(),
             }),
             None => format!(
                 "{} - \"{request_line}\" {status} {length}",
@@ -423,7 +372,12 @@ impl Core {
 
     /// Logs a refused request at warning level, at most
     /// `LogLimit::PER_SECOND` lines a second (the rest are counted).
-    pub(crate) fn log_refusal(&mut self, py: Python<'_>, connection: &Connection, what: &str) {
+    pub(crate) fn log_refusal<W: ResponseWriter>(
+        &mut self,
+        py: Python<'_>,
+        connection: &W,
+        what: &str,
+    ) {
         if !self.log_refusals {
             return;
         }
@@ -489,11 +443,11 @@ pub(crate) fn keep_or_close(keep_alive: bool) -> Outcome {
     }
 }
 
-pub(crate) fn client_text(connection: &Connection) -> String {
-    if let Some((host, _)) = connection.origin.as_ref().and_then(|o| o.client.as_ref()) {
+pub(crate) fn client_text<W: ResponseWriter>(connection: &W) -> String {
+    if let Some((host, _)) = connection.origin().and_then(|o| o.client.as_ref()) {
         return host.clone();
     }
-    match connection.client {
+    match connection.client() {
         Some(address) => address.to_string(),
         None => "unix".to_owned(),
     }
@@ -501,11 +455,11 @@ pub(crate) fn client_text(connection: &Connection) -> String {
 
 /// The client's address without the port (the reported one, if a trusted
 /// proxy reported one); `unix` on a Unix socket.
-pub(crate) fn client_host(connection: &Connection) -> String {
-    if let Some((host, _)) = connection.origin.as_ref().and_then(|o| o.client.as_ref()) {
+pub(crate) fn client_host<W: ResponseWriter>(connection: &W) -> String {
+    if let Some((host, _)) = connection.origin().and_then(|o| o.client.as_ref()) {
         return host.clone();
     }
-    match connection.client {
+    match connection.client() {
         Some(address) => address.ip().to_string(),
         None => "unix".to_owned(),
     }

@@ -6,22 +6,23 @@
 use pyo3::prelude::*;
 
 use super::cached::FillAnswer;
-use super::{AsgiWrite, Core, Outcome, RequestLine};
-use crate::conn::Connection;
+use super::{Core, Outcome, RequestLine};
+use crate::asgi::dispatch::AsgiWrite;
+use crate::exchange::ResponseWriter;
 use crate::inflight::{AsgiExchange, InFlight};
-use crate::wsgi::WsgiResponse;
+use crate::wsgi::objects::WsgiResponse;
 
 impl Core {
     /// Writes what a suspended ASGI app has sent since. `Some` once its
     /// response is complete: the app may still run (background work), and
     /// a later exception of it is logged with this request.
-    pub(crate) fn asgi_progress(
+    pub(crate) fn asgi_progress<W: ResponseWriter>(
         &mut self,
         py: Python<'_>,
-        connection: &mut Connection,
+        connection: &mut W,
         request_id: u64,
     ) -> Option<Outcome> {
-        let Some(InFlight::Handler(awaiting)) = &connection.in_flight else {
+        let Some(InFlight::Handler(awaiting)) = connection.request_ref() else {
             return None;
         };
         if awaiting.request_id != request_id {
@@ -47,7 +48,7 @@ impl Core {
             &RequestLine::Owned(&request_line),
         )?;
         self.detached_requests.insert(request_id, request_line);
-        if let Some(InFlight::Handler(awaiting)) = &mut connection.in_flight {
+        if let Some(InFlight::Handler(awaiting)) = connection.request() {
             let fill = awaiting.cache_fill.take();
             self.complete_recorded_fill(py, connection, fill, &exchange, &outcome);
         }
@@ -57,13 +58,13 @@ impl Core {
     /// A handler that ran off the loop finished: `task` is its asyncio task
     /// or pool future. Answers from its result (a WSGI body a pool thread
     /// goes on producing starts streaming).
-    pub(crate) fn handler_finished(
+    pub(crate) fn handler_finished<W: ResponseWriter>(
         &mut self,
         py: Python<'_>,
-        connection: &mut Connection,
+        connection: &mut W,
         task: &Bound<'_, PyAny>,
     ) -> Outcome {
-        let Some(InFlight::Handler(mut awaiting)) = connection.in_flight.take() else {
+        let Some(InFlight::Handler(mut awaiting)) = connection.request().take() else {
             unreachable!("the server checked the request in flight");
         };
         let result = task.call_method0(pyo3::intern!(py, "result"));
@@ -93,7 +94,7 @@ impl Core {
             }
         }
         let request_head = &awaiting.request_head;
-        let start = connection.sink.output.len();
+        let start = connection.output().len();
         let outcome = self.finish(py, connection, &awaiting, request_head, &line, result);
         self.complete_cache_fill(py, connection, fill, FillAnswer::InOutput(start), &outcome);
         outcome
@@ -101,10 +102,10 @@ impl Core {
 
     /// An ASGI response that was sent in parts is complete: the cache fill
     /// it was recorded for (if any) completes with the recording.
-    fn complete_recorded_fill(
+    fn complete_recorded_fill<W: ResponseWriter>(
         &mut self,
         py: Python<'_>,
-        connection: &mut Connection,
+        connection: &mut W,
         fill: Option<crate::cache::CacheFill>,
         exchange: &AsgiExchange,
         outcome: &Outcome,

@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use rush_proto::ProtoError;
 
 use super::input::BodyError;
-use crate::conn::{Connection, Disposition, ReadState, WriteState};
+use crate::conn::{BodyProgress, Connection, Disposition, ReadState, WriteState};
 use crate::dispatch::{Core, Outcome};
 use crate::metrics;
 use crate::options::LINGER_MAX_BYTES;
@@ -29,15 +29,16 @@ impl Core {
         let mut socket_may_have_input = true;
         loop {
             if connection.state.write() == WriteState::Streaming && connection.sink.has_room() {
-                if let Some(outcome) = self.pump_wsgi(py, connection) {
+                if let Some(outcome) = self.request_writable(py, connection) {
                     self.after_outcome(connection, outcome);
                 }
             }
             if connection.can_process() && !connection.input.is_empty() {
                 self.process_input(py, connection, key);
                 if let crate::conn::Protocol::WebSocket(_) = connection.protocol {
-                    // Upgraded: the rest of this connection is the WebSocket's.
-                    return self.drive_websocket(py, connection);
+                    // Upgraded: the rest of this connection is the
+                    // WebSocket's (`crate::drive` drives it on).
+                    return Disposition::Upgraded;
                 }
             }
             if connection.has_pending_output() {
@@ -56,7 +57,7 @@ impl Core {
                     continue;
                 }
             }
-            if self.feed_app_body(py, connection).is_err() {
+            if self.body_to_app(py, connection).is_err() {
                 return Disposition::Close;
             }
             if let Some(linger) = connection.state.closes() {
@@ -72,12 +73,13 @@ impl Core {
                 }
             }
             if connection.state.write() == WriteState::Handler
-                && !self.app_takes_body(py, connection)
+                && !(matches!(connection.state.read(), ReadState::BodyToApp(_))
+                    && self.request_wants_body(py, connection))
             {
                 if connection.peer_sent_fin {
                     // The client closed while the app still runs (a stream,
-                    // say): its receive() now says http.disconnect.
-                    self.tell_app_client_left(py, connection);
+                    // say): an ASGI receive() now says http.disconnect.
+                    self.request_client_left(py, connection);
                 }
                 return Disposition::Open;
             }
@@ -127,6 +129,42 @@ impl Core {
         }
     }
 
+    /// Decodes body bytes that arrived for a running app (its framing is
+    /// HTTP/1.1's business) and hands them to it through the dispatcher.
+    /// `Err` means the body was malformed (logged): close.
+    fn body_to_app(&mut self, py: Python<'_>, connection: &mut Connection) -> Result<(), ()> {
+        let ReadState::BodyToApp(progress) = connection.state.read_mut() else {
+            return Ok(());
+        };
+        let input = &mut connection.input;
+        let mut scratch = std::mem::take(&mut self.body_scratch);
+        scratch.clear();
+        let (consumed, done) = match progress {
+            BodyProgress::Remaining(remaining) => {
+                let take = (*remaining).min(input.len() as u64) as usize;
+                scratch.extend_from_slice(&input[..take]);
+                *remaining -= take as u64;
+                (take, *remaining == 0)
+            }
+            BodyProgress::Chunked(decoder) => match decoder.decode(input, &mut scratch) {
+                Ok(progress) => (progress.consumed, progress.done),
+                Err(error) => {
+                    self.body_scratch = scratch;
+                    let message = format!("malformed request body while an ASGI app ran: {error}");
+                    self.log_error(py, &message, None);
+                    return Err(());
+                }
+            },
+        };
+        input.drain(..consumed);
+        if done {
+            connection.state.body_to_app_complete();
+        }
+        self.request_body(py, connection, &scratch, done);
+        self.body_scratch = scratch;
+        Ok(())
+    }
+
     /// Moves the connection's state on from what became of a request.
     pub(crate) fn after_outcome(&self, connection: &mut Connection, outcome: Outcome) {
         let keep_alive = match outcome {
@@ -138,7 +176,7 @@ impl Core {
             }
             Outcome::Parked => {
                 connection.state.request_parked();
-                connection.in_flight = Some(crate::inflight::InFlight::AwaitingFill);
+                connection.request.in_flight = Some(crate::inflight::InFlight::AwaitingFill);
                 // No timer: the cache fill's lock timeout releases it.
                 connection.deadline = None;
                 return;
@@ -148,7 +186,7 @@ impl Core {
         };
         // The response is complete: whatever still runs (an ASGI app's
         // background work) is no longer this connection's business.
-        connection.in_flight = None;
+        connection.request.in_flight = None;
         let timer = connection.state.response_complete(keep_alive);
         connection.start_timer(timer, self.now, &self.config);
     }
@@ -192,7 +230,7 @@ impl Core {
     ) {
         // The refused request's own headers were never read: the peer is
         // named, not the client an earlier request was forwarded for.
-        connection.origin = None;
+        connection.request.origin = None;
         self.log_refusal(py, connection, &error.to_string());
         metrics::refused(error.status());
         rush_proto::response::write_error_response(

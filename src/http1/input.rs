@@ -13,7 +13,8 @@ use rush_proto::{
 
 use crate::body::{BodyBuffer, RequestBody};
 use crate::conn::{BodyProgress, Connection, PendingBody, ReadState};
-use crate::dispatch::{AppInterface, AsgiBody, Core, Outcome};
+use crate::dispatch::{Core, Outcome};
+use crate::exchange::StreamKey;
 
 impl Core {
     /// Turns buffered input into responses until it runs out, a response
@@ -25,6 +26,8 @@ impl Core {
         connection: &mut Connection,
         key: usize,
     ) {
+        // HTTP/1.1 answers one request at a time: its stream is the only one.
+        let stream = StreamKey::single(key);
         let input = std::mem::take(&mut connection.input);
         let mut offset = 0;
         while offset < input.len() && connection.can_process() && self.may_produce(connection) {
@@ -41,10 +44,11 @@ impl Core {
                             unreachable!("state checked above");
                         };
                         self.pipelined_after = offset < input.len();
+                        self.begin_request(connection, &pending.head_bytes);
                         let outcome = self.dispatch(
                             py,
                             connection,
-                            key,
+                            stream,
                             &pending.head_bytes,
                             &pending.head,
                             pending.body.as_request_body(),
@@ -96,9 +100,9 @@ impl Core {
                         Ok(BodyStart::Complete { body, consumed }) => {
                             let next = offset + head_end + consumed;
                             let more = next < input.len();
-                            if self
-                                .dispatch_whole(py, connection, key, head_bytes, &head, body, more)
-                            {
+                            if self.dispatch_whole(
+                                py, connection, stream, head_bytes, &head, body, more,
+                            ) {
                                 // Parked: the request stays in the input.
                                 break;
                             }
@@ -107,9 +111,9 @@ impl Core {
                         Ok(BodyStart::Decoded { body, consumed }) => {
                             let next = offset + head_end + consumed;
                             let more = next < input.len();
-                            if self
-                                .dispatch_whole(py, connection, key, head_bytes, &head, &body, more)
-                            {
+                            if self.dispatch_whole(
+                                py, connection, stream, head_bytes, &head, &body, more,
+                            ) {
                                 break;
                             }
                             offset = next;
@@ -118,8 +122,8 @@ impl Core {
                             body: BodyBuffer::Memory(initial),
                             progress,
                             consumed,
-                        }) if self.streams_body_to_asgi(head.path.of(head_bytes)) => {
-                            // An ASGI app starts now and receives the body as it comes.
+                        }) if self.takes_body_as_it_comes(head.path.of(head_bytes)) => {
+                            // The app starts now and receives the body as it comes.
                             if head.expect_continue
                                 && consumed == 0
                                 && head.version == Version::Http11
@@ -128,11 +132,10 @@ impl Core {
                             }
                             offset += head_end + consumed;
                             let keep_alive = head.keep_alive && !self.closes_for_drain();
-                            let body = AsgiBody::Streaming { initial, progress };
-                            connection.state.request_dispatched();
+                            connection.state.request_dispatched_with_body(progress);
                             self.begin_request(connection, head_bytes);
-                            let outcome = self.dispatch_asgi(
-                                py, connection, key, head_bytes, &head, body, keep_alive, None,
+                            let outcome = self.dispatch_body_flowing(
+                                py, connection, stream, head_bytes, &head, initial, keep_alive,
                             );
                             self.after_outcome(connection, outcome);
                         }
@@ -185,7 +188,7 @@ impl Core {
         &mut self,
         py: Python<'_>,
         connection: &mut Connection,
-        key: usize,
+        key: StreamKey,
         head_bytes: &[u8],
         head: &RequestHead,
         body: &[u8],
@@ -194,6 +197,7 @@ impl Core {
         self.pipelined_after = pipelined_after;
         self.may_park = true;
         connection.state.request_dispatched();
+        self.begin_request(connection, head_bytes);
         let outcome = self.dispatch(
             py,
             connection,
@@ -206,13 +210,6 @@ impl Core {
         let parked = matches!(outcome, Outcome::Parked);
         self.after_outcome(connection, outcome);
         parked
-    }
-
-    /// Whether a request whose body is still arriving goes to the ASGI app
-    /// at once (no static mount answers its path).
-    pub(crate) fn streams_body_to_asgi(&self, raw_path: &[u8]) -> bool {
-        matches!(self.app, AppInterface::Asgi(_))
-            && self.static_files.find_mount(raw_path).is_none()
     }
 }
 /// Why a body could not be received.

@@ -43,7 +43,7 @@ pub(crate) struct AppServer {
     pub(super) listeners: Vec<Listener>,
     /// Set when the listeners speak TLS: every accepted TCP connection gets
     /// a session from it, and its handshake a slot in the gate (the cap on
-    /// handshakes in progress, see `conn/tls.rs`).
+    /// handshakes in progress, see `conn/tls_stream.rs`).
     pub(super) tls: Option<(
         std::sync::Arc<rustls::ServerConfig>,
         std::rc::Rc<crate::conn::HandshakeGate>,

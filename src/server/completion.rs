@@ -150,7 +150,7 @@ impl AppServer {
             }
         }
         let connection = self.connections.get_mut(key).filter(|connection| {
-            matches!(&connection.in_flight, Some(InFlight::Handler(awaiting)) if awaiting.request_id == request_id)
+            matches!(&connection.request.in_flight, Some(InFlight::Handler(awaiting)) if awaiting.request_id == request_id)
         });
         let Some(connection) = connection else {
             // The response was already complete (an ASGI app working on after

@@ -145,7 +145,7 @@ impl AppServer {
     /// Whether connection `key` is streaming the body of request `request_id`.
     fn is_streaming_from_pool(&self, key: usize, request_id: u64) -> bool {
         self.connections.get(key).is_some_and(|connection| {
-            matches!(&connection.in_flight, Some(InFlight::Stream(stream)) if stream.request_id == request_id)
+            matches!(&connection.request.in_flight, Some(InFlight::Stream(stream)) if stream.request_id == request_id)
         })
     }
 
@@ -155,15 +155,7 @@ impl AppServer {
         };
         let core = &mut self.core;
         let disposition = match catch_unwind(AssertUnwindSafe(|| {
-            let disposition = match connection.protocol {
-                Protocol::Http1 => core.drive(py, connection, key),
-                Protocol::WebSocket(_) => core.drive_websocket(py, connection),
-            };
-            if disposition == Disposition::Open {
-                core.pace_asgi_sender(py, connection);
-            }
-            core.account_output(connection);
-            disposition
+            core.drive_protocol(py, connection, key)
         })) {
             Ok(disposition) => disposition,
             Err(_) => {
@@ -192,10 +184,10 @@ impl AppServer {
                 };
                 // The key may name a newer connection by now: only a parked
                 // request is woken.
-                if !matches!(connection.in_flight, Some(InFlight::AwaitingFill)) {
+                if !matches!(connection.request.in_flight, Some(InFlight::AwaitingFill)) {
                     continue;
                 }
-                connection.in_flight = None;
+                connection.request.in_flight = None;
                 let timer = connection.state.request_unparked();
                 connection.start_timer(Some(timer), self.core.now, &self.core.config);
                 self.drive_connection(py, key);
@@ -507,7 +499,7 @@ impl AppServer {
                     connection.state.refused();
                     connection.deadline = Some(now + crate::options::LINGER_TIMEOUT);
                     // Logged with the peer's address (see `refuse`).
-                    connection.origin = None;
+                    connection.request.origin = None;
                     timed_out.push((key, "408 the request did not arrive in time"));
                     woken.push(key);
                     continue;

@@ -33,9 +33,9 @@ use pyo3::types::{PyBytes, PyDict, PyString};
 use rush_proto::ws::handshake::{write_accept_response, AcceptKey};
 use rush_proto::ws::{self, DeflateParams, MessageKind, Role, SendError};
 
-use super::asgi::{read_app_message, AppMessage};
 use super::flush::FlushQueue;
-use crate::asgi::{ready, settle};
+use crate::asgi::objects::{ready, settle};
+use crate::asgi::websocket::{read_app_message, AppMessage};
 use crate::options::OUTPUT_HIGH_WATER;
 
 /// Where the handshake stands.
@@ -477,7 +477,7 @@ impl WebSocket {
         self.next(py, Waiting::Asgi)
     }
 
-    /// ASGI `send(message)`: the message read by `asgi.rs`, applied to
+    /// ASGI `send(message)`: the message read by `asgi/websocket.rs`, applied to
     /// this session in its phase.
     fn asgi_send(&mut self, py: Python<'_>, message: &Bound<'_, PyDict>) -> PyResult<Py<PyAny>> {
         match read_app_message(py, message)? {

@@ -15,7 +15,6 @@
 //! the accept deadline, keepalive pings and their timeout, and the close
 //! timeout; no connection has a timer of its own.
 
-mod asgi;
 pub mod broadcast;
 pub mod channel;
 pub mod flush;

@@ -19,10 +19,11 @@ use rush_proto::{HeaderSpan, RequestHead};
 
 use super::channel::{WebSocket, WebSocketSetup};
 use super::WsSession;
-use crate::asgi::{address_object, build_scope};
+use crate::asgi::objects::{address_object, build_scope};
 use crate::conn::{Connection, Protocol};
 use crate::coroutine::CoroutineStart;
 use crate::dispatch::{request_line, AppInterface, Core};
+use crate::exchange::StreamKey;
 use crate::metrics;
 use crate::request::decode_path;
 use crate::router::RouteDecision;
@@ -221,7 +222,8 @@ impl Core {
             closing: false,
             app_done: false,
         };
-        let started = coroutine.and_then(|coroutine| self.start_coroutine(py, &coroutine, key, id));
+        let started = coroutine
+            .and_then(|coroutine| self.start_coroutine(py, &coroutine, StreamKey::single(key), id));
         match started {
             Ok(CoroutineStart::Continuing) => {}
             Ok(CoroutineStart::Finished(value)) => {
@@ -249,7 +251,7 @@ impl Core {
             connection.peer_objects.address = Some(address_object(py, connection.client)?);
         }
         let client = connection.peer_objects.address.as_ref().expect("set above");
-        let origin = connection.origin.as_deref();
+        let origin = connection.request.origin.as_deref();
         let scope = build_scope(py, settings, head_bytes, head, client, origin)?;
         scope.set_item(pyo3::intern!(py, "type"), pyo3::intern!(py, "websocket"))?;
         // A trusted proxy's word on the scheme wins; else the transport's.

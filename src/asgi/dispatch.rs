@@ -1,153 +1,70 @@
-//! ASGI dispatch: start the app with its scope, run its first step inline,
-//! and write what it sends (framed by the server) as it sends it.
+//! ASGI, the loop's half: start the app with its scope, run its first step
+//! inline, and write what it sends (framed by the server) as it sends it,
+//! through the response-writer seam (`crate::exchange`). The objects the
+//! app sees (scope, `receive`, `send`) are `objects.rs`.
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use rush_proto::encode::{connection_has_close, is_framing_header, status_has_no_body};
 use rush_proto::RequestHead;
 
-use super::cached::{FillAnswer, RECORD_LIMIT};
-use super::{keep_or_close, AppInterface, Core, Outcome, RequestLine};
-use crate::asgi::{address_object, build_scope, AsgiReceive, AsgiSend, SendState};
+use super::objects::{address_object, build_scope, AsgiReceive, AsgiSend, SendState};
 use crate::body::RequestBody;
 use crate::cache::CacheFill;
-use crate::conn::{BodyProgress, Connection, ReadState};
 use crate::coroutine::CoroutineStart;
+use crate::dispatch::cached::{FillAnswer, RECORD_LIMIT};
+use crate::dispatch::{keep_or_close, AppInterface, Core, Outcome, RequestLine};
+use crate::exchange::{ResponseWriter, StreamKey};
 use crate::http_write::{finish_head_after, AppFields, ResponseContext};
 use crate::inflight::{AsgiExchange, AwaitingResponse, InFlight};
 use crate::static_files::{load_app_file, serve_file, ConditionalHeaders};
 
 impl Core {
     /// Hands body bytes that arrived for a running ASGI app to its
-    /// `receive()`. `Err` means the body was malformed (logged): close.
-    pub(crate) fn feed_app_body(
-        &mut self,
+    /// `receive()` (see [`Core::request_body`]).
+    pub(crate) fn push_asgi_body(
+        &self,
         py: Python<'_>,
-        connection: &mut Connection,
-    ) -> Result<(), ()> {
-        let Connection {
-            state,
-            input,
-            in_flight,
-            ..
-        } = connection;
-        let ReadState::BodyToApp(progress) = state.read_mut() else {
-            return Ok(());
-        };
-        let scratch = &mut self.body_scratch;
-        scratch.clear();
-        let (consumed, done) = match progress {
-            BodyProgress::Remaining(remaining) => {
-                let take = (*remaining).min(input.len() as u64) as usize;
-                scratch.extend_from_slice(&input[..take]);
-                *remaining -= take as u64;
-                (take, *remaining == 0)
+        exchange: &AsgiExchange,
+        chunk: &[u8],
+        done: bool,
+    ) {
+        if let Ok(mut receive) = exchange.receive.bind(py).try_borrow_mut() {
+            if let Err(error) = receive.push_body(py, chunk, done) {
+                self.log_error(
+                    py,
+                    "cannot hand a request body to the ASGI app",
+                    Some(error),
+                );
             }
-            BodyProgress::Chunked(decoder) => match decoder.decode(input, scratch) {
-                Ok(progress) => (progress.consumed, progress.done),
-                Err(error) => {
-                    let message = format!("malformed request body while an ASGI app ran: {error}");
-                    self.log_error(py, &message, None);
-                    return Err(());
-                }
-            },
-        };
-        input.drain(..consumed);
-        if done {
-            state.body_to_app_complete();
-        }
-        let Some(InFlight::Handler(awaiting)) = in_flight else {
-            return Ok(());
-        };
-        if let Some(exchange) = &awaiting.asgi {
-            if let Ok(mut receive) = exchange.receive.bind(py).try_borrow_mut() {
-                if let Err(error) = receive.push_body(py, &self.body_scratch, done) {
-                    self.log_error(
-                        py,
-                        "cannot hand a request body to the ASGI app",
-                        Some(error),
-                    );
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Whether the running app takes more of its request body now (its
-    /// queue is under its bound); when it does not, its next `receive()`
-    /// asks the loop to read on.
-    pub(crate) fn app_takes_body(&self, py: Python<'_>, connection: &Connection) -> bool {
-        if !matches!(connection.state.read(), ReadState::BodyToApp(_)) {
-            return false;
-        }
-        let Some(InFlight::Handler(awaiting)) = &connection.in_flight else {
-            return false;
-        };
-        awaiting.asgi.as_ref().is_some_and(|exchange| {
-            exchange
-                .receive
-                .bind(py)
-                .try_borrow_mut()
-                .is_ok_and(|mut receive| receive.wants_more())
-        })
-    }
-
-    /// The client closed its side while the app runs: its `receive()` says
-    /// `http.disconnect` (its `send()` still works until the socket fails).
-    pub(crate) fn tell_app_client_left(&self, py: Python<'_>, connection: &Connection) {
-        if let Some(InFlight::Handler(awaiting)) = &connection.in_flight {
-            if let Some(exchange) = &awaiting.asgi {
-                if let Ok(mut receive) = exchange.receive.bind(py).try_borrow_mut() {
-                    receive.client_gone(py);
-                }
-            }
-        }
-    }
-
-    /// Backpressure for a running ASGI app: its `send()` waits while the
-    /// connection's unsent output is over the high-water mark, and goes on
-    /// once it fell below the low-water mark.
-    pub(crate) fn pace_asgi_sender(&self, py: Python<'_>, connection: &Connection) {
-        let Some(InFlight::Handler(awaiting)) = &connection.in_flight else {
-            return;
-        };
-        let Some(exchange) = &awaiting.asgi else {
-            return;
-        };
-        let Ok(mut send) = exchange.send.bind(py).try_borrow_mut() else {
-            return;
-        };
-        if connection.sink.is_full() {
-            send.paused = true;
-        } else if send.paused && connection.sink.has_room() {
-            send.resume(py);
         }
     }
 
     /// Runs the ASGI app for a request: first step inline, the rest (if it
     /// suspends) as an asyncio task.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn dispatch_asgi(
+    pub(crate) fn dispatch_asgi<W: ResponseWriter>(
         &mut self,
         py: Python<'_>,
-        connection: &mut Connection,
-        key: usize,
+        connection: &mut W,
+        key: StreamKey,
         head_bytes: &[u8],
         head: &RequestHead,
         body: AsgiBody<'_>,
         keep_alive: bool,
         fill: Option<CacheFill>,
     ) -> Outcome {
-        let start = connection.sink.output.len();
+        let start = connection.output().len();
         let outcome = self.run_asgi(py, connection, key, head_bytes, head, body, keep_alive);
         if !matches!(outcome, Outcome::Pending) {
             // Answered within this call: the whole response is in the output.
             self.complete_cache_fill(py, connection, fill, FillAnswer::InOutput(start), &outcome);
         } else if let Some(fill) = fill {
             // Sent in parts from now on: recorded as written, completed when done.
-            if let Some(InFlight::Handler(awaiting)) = &mut connection.in_flight {
+            let (request, output) = connection.request_and_output();
+            if let Some(InFlight::Handler(awaiting)) = request {
                 if let Some(exchange) = &awaiting.asgi {
-                    let recorded = connection.sink.output[start..].to_vec();
+                    let recorded = output[start..].to_vec();
                     exchange.send.bind(py).borrow_mut().recorded = Some(recorded);
                 }
                 awaiting.cache_fill = Some(fill);
@@ -158,11 +75,11 @@ impl Core {
 
     /// Starts the ASGI app for a request (see `dispatch_asgi`).
     #[allow(clippy::too_many_arguments)]
-    fn run_asgi(
+    fn run_asgi<W: ResponseWriter>(
         &mut self,
         py: Python<'_>,
-        connection: &mut Connection,
-        key: usize,
+        connection: &mut W,
+        key: StreamKey,
         head_bytes: &[u8],
         head: &RequestHead,
         body: AsgiBody<'_>,
@@ -170,11 +87,9 @@ impl Core {
     ) -> Outcome {
         let mut awaiting = AwaitingResponse::new(head, keep_alive, 200);
         let line = RequestLine::Raw(head_bytes, head);
-        let (receive, body_stream) = match body {
-            AsgiBody::Complete(body) => (body.to_owned_body().map(AsgiReceive::new), None),
-            AsgiBody::Streaming { initial, progress } => {
-                (Ok(AsgiReceive::streaming(initial)), Some(progress))
-            }
+        let (receive, body_flowing) = match body {
+            AsgiBody::Complete(body) => (body.to_owned_body().map(AsgiReceive::new), false),
+            AsgiBody::Streaming { initial } => (Ok(AsgiReceive::streaming(initial)), true),
         };
         let receive = match receive {
             Ok(receive) => receive,
@@ -189,9 +104,9 @@ impl Core {
                 )
             }
         };
-        if connection.peer_objects.address.is_none() {
-            match address_object(py, connection.client) {
-                Ok(client) => connection.peer_objects.address = Some(client),
+        if connection.peer_objects().address.is_none() {
+            match address_object(py, connection.client()) {
+                Ok(client) => connection.peer_objects().address = Some(client),
                 Err(error) => {
                     return self.finish(py, connection, &awaiting, head_bytes, &line, Err(error))
                 }
@@ -201,13 +116,10 @@ impl Core {
             unreachable!("dispatch_asgi is called only with an ASGI app");
         };
         let app = settings.app.clone_ref(py);
-        let client = connection
-            .peer_objects
-            .address
-            .as_ref()
-            .expect("set just above");
-        let origin = connection.origin.as_deref();
-        let tls = connection.stream.tls().map(|tls| tls.info());
+        let peer = connection.peer();
+        let client = peer.objects.address.as_ref().expect("set just above");
+        let origin = peer.origin;
+        let tls = peer.tls;
         let started =
             build_scope(py, settings, head_bytes, head, client, origin).and_then(|scope| {
                 // The extensions rush implements for http (and tls, below).
@@ -250,7 +162,7 @@ impl Core {
         // An app that answers before its body has fully arrived leaves the
         // connection mid-body: it closes after the response.
         let unread_body = |outcome: Outcome| match outcome {
-            Outcome::KeepAlive if body_stream.is_some() => Outcome::Close,
+            Outcome::KeepAlive if body_flowing => Outcome::Close,
             other => other,
         };
         match self.start_coroutine(py, &coroutine, key, awaiting.request_id) {
@@ -274,7 +186,7 @@ impl Core {
                 // The app goes on as a task: from now on each send() is flushed,
                 // and a drained body queue lets the loop read on.
                 if let Some(notifier) = &self.asgi_notifier {
-                    match notifier.call1(py, (key, awaiting.request_id)) {
+                    match notifier.call1(py, (key.connection, awaiting.request_id)) {
                         Ok(notify) => {
                             exchange.receive.bind(py).borrow_mut().notify =
                                 Some(notify.clone_ref(py));
@@ -291,8 +203,8 @@ impl Core {
                 }
                 awaiting.request_line = line.text().into_owned();
                 awaiting.asgi = Some(exchange);
-                connection.state.handler_pending(body_stream);
-                connection.in_flight = Some(InFlight::Handler(Box::new(awaiting)));
+                connection.response_pending(body_flowing);
+                *connection.request() = Some(InFlight::Handler(Box::new(awaiting)));
                 Outcome::Pending
             }
         }
@@ -303,10 +215,10 @@ impl Core {
     /// coroutine that suspends is handed to `runner.adopt(...)` and goes on
     /// as that task. Without a runner (no asyncio loop), a coroutine that
     /// finishes at once is still fine; one that would suspend is an error.
-    pub(crate) fn complete_asgi(
+    pub(crate) fn complete_asgi<W: ResponseWriter>(
         &mut self,
         py: Python<'_>,
-        connection: &mut Connection,
+        connection: &mut W,
         awaiting: &AwaitingResponse,
         exchange: &AsgiExchange,
         line: &RequestLine<'_>,
@@ -351,19 +263,20 @@ impl Core {
     /// Writes what the app has sent so far. Returns the outcome once the
     /// response is complete (or can never be), `None` while it goes on.
     /// A response that fills a cache entry is recorded as it is written.
-    pub(crate) fn write_asgi(
+    pub(crate) fn write_asgi<W: ResponseWriter>(
         &mut self,
         py: Python<'_>,
-        connection: &mut Connection,
+        connection: &mut W,
         exchange: &AsgiExchange,
         write: AsgiWrite,
         line: &RequestLine<'_>,
     ) -> Option<Outcome> {
-        let before = connection.sink.output.len();
+        let before = connection.output().len();
         let outcome = self.write_asgi_parts(py, connection, exchange, write, line);
         let mut send = exchange.send.bind(py).borrow_mut();
         if let Some(recorded) = &mut send.recorded {
-            let written = &connection.sink.output[before.min(connection.sink.output.len())..];
+            let output = connection.pending_output();
+            let written = &output[before.min(output.len())..];
             if recorded.len() + written.len() > RECORD_LIMIT {
                 send.recorded = None;
             } else {
@@ -373,10 +286,10 @@ impl Core {
         outcome
     }
 
-    fn write_asgi_parts(
+    fn write_asgi_parts<W: ResponseWriter>(
         &mut self,
         py: Python<'_>,
-        connection: &mut Connection,
+        connection: &mut W,
         exchange: &AsgiExchange,
         write: AsgiWrite,
         line: &RequestLine<'_>,
@@ -436,7 +349,7 @@ impl Core {
                 name.eq_ignore_ascii_case(b"connection") && connection_has_close(value)
             });
             let close = app_close || framing == AsgiFraming::UntilClose;
-            let out = &mut connection.sink.output;
+            let out = connection.output();
             rush_proto::response::write_status_line(out, send.status);
             let mut fields = AppFields::default();
             for (name, value) in &send.headers {
@@ -468,7 +381,7 @@ impl Core {
         let pending = std::mem::take(&mut send.pending_body);
         send.body_written += pending.len() as u64;
         if !write.head_only && !send.bodyless && !pending.is_empty() {
-            let out = &mut connection.sink.output;
+            let out = connection.output();
             if send.framing_chunked {
                 out.extend_from_slice(format!("{:x}\r\n", pending.len()).as_bytes());
                 out.extend_from_slice(&pending);
@@ -485,7 +398,7 @@ impl Core {
         // A cut-short response is never made to look complete: no final
         // chunk, and the connection closes.
         if complete && send.framing_chunked && !write.head_only {
-            connection.sink.output.extend_from_slice(b"0\r\n\r\n");
+            connection.output().extend_from_slice(b"0\r\n\r\n");
         }
         let short = send.declared_length.is_some_and(|declared| {
             !write.head_only && !send.bodyless && send.body_written < declared
@@ -535,10 +448,10 @@ impl Core {
 impl Core {
     /// Answers with a 500 for an ASGI response that cannot be sent (nothing
     /// of it is on the wire yet): `error` is logged with the request.
-    fn asgi_error_page(
+    fn asgi_error_page<W: ResponseWriter>(
         &mut self,
         py: Python<'_>,
-        connection: &mut Connection,
+        connection: &mut W,
         exchange: &AsgiExchange,
         write: AsgiWrite,
         line: &RequestLine<'_>,
@@ -566,10 +479,10 @@ impl Core {
     /// answers (`crate::static_files::serve_file`): conditional requests
     /// judged by the app's own `ETag` and `Last-Modified`, a single byte
     /// range, HEAD. A file that cannot be opened is a 500.
-    fn write_pathsend(
+    fn write_pathsend<W: ResponseWriter>(
         &mut self,
         py: Python<'_>,
-        connection: &mut Connection,
+        connection: &mut W,
         exchange: &AsgiExchange,
         write: AsgiWrite,
         line: &RequestLine<'_>,
@@ -644,10 +557,10 @@ impl Core {
             &extra_lines,
             &conditional,
             &context,
-            &mut connection.sink.output,
+            connection.output(),
             (status != 200).then_some(status),
         );
-        connection.sink.body = outcome.body;
+        connection.set_body(outcome.body);
         exchange.receive.bind(py).borrow_mut().finish(py);
         self.access_log(
             py,
@@ -660,13 +573,11 @@ impl Core {
     }
 }
 
-/// The body an ASGI app gets: complete, or still arriving.
+/// The body an ASGI app gets: complete, or still arriving (the rest comes
+/// through the dispatcher's `request_body`).
 pub(crate) enum AsgiBody<'a> {
     Complete(RequestBody<'a>),
-    Streaming {
-        initial: Vec<u8>,
-        progress: BodyProgress,
-    },
+    Streaming { initial: Vec<u8> },
 }
 
 /// How an ASGI response body is delimited on the wire.

@@ -12,9 +12,9 @@
 //!   the [`AsgiSend`] object calls its `notify` hook, which asks the loop
 //!   (through asyncio's `call_soon`, never re-entrantly) to write what was
 //!   sent: chunked, or raw under the app's own Content-Length.
-//! * Backpressure: once the connection has 1 MiB unsent, `send` returns a
+//! * Backpressure: once the response has 1 MiB unsent, `send` returns a
 //!   pending future instead, resolved by the loop when the output drains
-//!   (`Core::pace_asgi_sender`), or failed with `ConnectionResetError`
+//!   (`Core::pace_request`, through `AsgiExchange::pace`), or failed with `ConnectionResetError`
 //!   when the client is gone.
 //! * The request body is handed over in `http.request` messages: whole when
 //!   it had arrived with the head, or as it arrives (the app starts at the

@@ -1,35 +1,37 @@
-//! The native App's dispatch: routes, redirects, static mounts, 404/405,
-//! and calling a handler (sync, or async with its first step inline).
+//! The entry of every request, and the native App's dispatch: routes,
+//! redirects, static mounts, 404/405, cached routes, and calling a handler
+//! (sync, or async with its first step inline); what no route claims goes
+//! on to the WSGI or ASGI app. Written through the response-writer seam
+//! (`crate::exchange`).
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use rush_proto::{Method, RequestHead, Version};
 
-use super::cached::{CacheLookup, FillAnswer};
-use super::{call_handler, keep_or_close, AppInterface, Core, Outcome, RequestLine};
 use crate::body::RequestBody;
-use crate::conn::Connection;
 use crate::coroutine::CoroutineStart;
+use crate::dispatch::cached::{CacheLookup, FillAnswer};
+use crate::dispatch::{call_handler, keep_or_close, AppInterface, Core, Outcome, RequestLine};
+use crate::exchange::{ResponseWriter, StreamKey};
 use crate::inflight::{AwaitingResponse, InFlight};
 use crate::request::{decode_path, header_fields, Request, RequestParts};
 use crate::response::{finish_head, write_status_page, ResponseContext};
 use crate::router::RouteDecision;
 use crate::static_files::ConditionalHeaders;
 
-use super::asgi::AsgiBody;
+use crate::asgi::dispatch::AsgiBody;
 
 impl Core {
     /// Routes one complete request and answers it (or starts its async handler).
-    pub(crate) fn dispatch(
+    pub(crate) fn dispatch<W: ResponseWriter>(
         &mut self,
         py: Python<'_>,
-        connection: &mut Connection,
-        key: usize,
+        connection: &mut W,
+        key: StreamKey,
         head_bytes: &[u8],
         head: &RequestHead,
         body: RequestBody<'_>,
     ) -> Outcome {
-        self.begin_request(connection, head_bytes);
         if let Some(liveness) = &self.liveness {
             if liveness.get().request_started(head_bytes) {
                 // --max-requests: this response already says `Connection:
@@ -57,11 +59,8 @@ impl Core {
         let mut allow_for_handler: Option<Vec<u8>> = None;
         let (handler, default_status) = match decision {
             RouteDecision::Redirect(redirect) => {
-                connection
-                    .sink
-                    .output
-                    .extend_from_slice(&redirect.head_prefix);
-                finish_head(&mut connection.sink.output, &context, false);
+                connection.output().extend_from_slice(&redirect.head_prefix);
+                finish_head(connection.output(), &context, false);
                 self.access_log(
                     py,
                     connection,
@@ -83,7 +82,7 @@ impl Core {
                     .find_mount(raw_path)
                     .expect("mount found by the guard");
                 let conditional = ConditionalHeaders::from_fields(header_fields(head_bytes));
-                let start = connection.sink.output.len();
+                let start = connection.output().len();
                 let outcome = self.static_files.respond(
                     mount,
                     rest,
@@ -92,16 +91,16 @@ impl Core {
                     matches!(head.method, Method::Get | Method::Head),
                     &conditional,
                     &context,
-                    &mut connection.sink.output,
+                    connection.output(),
                 );
                 match router.error_handler(404) {
                     // The app's own 404 page wins over the native one.
                     Some(handler) if outcome.status == 404 => {
-                        connection.sink.output.truncate(start);
+                        connection.output().truncate(start);
                         (handler, 404)
                     }
                     _ => {
-                        connection.sink.body = outcome.body;
+                        connection.set_body(outcome.body);
                         let length = outcome.body_length as usize;
                         self.access_log(
                             py,
@@ -118,7 +117,14 @@ impl Core {
                 let mut fill = None;
                 if let Some(policy) = router.cached_path(&path) {
                     match self.look_up_cached(
-                        py, connection, key, &router, policy, head_bytes, head, &context,
+                        py,
+                        connection,
+                        key.connection,
+                        &router,
+                        policy,
+                        head_bytes,
+                        head,
+                        &context,
                     ) {
                         CacheLookup::Answered(outcome) => return outcome,
                         CacheLookup::Parked => return Outcome::Parked,
@@ -141,7 +147,7 @@ impl Core {
                 Some(handler) => (handler, 404),
                 None => {
                     let length = write_status_page(
-                        &mut connection.sink.output,
+                        connection.output(),
                         404,
                         std::iter::empty(),
                         &context,
@@ -164,13 +170,8 @@ impl Core {
                 }
                 None => {
                     let allow_header = std::iter::once((&b"Allow"[..], allow));
-                    let length = write_status_page(
-                        &mut connection.sink.output,
-                        405,
-                        allow_header,
-                        &context,
-                        false,
-                    );
+                    let length =
+                        write_status_page(connection.output(), 405, allow_header, &context, false);
                     self.access_log(
                         py,
                         connection,
@@ -187,7 +188,14 @@ impl Core {
             } => {
                 if let Some(policy) = &handler.cache {
                     match self.look_up_cached(
-                        py, connection, key, &router, policy, head_bytes, head, &context,
+                        py,
+                        connection,
+                        key.connection,
+                        &router,
+                        policy,
+                        head_bytes,
+                        head,
+                        &context,
                     ) {
                         CacheLookup::Answered(outcome) => return outcome,
                         CacheLookup::Parked => return Outcome::Parked,
@@ -217,9 +225,9 @@ impl Core {
                     query: head.query,
                     version: head.version,
                     body,
-                    client: connection.client,
-                    origin: connection.origin.clone(),
-                    tls: connection.stream.tls().is_some(),
+                    client: connection.client(),
+                    origin: connection.origin().cloned().map(Box::new),
+                    tls: connection.tls().is_some(),
                 }),
             )
         });
@@ -235,7 +243,7 @@ impl Core {
         let line = RequestLine::Raw(head_bytes, head);
         let result =
             request.and_then(|request| call_handler(py, handler, &request, params.as_ref()));
-        let start = connection.sink.output.len();
+        let start = connection.output().len();
         let outcome = match result {
             Err(error) => self.finish(py, connection, &awaiting, head_bytes, &line, Err(error)),
             Ok(coroutine) if handler.is_async => {
@@ -249,8 +257,8 @@ impl Core {
                         awaiting.request_line = line.text().into_owned();
                         awaiting.request_head = head_bytes.to_vec();
                         awaiting.cache_fill = cache_fill;
-                        connection.state.handler_pending(None);
-                        connection.in_flight = Some(InFlight::Handler(Box::new(awaiting)));
+                        connection.response_pending(false);
+                        *connection.request() = Some(InFlight::Handler(Box::new(awaiting)));
                         return Outcome::Pending;
                     }
                     Err(error) => {

@@ -10,7 +10,7 @@ use pyo3::types::{PyBytes, PyDict, PyString};
 use rush_proto::ws::{close, MessageKind};
 
 /// One message of the app's `send(message)`, read.
-pub(super) enum AppMessage {
+pub(crate) enum AppMessage {
     /// `websocket.send`, text or bytes.
     Send(MessageKind, Vec<u8>),
     /// `websocket.accept`.
@@ -34,7 +34,7 @@ pub(super) enum AppMessage {
 }
 
 /// Reads one message of the app's `send(message)`.
-pub(super) fn read_app_message(
+pub(crate) fn read_app_message(
     py: Python<'_>,
     message: &Bound<'_, PyDict>,
 ) -> PyResult<AppMessage> {

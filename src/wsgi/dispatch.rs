@@ -1,8 +1,10 @@
-//! WSGI dispatch: build `environ`, call the app on the loop thread or hand
-//! it to the `--threads` pool, and frame what it returns.
+//! WSGI, the loop's half: build `environ`, call the app on the loop thread
+//! or hand it to the `--threads` pool, and frame what it returns through
+//! the response-writer seam (`crate::exchange`). The objects the app sees
+//! are the other half, `objects.rs`.
 //!
 //! A body that is a list or tuple is sent whole (its length is known, its
-//! Content-Length checked). Any other iterable is streamed: the connection
+//! Content-Length checked). Any other iterable is streamed: the response
 //! enters the `Streaming` write state and [`Core::pump_wsgi`] pulls chunks while
 //! the client keeps up, pausing at the high-water mark and resuming when
 //! the socket drains, so memory stays flat for any body size. The
@@ -13,32 +15,32 @@ use rush_proto::RequestHead;
 
 use rush_proto::encode::{BodyEncoder, FramingPlan};
 
-use super::cached::FillAnswer;
-use super::{keep_or_close, AppInterface, Core, Outcome, RequestLine};
+use super::objects::{build_environ, call_wsgi, WsgiResponse};
 use crate::body::RequestBody;
 use crate::cache::CacheFill;
-use crate::conn::Connection;
+use crate::dispatch::cached::FillAnswer;
+use crate::dispatch::{keep_or_close, AppInterface, Core, Outcome, RequestLine};
+use crate::exchange::{ResponseWriter, StreamKey};
 use crate::http_write::{finish_head_after, ResponseContext};
 use crate::inflight::{
     AwaitingResponse, BodySource, InFlight, PoolChannel, StreamEnd, Taken, WsgiStream,
 };
-use crate::wsgi::{build_environ, call_wsgi, WsgiResponse};
 
 impl Core {
     /// Runs the WSGI app for a request, on this thread or on the pool.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn dispatch_wsgi(
+    pub(crate) fn dispatch_wsgi<W: ResponseWriter>(
         &mut self,
         py: Python<'_>,
-        connection: &mut Connection,
-        key: usize,
+        connection: &mut W,
+        key: StreamKey,
         head_bytes: &[u8],
         head: &RequestHead,
         body: RequestBody<'_>,
         keep_alive: bool,
         fill: Option<CacheFill>,
     ) -> Outcome {
-        let start = connection.sink.output.len();
+        let start = connection.output().len();
         let mut fill = fill;
         let outcome = self.run_wsgi(
             py, connection, key, head_bytes, head, body, keep_alive, &mut fill,
@@ -55,11 +57,11 @@ impl Core {
     /// Calls the WSGI app; a request handed to the pool takes `fill` along
     /// (its completion stores the answer).
     #[allow(clippy::too_many_arguments)]
-    fn run_wsgi(
+    fn run_wsgi<W: ResponseWriter>(
         &mut self,
         py: Python<'_>,
-        connection: &mut Connection,
-        key: usize,
+        connection: &mut W,
+        key: StreamKey,
         head_bytes: &[u8],
         head: &RequestHead,
         body: RequestBody<'_>,
@@ -68,17 +70,17 @@ impl Core {
     ) -> Outcome {
         let mut awaiting = AwaitingResponse::new(head, keep_alive, 200);
         let line = RequestLine::Raw(head_bytes, head);
-        let remote = connection
-            .peer_objects
-            .remote_strings(py, connection.client);
+        let peer = connection.peer();
+        let remote = peer.objects.remote_strings(py, peer.client);
         let AppInterface::Wsgi(settings) = &self.app else {
             unreachable!("dispatch_wsgi is called only with a WSGI app");
         };
         let app = settings.app.clone_ref(py);
-        let origin = connection.origin.as_deref();
+        let origin = peer.origin;
+        let tls = peer.tls;
         let environ = build_environ(py, settings, head_bytes, head, body, remote, origin).and_then(
             |environ| {
-                if let Some(tls) = connection.stream.tls() {
+                if let Some(tls) = tls {
                     // A proxy's word on the scheme wins; else the transport's.
                     if origin.is_none_or(|origin| origin.https.is_none()) {
                         environ.set_item(
@@ -87,7 +89,7 @@ impl Core {
                         )?;
                         environ.set_item(pyo3::intern!(py, "HTTPS"), pyo3::intern!(py, "on"))?;
                     }
-                    crate::tls::add_wsgi_variables(&environ, tls.info())?;
+                    crate::tls::add_wsgi_variables(&environ, tls)?;
                 }
                 Ok(environ)
             },
@@ -105,13 +107,16 @@ impl Core {
         // could not be stored); every other body streams.
         let stream = fill.is_none();
         if let Some(scheduler) = &self.blocking_scheduler {
-            return match scheduler.call1(py, (app, environ, key, awaiting.request_id, stream)) {
+            return match scheduler.call1(
+                py,
+                (app, environ, key.connection, awaiting.request_id, stream),
+            ) {
                 Ok(_) => {
                     awaiting.request_line = line.text().into_owned();
                     awaiting.request_head = head_bytes.to_vec();
                     awaiting.cache_fill = fill.take();
-                    connection.state.handler_pending(None);
-                    connection.in_flight = Some(InFlight::Handler(Box::new(awaiting)));
+                    connection.response_pending(false);
+                    *connection.request() = Some(InFlight::Handler(Box::new(awaiting)));
                     Outcome::Pending
                 }
                 Err(error) => self.finish(py, connection, &awaiting, head_bytes, &line, Err(error)),
@@ -131,10 +136,10 @@ impl Core {
     /// Writes the head of a streamed WSGI response and starts pumping its
     /// body. The framing is the app's Content-Length, else chunked (or, for
     /// an HTTP/1.0 client, the end of the connection).
-    pub(crate) fn start_wsgi_stream(
+    pub(crate) fn start_wsgi_stream<W: ResponseWriter>(
         &mut self,
         py: Python<'_>,
-        connection: &mut Connection,
+        connection: &mut W,
         awaiting: &AwaitingResponse,
         line: &RequestLine<'_>,
         response: &mut WsgiResponse,
@@ -155,7 +160,7 @@ impl Core {
             && !self.closes_for_drain()
             && !response.requests_close()
             && !encoder.closes_connection();
-        let out = &mut connection.sink.output;
+        let out = connection.output();
         let fields = response.write_status_and_headers(out);
         encoder.write_framing_header(out);
         let context = ResponseContext {
@@ -177,15 +182,12 @@ impl Core {
             unflushed: false,
         });
         // What the app passed to write(), and a generator's first chunk.
-        if let Err(error) = stream
-            .encoder
-            .encode(&response.body, &mut connection.sink.output)
-        {
+        if let Err(error) = stream.encoder.encode(&response.body, connection.output()) {
             return self.end_wsgi_stream(py, connection, *stream, StreamEnd::Misframed(error));
         }
         stream.unflushed = !response.body.is_empty();
-        connection.state.streaming_started();
-        connection.in_flight = Some(InFlight::Stream(stream));
+        connection.streaming_started();
+        *connection.request() = Some(InFlight::Stream(stream));
         self.pump_wsgi(py, connection).unwrap_or(Outcome::Pending)
     }
 
@@ -194,19 +196,22 @@ impl Core {
     /// writing each to the socket before asking for the next (the app may
     /// block producing it: what it made so far must not wait with it).
     /// `None`: paused until the client reads; `Some`: the response is over.
-    pub(crate) fn pump_wsgi(
+    pub(crate) fn pump_wsgi<W: ResponseWriter>(
         &mut self,
         py: Python<'_>,
-        connection: &mut Connection,
+        connection: &mut W,
     ) -> Option<Outcome> {
         loop {
-            let Some(InFlight::Stream(stream)) = &mut connection.in_flight else {
+            let Some(InFlight::Stream(stream)) = connection.request() else {
                 return None;
             };
             if stream.unflushed {
                 stream.unflushed = false;
-                if connection.write_output().is_err() {
-                    let Some(InFlight::Stream(stream)) = connection.in_flight.take() else {
+                if connection
+                    .flush(self.now, self.config.send_timeout)
+                    .is_err()
+                {
+                    let Some(InFlight::Stream(stream)) = connection.request().take() else {
                         unreachable!("checked above");
                     };
                     return Some(self.end_wsgi_stream(
@@ -216,46 +221,41 @@ impl Core {
                         StreamEnd::ClientLeft,
                     ));
                 }
-                connection.track_write_progress(self.now, self.config.send_timeout);
             }
-            if connection.sink.is_full() {
+            if connection.is_full() {
                 return None;
             }
-            let Some(InFlight::Stream(stream)) = &mut connection.in_flight else {
+            let (request, output) = connection.request_and_output();
+            let Some(InFlight::Stream(stream)) = request else {
                 return None;
             };
             let end = match &stream.body {
                 BodySource::Iterator(iterator) => match iterator.next_chunk(py) {
-                    Ok(Some(chunk)) => match stream
-                        .encoder
-                        .encode(chunk.as_bytes(), &mut connection.sink.output)
-                    {
+                    Ok(Some(chunk)) => match stream.encoder.encode(chunk.as_bytes(), output) {
                         Ok(()) => {
                             stream.unflushed = true;
                             continue;
                         }
                         Err(error) => StreamEnd::Misframed(error),
                     },
-                    Ok(None) => stream.finish(&mut connection.sink.output),
+                    Ok(None) => stream.finish(output),
                     Err(error) => StreamEnd::Raised(error),
                 },
                 BodySource::Pool(channel) => match channel.take(py) {
                     // Nothing new: the pool thread tells the loop when there is.
                     Ok(Taken::Chunks(chunks)) if chunks.is_empty() => return None,
                     Ok(Taken::Chunks(chunks)) => {
-                        match stream.encode_all(&chunks, &mut connection.sink.output) {
+                        match stream.encode_all(&chunks, output) {
                             // Written by the drive loop: the pool thread is not
                             // waiting on this thread, so nothing is held back.
                             Ok(()) => return None,
                             Err(error) => StreamEnd::Misframed(error),
                         }
                     }
-                    Ok(Taken::Last(chunks)) => {
-                        match stream.encode_all(&chunks, &mut connection.sink.output) {
-                            Ok(()) => stream.finish(&mut connection.sink.output),
-                            Err(error) => StreamEnd::Misframed(error),
-                        }
-                    }
+                    Ok(Taken::Last(chunks)) => match stream.encode_all(&chunks, output) {
+                        Ok(()) => stream.finish(output),
+                        Err(error) => StreamEnd::Misframed(error),
+                    },
                     Err(error) => StreamEnd::Raised(error),
                 },
             };
@@ -265,12 +265,12 @@ impl Core {
                     stream.request_line
                 );
                 self.log_error(py, &message, Some(error));
-                let Some(InFlight::Stream(stream)) = connection.in_flight.take() else {
+                let Some(InFlight::Stream(stream)) = connection.request().take() else {
                     unreachable!("checked above");
                 };
                 return Some(self.end_wsgi_stream(py, connection, *stream, StreamEnd::AppRaised));
             }
-            let Some(InFlight::Stream(stream)) = connection.in_flight.take() else {
+            let Some(InFlight::Stream(stream)) = connection.request().take() else {
                 unreachable!("checked above");
             };
             return Some(self.end_wsgi_stream(py, connection, *stream, end));
@@ -281,10 +281,10 @@ impl Core {
     /// off (the app raised, sent more or less than its Content-Length, or
     /// the client left) was never completed on the wire: the connection
     /// closes so the client cannot take it for a whole response.
-    fn end_wsgi_stream(
+    fn end_wsgi_stream<W: ResponseWriter>(
         &mut self,
         py: Python<'_>,
-        connection: &mut Connection,
+        connection: &mut W,
         mut stream: WsgiStream,
         end: StreamEnd,
     ) -> Outcome {

@@ -1,0 +1,110 @@
+//! The dispatcher's request events: what a protocol driver tells a request
+//! in flight, whichever interface runs it.
+//!
+//! A driver (HTTP/1.1 today, HTTP/2 next) names no interface: when its
+//! client can take more output, when body bytes of a running request
+//! arrive, when it asks whether the app takes more of its body, or when the
+//! client leaves, it calls one of these with the request's writer
+//! ([`ResponseWriter`]). Each looks at the request unit (the writer's
+//! [`InFlight`]) and hands the event to the interface that owns it: a
+//! streamed WSGI body, an ASGI app's `send`/`receive`. One `match` per
+//! event, no virtual call.
+
+use pyo3::prelude::*;
+
+use rush_proto::RequestHead;
+
+use super::{AppInterface, Core, Outcome};
+use crate::asgi::dispatch::AsgiBody;
+use crate::exchange::{ResponseWriter, StreamKey};
+use crate::inflight::InFlight;
+
+impl Core {
+    /// Whether a request whose body is still arriving is dispatched at once,
+    /// its body handed over as it comes (an ASGI app, unless a static mount
+    /// answers the path), rather than after the body is complete.
+    pub(crate) fn takes_body_as_it_comes(&self, raw_path: &[u8]) -> bool {
+        matches!(self.app, AppInterface::Asgi(_))
+            && self.static_files.find_mount(raw_path).is_none()
+    }
+
+    /// Dispatches a request whose body is still arriving (see
+    /// [`Core::takes_body_as_it_comes`]): `initial` came with the head,
+    /// the rest arrives through [`Core::request_body`], decoded by the
+    /// protocol, which set its progress aside before this call.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn dispatch_body_flowing<W: ResponseWriter>(
+        &mut self,
+        py: Python<'_>,
+        writer: &mut W,
+        key: StreamKey,
+        head_bytes: &[u8],
+        head: &RequestHead,
+        initial: Vec<u8>,
+        keep_alive: bool,
+    ) -> Outcome {
+        let body = AsgiBody::Streaming { initial };
+        self.dispatch_asgi(py, writer, key, head_bytes, head, body, keep_alive, None)
+    }
+
+    /// The client can take more output: a streamed body goes on.
+    /// `Some`: the response is over, with this outcome.
+    pub(crate) fn request_writable<W: ResponseWriter>(
+        &mut self,
+        py: Python<'_>,
+        writer: &mut W,
+    ) -> Option<Outcome> {
+        match writer.request_ref() {
+            Some(InFlight::Stream(_)) => self.pump_wsgi(py, writer),
+            _ => None,
+        }
+    }
+
+    /// Bytes of the request body arrived for the running app (`done`: the
+    /// body is complete).
+    pub(crate) fn request_body<W: ResponseWriter>(
+        &mut self,
+        py: Python<'_>,
+        writer: &mut W,
+        chunk: &[u8],
+        done: bool,
+    ) {
+        if let Some(InFlight::Handler(awaiting)) = writer.request_ref() {
+            if let Some(exchange) = &awaiting.asgi {
+                self.push_asgi_body(py, exchange, chunk, done);
+            }
+        }
+    }
+
+    /// Whether the running app takes more of its request body now.
+    pub(crate) fn request_wants_body<W: ResponseWriter>(&self, py: Python<'_>, writer: &W) -> bool {
+        match writer.request_ref() {
+            Some(InFlight::Handler(awaiting)) => awaiting
+                .asgi
+                .as_ref()
+                .is_some_and(|exchange| exchange.wants_body(py)),
+            _ => false,
+        }
+    }
+
+    /// The client closed its side while the app runs (its output may still
+    /// be written until the socket fails).
+    pub(crate) fn request_client_left<W: ResponseWriter>(&self, py: Python<'_>, writer: &W) {
+        if let Some(InFlight::Handler(awaiting)) = writer.request_ref() {
+            if let Some(exchange) = &awaiting.asgi {
+                exchange.client_left(py);
+            }
+        }
+    }
+
+    /// After a drive: a producer that waits on the water marks (an ASGI
+    /// `send()`) is paused or resumed. Only a request that has such a
+    /// producer is looked at (see [`InFlight::needs_pacing`]).
+    pub(crate) fn pace_request<W: ResponseWriter>(&self, py: Python<'_>, writer: &W) {
+        if let Some(InFlight::Handler(awaiting)) = writer.request_ref() {
+            if let Some(exchange) = &awaiting.asgi {
+                exchange.pace(py, writer.is_full(), writer.has_room());
+            }
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! The seam between a protocol and the interfaces: what one request's
+//! response goes through, and what a request in flight is told.
+//!
+//! A request is named by a [`StreamKey`]: its connection's key and its
+//! stream on that connection. HTTP/1.1 has one stream at a time (stream 0:
+//! pipelined requests are answered strictly in order, one after the
+//! other); HTTP/2 will key many streams on one connection.
+//!
+//! The interfaces (the native App, WSGI, ASGI, in `crate::dispatch`) write
+//! a response through a [`ResponseWriter`]: head and body bytes, a large
+//! body that follows them, the water marks a producer checks
+//! (backpressure), writing through to the client, and the state of the
+//! response (a handler still running, a body streaming). They keep the
+//! request's Python side in flight ([`InFlight`]) in the request unit the
+//! writer owns for that key. HTTP/1.1 implements the trait over the
+//! connection's `ResponseSink` and `ConnState` (`crate::http1::writer`);
+//! HTTP/2 will implement it over a stream of a multiplexed connection.
+//!
+//! The interface code is generic over the writer (`W: ResponseWriter`),
+//! not a trait object: each protocol gets its own monomorphised copy, so
+//! the hot path keeps direct, inlinable calls and allocates nothing.
+//!
+//! The other direction (a protocol telling a request in flight that its
+//! client can take more, that body bytes arrived, that the client is gone)
+//! goes through the dispatcher's request events (`crate::dispatch::events`),
+//! which pick the interface; a protocol driver names no interface.
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use crate::conn::TlsInfo;
+use crate::forwarding::RequestOrigin;
+use crate::http_write::OutgoingBody;
+use crate::inflight::{InFlight, PeerObjects};
+
+/// Names one request: its connection and its stream on that connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StreamKey {
+    /// The connection's key in the worker's slab.
+    pub connection: usize,
+    /// The stream on the connection (HTTP/1.1: always 0).
+    pub stream: u32,
+}
+
+impl StreamKey {
+    /// The one stream of a connection that carries one request at a time
+    /// (HTTP/1.1, a WebSocket session).
+    pub fn single(connection: usize) -> StreamKey {
+        StreamKey {
+            connection,
+            stream: 0,
+        }
+    }
+}
+
+/// What a request's response goes through, implemented by each protocol.
+pub(crate) trait ResponseWriter {
+    /// The bytes owed for this response, in order: the head, then the
+    /// body as the protocol frames it. Producers append; what is already
+    /// there belongs to earlier responses and is not theirs to touch
+    /// (they note `output().len()` first to truncate only their own part).
+    fn output(&mut self) -> &mut Vec<u8>;
+    /// The bytes owed so far, read only (see [`ResponseWriter::output`]).
+    fn pending_output(&self) -> &[u8];
+    /// A large body (a file, shared memory) that follows `output` on the
+    /// wire, sent without copying it into `output`.
+    fn set_body(&mut self, body: Option<OutgoingBody>);
+    /// Whether a large body is set to follow the output.
+    fn has_body(&self) -> bool;
+    /// At or over the high-water mark: a producer stops (a streamed body
+    /// pauses, an ASGI `send()` waits).
+    fn is_full(&self) -> bool;
+    /// Under the low-water mark: a paused producer may go on.
+    fn has_room(&self) -> bool;
+    /// Hands what is buffered to the client now, as far as it takes it
+    /// (a streamed body writes each chunk before asking the app for the
+    /// next). `Err`: the client is gone.
+    fn flush(&mut self, now: Instant, send_timeout: Duration) -> io::Result<()>;
+    /// The response goes on after the dispatch returns (a suspended
+    /// handler, a pool thread); `body_flowing`: the request body still
+    /// arrives and is handed to the app as it comes (its framing is the
+    /// protocol's business).
+    fn response_pending(&mut self, body_flowing: bool);
+    /// The head is out and the body streams from the app.
+    fn streaming_started(&mut self);
+    /// The request unit: the request's Python side in flight, if any.
+    fn request(&mut self) -> &mut Option<InFlight>;
+    /// The request unit and the output together (a streamed body is
+    /// encoded from the one into the other).
+    fn request_and_output(&mut self) -> (&mut Option<InFlight>, &mut Vec<u8>);
+    /// The request unit, read only.
+    fn request_ref(&self) -> Option<&InFlight>;
+    /// The peer's address (`None`: a Unix socket).
+    fn client(&self) -> Option<SocketAddr>;
+    /// The request's origin as a trusted proxy reported it.
+    fn origin(&self) -> Option<&RequestOrigin>;
+    /// When the request was dispatched (the access log's duration).
+    fn started(&self) -> Instant;
+    /// Request header values `--access-log-format` shows.
+    fn log_headers(&self) -> &[Option<String>];
+    /// The TLS session the request came over, if any.
+    fn tls(&self) -> Option<&TlsInfo>;
+    /// The peer's address as Python objects, made once per connection.
+    fn peer_objects(&mut self) -> &mut PeerObjects;
+    /// What an interface reads about the peer to describe the request to
+    /// the app (environ, scope), all at once.
+    fn peer(&mut self) -> Peer<'_>;
+}
+
+/// The peer of a request as an interface describes it to the app.
+pub(crate) struct Peer<'a> {
+    /// Its address as Python objects, made once per connection.
+    pub objects: &'a mut PeerObjects,
+    /// Its address (`None`: a Unix socket).
+    pub client: Option<SocketAddr>,
+    /// The request's origin as a trusted proxy reported it.
+    pub origin: Option<&'a RequestOrigin>,
+    /// The TLS session the request came over, if any.
+    pub tls: Option<&'a TlsInfo>,
+}

@@ -1,0 +1,17 @@
+//! WSGI (PEP 3333), the whole interface in one place, in two halves:
+//!
+//! * `objects.rs`, what the app sees: `environ`, `start_response`,
+//!   `wsgi.file_wrapper`, the body iterator, and `call_wsgi`, which calls
+//!   the app and collects its answer. It touches no loop state, so a
+//!   `--threads` pool thread runs it too.
+//! * `dispatch.rs`, what the loop does with it: builds `environ` for a
+//!   routed request, calls the app here or hands it to the pool, and
+//!   writes the answer through the response-writer seam
+//!   (`crate::exchange`), streaming a body that is not a list under the
+//!   seam's water marks.
+
+mod dispatch;
+pub(crate) mod objects;
+
+// The names the binding (`lib.rs`) and the server's constructor use.
+pub(crate) use objects::{call_wsgi, FileWrapper, WsgiBody, WsgiResponse, WsgiSettings};
