@@ -185,6 +185,9 @@ pub struct H2Connection {
     /// A command changed something since the connection was last polled.
     dirty: bool,
     shutdown_requested: bool,
+    /// Streams reset by the peer before their response completed, less the
+    /// responses completed since (see [`H2Settings::max_peer_reset_streams`]).
+    reset_debt: usize,
 }
 
 fn noop_cx() -> Context<'static> {
@@ -211,6 +214,7 @@ impl H2Connection {
             input_seen: false,
             dirty: true,
             shutdown_requested: false,
+            reset_debt: 0,
         };
         conn.drive();
         conn
@@ -342,7 +346,9 @@ impl H2Connection {
             .send_response(response, end_stream)
             .map_err(H2Error::Protocol)?;
         s.respond = None;
-        if !end_stream {
+        if end_stream {
+            self.reset_debt = self.reset_debt.saturating_sub(1);
+        } else {
             s.send = Some(send);
         }
         self.forget_if_done(stream);
@@ -620,6 +626,9 @@ impl H2Connection {
             }
             if let Some(reason) = reset {
                 self.events.push_back(Event::Reset { stream: id, reason });
+                if !s.response_done() {
+                    self.reset_debt += 1;
+                }
                 finished.push(id);
             } else if s.recv.is_none() && s.response_done() {
                 finished.push(id);
@@ -627,6 +636,11 @@ impl H2Connection {
         }
         for id in finished {
             self.streams.remove(&id);
+        }
+        if self.reset_debt > self.settings.max_peer_reset_streams {
+            if let State::Open(conn) = &mut self.state {
+                conn.abrupt_shutdown(Reason::ENHANCE_YOUR_CALM);
+            }
         }
     }
 
@@ -679,6 +693,7 @@ impl H2Connection {
                 }
                 if end {
                     s.send = None;
+                    self.reset_debt = self.reset_debt.saturating_sub(1);
                     break;
                 }
             }
@@ -693,6 +708,7 @@ impl H2Connection {
                             failed = Some(e.reason().unwrap_or(Reason::CANCEL));
                         }
                         s.send = None;
+                        self.reset_debt = self.reset_debt.saturating_sub(1);
                         progress = true;
                     } else {
                         // Nothing queued: give back capacity reserved earlier.

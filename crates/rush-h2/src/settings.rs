@@ -37,6 +37,15 @@ pub struct H2Settings {
     /// before the application accepted them; past this the connection is
     /// closed with GOAWAY (ENHANCE_YOUR_CALM). Default 20 (hyper's).
     pub max_pending_accept_reset_streams: usize,
+    /// Rapid Reset after acceptance: streams the peer reset before their
+    /// response was complete, less one for each response completed; past
+    /// this the connection is closed with GOAWAY (ENHANCE_YOUR_CALM). `h2`
+    /// counts only streams reset before they were accepted, but this layer
+    /// accepts a request as soon as its head is decoded, so a peer that
+    /// sends HEADERS and RST_STREAM in separate reads would otherwise make
+    /// the application start work for every stream without limit.
+    /// Default 100: a browser cancels a few streams per page, not hundreds.
+    pub max_peer_reset_streams: usize,
     /// Streams the server had to reset because the peer broke the protocol
     /// on them; past this the connection is closed with GOAWAY
     /// (ENHANCE_YOUR_CALM). Default 1024 (hyper's).
@@ -74,6 +83,7 @@ impl Default for H2Settings {
             header_table_size: 4096,
             max_pending_accept_reset_streams: 20,
             max_local_error_reset_streams: 1024,
+            max_peer_reset_streams: 100,
             max_concurrent_reset_streams: 50,
             max_send_buffer_size: 64 * 1024,
             max_input_buffer: 64 * 1024,
