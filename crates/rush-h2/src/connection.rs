@@ -258,25 +258,19 @@ impl H2Connection {
     /// output only when the previous output was written: the connection
     /// buffers at most [`H2Settings::max_output_buffer`] and stops there.
     pub fn take_output(&mut self, dst: &mut Vec<u8>) {
-        if self.dirty || self.buffers.borrow().write_blocked {
+        if self.dirty {
             self.drive();
         }
-        let mut taken = false;
-        {
+        let blocked = {
             let mut b = self.buffers.borrow_mut();
-            if !b.output.is_empty() {
-                if dst.is_empty() {
-                    std::mem::swap(dst, &mut b.output);
-                } else {
-                    dst.append(&mut b.output);
-                }
-                taken = true;
+            if dst.is_empty() {
+                std::mem::swap(dst, &mut b.output);
+            } else {
+                dst.append(&mut b.output);
             }
-            if b.write_blocked {
-                b.write_blocked = false;
-            }
-        }
-        if taken {
+            std::mem::take(&mut b.write_blocked)
+        };
+        if blocked {
             // Room again: let h2 write what it held back, for the next take.
             self.drive();
         }
@@ -476,26 +470,33 @@ impl H2Connection {
     }
 
     /// Polls `h2` until nothing more can happen without new input or room.
+    ///
+    /// One poll of the connection reads every frame buffered and writes every
+    /// frame queued, and costs the same for one stream as for a hundred, so
+    /// the queued response data goes to `h2` first and the connection is
+    /// polled once more only when the streams produced new frames.
     fn drive(&mut self) {
         self.dirty = false;
         let mut cx = noop_cx();
+        self.poll_sending(&mut cx);
         for _round in 0..64 {
+            let before = self.buffers.borrow().input_len();
             if !self.poll_connection(&mut cx) {
                 return;
             }
-            let input = std::mem::take(&mut self.input_seen);
-            if input {
+            let consumed = std::mem::take(&mut self.input_seen)
+                || self.buffers.borrow().input_len() != before;
+            if consumed {
                 self.poll_streams(&mut cx);
             }
-            let sent = self.poll_sending(&mut cx);
             // Frames the stream handles produced are written by the next
-            // poll of the connection; stop once it has nothing left to do.
-            if !sent && !input {
-                self.poll_connection(&mut cx);
+            // poll of the connection; stop once they produced none.
+            if !self.poll_sending(&mut cx) {
                 return;
             }
-            self.input_seen |= input && self.buffers.borrow().input_len() > 0;
         }
+        // Still busy after 64 rounds: continue on the next call.
+        self.dirty = true;
     }
 
     /// Polls the handshake or the connection; accepts new requests. False

@@ -1,0 +1,144 @@
+//! The microbenchmark behind the library decision (docs/architecture.md,
+//! "HTTP/2"): hello requests from an in-memory `h2` client through
+//! `H2Connection`, timing only the server side (feed, events, the response
+//! commands, taking output). Ignored by default; run it once, optimised:
+//!
+//!     nice -n 10 cargo test --release -p rush-h2 --test bench -- --ignored --nocapture
+//!
+//! For scale it also times rush-proto's HTTP/1.1 head parse of a similar
+//! request (rush's HTTP/1.1 path adds the response encoding and the socket).
+
+mod common;
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::*;
+use rush_h2::io::Buffers;
+use rush_h2::{Event, H2Connection, H2Settings};
+
+const HELLO: &[u8] = b"Hello, world!";
+
+struct Timed {
+    server: H2Connection,
+    bufs: Rc<RefCell<Buffers>>,
+    time: Duration,
+    answered: usize,
+}
+
+impl Timed {
+    /// Client bytes to the server, the "application" answers every request
+    /// at once, server bytes to the client. True if anything moved.
+    fn step(&mut self) -> bool {
+        let input = std::mem::take(&mut self.bufs.borrow_mut().output);
+        let start = Instant::now();
+        self.server.feed(&input);
+        while let Some(e) = self.server.poll_event() {
+            if let Event::Request { stream, .. } = e {
+                self.server
+                    .send_response(
+                        stream,
+                        200,
+                        [
+                            (&b"content-type"[..], &b"text/plain"[..]),
+                            (&b"content-length"[..], &b"13"[..]),
+                        ],
+                        false,
+                    )
+                    .unwrap();
+                self.server.send_data(stream, Bytes::from_static(HELLO), true).unwrap();
+                self.answered += 1;
+            }
+        }
+        let mut out = Vec::new();
+        self.server.take_output(&mut out);
+        self.time += start.elapsed();
+        let moved = !input.is_empty() || !out.is_empty();
+        self.bufs.borrow_mut().input.extend_from_slice(&out);
+        moved
+    }
+}
+
+fn run(concurrency: usize, total: usize) -> (f64, f64) {
+    let pair = Pair::new(H2Settings::default());
+    let Pair {
+        server,
+        client_bufs,
+        mut client,
+        mut client_conn,
+        ..
+    } = pair;
+    let mut t = Timed {
+        server,
+        bufs: client_bufs,
+        time: Duration::ZERO,
+        answered: 0,
+    };
+    let wall = Instant::now();
+    let mut done = 0;
+    while done < total {
+        let mut futs = Vec::with_capacity(concurrency);
+        for _ in 0..concurrency {
+            let req = http::Request::get("http://example.com/hello").body(()).unwrap();
+            futs.push(client.send_request(req, true).unwrap().0);
+        }
+        let mut pending = futs.len();
+        let mut bodies: Vec<Option<h2::RecvStream>> = (0..futs.len()).map(|_| None).collect();
+        while pending > 0 {
+            let _ = poll_once(&mut client_conn);
+            t.step();
+            let _ = poll_once(&mut client_conn);
+            for (i, fut) in futs.iter_mut().enumerate() {
+                if bodies[i].is_none() {
+                    if let Poll::Ready(r) = poll_once(fut) {
+                        bodies[i] = Some(r.unwrap().into_body());
+                    }
+                }
+            }
+            for body in bodies.iter_mut().flatten() {
+                while let Poll::Ready(Some(Ok(chunk))) = body.poll_data(&mut cx()) {
+                    let _ = body.flow_control().release_capacity(chunk.len());
+                }
+            }
+            pending = bodies
+                .iter()
+                .filter(|b| !b.as_ref().is_some_and(|b| b.is_end_stream()))
+                .count();
+        }
+        done += concurrency;
+    }
+    assert_eq!(t.answered, done);
+    let server_us = t.time.as_secs_f64() * 1e6 / done as f64;
+    let wall_us = wall.elapsed().as_secs_f64() * 1e6 / done as f64;
+    (server_us, wall_us)
+}
+
+#[test]
+#[ignore]
+fn hello_server_side_cost() {
+    // Warm up, then measure.
+    run(1, 2000);
+    for (concurrency, total) in [(1, 50_000), (10, 100_000), (100, 100_000)] {
+        let (server_us, wall_us) = run(concurrency, total);
+        println!(
+            "h2 hello, {concurrency:>3} concurrent streams: {server_us:.2} us/request server side \
+             ({wall_us:.2} us with the h2 client)"
+        );
+    }
+
+    let request = b"GET /hello HTTP/1.1\r\nHost: example.com\r\nUser-Agent: h2load\r\nAccept: */*\r\n\r\n";
+    let limits = rush_proto::Limits::default();
+    let mut headers = Vec::new();
+    let n = 1_000_000;
+    let start = Instant::now();
+    for _ in 0..n {
+        headers.clear();
+        let r = rush_proto::parse_request_head(std::hint::black_box(request), &limits, &mut headers);
+        std::hint::black_box(r.unwrap());
+    }
+    let us = start.elapsed().as_secs_f64() * 1e6 / n as f64;
+    println!("HTTP/1.1 head parse (rush-proto), for scale: {us:.2} us/request");
+}
