@@ -188,6 +188,8 @@ pub struct H2Connection {
     /// Streams reset by the peer before their response completed, less the
     /// responses completed since (see [`H2Settings::max_peer_reset_streams`]).
     reset_debt: usize,
+    /// The connection was closed for going past that budget.
+    calmed: bool,
 }
 
 fn noop_cx() -> Context<'static> {
@@ -215,6 +217,7 @@ impl H2Connection {
             dirty: true,
             shutdown_requested: false,
             reset_debt: 0,
+            calmed: false,
         };
         conn.drive();
         conn
@@ -489,9 +492,10 @@ impl H2Connection {
             if consumed {
                 self.poll_streams(&mut cx);
             }
-            // Frames the stream handles produced are written by the next
-            // poll of the connection; stop once they produced none.
-            if !self.poll_sending(&mut cx) {
+            // Frames the stream handles produced (or a shutdown decided
+            // while polling them) are written by the next poll of the
+            // connection; stop once there are none.
+            if !self.poll_sending(&mut cx) && !std::mem::take(&mut self.dirty) {
                 return;
             }
         }
@@ -638,9 +642,11 @@ impl H2Connection {
         for id in finished {
             self.streams.remove(&id);
         }
-        if self.reset_debt > self.settings.max_peer_reset_streams {
+        if self.reset_debt > self.settings.max_peer_reset_streams && !self.calmed {
+            self.calmed = true;
             if let State::Open(conn) = &mut self.state {
                 conn.abrupt_shutdown(Reason::ENHANCE_YOUR_CALM);
+                self.dirty = true;
             }
         }
     }

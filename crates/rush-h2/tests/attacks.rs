@@ -61,6 +61,26 @@ fn rapid_reset_one_frame_per_read_gets_goaway() {
     assert!(raw.requests() <= limit + 2, "{}", raw.requests());
 }
 
+/// Fewer streams than h2's pending-accept limit, opened and reset in one
+/// read, past rush-h2's own budget: GOAWAY goes out without further input.
+#[test]
+fn rapid_reset_past_the_budget_in_one_read_gets_goaway() {
+    let mut raw = Raw::new(H2Settings {
+        max_peer_reset_streams: 4,
+        ..H2Settings::default()
+    });
+    let mut input = client_start();
+    input.extend(frame(SETTINGS, ACK, 0, &[]));
+    for i in 0..8u32 {
+        input.extend(get_headers(2 * i + 1, true));
+        input.extend(frame(RST_STREAM, 0, 2 * i + 1, &8u32.to_be_bytes()));
+    }
+    raw.feed(&input);
+    assert_eq!(goaway_code(&raw), ENHANCE_YOUR_CALM);
+    assert!(raw.closed());
+    assert!(raw.server.is_done());
+}
+
 /// A browser that cancels some streams among completed ones is not stopped.
 #[test]
 fn cancels_among_completed_responses_are_fine() {
