@@ -126,7 +126,9 @@ impl Driver {
                 let s = self.streams.get_mut(&stream).expect("data on an unknown stream");
                 assert!(s.body && !s.ended, "data after the end on {stream}");
                 s.received += data.len();
-                let window = self.settings.initial_stream_window as usize;
+                // Until the peer acknowledges the server's SETTINGS it may
+                // assume the protocol's default window (RFC 9113 6.9.2).
+                let window = (self.settings.initial_stream_window as usize).max(65_535);
                 assert!(
                     s.received <= s.released + window,
                     "{} bytes received on {stream}, {} released",
