@@ -29,7 +29,7 @@ use h2::{Reason, RecvStream, SendStream};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode};
 
 use crate::io::{Buffers, MemoryIo};
-use crate::H2Settings;
+use crate::settings::H2Settings;
 
 /// A request head, as HTTP/2 carries it: the pseudo-header fields apart from
 /// the regular fields (which never include them).
