@@ -153,8 +153,14 @@ struct Stream {
     respond: Option<SendResponse<Bytes>>,
     /// After the final head, until the response ends.
     send: Option<SendStream<Bytes>>,
-    /// Until the request body ended.
+    /// Until the request body ended and the application released all of
+    /// it, or the response is complete: while it is held, `h2` keeps the
+    /// unreleased bytes counted against the connection window too.
     recv: Option<RecvStream>,
+    /// The request body ended (`RequestEnd` or no body at all).
+    recv_ended: bool,
+    /// Request bytes delivered as `Data` and not yet released.
+    unreleased: usize,
     /// Response data not yet handed to `h2`.
     queue: VecDeque<Bytes>,
     queued: usize,
@@ -168,6 +174,12 @@ struct Stream {
 impl Stream {
     fn response_done(&self) -> bool {
         self.respond.is_none() && self.send.is_none()
+    }
+
+    /// Request and response complete: forget the stream (dropping the
+    /// request body releases what the application did not).
+    fn settled(&self) -> bool {
+        self.response_done() && self.recv_ended
     }
 }
 
@@ -408,10 +420,20 @@ impl H2Connection {
 
     /// The application consumed `len` bytes of `stream`'s request body:
     /// open the windows by that much (`h2` sends WINDOW_UPDATE frames once
-    /// enough was released to be worth a frame).
+    /// enough was released to be worth a frame). Unreleased bytes hold the
+    /// connection window even after the request ended, until the response
+    /// is complete (then the stream is forgotten and they are released).
     pub fn release(&mut self, stream: u32, len: usize) {
-        if let Some(recv) = self.streams.get_mut(&stream).and_then(|s| s.recv.as_mut()) {
+        let Some(s) = self.streams.get_mut(&stream) else {
+            return;
+        };
+        let len = len.min(s.unreleased);
+        if let Some(recv) = s.recv.as_mut() {
+            s.unreleased -= len;
             let _ = recv.flow_control().release_capacity(len);
+            if s.recv_ended && s.unreleased == 0 {
+                s.recv = None;
+            }
             self.dirty = true;
         }
     }
@@ -465,10 +487,8 @@ impl H2Connection {
     }
 
     fn forget_if_done(&mut self, stream: u32) {
-        if let Some(s) = self.streams.get(&stream) {
-            if s.response_done() && s.recv.is_none() {
-                self.streams.remove(&stream);
-            }
+        if self.streams.get(&stream).is_some_and(Stream::settled) {
+            self.streams.remove(&stream);
         }
     }
 
@@ -567,6 +587,8 @@ impl H2Connection {
                 respond: Some(respond),
                 send: None,
                 recv: (!end_stream).then_some(body),
+                recv_ended: end_stream,
+                unreleased: 0,
                 queue: VecDeque::new(),
                 queued: 0,
                 end_queued: false,
@@ -586,11 +608,12 @@ impl H2Connection {
         let mut finished = Vec::new();
         for (&id, s) in self.streams.iter_mut() {
             let mut reset = None;
-            if let Some(recv) = s.recv.as_mut() {
+            if let (false, Some(recv)) = (s.recv_ended, s.recv.as_mut()) {
                 loop {
                     match recv.poll_data(cx) {
                         Poll::Pending => break,
                         Poll::Ready(Some(Ok(data))) => {
+                            s.unreleased += data.len();
                             self.events.push_back(Event::Data { stream: id, data })
                         }
                         Poll::Ready(Some(Err(e))) => {
@@ -604,7 +627,10 @@ impl H2Connection {
                                     stream: id,
                                     trailers,
                                 });
-                                s.recv = None;
+                                s.recv_ended = true;
+                                if s.unreleased == 0 {
+                                    s.recv = None;
+                                }
                                 break;
                             }
                             Poll::Ready(Err(e)) => {
@@ -635,7 +661,7 @@ impl H2Connection {
                     self.reset_debt += 1;
                 }
                 finished.push(id);
-            } else if s.recv.is_none() && s.response_done() {
+            } else if s.settled() {
                 finished.push(id);
             }
         }

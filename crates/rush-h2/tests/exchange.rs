@@ -467,3 +467,69 @@ fn connection_ends_cleanly_when_the_peer_closes() {
     assert!(raw.server.is_done());
     let _ = H2Connection::new(H2Settings::default());
 }
+
+/// Request bodies the application has not consumed count against the
+/// connection window even after they ended, so several streams cannot
+/// together make the server hold more than that window.
+#[test]
+fn unconsumed_bodies_hold_the_connection_window() {
+    let settings = H2Settings::default();
+    let conn_window = settings.initial_connection_window as usize;
+    let mut pair = Pair::new(settings);
+    let size = 1024 * 1024;
+    let mut uploads = Vec::new();
+    for i in 0..4 {
+        let (fut, up) = request(&mut pair, "POST", &format!("/{i}"), false);
+        uploads.push((fut, up, 0usize));
+    }
+    let mut received = 0;
+    let mut ended = 0;
+    let pump_uploads = |pair: &mut Pair, uploads: &mut Vec<(ResponseFuture, SendStream<Bytes>, usize)>| {
+        for (_, up, sent) in uploads.iter_mut() {
+            if *sent < size {
+                up.reserve_capacity(size - *sent);
+                let n = up.capacity().min(size - *sent);
+                if n > 0 {
+                    up.send_data(Bytes::from(vec![b'u'; n]), *sent + n == size).unwrap();
+                    *sent += n;
+                }
+            }
+        }
+        pair.pump();
+    };
+    for _ in 0..200 {
+        pump_uploads(&mut pair, &mut uploads);
+        for e in pair.take_events() {
+            match e {
+                Event::Data { data, .. } => received += data.len(),
+                Event::RequestEnd { .. } => ended += 1,
+                _ => {}
+            }
+        }
+    }
+    assert!(received <= conn_window, "{received} bytes held, window {conn_window}");
+    assert!(ended < 4);
+    // The application consumes everything: all four uploads complete.
+    for stream in [1, 3, 5, 7] {
+        pair.server.release(stream, usize::MAX);
+    }
+    let mut delivered = 0;
+    for _ in 0..1000 {
+        pump_uploads(&mut pair, &mut uploads);
+        for e in pair.take_events() {
+            match e {
+                Event::Data { stream, data } => {
+                    delivered += data.len();
+                    pair.server.release(stream, data.len());
+                }
+                Event::RequestEnd { .. } => ended += 1,
+                _ => {}
+            }
+        }
+        if ended == 4 {
+            break;
+        }
+    }
+    assert_eq!(ended, 4);
+    assert_eq!(received + delivered, 4 * size);
+}
