@@ -341,10 +341,9 @@ impl H2Connection {
             .streams
             .get_mut(&stream)
             .ok_or(H2Error::UnknownStream(stream))?;
-        let respond = s
-            .respond
-            .as_mut()
-            .ok_or(H2Error::WrongState("the final response head was already sent"))?;
+        let respond = s.respond.as_mut().ok_or(H2Error::WrongState(
+            "the final response head was already sent",
+        ))?;
         self.dirty = true;
         if status.is_informational() {
             return respond
@@ -507,8 +506,8 @@ impl H2Connection {
             if !self.poll_connection(&mut cx) {
                 return;
             }
-            let consumed = std::mem::take(&mut self.input_seen)
-                || self.buffers.borrow().input_len() != before;
+            let consumed =
+                std::mem::take(&mut self.input_seen) || self.buffers.borrow().input_len() != before;
             if consumed {
                 self.poll_streams(&mut cx);
             }

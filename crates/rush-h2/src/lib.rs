@@ -40,9 +40,9 @@ pub use connection::{Event, H2Connection, H2Error, RequestHead};
 pub use preface::{detect_preface, Preface, PREFACE};
 pub use settings::H2Settings;
 
+/// Body chunks: reference-counted, so a chunk is never copied on its way out.
+pub use bytes::Bytes;
 /// HTTP/2 error codes (RFC 9113 section 7), as `h2` names them.
 pub use h2::Reason;
 /// Header maps and methods, as `h2` and `http` represent them.
 pub use http::{HeaderMap, HeaderName, HeaderValue, Method};
-/// Body chunks: reference-counted, so a chunk is never copied on its way out.
-pub use bytes::Bytes;

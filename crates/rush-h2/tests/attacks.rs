@@ -38,7 +38,11 @@ fn rapid_reset_in_one_read_gets_goaway() {
     raw.feed(&flood);
     assert_eq!(goaway_code(&raw), ENHANCE_YOUR_CALM);
     assert!(raw.closed());
-    assert!(raw.requests() <= 100, "{} requests reached the application", raw.requests());
+    assert!(
+        raw.requests() <= 100,
+        "{} requests reached the application",
+        raw.requests()
+    );
     assert!(raw.server.is_done());
 }
 
@@ -119,7 +123,10 @@ fn continuation_flood_gets_goaway() {
     assert!(raw.closed(), "still open after {sent} CONTINUATION frames");
     assert!(sent < 2000, "{sent} frames");
     let code = goaway_code(&raw);
-    assert!(code == ENHANCE_YOUR_CALM || code == PROTOCOL_ERROR, "{code}");
+    assert!(
+        code == ENHANCE_YOUR_CALM || code == PROTOCOL_ERROR,
+        "{code}"
+    );
     assert_eq!(raw.requests(), 0);
 }
 
@@ -161,7 +168,9 @@ fn hpack_bomb_is_refused() {
     raw.feed(&frame(HEADERS, END_HEADERS | END_STREAM, 1, &block));
     assert_eq!(raw.requests(), 0, "{:?}", raw.events);
     let frames = raw.frames();
-    let refused = frames.iter().any(|f| f.ty == GOAWAY || (f.ty == RST_STREAM && f.stream == 1))
+    let refused = frames
+        .iter()
+        .any(|f| f.ty == GOAWAY || (f.ty == RST_STREAM && f.stream == 1))
         || frames.iter().any(|f| f.ty == HEADERS && f.stream == 1); // a 431
     assert!(refused, "{frames:?}");
 }
@@ -186,7 +195,12 @@ fn header_list_over_the_limit_refuses_the_stream_only() {
     raw.feed(&frame(CONTINUATION, END_HEADERS, 1, c));
     assert_eq!(raw.requests(), 0);
     let frames = raw.frames();
-    assert!(frames.iter().any(|f| f.stream == 1 && (f.ty == HEADERS || f.ty == RST_STREAM)), "{frames:?}");
+    assert!(
+        frames
+            .iter()
+            .any(|f| f.stream == 1 && (f.ty == HEADERS || f.ty == RST_STREAM)),
+        "{frames:?}"
+    );
     assert!(raw.goaway().is_none());
     raw.feed(&get_headers(3, true));
     assert_eq!(raw.requests(), 1);
@@ -210,7 +224,10 @@ fn settings_and_ping_floods_from_a_peer_that_never_reads_are_bounded() {
             fed += flood_frame.len();
         }
         assert!(!raw.server.wants_read(), "still reading after {fed} bytes");
-        assert!(fed < settings.max_output_buffer * 4 + settings.max_input_buffer + 4096, "{fed}");
+        assert!(
+            fed < settings.max_output_buffer * 4 + settings.max_input_buffer + 4096,
+            "{fed}"
+        );
         // Once the peer reads, the server reads again.
         raw.settle();
         assert!(raw.server.has_output() || raw.server.wants_read());
@@ -257,7 +274,11 @@ fn too_many_concurrent_streams_are_refused() {
     }
     raw.feed(&flood);
     assert_eq!(raw.requests(), max as usize);
-    let refused: Vec<Frame> = raw.frames().into_iter().filter(|f| f.ty == RST_STREAM).collect();
+    let refused: Vec<Frame> = raw
+        .frames()
+        .into_iter()
+        .filter(|f| f.ty == RST_STREAM)
+        .collect();
     assert_eq!(refused.len(), 10);
     assert!(refused.iter().all(|f| f.error_code() == REFUSED_STREAM));
     assert_eq!(raw.server.open_streams(), max as usize);
@@ -274,20 +295,30 @@ fn a_peer_that_never_opens_its_window_gets_no_data() {
     input.extend(get_headers(1, true));
     raw.feed(&input);
     raw.server.send_response(1, 200, [], false).unwrap();
-    raw.server.send_data(1, Bytes::from(vec![0u8; 1 << 20]), true).unwrap();
+    raw.server
+        .send_data(1, Bytes::from(vec![0u8; 1 << 20]), true)
+        .unwrap();
     raw.settle();
     assert!(!raw.frames().iter().any(|f| f.ty == DATA));
     assert_eq!(raw.server.pending_send(1), 1 << 20);
     assert!(raw.output.len() < 1024);
     // Opening the window by 100 bytes lets exactly 100 out.
     raw.feed(&frame(WINDOW_UPDATE, 0, 1, &100u32.to_be_bytes()));
-    let data: usize = raw.frames().iter().filter(|f| f.ty == DATA).map(|f| f.payload.len()).sum();
+    let data: usize = raw
+        .frames()
+        .iter()
+        .filter(|f| f.ty == DATA)
+        .map(|f| f.payload.len())
+        .sum();
     assert_eq!(data, 100);
     assert_eq!(raw.server.pending_send(1), (1 << 20) - 100);
     // The server's send timeout gives up on it.
     raw.server.reset(1, Reason::CANCEL);
     raw.settle();
-    assert!(raw.frames().iter().any(|f| f.ty == RST_STREAM && f.stream == 1));
+    assert!(raw
+        .frames()
+        .iter()
+        .any(|f| f.ty == RST_STREAM && f.stream == 1));
     assert_eq!(raw.server.pending_send(1), 0);
 }
 

@@ -49,7 +49,9 @@ impl Timed {
                         false,
                     )
                     .unwrap();
-                self.server.send_data(stream, Bytes::from_static(HELLO), true).unwrap();
+                self.server
+                    .send_data(stream, Bytes::from_static(HELLO), true)
+                    .unwrap();
                 self.answered += 1;
             }
         }
@@ -82,7 +84,9 @@ fn run(concurrency: usize, total: usize) -> (f64, f64) {
     while done < total {
         let mut futs = Vec::with_capacity(concurrency);
         for _ in 0..concurrency {
-            let req = http::Request::get("http://example.com/hello").body(()).unwrap();
+            let req = http::Request::get("http://example.com/hello")
+                .body(())
+                .unwrap();
             futs.push(client.send_request(req, true).unwrap().0);
         }
         let mut pending = futs.len();
@@ -129,14 +133,16 @@ fn hello_server_side_cost() {
         );
     }
 
-    let request = b"GET /hello HTTP/1.1\r\nHost: example.com\r\nUser-Agent: h2load\r\nAccept: */*\r\n\r\n";
+    let request =
+        b"GET /hello HTTP/1.1\r\nHost: example.com\r\nUser-Agent: h2load\r\nAccept: */*\r\n\r\n";
     let limits = rush_proto::Limits::default();
     let mut headers = Vec::new();
     let n = 1_000_000;
     let start = Instant::now();
     for _ in 0..n {
         headers.clear();
-        let r = rush_proto::parse_request_head(std::hint::black_box(request), &limits, &mut headers);
+        let r =
+            rush_proto::parse_request_head(std::hint::black_box(request), &limits, &mut headers);
         std::hint::black_box(r.unwrap());
     }
     let us = start.elapsed().as_secs_f64() * 1e6 / n as f64;

@@ -13,7 +13,12 @@ use h2::client::ResponseFuture;
 use h2::{Reason, RecvStream, SendStream};
 use rush_h2::{Event, H2Connection, H2Settings};
 
-fn request(pair: &mut Pair, method: &str, path: &str, end: bool) -> (ResponseFuture, SendStream<Bytes>) {
+fn request(
+    pair: &mut Pair,
+    method: &str,
+    path: &str,
+    end: bool,
+) -> (ResponseFuture, SendStream<Bytes>) {
     let req = http::Request::builder()
         .method(method)
         .uri(format!("http://example.com{path}"))
@@ -62,7 +67,12 @@ fn get_gets_a_response() {
     let (mut fut, _) = request(&mut pair, "GET", "/hello?x=1", true);
     pair.pump();
     let events = pair.take_events();
-    let [Event::Request { stream, head, end_stream }] = &events[..] else {
+    let [Event::Request {
+        stream,
+        head,
+        end_stream,
+    }] = &events[..]
+    else {
         panic!("{events:?}")
     };
     assert_eq!((*stream, *end_stream), (1, true));
@@ -72,9 +82,19 @@ fn get_gets_a_response() {
     assert_eq!(head.path, "/hello?x=1");
     assert_eq!(head.headers["x-test"], "1");
     pair.server
-        .send_response(1, 200, [(&b"content-type"[..], &b"text/plain"[..]), (b"connection", b"close")], false)
+        .send_response(
+            1,
+            200,
+            [
+                (&b"content-type"[..], &b"text/plain"[..]),
+                (b"connection", b"close"),
+            ],
+            false,
+        )
         .unwrap();
-    pair.server.send_data(1, Bytes::from_static(b"hello"), true).unwrap();
+    pair.server
+        .send_data(1, Bytes::from_static(b"hello"), true)
+        .unwrap();
     pair.pump();
     let resp = response(&mut fut);
     assert_eq!(resp.status(), 200);
@@ -91,8 +111,22 @@ fn early_hints_precede_the_final_response() {
     let mut pair = Pair::new(H2Settings::default());
     let (mut fut, _) = request(&mut pair, "GET", "/", true);
     pair.pump();
-    pair.server.send_response(1, 103, [(&b"link"[..], &b"</a.css>; rel=preload"[..])], false).unwrap();
-    pair.server.send_response(1, 103, [(&b"link"[..], &b"</b.js>; rel=preload"[..])], false).unwrap();
+    pair.server
+        .send_response(
+            1,
+            103,
+            [(&b"link"[..], &b"</a.css>; rel=preload"[..])],
+            false,
+        )
+        .unwrap();
+    pair.server
+        .send_response(
+            1,
+            103,
+            [(&b"link"[..], &b"</b.js>; rel=preload"[..])],
+            false,
+        )
+        .unwrap();
     pair.server.send_response(1, 204, [], true).unwrap();
     pair.pump();
     assert_eq!(response(&mut fut).status(), 204);
@@ -123,7 +157,10 @@ fn a_large_body_flows_both_ways_under_flow_control() {
             if cap > 0 {
                 let n = cap.min(size - sent);
                 upload
-                    .send_data(Bytes::copy_from_slice(&payload[sent..sent + n]), sent + n == size)
+                    .send_data(
+                        Bytes::copy_from_slice(&payload[sent..sent + n]),
+                        sent + n == size,
+                    )
                     .unwrap();
                 sent += n;
             }
@@ -147,7 +184,11 @@ fn a_large_body_flows_both_ways_under_flow_control() {
             }
         }
         if !released_any && round > 20 {
-            assert!(received.len() <= window, "peer sent {} past the window", received.len());
+            assert!(
+                received.len() <= window,
+                "peer sent {} past the window",
+                received.len()
+            );
             assert!(received.len() >= window / 2);
             pair.server.release(1, received.len());
             released_any = true;
@@ -161,7 +202,9 @@ fn a_large_body_flows_both_ways_under_flow_control() {
 
     // The response: 3 MiB against the client's default 64 KiB windows.
     pair.server.send_response(1, 200, [], false).unwrap();
-    pair.server.send_data(1, Bytes::from(payload.clone()), true).unwrap();
+    pair.server
+        .send_data(1, Bytes::from(payload.clone()), true)
+        .unwrap();
     assert_eq!(pair.server.pending_send(1), size);
     pair.pump();
     let resp = response(&mut fut);
@@ -178,7 +221,11 @@ fn a_large_body_flows_both_ways_under_flow_control() {
     assert_eq!(got.len(), size);
     assert!(got == payload);
     // Data left the queue only as the client read: it was never all sent at once.
-    assert!(pending_seen[1] > size - 256 * 1024, "{:?}", &pending_seen[..4]);
+    assert!(
+        pending_seen[1] > size - 256 * 1024,
+        "{:?}",
+        &pending_seen[..4]
+    );
 }
 
 #[test]
@@ -188,24 +235,35 @@ fn send_ready_reports_a_drained_queue() {
     pair.pump();
     pair.take_events();
     pair.server.send_response(1, 200, [], false).unwrap();
-    pair.server.send_data(1, Bytes::from(vec![b'x'; 200_000]), false).unwrap();
+    pair.server
+        .send_data(1, Bytes::from(vec![b'x'; 200_000]), false)
+        .unwrap();
     pair.pump();
     assert!(pair.server.pending_send(1) > 0);
-    assert!(!pair.take_events().iter().any(|e| matches!(e, Event::SendReady { .. })));
+    assert!(!pair
+        .take_events()
+        .iter()
+        .any(|e| matches!(e, Event::SendReady { .. })));
     let mut body = response(&mut fut).into_body();
     let mut got = Vec::new();
     let mut ready = false;
     for _ in 0..1000 {
         read_body(&mut body, &mut got);
         pair.pump();
-        if pair.take_events().iter().any(|e| matches!(e, Event::SendReady { stream: 1 })) {
+        if pair
+            .take_events()
+            .iter()
+            .any(|e| matches!(e, Event::SendReady { stream: 1 }))
+        {
             ready = true;
             break;
         }
     }
     assert!(ready);
     assert_eq!(pair.server.pending_send(1), 0);
-    pair.server.send_data(1, Bytes::from_static(b"end"), true).unwrap();
+    pair.server
+        .send_data(1, Bytes::from_static(b"end"), true)
+        .unwrap();
     pair.pump();
     while !read_body(&mut body, &mut got) {
         pair.pump();
@@ -216,7 +274,9 @@ fn send_ready_reports_a_drained_queue() {
 #[test]
 fn a_hundred_concurrent_streams() {
     let mut pair = Pair::new(H2Settings::default());
-    let mut futs: Vec<_> = (0..100).map(|i| request(&mut pair, "GET", &format!("/{i}"), true).0).collect();
+    let mut futs: Vec<_> = (0..100)
+        .map(|i| request(&mut pair, "GET", &format!("/{i}"), true).0)
+        .collect();
     pair.pump();
     let events = pair.take_events();
     let streams = request_streams(&events);
@@ -239,20 +299,39 @@ fn a_hundred_concurrent_streams() {
 fn trailers_both_ways() {
     let mut pair = Pair::new(H2Settings::default());
     let (mut fut, mut upload) = request(&mut pair, "POST", "/grpc", false);
-    upload.send_data(Bytes::from_static(b"\0\0\0\0\x01A"), false).unwrap();
+    upload
+        .send_data(Bytes::from_static(b"\0\0\0\0\x01A"), false)
+        .unwrap();
     let mut t = http::HeaderMap::new();
     t.insert("x-checksum", "abc".parse().unwrap());
     upload.send_trailers(t).unwrap();
     pair.pump();
     let events = pair.take_events();
-    assert!(matches!(&events[1], Event::Data { data, .. } if &data[..] == b"\0\0\0\0\x01A"), "{events:?}");
+    assert!(
+        matches!(&events[1], Event::Data { data, .. } if &data[..] == b"\0\0\0\0\x01A"),
+        "{events:?}"
+    );
     match &events[2] {
-        Event::RequestEnd { stream: 1, trailers: Some(t) } => assert_eq!(t["x-checksum"], "abc"),
+        Event::RequestEnd {
+            stream: 1,
+            trailers: Some(t),
+        } => assert_eq!(t["x-checksum"], "abc"),
         other => panic!("{other:?}"),
     }
-    pair.server.send_response(1, 200, [(&b"content-type"[..], &b"application/grpc"[..])], false).unwrap();
-    pair.server.send_data(1, Bytes::from_static(b"\0\0\0\0\x01B"), false).unwrap();
-    pair.server.send_trailers(1, [(&b"grpc-status"[..], &b"0"[..])]).unwrap();
+    pair.server
+        .send_response(
+            1,
+            200,
+            [(&b"content-type"[..], &b"application/grpc"[..])],
+            false,
+        )
+        .unwrap();
+    pair.server
+        .send_data(1, Bytes::from_static(b"\0\0\0\0\x01B"), false)
+        .unwrap();
+    pair.server
+        .send_trailers(1, [(&b"grpc-status"[..], &b"0"[..])])
+        .unwrap();
     pair.pump();
     let mut body = response(&mut fut).into_body();
     let mut got = Vec::new();
@@ -285,13 +364,21 @@ fn a_reset_by_the_peer_is_an_event() {
     pair.pump();
     pair.take_events();
     pair.server.send_response(3, 200, [], false).unwrap();
-    pair.server.send_data(3, Bytes::from_static(b"part"), false).unwrap();
+    pair.server
+        .send_data(3, Bytes::from_static(b"part"), false)
+        .unwrap();
     pair.pump();
     drop(_fut); // dropping the response future and stream resets it
     pair.pump();
     let events = pair.take_events();
     assert!(
-        matches!(&events[..], [Event::SendReady { stream: 3 }, Event::Reset { stream: 3, .. }]),
+        matches!(
+            &events[..],
+            [
+                Event::SendReady { stream: 3 },
+                Event::Reset { stream: 3, .. }
+            ]
+        ),
         "{events:?}"
     );
 }
@@ -306,14 +393,22 @@ fn graceful_shutdown_finishes_the_streams_in_flight() {
     pair.pump();
     assert!(!pair.server.is_done());
     pair.server.send_response(1, 200, [], false).unwrap();
-    pair.server.send_data(1, Bytes::from_static(b"bye"), true).unwrap();
+    pair.server
+        .send_data(1, Bytes::from_static(b"bye"), true)
+        .unwrap();
     pair.pump();
     let mut body = Vec::new();
     assert!(read_body(&mut response(&mut fut).into_body(), &mut body));
     assert_eq!(body, b"bye");
     let events = pair.take_events();
     assert!(
-        matches!(&events[..], [Event::Closed { reason: None, error: None }]),
+        matches!(
+            &events[..],
+            [Event::Closed {
+                reason: None,
+                error: None
+            }]
+        ),
         "{events:?}"
     );
     assert!(pair.server.is_done());
@@ -332,7 +427,11 @@ fn graceful_shutdown_sends_goaway_with_the_last_stream_id() {
     let frames = raw.frames();
     let ping = frames.iter().find(|f| f.ty == PING).expect("ping").clone();
     raw.feed(&frame(PING, ACK, 0, &ping.payload));
-    let goaways: Vec<Frame> = raw.frames().into_iter().filter(|f| f.ty == GOAWAY).collect();
+    let goaways: Vec<Frame> = raw
+        .frames()
+        .into_iter()
+        .filter(|f| f.ty == GOAWAY)
+        .collect();
     let last = goaways.last().unwrap();
     assert_eq!(u32::from_be_bytes(last.payload[..4].try_into().unwrap()), 1);
     assert_eq!(last.error_code(), 0);
@@ -401,17 +500,26 @@ fn summarize(events: &[Event]) -> Vec<String> {
     events
         .iter()
         .map(|e| match e {
-            Event::Request { stream, head, end_stream } => format!(
+            Event::Request {
+                stream,
+                head,
+                end_stream,
+            } => format!(
                 "request {stream} {} {} {}",
                 head.method,
                 head.path,
                 if *end_stream { "end" } else { "body" }
             ),
-            Event::Data { stream, data } => format!("data {stream} {}", String::from_utf8_lossy(data)),
+            Event::Data { stream, data } => {
+                format!("data {stream} {}", String::from_utf8_lossy(data))
+            }
             Event::RequestEnd { stream, trailers } => {
                 let t: Vec<String> = trailers
                     .iter()
-                    .flat_map(|t| t.iter().map(|(k, v)| format!("{k}={}", v.to_str().unwrap())))
+                    .flat_map(|t| {
+                        t.iter()
+                            .map(|(k, v)| format!("{k}={}", v.to_str().unwrap()))
+                    })
                     .collect();
                 format!("end {stream} {}", t.join(","))
             }
@@ -484,19 +592,21 @@ fn unconsumed_bodies_hold_the_connection_window() {
     }
     let mut received = 0;
     let mut ended = 0;
-    let pump_uploads = |pair: &mut Pair, uploads: &mut Vec<(ResponseFuture, SendStream<Bytes>, usize)>| {
-        for (_, up, sent) in uploads.iter_mut() {
-            if *sent < size {
-                up.reserve_capacity(size - *sent);
-                let n = up.capacity().min(size - *sent);
-                if n > 0 {
-                    up.send_data(Bytes::from(vec![b'u'; n]), *sent + n == size).unwrap();
-                    *sent += n;
+    let pump_uploads =
+        |pair: &mut Pair, uploads: &mut Vec<(ResponseFuture, SendStream<Bytes>, usize)>| {
+            for (_, up, sent) in uploads.iter_mut() {
+                if *sent < size {
+                    up.reserve_capacity(size - *sent);
+                    let n = up.capacity().min(size - *sent);
+                    if n > 0 {
+                        up.send_data(Bytes::from(vec![b'u'; n]), *sent + n == size)
+                            .unwrap();
+                        *sent += n;
+                    }
                 }
             }
-        }
-        pair.pump();
-    };
+            pair.pump();
+        };
     for _ in 0..200 {
         pump_uploads(&mut pair, &mut uploads);
         for e in pair.take_events() {
@@ -507,7 +617,10 @@ fn unconsumed_bodies_hold_the_connection_window() {
             }
         }
     }
-    assert!(received <= conn_window, "{received} bytes held, window {conn_window}");
+    assert!(
+        received <= conn_window,
+        "{received} bytes held, window {conn_window}"
+    );
     assert!(ended < 4);
     // The application consumes everything: all four uploads complete.
     for stream in [1, 3, 5, 7] {
@@ -532,4 +645,52 @@ fn unconsumed_bodies_hold_the_connection_window() {
     }
     assert_eq!(ended, 4);
     assert_eq!(received + delivered, 4 * size);
+}
+
+/// 103 goes out as its own HEADERS frame (without END_STREAM) before the
+/// final head, as RFC 9113 section 8.1 frames interim responses.
+#[test]
+fn early_hints_are_headers_frames_before_the_final_head() {
+    let mut raw = Raw::new(H2Settings::default());
+    let mut input = client_start();
+    input.extend(frame(SETTINGS, ACK, 0, &[]));
+    input.extend(get_headers(1, true));
+    raw.feed(&input);
+    raw.server
+        .send_response(
+            1,
+            103,
+            [(&b"link"[..], &b"</a.css>; rel=preload"[..])],
+            false,
+        )
+        .unwrap();
+    raw.server.send_response(1, 200, [], false).unwrap();
+    raw.server
+        .send_data(1, Bytes::from_static(b"x"), true)
+        .unwrap();
+    raw.settle();
+    let on_stream: Vec<(u8, u8)> = raw
+        .frames()
+        .iter()
+        .filter(|f| f.stream == 1)
+        .map(|f| (f.ty, f.flags))
+        .collect();
+    assert_eq!(
+        on_stream,
+        vec![
+            (HEADERS, END_HEADERS),
+            (HEADERS, END_HEADERS),
+            (DATA, END_STREAM)
+        ]
+    );
+    // The first block names :status with a literal value (103 is not in the
+    // static table), the second is the indexed :status 200 (0x88).
+    let blocks: Vec<Vec<u8>> = raw
+        .frames()
+        .into_iter()
+        .filter(|f| f.ty == HEADERS)
+        .map(|f| f.payload)
+        .collect();
+    assert_eq!(blocks[0][0], 0x48, "{:?}", blocks[0]);
+    assert_eq!(blocks[1][0], 0x88, "{:?}", blocks[1]);
 }

@@ -44,7 +44,10 @@ impl Pair {
             if let Poll::Ready(r) = handshake.as_mut().poll(&mut cx()) {
                 break r.expect("client handshake");
             }
-            assert!(move_bytes(&mut server, &client_bufs, &mut events), "handshake stalled");
+            assert!(
+                move_bytes(&mut server, &client_bufs, &mut events),
+                "handshake stalled"
+            );
         };
         let mut pair = Pair {
             server,
@@ -79,7 +82,11 @@ impl Pair {
 
 /// One step: client output to the server, server events collected, server
 /// output to the client. True if any byte moved.
-fn move_bytes(server: &mut H2Connection, client: &Rc<RefCell<Buffers>>, events: &mut Vec<Event>) -> bool {
+fn move_bytes(
+    server: &mut H2Connection,
+    client: &Rc<RefCell<Buffers>>,
+    events: &mut Vec<Event>,
+) -> bool {
     let to_server = std::mem::take(&mut client.borrow_mut().output);
     let mut moved = !to_server.is_empty();
     server.feed(&to_server);
@@ -239,7 +246,9 @@ impl Raw {
     }
 
     pub fn closed(&self) -> bool {
-        self.events.iter().any(|e| matches!(e, Event::Closed { .. }))
+        self.events
+            .iter()
+            .any(|e| matches!(e, Event::Closed { .. }))
     }
 
     pub fn requests(&self) -> usize {

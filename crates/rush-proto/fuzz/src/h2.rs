@@ -64,7 +64,11 @@ impl Driver {
             closed: false,
             output: Vec::new(),
             fed: 0,
-            shutdown_at: if flags & 0x10 != 0 { total / 2 } else { usize::MAX },
+            shutdown_at: if flags & 0x10 != 0 {
+                total / 2
+            } else {
+                usize::MAX
+            },
         }
     }
 
@@ -110,7 +114,10 @@ impl Driver {
                 head,
                 end_stream,
             } => {
-                assert!(stream % 2 == 1 && stream > self.last_stream, "stream {stream}");
+                assert!(
+                    stream % 2 == 1 && stream > self.last_stream,
+                    "stream {stream}"
+                );
                 self.last_stream = stream;
                 assert!(head.headers.keys().all(|k| !k.as_str().starts_with(':')));
                 self.streams.insert(
@@ -123,7 +130,10 @@ impl Driver {
                 self.respond(stream);
             }
             Event::Data { stream, data } => {
-                let s = self.streams.get_mut(&stream).expect("data on an unknown stream");
+                let s = self
+                    .streams
+                    .get_mut(&stream)
+                    .expect("data on an unknown stream");
                 assert!(s.body && !s.ended, "data after the end on {stream}");
                 s.received += data.len();
                 // Until the peer acknowledges the server's SETTINGS it may
@@ -141,12 +151,18 @@ impl Driver {
                 }
             }
             Event::RequestEnd { stream, .. } => {
-                let s = self.streams.get_mut(&stream).expect("end on an unknown stream");
+                let s = self
+                    .streams
+                    .get_mut(&stream)
+                    .expect("end on an unknown stream");
                 assert!(s.body && !s.ended, "a second end on {stream}");
                 s.ended = true;
             }
             Event::Reset { stream, .. } => {
-                let s = self.streams.get_mut(&stream).expect("reset of an unknown stream");
+                let s = self
+                    .streams
+                    .get_mut(&stream)
+                    .expect("reset of an unknown stream");
                 s.ended = true;
             }
             Event::SendReady { stream } => {
@@ -162,20 +178,33 @@ impl Driver {
             return;
         }
         if self.flags & 0x01 != 0 {
-            let _ = self.conn.send_response(stream, 103, [(&b"link"[..], &b"</a>"[..])], false);
+            let _ = self
+                .conn
+                .send_response(stream, 103, [(&b"link"[..], &b"</a>"[..])], false);
         }
         if self
             .conn
-            .send_response(stream, 200, [(&b"content-type"[..], &b"text/plain"[..])], false)
+            .send_response(
+                stream,
+                200,
+                [(&b"content-type"[..], &b"text/plain"[..])],
+                false,
+            )
             .is_err()
         {
             return;
         }
-        let _ = self.conn.send_data(stream, Bytes::from(vec![b'x'; 3000]), false);
+        let _ = self
+            .conn
+            .send_data(stream, Bytes::from(vec![b'x'; 3000]), false);
         if self.flags & 0x02 != 0 {
-            let _ = self.conn.send_trailers(stream, [(&b"grpc-status"[..], &b"0"[..])]);
+            let _ = self
+                .conn
+                .send_trailers(stream, [(&b"grpc-status"[..], &b"0"[..])]);
         } else {
-            let _ = self.conn.send_data(stream, Bytes::from_static(b"end"), true);
+            let _ = self
+                .conn
+                .send_data(stream, Bytes::from_static(b"end"), true);
         }
     }
 
