@@ -125,11 +125,16 @@ fn run(concurrency: usize, total: usize) -> (f64, f64) {
 fn hello_server_side_cost() {
     // Warm up, then measure.
     run(1, 2000);
-    for (concurrency, total) in [(1, 50_000), (10, 100_000), (100, 100_000)] {
-        let (server_us, wall_us) = run(concurrency, total);
+    // The machine is shared: report the best of five runs and the median,
+    // the best being the least disturbed by other work.
+    for (concurrency, total) in [(1, 20_000), (10, 50_000), (100, 50_000)] {
+        let mut runs: Vec<(f64, f64)> = (0..5).map(|_| run(concurrency, total)).collect();
+        runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (best, wall) = runs[0];
+        let median = runs[2].0;
         println!(
-            "h2 hello, {concurrency:>3} concurrent streams: {server_us:.2} us/request server side \
-             ({wall_us:.2} us with the h2 client)"
+            "h2 hello, {concurrency:>3} concurrent streams: {best:.2} us/request server side \
+             (median {median:.2}; {wall:.2} us with the h2 client)"
         );
     }
 
