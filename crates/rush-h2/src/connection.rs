@@ -304,7 +304,8 @@ impl H2Connection {
         matches!(self.state, State::Closed) && self.buffers.borrow().output.is_empty()
     }
 
-    /// Streams open (a request seen, its response not complete).
+    /// Streams still tracked: a request seen, and its response not complete
+    /// or its request body not ended (or not yet released).
     pub fn open_streams(&self) -> usize {
         self.streams.len()
     }
@@ -405,7 +406,10 @@ impl H2Connection {
 
     /// Resets `stream` (RST_STREAM with `reason`, e.g. INTERNAL_ERROR when
     /// the application failed mid-response, CANCEL when it gave up). Queued
-    /// data is dropped. Unknown streams are ignored.
+    /// data is dropped. Unknown streams are ignored. After a complete
+    /// response this is also how to stop a request body the application no
+    /// longer reads: the stream is forgotten and `h2` cancels its receiving
+    /// side.
     pub fn reset(&mut self, stream: u32, reason: Reason) {
         if let Some(mut s) = self.streams.remove(&stream) {
             if let Some(send) = s.send.as_mut() {
