@@ -694,3 +694,29 @@ fn early_hints_are_headers_frames_before_the_final_head() {
     assert_eq!(blocks[0][0], 0x48, "{:?}", blocks[0]);
     assert_eq!(blocks[1][0], 0x88, "{:?}", blocks[1]);
 }
+
+/// A complete response while the request body is still arriving: `reset`
+/// stops the body (RST_STREAM goes out) and the stream is forgotten.
+#[test]
+fn reset_after_the_response_stops_an_unwanted_body() {
+    let mut raw = Raw::new(H2Settings::default());
+    let mut input = client_start();
+    input.extend(frame(SETTINGS, ACK, 0, &[]));
+    let mut block = get_block();
+    block[0] = 0x83; // POST
+    input.extend(frame(HEADERS, END_HEADERS, 1, &block));
+    input.extend(frame(DATA, 0, 1, b"partial"));
+    raw.feed(&input);
+    raw.server.send_response(1, 413, [], true).unwrap();
+    raw.settle();
+    assert_eq!(raw.server.open_streams(), 1);
+    raw.server.reset(1, h2::Reason::NO_ERROR);
+    raw.settle();
+    assert_eq!(raw.server.open_streams(), 0);
+    let rst: Vec<Frame> = raw.frames().into_iter().filter(|f| f.ty == RST_STREAM).collect();
+    assert_eq!(rst.len(), 1, "{:?}", raw.frames());
+    assert_eq!(rst[0].stream, 1);
+    // Later data on it is ignored, not a connection error.
+    raw.feed(&frame(DATA, END_STREAM, 1, b"rest"));
+    assert!(raw.goaway().is_none());
+}
