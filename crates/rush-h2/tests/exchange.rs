@@ -713,7 +713,11 @@ fn reset_after_the_response_stops_an_unwanted_body() {
     raw.server.reset(1, h2::Reason::NO_ERROR);
     raw.settle();
     assert_eq!(raw.server.open_streams(), 0);
-    let rst: Vec<Frame> = raw.frames().into_iter().filter(|f| f.ty == RST_STREAM).collect();
+    let rst: Vec<Frame> = raw
+        .frames()
+        .into_iter()
+        .filter(|f| f.ty == RST_STREAM)
+        .collect();
     assert_eq!(rst.len(), 1, "{:?}", raw.frames());
     assert_eq!(rst[0].stream, 1);
     // Later data on it is ignored, not a connection error.
