@@ -724,3 +724,56 @@ fn reset_after_the_response_stops_an_unwanted_body() {
     raw.feed(&frame(DATA, END_STREAM, 1, b"rest"));
     assert!(raw.goaway().is_none());
 }
+
+/// RFC 8441 extended CONNECT (WebSocket over HTTP/2), when enabled: the
+/// request carries `:protocol`, and the stream then carries data both ways.
+#[test]
+fn extended_connect_when_enabled() {
+    let settings = H2Settings {
+        enable_connect_protocol: true,
+        ..H2Settings::default()
+    };
+    let mut pair = Pair::new(settings);
+    assert!(pair.client.is_extended_connect_protocol_enabled());
+    let mut req = http::Request::builder()
+        .method("CONNECT")
+        .uri("https://example.com/chat")
+        .header("sec-websocket-version", "13")
+        .body(())
+        .unwrap();
+    req.extensions_mut()
+        .insert(h2::ext::Protocol::from_static("websocket"));
+    let (mut fut, mut tunnel) = pair.client.send_request(req, false).unwrap();
+    pair.pump();
+    let events = pair.take_events();
+    let [Event::Request {
+        stream,
+        head,
+        end_stream: false,
+    }] = &events[..]
+    else {
+        panic!("{events:?}")
+    };
+    assert_eq!(head.method, http::Method::CONNECT);
+    assert_eq!(head.protocol.as_deref(), Some("websocket"));
+    assert_eq!(head.path, "/chat");
+    assert_eq!(head.scheme.as_deref(), Some("https"));
+    let stream = *stream;
+    pair.server.send_response(stream, 200, [], false).unwrap();
+    tunnel
+        .send_data(Bytes::from_static(b"\x81\x02hi"), false)
+        .unwrap();
+    pair.pump();
+    assert_eq!(response(&mut fut).status(), 200);
+    let events = pair.take_events();
+    assert!(
+        matches!(&events[..], [Event::Data { data, .. }] if &data[..] == b"\x81\x02hi"),
+        "{events:?}"
+    );
+}
+
+#[test]
+fn extended_connect_is_off_by_default() {
+    let pair = Pair::new(H2Settings::default());
+    assert!(!pair.client.is_extended_connect_protocol_enabled());
+}
