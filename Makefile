@@ -100,6 +100,22 @@ FUZZ_TARGETS ?= request_head chunked encode_roundtrip h2_frames
 fuzz:
 	FUZZ_SECONDS=$(FUZZ_SECONDS) bash crates/rush-proto/fuzz/run.sh $(FUZZ_TARGETS)
 
+# h2spec (Go module github.com/summerwind/h2spec, installed with `go install` if missing) against
+# rush-h2's example h2c server (crates/rush-h2/examples/h2c_server.rs): the protocol layer alone,
+# before the server is wired to it (issue 24); the default run and --strict. Not part of `make test`
+# yet: the issue's h2spec run belongs to the server, over h2c and TLS.
+H2SPEC ?= $(shell command -v h2spec || echo $(HOME)/go/bin/h2spec)
+H2SPEC_PORT ?= 18089
+.PHONY: h2spec-layer
+h2spec-layer:
+	@test -x "$(H2SPEC)" || nice -n 10 go install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible
+	nice -n 10 cargo build --release -q -p rush-h2 --example h2c_server
+	@./target/release/examples/h2c_server 127.0.0.1:$(H2SPEC_PORT) 2>/dev/null & pid=$$!; sleep 0.3; \
+		status=0; \
+		out=$$("$(H2SPEC)" -h 127.0.0.1 -p $(H2SPEC_PORT) -o 2) || status=1; echo "$$out" | tail -1; \
+		out=$$("$(H2SPEC)" -h 127.0.0.1 -p $(H2SPEC_PORT) -o 2 --strict) || status=1; echo "$$out" | tail -1; \
+		kill $$pid; exit $$status
+
 # Release wheels (README, "Wheels"): manylinux2014 (glibc 2.17 and later) for x86_64 and aarch64,
 # one per CPython version (rush calls CPython's contextvars API, which is outside the stable ABI,
 # so no abi3 wheel), cross-compiled with zig (the ziglang package) so that no manylinux container
