@@ -28,7 +28,7 @@ use h2::server::{Connection, Handshake, SendResponse};
 use h2::{Reason, RecvStream, SendStream};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode};
 
-use crate::io::{Buffers, MemoryIo};
+use crate::io::{Buffers, MemoryIo, KEEP_CAPACITY};
 use crate::settings::H2Settings;
 
 /// A request head, as HTTP/2 carries it: the pseudo-header fields apart from
@@ -282,6 +282,9 @@ impl H2Connection {
                 std::mem::swap(dst, &mut b.output);
             } else {
                 dst.append(&mut b.output);
+            }
+            if b.output.capacity() > KEEP_CAPACITY {
+                b.output = Vec::new();
             }
             std::mem::take(&mut b.write_blocked)
         };

@@ -20,6 +20,10 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+/// Buffers emptied with more capacity than this are freed rather than kept:
+/// an idle connection should hold little (`h2` alone keeps 28 KiB).
+pub const KEEP_CAPACITY: usize = 16 * 1024;
+
 /// The two buffers between the server loop and `h2`.
 #[derive(Debug, Default)]
 pub struct Buffers {
@@ -69,8 +73,13 @@ impl AsyncRead for MemoryIo {
         buf.put_slice(&b.input[start..start + n]);
         b.input_pos += n;
         if b.input_pos == b.input.len() {
-            b.input.clear();
             b.input_pos = 0;
+            if b.input.capacity() > KEEP_CAPACITY {
+                // One large read must not stay allocated on an idle connection.
+                b.input = Vec::new();
+            } else {
+                b.input.clear();
+            }
         }
         Poll::Ready(Ok(()))
     }

@@ -80,3 +80,37 @@ fn an_idle_connection_holds_little_memory() {
     assert!(held < 40 * 1024, "{held} bytes");
     drop(server);
 }
+
+/// A large read and a large response leave no large buffer behind.
+#[test]
+fn large_reads_and_writes_are_not_kept_on_an_idle_connection() {
+    let mut input = client_start();
+    input.extend(frame(SETTINGS, ACK, 0, &[]));
+    let mut block = get_block();
+    block[0] = 0x83; // POST
+    input.extend(frame(HEADERS, END_HEADERS, 1, &block));
+    for _ in 0..3 {
+        input.extend(frame(DATA, 0, 1, &[b'x'; 16_000]));
+    }
+    input.extend(frame(DATA, END_STREAM, 1, &[]));
+    let before = live();
+    let mut server = Box::new(H2Connection::new(H2Settings::default()));
+    server.feed(&input);
+    while let Some(event) = server.poll_event() {
+        if let rush_h2::Event::Data { stream, data } = event {
+            server.release(stream, data.len());
+        }
+    }
+    server.send_response(1, 200, [], false).unwrap();
+    server
+        .send_data(1, Bytes::from(vec![b'y'; 60_000]), true)
+        .unwrap();
+    let mut out = Vec::new();
+    server.take_output(&mut out);
+    while server.poll_event().is_some() {}
+    drop(out);
+    let held = live() - before;
+    println!("after a 48 KB upload and a 60 KB response: {held} bytes of heap");
+    assert!(held < 40 * 1024, "{held} bytes");
+    drop(server);
+}
