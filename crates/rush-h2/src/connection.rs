@@ -32,24 +32,38 @@ use crate::io::{Buffers, MemoryIo, KEEP_CAPACITY};
 use crate::settings::H2Settings;
 
 /// A request head, as HTTP/2 carries it: the pseudo-header fields apart from
-/// the regular fields (which never include them).
+/// the regular fields (which never include them). The pseudo-fields stay in
+/// the `Uri` `h2` built (no copy); the methods read them.
 #[derive(Debug, Clone)]
 pub struct RequestHead {
     /// `:method`.
     pub method: Method,
-    /// `:scheme` (`http` or `https`); absent only for CONNECT.
-    pub scheme: Option<String>,
-    /// `:authority`, the HTTP/2 form of `Host` (absent if the client sent
-    /// only a `host` field, which then is among `headers`).
-    pub authority: Option<String>,
-    /// `:path`, with the query (`/a?b=1`); `*` for `OPTIONS *`; empty for
-    /// CONNECT.
-    pub path: String,
+    /// `:scheme`, `:authority` and `:path`, as `h2` validated them.
+    pub uri: http::Uri,
     /// `:protocol` of an extended CONNECT (RFC 8441), e.g. `websocket`.
     pub protocol: Option<String>,
     /// The regular fields, lowercase names; repeated `cookie` fields stay
     /// separate (joining them with `; ` is the application interface's job).
     pub headers: HeaderMap,
+}
+
+impl RequestHead {
+    /// `:scheme` (`http` or `https`); absent only for CONNECT.
+    pub fn scheme(&self) -> Option<&str> {
+        self.uri.scheme_str()
+    }
+
+    /// `:authority`, the HTTP/2 form of `Host` (absent if the client sent
+    /// only a `host` field, which then is among `headers`).
+    pub fn authority(&self) -> Option<&str> {
+        self.uri.authority().map(|a| a.as_str())
+    }
+
+    /// `:path`, with the query (`/a?b=1`); `*` for `OPTIONS *`; empty for
+    /// CONNECT.
+    pub fn path(&self) -> &str {
+        self.uri.path_and_query().map_or("", |pq| pq.as_str())
+    }
 }
 
 /// What happened on the connection, in the order it happened.
@@ -574,16 +588,9 @@ impl H2Connection {
             .extensions
             .get::<h2::ext::Protocol>()
             .map(|p| p.as_str().to_owned());
-        let uri = parts.uri;
-        let path = match uri.path_and_query() {
-            Some(pq) => pq.as_str().to_owned(),
-            None => String::new(),
-        };
         let head = RequestHead {
             method: parts.method,
-            scheme: uri.scheme_str().map(str::to_owned),
-            authority: uri.authority().map(|a| a.as_str().to_owned()),
-            path,
+            uri: parts.uri,
             protocol,
             headers: parts.headers,
         };

@@ -77,9 +77,9 @@ fn get_gets_a_response() {
     };
     assert_eq!((*stream, *end_stream), (1, true));
     assert_eq!(head.method, http::Method::GET);
-    assert_eq!(head.scheme.as_deref(), Some("http"));
-    assert_eq!(head.authority.as_deref(), Some("example.com"));
-    assert_eq!(head.path, "/hello?x=1");
+    assert_eq!(head.scheme(), Some("http"));
+    assert_eq!(head.authority(), Some("example.com"));
+    assert_eq!(head.path(), "/hello?x=1");
     assert_eq!(head.headers["x-test"], "1");
     pair.server
         .send_response(
@@ -507,7 +507,7 @@ fn summarize(events: &[Event]) -> Vec<String> {
             } => format!(
                 "request {stream} {} {} {}",
                 head.method,
-                head.path,
+                head.path(),
                 if *end_stream { "end" } else { "body" }
             ),
             Event::Data { stream, data } => {
@@ -756,8 +756,8 @@ fn extended_connect_when_enabled() {
     };
     assert_eq!(head.method, http::Method::CONNECT);
     assert_eq!(head.protocol.as_deref(), Some("websocket"));
-    assert_eq!(head.path, "/chat");
-    assert_eq!(head.scheme.as_deref(), Some("https"));
+    assert_eq!(head.path(), "/chat");
+    assert_eq!(head.scheme(), Some("https"));
     let stream = *stream;
     pair.server.send_response(stream, 200, [], false).unwrap();
     tunnel
