@@ -222,6 +222,34 @@ impl Driver {
     }
 }
 
+/// Runs one driver, tolerating a single known panic from inside `h2`.
+///
+/// `h2` 0.4.20 asserts (a `debug_assert_eq!` in `handle_poll2_result`,
+/// proto/connection.rs) that a stream error met while reading frames was
+/// raised by the library; a stream the application reset (`send_reset`,
+/// initiator "User") and the peer then sends frames on contradicts it. In
+/// release builds, rush's included, the assertion is compiled out and the
+/// code after it sends RST_STREAM again, which RFC 9113 allows for frames
+/// on a closed stream. cargo-afl builds every crate with debug assertions,
+/// so the fuzzer meets it; the input's remaining runs are skipped, any other
+/// panic is a finding.
+fn run_tolerating_h2_assertion(run: impl FnOnce()) -> bool {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+        Ok(()) => true,
+        Err(payload) => {
+            let message = payload
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| payload.downcast_ref::<&str>().copied())
+                .unwrap_or("");
+            if message.contains("left: User") && message.contains("right: Library") {
+                return false;
+            }
+            std::panic::resume_unwind(payload)
+        }
+    }
+}
+
 /// Runs the `h2_frames` checks on the fuzzer's bytes.
 pub fn h2_frames(data: &[u8]) {
     let flags = data.first().copied().unwrap_or(0);
@@ -233,21 +261,33 @@ pub fn h2_frames(data: &[u8]) {
     }
     input.extend_from_slice(body);
 
-    let mut whole = Driver::new(flags, input.len());
-    whole.feed(&input);
-    whole.finish();
+    let whole = || {
+        let mut driver = Driver::new(flags, input.len());
+        driver.feed(&input);
+        driver.finish();
+    };
+    if !run_tolerating_h2_assertion(whole) {
+        return;
+    }
 
     let cut = split.min(input.len());
-    let mut two = Driver::new(flags, input.len());
-    two.feed(&input[..cut]);
-    two.feed(&input[cut..]);
-    two.finish();
+    let two = || {
+        let mut driver = Driver::new(flags, input.len());
+        driver.feed(&input[..cut]);
+        driver.feed(&input[cut..]);
+        driver.finish();
+    };
+    if !run_tolerating_h2_assertion(two) {
+        return;
+    }
 
     if flags & 0x20 != 0 && input.len() <= 4096 {
-        let mut bytes = Driver::new(flags, input.len());
-        for b in &input {
-            bytes.feed(std::slice::from_ref(b));
-        }
-        bytes.finish();
+        run_tolerating_h2_assertion(|| {
+            let mut driver = Driver::new(flags, input.len());
+            for b in &input {
+                driver.feed(std::slice::from_ref(b));
+            }
+            driver.finish();
+        });
     }
 }
