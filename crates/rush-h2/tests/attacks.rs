@@ -366,3 +366,30 @@ fn a_bad_preface_ends_the_connection() {
     assert!(raw.closed());
     assert!(raw.server.is_done() || raw.server.has_output());
 }
+
+/// A client's PUSH_PROMISE (which clients must never send) on a stream the
+/// application reset. h2 0.4.20 answers with RST_STREAM again and goes on,
+/// where RFC 9113 asks for a connection error (PROTOCOL_ERROR): an upstream
+/// flaw, harmless. In debug builds h2's own `debug_assert_eq!` in
+/// `handle_poll2_result` (proto/connection.rs) panics on this path instead;
+/// release builds, rush's included, compile it out. Found by the h2_frames
+/// fuzz target.
+#[test]
+#[cfg_attr(debug_assertions, should_panic(expected = "left: User"))]
+fn push_promise_from_the_client_on_a_stream_the_application_reset() {
+    let mut raw = started();
+    let mut block = get_block();
+    block[0] = 0x83; // POST
+    raw.feed(&frame(HEADERS, END_HEADERS, 1, &block));
+    raw.server.reset(1, Reason::INTERNAL_ERROR);
+    raw.settle();
+    raw.feed(&frame(DATA, END_STREAM, 1, b"more"));
+    raw.feed(&frame(5, END_HEADERS, 1, b"\x00\x00\x00\x02\x82"));
+    let resets = raw
+        .frames()
+        .iter()
+        .filter(|f| f.ty == RST_STREAM && f.stream == 1)
+        .count();
+    assert!(resets >= 1);
+    assert!(!raw.closed() || raw.goaway().is_some());
+}
