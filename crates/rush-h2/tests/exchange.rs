@@ -88,6 +88,7 @@ fn get_gets_a_response() {
             [
                 (&b"content-type"[..], &b"text/plain"[..]),
                 (b"connection", b"close"),
+                (b"X-Mixed-Case", b"1"), // HTTP/2 names are lowercase on the wire
             ],
             false,
         )
@@ -100,6 +101,7 @@ fn get_gets_a_response() {
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.headers()["content-type"], "text/plain");
     assert!(resp.headers().get("connection").is_none());
+    assert_eq!(resp.headers()["x-mixed-case"], "1");
     let mut body = Vec::new();
     assert!(read_body(&mut resp.into_body(), &mut body));
     assert_eq!(body, b"hello");
