@@ -19,15 +19,20 @@
 //! * [`ws_frames`]: the WebSocket decoder gives the same messages and
 //!   errors however its input is split, agrees with the encoder on what it
 //!   accepted, and the connection state machine answers and closes sanely.
+//! * [`h2_frames`]: rush-h2's HTTP/2 connection, driven by arbitrary client
+//!   bytes as the server loop would, keeps the stream rules, its limits and
+//!   whole frames in its output.
 
 pub mod chunked;
 pub mod encode;
+pub mod h2;
 pub mod head;
 pub mod reference;
 pub mod ws;
 
 pub use chunked::chunked;
 pub use encode::encode_roundtrip;
+pub use h2::h2_frames;
 pub use head::request_head;
 pub use ws::ws_frames;
 
@@ -38,13 +43,20 @@ pub fn run_target(name: &str, data: &[u8]) -> Option<()> {
         "chunked" => chunked(data),
         "encode_roundtrip" => encode_roundtrip(data),
         "ws_frames" => ws_frames(data),
+        "h2_frames" => h2_frames(data),
         _ => return None,
     }
     Some(())
 }
 
 /// The names of the targets, as `run_target` and the corpus folders spell them.
-pub const TARGETS: [&str; 4] = ["request_head", "chunked", "encode_roundtrip", "ws_frames"];
+pub const TARGETS: [&str; 5] = [
+    "request_head",
+    "chunked",
+    "encode_roundtrip",
+    "ws_frames",
+    "h2_frames",
+];
 
 /// Bytes shown for a failure message: printable ASCII as is, the rest escaped.
 pub fn show(bytes: &[u8]) -> String {

@@ -1,0 +1,822 @@
+//! One HTTP/2 server connection, driven without I/O: [`H2Connection`].
+//!
+//! The server loop calls [`H2Connection::feed`] with the bytes it read,
+//! [`H2Connection::poll_event`] until it returns `None`, gives the events to
+//! the application, issues commands (`send_response`, `send_data`,
+//! `send_trailers`, `reset`, `release`, `graceful_shutdown`) as the
+//! application answers, and writes what [`H2Connection::take_output`] gives.
+//!
+//! Inside, `h2`'s server `Connection` and its per-stream handles are polled
+//! with a no-op waker. As nothing is ever woken, the connection polls what
+//! may have changed instead: after input, every stream that still receives a
+//! body or awaits the application (to see data, trailers and resets); after
+//! commands, before output is taken, the streams with response data queued
+//! (to hand it to `h2` as the peer's windows allow) and the connection itself
+//! (to write the frames). Response data waits in a per-stream queue here,
+//! not in `h2`, and goes to `h2` only as flow-control capacity is granted, so
+//! a peer that never opens its window holds at most the queue the server let
+//! the application fill ([`H2Connection::pending_send`]).
+
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+use bytes::Bytes;
+use h2::server::{Connection, Handshake, SendResponse};
+use h2::{Reason, RecvStream, SendStream};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode};
+
+use crate::io::{Buffers, MemoryIo, KEEP_CAPACITY};
+use crate::settings::H2Settings;
+
+/// A request head, as HTTP/2 carries it: the pseudo-header fields apart from
+/// the regular fields (which never include them). The pseudo-fields stay in
+/// the `Uri` `h2` built (no copy); the methods read them.
+#[derive(Debug, Clone)]
+pub struct RequestHead {
+    /// `:method`.
+    pub method: Method,
+    /// `:scheme`, `:authority` and `:path`, as `h2` validated them.
+    pub uri: http::Uri,
+    /// `:protocol` of an extended CONNECT (RFC 8441), e.g. `websocket`.
+    pub protocol: Option<String>,
+    /// The regular fields, lowercase names; repeated `cookie` fields stay
+    /// separate (joining them with `; ` is the application interface's job).
+    pub headers: HeaderMap,
+}
+
+impl RequestHead {
+    /// `:scheme` (`http` or `https`); absent only for CONNECT.
+    pub fn scheme(&self) -> Option<&str> {
+        self.uri.scheme_str()
+    }
+
+    /// `:authority`, the HTTP/2 form of `Host` (absent if the client sent
+    /// only a `host` field, which then is among `headers`).
+    pub fn authority(&self) -> Option<&str> {
+        self.uri.authority().map(|a| a.as_str())
+    }
+
+    /// `:path`, with the query (`/a?b=1`); `*` for `OPTIONS *`; empty for
+    /// CONNECT.
+    pub fn path(&self) -> &str {
+        self.uri.path_and_query().map_or("", |pq| pq.as_str())
+    }
+}
+
+/// What happened on the connection, in the order it happened.
+#[derive(Debug)]
+pub enum Event {
+    /// A new request on `stream`. If `end_stream`, it has no body and no
+    /// [`Event::RequestEnd`] follows; otherwise [`Event::Data`] events and
+    /// one `RequestEnd` (or an [`Event::Reset`]) follow.
+    Request {
+        /// The stream id (odd, increasing).
+        stream: u32,
+        /// Method, scheme, authority, path and fields.
+        head: RequestHead,
+        /// No request body follows.
+        end_stream: bool,
+    },
+    /// Request body bytes. The peer may send only as much as its windows
+    /// allow; call [`H2Connection::release`] with the length once the
+    /// application consumed them, which opens the windows again (a slow
+    /// application so slows the client, never grows memory).
+    Data {
+        /// The stream.
+        stream: u32,
+        /// The bytes (one DATA frame's payload, padding removed).
+        data: Bytes,
+    },
+    /// The request body is complete; `trailers` if the client sent any.
+    RequestEnd {
+        /// The stream.
+        stream: u32,
+        /// The trailer fields, if any.
+        trailers: Option<HeaderMap>,
+    },
+    /// The stream ended abnormally before the response was complete: the
+    /// peer reset it (RST_STREAM), or `h2` reset it for a protocol error.
+    /// For ASGI this is `http.disconnect`. No command on it has any effect.
+    Reset {
+        /// The stream.
+        stream: u32,
+        /// The error code (CANCEL when a browser navigates away).
+        reason: Reason,
+    },
+    /// All response data queued on `stream` went to `h2` (the peer's
+    /// windows let it out): the application may send more.
+    SendReady {
+        /// The stream.
+        stream: u32,
+    },
+    /// The connection ended; nothing more will happen. `error` is `None`
+    /// after a clean close (graceful shutdown done, or the peer's GOAWAY and
+    /// close); otherwise what ended it. Every stream not yet complete gets
+    /// an [`Event::Reset`] first. The remaining output (a GOAWAY, say) must
+    /// still be written before the socket is closed.
+    Closed {
+        /// The error code, when the connection was ended by an error.
+        reason: Option<Reason>,
+        /// A human-readable account of the error, for the log.
+        error: Option<String>,
+    },
+}
+
+/// Why a command was refused.
+#[derive(Debug)]
+pub enum H2Error {
+    /// No such stream awaits a response any longer (it completed or was reset).
+    UnknownStream(u32),
+    /// The command does not fit the stream's state: data before the head,
+    /// a second final head, anything after the end of the response.
+    WrongState(&'static str),
+    /// A header field name or value HTTP/2 cannot carry.
+    InvalidHeader,
+    /// A status code outside 100..=999.
+    InvalidStatus(u16),
+    /// `h2` refused it (the connection is closing, say).
+    Protocol(h2::Error),
+}
+
+impl std::fmt::Display for H2Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            H2Error::UnknownStream(id) => write!(f, "no stream {id} awaits a response"),
+            H2Error::WrongState(what) => write!(f, "{what}"),
+            H2Error::InvalidHeader => write!(f, "invalid header field for HTTP/2"),
+            H2Error::InvalidStatus(code) => write!(f, "invalid status code {code}"),
+            H2Error::Protocol(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for H2Error {}
+
+enum State {
+    Handshaking(Handshake<MemoryIo, Bytes>),
+    Open(Connection<MemoryIo, Bytes>),
+    Closed,
+}
+
+/// One stream's handles and its queued response.
+struct Stream {
+    /// Until the final response head is sent.
+    respond: Option<SendResponse<Bytes>>,
+    /// After the final head, until the response ends.
+    send: Option<SendStream<Bytes>>,
+    /// Until the request body ended and the application released all of
+    /// it, or the response is complete: while it is held, `h2` keeps the
+    /// unreleased bytes counted against the connection window too.
+    recv: Option<RecvStream>,
+    /// The request body ended (`RequestEnd` or no body at all).
+    recv_ended: bool,
+    /// Request bytes delivered as `Data` and not yet released.
+    unreleased: usize,
+    /// Response data not yet handed to `h2`.
+    queue: VecDeque<Bytes>,
+    queued: usize,
+    /// The application ended the response; sent when the queue drains.
+    end_queued: bool,
+    trailers: Option<HeaderMap>,
+    /// A `SendReady` is owed when the queue drains.
+    notify_drain: bool,
+}
+
+impl Stream {
+    fn response_done(&self) -> bool {
+        self.respond.is_none() && self.send.is_none()
+    }
+
+    /// Request and response complete: forget the stream (dropping the
+    /// request body releases what the application did not).
+    fn settled(&self) -> bool {
+        self.response_done() && self.recv_ended
+    }
+}
+
+/// A sans-IO HTTP/2 server connection: see the module documentation.
+pub struct H2Connection {
+    state: State,
+    buffers: Rc<RefCell<Buffers>>,
+    settings: H2Settings,
+    streams: HashMap<u32, Stream>,
+    /// Streams with response data (or an end) queued: polled for capacity.
+    sending: Vec<u32>,
+    events: VecDeque<Event>,
+    /// Input arrived since the streams were last polled.
+    input_seen: bool,
+    /// A command changed something since the connection was last polled.
+    dirty: bool,
+    shutdown_requested: bool,
+    /// Streams reset by the peer before their response completed, less the
+    /// responses completed since (see [`H2Settings::max_peer_reset_streams`]).
+    reset_debt: usize,
+    /// The connection was closed for going past that budget.
+    calmed: bool,
+}
+
+fn noop_cx() -> Context<'static> {
+    Context::from_waker(Waker::noop())
+}
+
+impl H2Connection {
+    /// A new server connection. Feed it every byte read from the socket,
+    /// the client preface included (after [`crate::detect_preface`] or ALPN
+    /// `h2` chose HTTP/2). The server's SETTINGS frame is in the first output.
+    pub fn new(settings: H2Settings) -> H2Connection {
+        let buffers = Rc::new(RefCell::new(Buffers {
+            output_limit: settings.max_output_buffer.max(1),
+            ..Buffers::default()
+        }));
+        let handshake = settings.builder().handshake(MemoryIo(buffers.clone()));
+        let mut conn = H2Connection {
+            state: State::Handshaking(handshake),
+            buffers,
+            settings,
+            streams: HashMap::new(),
+            sending: Vec::new(),
+            events: VecDeque::new(),
+            input_seen: false,
+            dirty: true,
+            shutdown_requested: false,
+            reset_debt: 0,
+            calmed: false,
+        };
+        conn.drive();
+        conn
+    }
+
+    /// Hands bytes read from the socket to the connection and processes them.
+    pub fn feed(&mut self, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        self.buffers.borrow_mut().input.extend_from_slice(data);
+        self.input_seen = true;
+        self.drive();
+    }
+
+    /// The peer closed its side of the connection (a read returned 0).
+    pub fn feed_eof(&mut self) {
+        self.buffers.borrow_mut().eof = true;
+        self.input_seen = true;
+        self.drive();
+    }
+
+    /// Whether the server should read the socket. False while more than
+    /// [`H2Settings::max_input_buffer`] bytes wait unprocessed (`h2` stops
+    /// reading while its answers cannot be written) and once the connection
+    /// closed.
+    pub fn wants_read(&self) -> bool {
+        !matches!(self.state, State::Closed)
+            && self.buffers.borrow().input_len() < self.settings.max_input_buffer
+    }
+
+    /// The next event, if any. Process every queued command's effects first.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        if self.dirty {
+            self.drive();
+        }
+        self.events.pop_front()
+    }
+
+    /// Moves the bytes to write to the socket into `dst` (appended). Take
+    /// output only when the previous output was written: the connection
+    /// buffers at most [`H2Settings::max_output_buffer`] and stops there.
+    pub fn take_output(&mut self, dst: &mut Vec<u8>) {
+        if self.dirty {
+            self.drive();
+        }
+        let blocked = {
+            let mut b = self.buffers.borrow_mut();
+            if dst.is_empty() {
+                std::mem::swap(dst, &mut b.output);
+            } else {
+                dst.append(&mut b.output);
+            }
+            if b.output.capacity() > KEEP_CAPACITY {
+                b.output = Vec::new();
+            }
+            std::mem::take(&mut b.write_blocked)
+        };
+        if blocked {
+            // Room again: let h2 write what it held back, for the next take.
+            self.drive();
+        }
+    }
+
+    /// Whether output is waiting for [`take_output`](Self::take_output).
+    pub fn has_output(&mut self) -> bool {
+        if self.dirty {
+            self.drive();
+        }
+        !self.buffers.borrow().output.is_empty()
+    }
+
+    /// The connection is over and all its output was taken: close the socket.
+    pub fn is_done(&self) -> bool {
+        matches!(self.state, State::Closed) && self.buffers.borrow().output.is_empty()
+    }
+
+    /// Streams still tracked: a request seen, and its response not complete
+    /// or its request body not ended (or not yet released).
+    pub fn open_streams(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// Sends a response head: a final one (status 200 to 999), or an
+    /// informational one (100 to 199, e.g. 103 Early Hints), of which any
+    /// number may precede the final head. `end_stream` (final heads only)
+    /// means no body follows. Connection-specific fields (`connection`,
+    /// `keep-alive`, `proxy-connection`, `transfer-encoding`, `upgrade`),
+    /// which RFC 9113 forbids, are dropped, as is `te`.
+    pub fn send_response<'a, I>(
+        &mut self,
+        stream: u32,
+        status: u16,
+        headers: I,
+        end_stream: bool,
+    ) -> Result<(), H2Error>
+    where
+        I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    {
+        let status = StatusCode::from_u16(status).map_err(|_| H2Error::InvalidStatus(status))?;
+        let mut response = Response::new(());
+        *response.status_mut() = status;
+        let map = response.headers_mut();
+        for (name, value) in headers {
+            let name = HeaderName::from_bytes(name).map_err(|_| H2Error::InvalidHeader)?;
+            if is_connection_specific(&name) {
+                continue;
+            }
+            let value = HeaderValue::from_bytes(value).map_err(|_| H2Error::InvalidHeader)?;
+            map.append(name, value);
+        }
+        let s = self
+            .streams
+            .get_mut(&stream)
+            .ok_or(H2Error::UnknownStream(stream))?;
+        let respond = s.respond.as_mut().ok_or(H2Error::WrongState(
+            "the final response head was already sent",
+        ))?;
+        self.dirty = true;
+        if status.is_informational() {
+            return respond
+                .send_informational(response)
+                .map_err(H2Error::Protocol);
+        }
+        let send = respond
+            .send_response(response, end_stream)
+            .map_err(H2Error::Protocol)?;
+        s.respond = None;
+        if end_stream {
+            self.reset_debt = self.reset_debt.saturating_sub(1);
+        } else {
+            s.send = Some(send);
+        }
+        self.forget_if_done(stream);
+        Ok(())
+    }
+
+    /// Queues response body data; `end_stream` ends the response. Data goes
+    /// out as the peer's stream and connection windows allow; until then it
+    /// waits here ([`pending_send`](Self::pending_send)), and a
+    /// [`Event::SendReady`] says when it all went. Pace the application on
+    /// that: this queue has no bound of its own.
+    pub fn send_data(&mut self, stream: u32, data: Bytes, end_stream: bool) -> Result<(), H2Error> {
+        let s = self.sendable(stream)?;
+        if !data.is_empty() {
+            s.queued += data.len();
+            s.queue.push_back(data);
+        }
+        s.end_queued = end_stream;
+        self.mark_sending(stream);
+        Ok(())
+    }
+
+    /// Ends the response with trailer fields (after any queued data).
+    pub fn send_trailers<'a, I>(&mut self, stream: u32, trailers: I) -> Result<(), H2Error>
+    where
+        I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    {
+        let mut map = HeaderMap::new();
+        for (name, value) in trailers {
+            let name = HeaderName::from_bytes(name).map_err(|_| H2Error::InvalidHeader)?;
+            let value = HeaderValue::from_bytes(value).map_err(|_| H2Error::InvalidHeader)?;
+            map.append(name, value);
+        }
+        let s = self.sendable(stream)?;
+        s.trailers = Some(map);
+        s.end_queued = true;
+        self.mark_sending(stream);
+        Ok(())
+    }
+
+    /// Response bytes queued on `stream` that the peer's windows have not
+    /// let out yet (0 for an unknown stream).
+    pub fn pending_send(&self, stream: u32) -> usize {
+        self.streams.get(&stream).map_or(0, |s| s.queued)
+    }
+
+    /// Resets `stream` (RST_STREAM with `reason`, e.g. INTERNAL_ERROR when
+    /// the application failed mid-response, CANCEL when it gave up). Queued
+    /// data is dropped. Unknown streams are ignored. After a complete
+    /// response this is also how to stop a request body the application no
+    /// longer reads: the stream is forgotten and `h2` cancels its receiving
+    /// side.
+    pub fn reset(&mut self, stream: u32, reason: Reason) {
+        if let Some(mut s) = self.streams.remove(&stream) {
+            if let Some(send) = s.send.as_mut() {
+                send.send_reset(reason);
+            } else if let Some(respond) = s.respond.as_mut() {
+                respond.send_reset(reason);
+            }
+            self.dirty = true;
+        }
+    }
+
+    /// The application consumed `len` bytes of `stream`'s request body:
+    /// open the windows by that much (`h2` sends WINDOW_UPDATE frames once
+    /// enough was released to be worth a frame). Unreleased bytes hold the
+    /// connection window even after the request ended, until the response
+    /// is complete (then the stream is forgotten and they are released).
+    pub fn release(&mut self, stream: u32, len: usize) {
+        let Some(s) = self.streams.get_mut(&stream) else {
+            return;
+        };
+        let len = len.min(s.unreleased);
+        if let Some(recv) = s.recv.as_mut() {
+            s.unreleased -= len;
+            let _ = recv.flow_control().release_capacity(len);
+            if s.recv_ended && s.unreleased == 0 {
+                s.recv = None;
+            }
+            self.dirty = true;
+        }
+    }
+
+    /// Starts a graceful shutdown: GOAWAY, then (one PING round trip later,
+    /// RFC 9113 section 6.8) GOAWAY with the last stream id accepted; the
+    /// streams in flight finish, then the connection closes ([`Event::Closed`]).
+    pub fn graceful_shutdown(&mut self) {
+        if let State::Open(conn) = &mut self.state {
+            if !self.shutdown_requested {
+                conn.graceful_shutdown();
+            }
+        }
+        self.shutdown_requested = true;
+        self.dirty = true;
+    }
+
+    /// Ends the connection at once with GOAWAY(`reason`); open streams are
+    /// abandoned (e.g. the worker must stop now).
+    pub fn abrupt_shutdown(&mut self, reason: Reason) {
+        if let State::Open(conn) = &mut self.state {
+            conn.abrupt_shutdown(reason);
+        }
+        self.shutdown_requested = true;
+        self.dirty = true;
+    }
+
+    fn sendable(&mut self, stream: u32) -> Result<&mut Stream, H2Error> {
+        let s = self
+            .streams
+            .get_mut(&stream)
+            .ok_or(H2Error::UnknownStream(stream))?;
+        if s.send.is_none() {
+            return Err(H2Error::WrongState(if s.respond.is_some() {
+                "body data before the response head"
+            } else {
+                "the response already ended"
+            }));
+        }
+        if s.end_queued {
+            return Err(H2Error::WrongState("the response already ended"));
+        }
+        Ok(s)
+    }
+
+    fn mark_sending(&mut self, stream: u32) {
+        if !self.sending.contains(&stream) {
+            self.sending.push(stream);
+        }
+        self.dirty = true;
+    }
+
+    fn forget_if_done(&mut self, stream: u32) {
+        if self.streams.get(&stream).is_some_and(Stream::settled) {
+            self.streams.remove(&stream);
+        }
+    }
+
+    /// Polls `h2` until nothing more can happen without new input or room.
+    ///
+    /// One poll of the connection reads every frame buffered and writes every
+    /// frame queued, and costs the same for one stream as for a hundred, so
+    /// the queued response data goes to `h2` first and the connection is
+    /// polled once more only when the streams produced new frames.
+    fn drive(&mut self) {
+        self.dirty = false;
+        let mut cx = noop_cx();
+        self.poll_sending(&mut cx);
+        for _round in 0..64 {
+            let before = self.buffers.borrow().input_len();
+            if !self.poll_connection(&mut cx) {
+                return;
+            }
+            let consumed =
+                std::mem::take(&mut self.input_seen) || self.buffers.borrow().input_len() != before;
+            if consumed {
+                self.poll_streams(&mut cx);
+            }
+            // Frames the stream handles produced (or a shutdown decided
+            // while polling them) are written by the next poll of the
+            // connection; stop once there are none.
+            if !self.poll_sending(&mut cx) && !std::mem::take(&mut self.dirty) {
+                return;
+            }
+        }
+        // Still busy after 64 rounds: continue on the next call.
+        self.dirty = true;
+    }
+
+    /// Polls the handshake or the connection; accepts new requests. False
+    /// once the connection is closed.
+    fn poll_connection(&mut self, cx: &mut Context<'_>) -> bool {
+        loop {
+            match &mut self.state {
+                State::Closed => return false,
+                State::Handshaking(handshake) => match std::pin::Pin::new(handshake).poll(cx) {
+                    Poll::Pending => return true,
+                    Poll::Ready(Ok(conn)) => {
+                        self.state = State::Open(conn);
+                        if self.shutdown_requested {
+                            if let State::Open(conn) = &mut self.state {
+                                conn.graceful_shutdown();
+                            }
+                        }
+                    }
+                    Poll::Ready(Err(e)) => {
+                        self.close(Some(e));
+                        return false;
+                    }
+                },
+                State::Open(conn) => match conn.poll_accept(cx) {
+                    Poll::Pending => return true,
+                    Poll::Ready(Some(Ok((request, respond)))) => self.accept(request, respond),
+                    Poll::Ready(Some(Err(e))) => {
+                        self.close(Some(e));
+                        return false;
+                    }
+                    Poll::Ready(None) => {
+                        self.close(None);
+                        return false;
+                    }
+                },
+            }
+        }
+    }
+
+    fn accept(&mut self, request: http::Request<RecvStream>, respond: SendResponse<Bytes>) {
+        let stream = respond.stream_id().as_u32();
+        let (parts, body) = request.into_parts();
+        let end_stream = body.is_end_stream();
+        let protocol = parts
+            .extensions
+            .get::<h2::ext::Protocol>()
+            .map(|p| p.as_str().to_owned());
+        let head = RequestHead {
+            method: parts.method,
+            uri: parts.uri,
+            protocol,
+            headers: parts.headers,
+        };
+        self.streams.insert(
+            stream,
+            Stream {
+                respond: Some(respond),
+                send: None,
+                recv: (!end_stream).then_some(body),
+                recv_ended: end_stream,
+                unreleased: 0,
+                queue: VecDeque::new(),
+                queued: 0,
+                end_queued: false,
+                trailers: None,
+                notify_drain: false,
+            },
+        );
+        self.events.push_back(Event::Request {
+            stream,
+            head,
+            end_stream,
+        });
+    }
+
+    /// After input: request data, trailers and resets of every open stream.
+    fn poll_streams(&mut self, cx: &mut Context<'_>) {
+        let mut finished = Vec::new();
+        for (&id, s) in self.streams.iter_mut() {
+            let mut reset = None;
+            if let (false, Some(recv)) = (s.recv_ended, s.recv.as_mut()) {
+                loop {
+                    match recv.poll_data(cx) {
+                        Poll::Pending => break,
+                        Poll::Ready(Some(Ok(data))) => {
+                            s.unreleased += data.len();
+                            self.events.push_back(Event::Data { stream: id, data })
+                        }
+                        Poll::Ready(Some(Err(e))) => {
+                            reset = Some(e.reason().unwrap_or(Reason::CANCEL));
+                            break;
+                        }
+                        Poll::Ready(None) => match recv.poll_trailers(cx) {
+                            Poll::Pending => break,
+                            Poll::Ready(Ok(trailers)) => {
+                                self.events.push_back(Event::RequestEnd {
+                                    stream: id,
+                                    trailers,
+                                });
+                                s.recv_ended = true;
+                                if s.unreleased == 0 {
+                                    s.recv = None;
+                                }
+                                break;
+                            }
+                            Poll::Ready(Err(e)) => {
+                                reset = Some(e.reason().unwrap_or(Reason::CANCEL));
+                                break;
+                            }
+                        },
+                    }
+                }
+            }
+            if reset.is_none() {
+                let polled = if let Some(respond) = s.respond.as_mut() {
+                    respond.poll_reset(cx)
+                } else if let Some(send) = s.send.as_mut() {
+                    send.poll_reset(cx)
+                } else {
+                    Poll::Pending
+                };
+                match polled {
+                    Poll::Ready(Ok(reason)) => reset = Some(reason),
+                    Poll::Ready(Err(e)) => reset = Some(e.reason().unwrap_or(Reason::CANCEL)),
+                    Poll::Pending => {}
+                }
+            }
+            if let Some(reason) = reset {
+                self.events.push_back(Event::Reset { stream: id, reason });
+                if !s.response_done() {
+                    self.reset_debt += 1;
+                }
+                finished.push(id);
+            } else if s.settled() {
+                finished.push(id);
+            }
+        }
+        for id in finished {
+            self.streams.remove(&id);
+        }
+        if self.reset_debt > self.settings.max_peer_reset_streams && !self.calmed {
+            self.calmed = true;
+            if let State::Open(conn) = &mut self.state {
+                conn.abrupt_shutdown(Reason::ENHANCE_YOUR_CALM);
+                self.dirty = true;
+            }
+        }
+    }
+
+    /// Hands queued response data to `h2` as capacity allows. True if
+    /// anything was handed over.
+    fn poll_sending(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut progress = false;
+        let mut i = 0;
+        while i < self.sending.len() {
+            let id = self.sending[i];
+            let Some(s) = self.streams.get_mut(&id) else {
+                self.sending.swap_remove(i);
+                continue;
+            };
+            let Some(send) = s.send.as_mut() else {
+                self.sending.swap_remove(i);
+                continue;
+            };
+            let mut failed = None;
+            while s.queued > 0 {
+                send.reserve_capacity(s.queued);
+                let mut capacity = send.capacity();
+                if capacity == 0 {
+                    match send.poll_capacity(cx) {
+                        Poll::Ready(Some(Ok(n))) if n > 0 => capacity = n,
+                        Poll::Ready(Some(Ok(_))) | Poll::Pending => break,
+                        Poll::Ready(Some(Err(e))) => {
+                            failed = Some(e.reason().unwrap_or(Reason::CANCEL));
+                            break;
+                        }
+                        Poll::Ready(None) => {
+                            failed = Some(Reason::CANCEL);
+                            break;
+                        }
+                    }
+                }
+                let front = s.queue.front_mut().expect("queued bytes are in the queue");
+                let chunk = if front.len() <= capacity {
+                    s.queue.pop_front().expect("front exists")
+                } else {
+                    front.split_to(capacity)
+                };
+                s.queued -= chunk.len();
+                let end = s.queued == 0 && s.end_queued && s.trailers.is_none();
+                s.notify_drain = true;
+                progress = true;
+                if let Err(e) = send.send_data(chunk, end) {
+                    failed = Some(e.reason().unwrap_or(Reason::CANCEL));
+                    break;
+                }
+                if end {
+                    s.send = None;
+                    self.reset_debt = self.reset_debt.saturating_sub(1);
+                    break;
+                }
+            }
+            if failed.is_none() && s.queued == 0 {
+                if let Some(send) = s.send.as_mut() {
+                    if s.end_queued {
+                        let result = match s.trailers.take() {
+                            Some(trailers) => send.send_trailers(trailers),
+                            None => send.send_data(Bytes::new(), true),
+                        };
+                        if let Err(e) = result {
+                            failed = Some(e.reason().unwrap_or(Reason::CANCEL));
+                        }
+                        s.send = None;
+                        self.reset_debt = self.reset_debt.saturating_sub(1);
+                        progress = true;
+                    } else {
+                        // Nothing queued: give back capacity reserved earlier.
+                        send.reserve_capacity(0);
+                    }
+                }
+            }
+            if let Some(reason) = failed {
+                self.events.push_back(Event::Reset { stream: id, reason });
+                self.streams.remove(&id);
+                self.sending.swap_remove(i);
+                continue;
+            }
+            let s = self.streams.get_mut(&id).expect("stream still present");
+            if s.queued == 0 {
+                if s.notify_drain && s.send.is_some() {
+                    self.events.push_back(Event::SendReady { stream: id });
+                }
+                s.notify_drain = false;
+                self.sending.swap_remove(i);
+                self.forget_if_done(id);
+                continue;
+            }
+            i += 1;
+        }
+        progress
+    }
+
+    fn close(&mut self, error: Option<h2::Error>) {
+        self.state = State::Closed;
+        let reason = error.as_ref().and_then(|e| e.reason());
+        let mut ids: Vec<u32> = self.streams.keys().copied().collect();
+        ids.sort_unstable();
+        for stream in ids {
+            self.events.push_back(Event::Reset {
+                stream,
+                reason: reason.unwrap_or(Reason::CANCEL),
+            });
+        }
+        self.streams.clear();
+        self.sending.clear();
+        // A clean end of input while nothing was in flight is a clean close.
+        let error = error.filter(|e| !(e.is_io() && self.buffers.borrow().eof));
+        self.events.push_back(Event::Closed {
+            reason,
+            error: error.map(|e| e.to_string()),
+        });
+    }
+}
+
+fn is_connection_specific(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade" | "te"
+    )
+}
+
+impl std::fmt::Debug for H2Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("H2Connection")
+            .field("open_streams", &self.streams.len())
+            .field("closed", &matches!(self.state, State::Closed))
+            .finish()
+    }
+}
