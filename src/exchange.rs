@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use crate::conn::TlsInfo;
 use crate::forwarding::RequestOrigin;
-use crate::http_write::OutgoingBody;
+use crate::http_write::{OutgoingBody, ResponseContext};
 use crate::inflight::{InFlight, PeerObjects};
 
 /// Names one request: its connection and its stream on that connection.
@@ -54,8 +54,62 @@ impl StreamKey {
     }
 }
 
+/// How a response's body is delimited, as the interface knows it when the
+/// head goes out. The protocol turns it into its own framing (HTTP/1.1:
+/// `Content-Length`, chunked, or the connection's end; HTTP/2: DATA frames
+/// and END_STREAM).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BodyLength {
+    /// The status has no body (1xx, 204, 304).
+    Empty,
+    /// The body's length is known.
+    Known(u64),
+    /// Sent in parts of unknown total length.
+    Streamed,
+    /// Unknown length and the client cannot take parts (HTTP/1.0): the
+    /// body ends when the connection does.
+    UntilClose,
+}
+
+/// A response head as values: what an interface hands the writer instead
+/// of protocol bytes. The fields come beside it as an iterator (no copy).
+#[derive(Clone, Copy)]
+pub(crate) struct ResponseHead<'a> {
+    /// The status code.
+    pub status: u16,
+    /// How the body is delimited.
+    pub length: BodyLength,
+    /// The response asks the connection to close after it (an app's
+    /// `Connection: close`); HTTP/2 ignores it.
+    pub close: bool,
+    /// The request facts and the server's fields (Date, Server) that go
+    /// with every head.
+    pub context: ResponseContext<'a>,
+}
+
 /// What a request's response goes through, implemented by each protocol.
 pub(crate) trait ResponseWriter {
+    /// Sends a response head. `fields` are the app's fields as it gave
+    /// them: the writer drops those that are the protocol's business
+    /// (`Content-Length`, `Transfer-Encoding`, `Connection`) and frames the
+    /// body itself as `head.length` says.
+    fn send_head<'f, I>(&mut self, head: &ResponseHead<'_>, fields: I)
+    where
+        I: Iterator<Item = (&'f [u8], &'f [u8])>;
+    /// Sends a part of the body of the response whose head went out with
+    /// [`ResponseWriter::send_head`] (nothing for a HEAD request or a
+    /// bodyless status: the writer knows from the head).
+    fn send_body(&mut self, data: &[u8]);
+    /// Ends the response's body; `trailers` go after it where the
+    /// protocol carries them (HTTP/1.1 today sends none).
+    fn end_body<'f, I>(&mut self, trailers: I)
+    where
+        I: Iterator<Item = (&'f [u8], &'f [u8])>;
+    /// The response cannot be completed (the app failed or returned
+    /// early after the head went out): nothing more is framed for it, and
+    /// it is never made to look complete. HTTP/1.1 then closes the
+    /// connection (the caller's outcome); HTTP/2 resets the stream.
+    fn abort_body(&mut self);
     /// The bytes owed for this response, in order: the head, then the
     /// body as the protocol frames it. Producers append; what is already
     /// there belongs to earlier responses and is not theirs to touch
