@@ -52,6 +52,22 @@ impl StreamKey {
             stream: 0,
         }
     }
+
+    /// The key as one integer for Python, which hands it back with a
+    /// completion (an ASGI app's notifier, a finished task or pool
+    /// future): the stream in the high 32 bits, the connection in the low
+    /// ones. For stream 0 (HTTP/1.1) it is the connection's key itself.
+    pub fn token(self) -> u64 {
+        (u64::from(self.stream) << 32) | (self.connection as u64 & 0xffff_ffff)
+    }
+
+    /// The key a [`StreamKey::token`] names.
+    pub fn from_token(token: u64) -> StreamKey {
+        StreamKey {
+            connection: (token & 0xffff_ffff) as usize,
+            stream: (token >> 32) as u32,
+        }
+    }
 }
 
 /// How a response's body is delimited, as the interface knows it when the

@@ -186,7 +186,7 @@ impl Core {
                 // The app goes on as a task: from now on each send() is flushed,
                 // and a drained body queue lets the loop read on.
                 if let Some(notifier) = &self.asgi_notifier {
-                    match notifier.call1(py, (key.connection, awaiting.request_id)) {
+                    match notifier.call1(py, (key.token(), awaiting.request_id)) {
                         Ok(notify) => {
                             exchange.receive.bind(py).borrow_mut().notify =
                                 Some(notify.clone_ref(py));

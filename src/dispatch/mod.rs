@@ -146,13 +146,13 @@ impl Core {
         key: StreamKey,
         request_id: u64,
     ) -> PyResult<CoroutineStart<'py>> {
-        // Completions name the connection and the request id, which alone
-        // picks the stream's request out of the connection's.
+        // Completions name the stream (its key as a token) and the request
+        // id, which the stream's request must still carry.
         coroutine::start(
             py,
             self.async_scheduler.as_ref(),
             coroutine,
-            key.connection,
+            key.token(),
             request_id,
         )
     }

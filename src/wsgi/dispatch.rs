@@ -109,7 +109,7 @@ impl Core {
         if let Some(scheduler) = &self.blocking_scheduler {
             return match scheduler.call1(
                 py,
-                (app, environ, key.connection, awaiting.request_id, stream),
+                (app, environ, key.token(), awaiting.request_id, stream),
             ) {
                 Ok(_) => {
                     awaiting.request_line = line.text().into_owned();
