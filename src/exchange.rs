@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use crate::conn::TlsInfo;
 use crate::forwarding::RequestOrigin;
-use crate::http_write::{OutgoingBody, ResponseContext};
+use crate::http_write::{OutgoingBody, ResponseContext, TEXT_PLAIN};
 use crate::inflight::{InFlight, PeerObjects};
 
 /// Names one request: its connection and its stream on that connection.
@@ -103,6 +103,24 @@ pub(crate) struct ResponseHead<'a> {
     pub context: ResponseContext<'a>,
 }
 
+/// A whole response in one value: a head and a body already in hand (the
+/// native App's answers, rush's own status pages). The hot path: HTTP/1.1
+/// encodes it into its output buffer in one go.
+#[derive(Clone, Copy)]
+pub(crate) struct WholeResponse<'a> {
+    /// The status code.
+    pub status: u16,
+    /// The `Content-Type` value; empty: none.
+    pub content_type: &'a [u8],
+    /// The body (not sent for HEAD or a bodyless status; its length is
+    /// still announced).
+    pub body: &'a [u8],
+    /// The response asks the connection to close after it.
+    pub close: bool,
+    /// The request facts and the server's fields.
+    pub context: &'a ResponseContext<'a>,
+}
+
 /// What a request's response goes through, implemented by each protocol.
 pub(crate) trait ResponseWriter {
     /// Sends a response head. `fields` are the app's fields as it gave
@@ -110,6 +128,11 @@ pub(crate) trait ResponseWriter {
     /// (`Content-Length`, `Transfer-Encoding`, `Connection`) and frames the
     /// body itself as `head.length` says.
     fn send_head<'f, I>(&mut self, head: &ResponseHead<'_>, fields: I)
+    where
+        I: Iterator<Item = (&'f [u8], &'f [u8])>;
+    /// Sends a whole response (see [`WholeResponse`]); `fields` go out as
+    /// given, after the content type.
+    fn send_whole<'f, I>(&mut self, response: &WholeResponse<'_>, fields: I)
     where
         I: Iterator<Item = (&'f [u8], &'f [u8])>;
     /// Sends a part of the body of the response whose head went out with
@@ -188,4 +211,26 @@ pub(crate) struct Peer<'a> {
     pub origin: Option<&'a RequestOrigin>,
     /// The TLS session the request came over, if any.
     pub tls: Option<&'a TlsInfo>,
+}
+
+/// Sends a native text/plain answer whose body is the reason phrase
+/// (`Not Found`, `Internal Server Error`...) through a response writer;
+/// returns the body length.
+pub(crate) fn write_status_page<'h, W: ResponseWriter>(
+    writer: &mut W,
+    status: u16,
+    extra_headers: impl Iterator<Item = (&'h [u8], &'h [u8])>,
+    context: &ResponseContext<'_>,
+    close: bool,
+) -> usize {
+    let body = rush_proto::response::reason_phrase(status).as_bytes();
+    let response = WholeResponse {
+        status,
+        content_type: TEXT_PLAIN,
+        body,
+        close,
+        context,
+    };
+    writer.send_whole(&response, extra_headers);
+    body.len()
 }

@@ -147,7 +147,7 @@ impl Core {
                 Some(handler) => (handler, 404),
                 None => {
                     let length = write_status_page(
-                        connection.output(),
+                        connection,
                         404,
                         std::iter::empty(),
                         &context,
@@ -171,7 +171,7 @@ impl Core {
                 None => {
                     let allow_header = std::iter::once((&b"Allow"[..], allow));
                     let length =
-                        write_status_page(connection.output(), 405, allow_header, &context, false);
+                        write_status_page(connection, 405, allow_header, &context, false);
                     self.access_log(
                         py,
                         connection,

@@ -210,7 +210,7 @@ impl Core {
             allow: None,
         };
         write_status_page(
-            connection.output(),
+            connection,
             500,
             std::iter::empty(),
             &context,
@@ -246,7 +246,7 @@ impl Core {
                 &value,
                 awaiting.default_status,
                 &context,
-                connection.output(),
+                connection,
             )
         });
         let (status, length, close) = match rendered {
@@ -261,14 +261,14 @@ impl Core {
                     &format!("Exception in handler for {}", line.text()),
                     Some(error),
                 );
-                match self.render_error_page(py, awaiting, &context, connection.output()) {
+                match self.render_error_page(py, awaiting, &context, connection) {
                     Some(rendered) => {
                         connection.set_body(rendered.body);
                         (rendered.status, rendered.body_length, rendered.close)
                     }
                     None => {
                         let length = write_status_page(
-                            connection.output(),
+                            connection,
                             500,
                             std::iter::empty(),
                             &context,
@@ -285,12 +285,12 @@ impl Core {
 
     /// The app's 500 page for a request whose handler raised, if it has one
     /// and it answers at once; `None` means the native 500.
-    pub(crate) fn render_error_page(
+    pub(crate) fn render_error_page<W: ResponseWriter>(
         &self,
         py: Python<'_>,
         awaiting: &AwaitingResponse,
         context: &ResponseContext<'_>,
-        out: &mut Vec<u8>,
+        writer: &mut W,
     ) -> Option<crate::http_write::Rendered> {
         let request = awaiting.request.as_ref()?;
         let router = self.router.bind(py).borrow();
@@ -309,11 +309,11 @@ impl Core {
                 }
             });
         }
-        let start = out.len();
-        match value.and_then(|value| render_result(py, &value, 500, context, out)) {
+        let start = writer.output().len();
+        match value.and_then(|value| render_result(py, &value, 500, context, writer)) {
             Ok(rendered) => Some(rendered),
             Err(error) => {
-                out.truncate(start);
+                writer.output().truncate(start);
                 self.log_error(py, "the app's 500 handler failed too", Some(error));
                 None
             }

@@ -15,9 +15,9 @@ use rush_proto::encode::is_framing_header;
 use rush_proto::response::{write_content_length, write_status_line};
 
 use crate::conn::{BodyFraming, Connection, TlsInfo};
-use crate::exchange::{BodyLength, Peer, ResponseHead, ResponseWriter};
+use crate::exchange::{BodyLength, Peer, ResponseHead, ResponseWriter, WholeResponse};
 use crate::forwarding::RequestOrigin;
-use crate::http_write::{finish_head_after, AppFields, OutgoingBody};
+use crate::http_write::{finish_head_after, write_response, AppFields, OutgoingBody};
 use crate::inflight::{InFlight, PeerObjects};
 
 /// Appends one chunk of a chunked body: its size in hex, the bytes, CRLF
@@ -63,6 +63,22 @@ impl ResponseWriter for Connection {
             chunked: head.length == BodyLength::Streamed,
             discard: head.context.head_only || head.length == BodyLength::Empty,
         };
+    }
+
+    #[inline]
+    fn send_whole<'f, I>(&mut self, response: &WholeResponse<'_>, fields: I)
+    where
+        I: Iterator<Item = (&'f [u8], &'f [u8])>,
+    {
+        write_response(
+            &mut self.sink.output,
+            response.status,
+            response.content_type,
+            fields,
+            response.body,
+            response.context,
+            response.close,
+        );
     }
 
     fn send_body(&mut self, data: &[u8]) {
