@@ -34,6 +34,7 @@ fn write_chunk(out: &mut Vec<u8>, data: &[u8]) {
             break;
         }
     }
+    out.reserve(data.len() + 20);
     out.extend_from_slice(&digits[at..]);
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(data);
