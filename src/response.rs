@@ -19,7 +19,8 @@ pub use crate::http_write::{finish_head, ResponseContext};
 use crate::exchange::{ResponseWriter, WholeResponse};
 use crate::http_write::{Rendered, TEXT_PLAIN};
 use crate::static_files::{load_single_file, serve_file, ConditionalHeaders};
-use crate::wsgi::objects::{render_collected, WsgiResponse};
+use crate::wsgi::objects::WsgiResponse;
+use crate::wsgi::render::render_collected;
 
 const OCTET_STREAM: &[u8] = b"application/octet-stream";
 const APPLICATION_JSON: &[u8] = b"application/json";
@@ -268,7 +269,7 @@ pub(crate) fn render_result<W: ResponseWriter>(
         return Ok(rendered(response.status, body.len(), response.close));
     }
     if let Ok(wsgi) = result.cast::<WsgiResponse>() {
-        return render_collected(&mut wsgi.borrow_mut(), context, writer.output());
+        return render_collected(&mut wsgi.borrow_mut(), context, writer);
     }
     if result.is_instance_of::<PyDict>() || result.is_instance_of::<PyList>() {
         let dumps = JSON_DUMPS
