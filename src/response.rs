@@ -15,7 +15,7 @@ use rush_proto::encode::{connection_has_close, is_final_status};
 use rush_proto::response::{is_valid_header_name, is_valid_header_value};
 
 pub(crate) use crate::exchange::write_status_page;
-pub use crate::http_write::{finish_head, ResponseContext};
+pub use crate::http_write::ResponseContext;
 use crate::exchange::{ResponseWriter, WholeResponse};
 use crate::http_write::{Rendered, TEXT_PLAIN};
 use crate::static_files::{load_single_file, serve_file, ConditionalHeaders};

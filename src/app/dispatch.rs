@@ -12,10 +12,10 @@ use crate::body::RequestBody;
 use crate::coroutine::CoroutineStart;
 use crate::dispatch::cached::{CacheLookup, FillAnswer};
 use crate::dispatch::{call_handler, keep_or_close, AppInterface, Core, Outcome, RequestLine};
-use crate::exchange::{ResponseWriter, StreamKey};
+use crate::exchange::{BodyLength, ResponseHead, ResponseWriter, StreamKey};
 use crate::inflight::{AwaitingResponse, InFlight};
 use crate::request::{decode_path, header_fields, Request, RequestParts};
-use crate::response::{finish_head, write_status_page, ResponseContext};
+use crate::response::{write_status_page, ResponseContext};
 use crate::router::RouteDecision;
 use crate::static_files::ConditionalHeaders;
 
@@ -59,8 +59,15 @@ impl Core {
         let mut allow_for_handler: Option<Vec<u8>> = None;
         let (handler, default_status) = match decision {
             RouteDecision::Redirect(redirect) => {
-                connection.output().extend_from_slice(&redirect.head_prefix);
-                finish_head(connection.output(), &context, false);
+                let redirect_head = ResponseHead {
+                    status: redirect.status,
+                    length: BodyLength::Known(0),
+                    close: false,
+                    context,
+                };
+                let location = (&b"Location"[..], redirect.location.as_slice());
+                connection.send_head(&redirect_head, std::iter::once(location));
+                connection.end_body(std::iter::empty());
                 self.access_log(
                     py,
                     connection,
