@@ -246,7 +246,7 @@ pub(crate) fn render_result<W: ResponseWriter>(
     if let Ok(response) = result.cast::<Response>() {
         let response = response.borrow();
         if let Some(path) = &response.file {
-            return render_file(&response, path, context, writer.output());
+            return render_file(&response, path, context, writer);
         }
         let body = response.body.bind(py).as_bytes();
         let content_type = response
@@ -302,11 +302,11 @@ fn rendered(status: u16, body_length: usize, close: bool) -> Rendered {
     }
 }
 
-fn render_file(
+fn render_file<W: ResponseWriter>(
     response: &Response,
     path: &std::path::Path,
     context: &ResponseContext<'_>,
-    out: &mut Vec<u8>,
+    writer: &mut W,
 ) -> PyResult<Rendered> {
     let file = load_single_file(path, response.content_type.as_deref())?;
     let mut extra_lines = Vec::new();
@@ -318,7 +318,7 @@ fn render_file(
     }
     let fields = crate::request::header_fields(context.request_head);
     let conditional = ConditionalHeaders::from_fields(fields);
-    let outcome = serve_file(&file, None, &extra_lines, &conditional, context, out, None);
+    let outcome = serve_file(&file, None, &extra_lines, &conditional, context, writer, None);
     Ok(Rendered {
         status: outcome.status,
         body_length: outcome.body_length as usize,

@@ -98,7 +98,7 @@ impl Core {
                     matches!(head.method, Method::Get | Method::Head),
                     &conditional,
                     &context,
-                    connection.output(),
+                    connection,
                 );
                 match router.error_handler(404) {
                     // The app's own 404 page wins over the native one.

@@ -549,7 +549,7 @@ impl Core {
             &extra_lines,
             &conditional,
             &context,
-            connection.output(),
+            connection,
             (status != 200).then_some(status),
         );
         connection.set_body(outcome.body);
