@@ -4,11 +4,21 @@
 //! A request is named by a [`StreamKey`]: its connection's key and its
 //! stream on that connection. HTTP/1.1 has one stream at a time (stream 0:
 //! pipelined requests are answered strictly in order, one after the
-//! other); HTTP/2 will key many streams on one connection.
+//! other); HTTP/2 will key many streams on one connection. A completion
+//! that arrives later (a finished task, an ASGI app's notifier) carries
+//! the key as one integer ([`StreamKey::token`]) and the server finds the
+//! stream's request unit by it.
 //!
-//! The interfaces (the native App, WSGI, ASGI, in `crate::dispatch`) write
-//! a response through a [`ResponseWriter`]: head and body bytes, a large
-//! body that follows them, the water marks a producer checks
+//! The interfaces (the native App, WSGI, ASGI, static files, in
+//! `crate::dispatch` and each interface's folder) hand a response to a
+//! [`ResponseWriter`] as values, never as protocol bytes: a head
+//! ([`ResponseHead`]: status, the app's fields, how the body is delimited)
+//! then body parts, an end (with trailers where the protocol has them) or
+//! an abort; or a [`WholeResponse`] in one call (the hot path of the native
+//! App); a large body that follows (a file, shared memory: an
+//! `OutgoingBody`). The writer frames them: HTTP/1.1 encodes them with the
+//! same rush-proto encoders as before, into its output buffer. Besides: the
+//! water marks a producer checks
 //! (backpressure), writing through to the client, and the state of the
 //! response (a handler still running, a body streaming). They keep the
 //! request's Python side in flight ([`InFlight`]) in the request unit the
@@ -135,6 +145,12 @@ pub(crate) trait ResponseWriter {
     fn send_whole<'f, I>(&mut self, response: &WholeResponse<'_>, fields: I)
     where
         I: Iterator<Item = (&'f [u8], &'f [u8])>;
+    /// Where the next response starts, for [`ResponseWriter::retract`].
+    fn response_mark(&self) -> usize;
+    /// Takes back what was sent for this request since `mark`, before any
+    /// of it was flushed (a rendered answer the app's own error page
+    /// replaces, a render that failed half-way).
+    fn retract(&mut self, mark: usize);
     /// Sends a part of the body of the response whose head went out with
     /// [`ResponseWriter::send_head`] (nothing for a HEAD request or a
     /// bodyless status: the writer knows from the head).
@@ -149,10 +165,10 @@ pub(crate) trait ResponseWriter {
     /// it is never made to look complete. HTTP/1.1 then closes the
     /// connection (the caller's outcome); HTTP/2 resets the stream.
     fn abort_body(&mut self);
-    /// The bytes owed for this response, in order: the head, then the
-    /// body as the protocol frames it. Producers append; what is already
-    /// there belongs to earlier responses and is not theirs to touch
-    /// (they note `output().len()` first to truncate only their own part).
+    /// The protocol bytes owed, in order. Only the response cache uses
+    /// it, to record HTTP/1.1 answers and replay stored ones (its entries
+    /// are HTTP/1.1 bytes today); everything else goes through the values
+    /// above.
     fn output(&mut self) -> &mut Vec<u8>;
     /// The bytes owed so far, read only (see [`ResponseWriter::output`]).
     fn pending_output(&self) -> &[u8];

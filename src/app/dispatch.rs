@@ -89,7 +89,7 @@ impl Core {
                     .find_mount(raw_path)
                     .expect("mount found by the guard");
                 let conditional = ConditionalHeaders::from_fields(header_fields(head_bytes));
-                let start = connection.output().len();
+                let mark = connection.response_mark();
                 let outcome = self.static_files.respond(
                     mount,
                     rest,
@@ -103,7 +103,7 @@ impl Core {
                 match router.error_handler(404) {
                     // The app's own 404 page wins over the native one.
                     Some(handler) if outcome.status == 404 => {
-                        connection.output().truncate(start);
+                        connection.retract(mark);
                         (handler, 404)
                     }
                     _ => {
@@ -250,7 +250,7 @@ impl Core {
         let line = RequestLine::Raw(head_bytes, head);
         let result =
             request.and_then(|request| call_handler(py, handler, &request, params.as_ref()));
-        let start = connection.output().len();
+        let start = connection.response_mark();
         let outcome = match result {
             Err(error) => self.finish(py, connection, &awaiting, head_bytes, &line, Err(error)),
             Ok(coroutine) if handler.is_async => {

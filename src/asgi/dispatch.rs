@@ -54,7 +54,7 @@ impl Core {
         keep_alive: bool,
         fill: Option<CacheFill>,
     ) -> Outcome {
-        let start = connection.output().len();
+        let start = connection.response_mark();
         let outcome = self.run_asgi(py, connection, key, head_bytes, head, body, keep_alive);
         if !matches!(outcome, Outcome::Pending) {
             // Answered within this call: the whole response is in the output.
@@ -271,7 +271,7 @@ impl Core {
         write: AsgiWrite,
         line: &RequestLine<'_>,
     ) -> Option<Outcome> {
-        let before = connection.output().len();
+        let before = connection.response_mark();
         let outcome = self.write_asgi_parts(py, connection, exchange, write, line);
         let mut send = exchange.send.bind(py).borrow_mut();
         if let Some(recorded) = &mut send.recorded {

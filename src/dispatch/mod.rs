@@ -239,7 +239,7 @@ impl Core {
             request_head,
             allow: awaiting.allow.as_deref(),
         };
-        let start = connection.output().len();
+        let mark = connection.response_mark();
         let rendered = result.and_then(|value| {
             render_result(
                 py,
@@ -255,7 +255,7 @@ impl Core {
                 (rendered.status, rendered.body_length, rendered.close)
             }
             Err(error) => {
-                connection.output().truncate(start);
+                connection.retract(mark);
                 self.log_error(
                     py,
                     &format!("Exception in handler for {}", line.text()),
@@ -309,11 +309,11 @@ impl Core {
                 }
             });
         }
-        let start = writer.output().len();
+        let mark = writer.response_mark();
         match value.and_then(|value| render_result(py, &value, 500, context, writer)) {
             Ok(rendered) => Some(rendered),
             Err(error) => {
-                writer.output().truncate(start);
+                writer.retract(mark);
                 self.log_error(py, "the app's 500 handler failed too", Some(error));
                 None
             }

@@ -82,6 +82,16 @@ impl ResponseWriter for Connection {
         );
     }
 
+    #[inline]
+    fn response_mark(&self) -> usize {
+        self.sink.output.len()
+    }
+
+    fn retract(&mut self, mark: usize) {
+        self.sink.output.truncate(mark);
+        self.sink.framing = BodyFraming::default();
+    }
+
     fn send_body(&mut self, data: &[u8]) {
         let framing = self.sink.framing;
         if framing.discard || data.is_empty() {

@@ -40,7 +40,7 @@ impl Core {
         keep_alive: bool,
         fill: Option<CacheFill>,
     ) -> Outcome {
-        let start = connection.output().len();
+        let start = connection.response_mark();
         let mut fill = fill;
         let outcome = self.run_wsgi(
             py, connection, key, head_bytes, head, body, keep_alive, &mut fill,
