@@ -15,8 +15,8 @@ use rush_proto::encode::{connection_has_close, is_final_status};
 use rush_proto::response::{is_valid_header_name, is_valid_header_value};
 
 pub(crate) use crate::exchange::write_status_page;
-pub use crate::http_write::ResponseContext;
 use crate::exchange::{ResponseWriter, WholeResponse};
+pub use crate::http_write::ResponseContext;
 use crate::http_write::{Rendered, TEXT_PLAIN};
 use crate::static_files::{load_single_file, serve_file, ConditionalHeaders};
 use crate::wsgi::objects::WsgiResponse;
@@ -318,7 +318,15 @@ fn render_file<W: ResponseWriter>(
     }
     let fields = crate::request::header_fields(context.request_head);
     let conditional = ConditionalHeaders::from_fields(fields);
-    let outcome = serve_file(&file, None, &extra_lines, &conditional, context, writer, None);
+    let outcome = serve_file(
+        &file,
+        None,
+        &extra_lines,
+        &conditional,
+        context,
+        writer,
+        None,
+    );
     Ok(Rendered {
         status: outcome.status,
         body_length: outcome.body_length as usize,

@@ -153,13 +153,8 @@ impl Core {
             RouteDecision::NotFound => match router.error_handler(404) {
                 Some(handler) => (handler, 404),
                 None => {
-                    let length = write_status_page(
-                        connection,
-                        404,
-                        std::iter::empty(),
-                        &context,
-                        false,
-                    );
+                    let length =
+                        write_status_page(connection, 404, std::iter::empty(), &context, false);
                     self.access_log(
                         py,
                         connection,
@@ -177,8 +172,7 @@ impl Core {
                 }
                 None => {
                     let allow_header = std::iter::once((&b"Allow"[..], allow));
-                    let length =
-                        write_status_page(connection, 405, allow_header, &context, false);
+                    let length = write_status_page(connection, 405, allow_header, &context, false);
                     self.access_log(
                         py,
                         connection,

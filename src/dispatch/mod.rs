@@ -209,13 +209,7 @@ impl Core {
             request_head: &[],
             allow: None,
         };
-        write_status_page(
-            connection,
-            500,
-            std::iter::empty(),
-            &context,
-            false,
-        );
+        write_status_page(connection, 500, std::iter::empty(), &context, false);
         keep_or_close(keep_alive)
     }
 
@@ -241,13 +235,7 @@ impl Core {
         };
         let mark = connection.response_mark();
         let rendered = result.and_then(|value| {
-            render_result(
-                py,
-                &value,
-                awaiting.default_status,
-                &context,
-                connection,
-            )
+            render_result(py, &value, awaiting.default_status, &context, connection)
         });
         let (status, length, close) = match rendered {
             Ok(rendered) => {
@@ -267,13 +255,8 @@ impl Core {
                         (rendered.status, rendered.body_length, rendered.close)
                     }
                     None => {
-                        let length = write_status_page(
-                            connection,
-                            500,
-                            std::iter::empty(),
-                            &context,
-                            false,
-                        );
+                        let length =
+                            write_status_page(connection, 500, std::iter::empty(), &context, false);
                         (500, length, false)
                     }
                 }

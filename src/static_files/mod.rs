@@ -36,14 +36,14 @@ use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
 mod serve;
 
 pub(crate) use serve::etag_list_matches;
+pub(crate) use serve::serve_file;
 use serve::write_plain;
 #[cfg(test)]
 use serve::*;
-pub(crate) use serve::serve_file;
 pub use serve::{load_app_file, load_single_file};
 
-pub use crate::http_write::OutgoingBody;
 use crate::exchange::ResponseWriter;
+pub use crate::http_write::OutgoingBody;
 use crate::http_write::ResponseContext;
 
 /// Bodies up to this size are copied into the output buffer (so pipelined

@@ -107,10 +107,9 @@ impl Core {
         // could not be stored); every other body streams.
         let stream = fill.is_none();
         if let Some(scheduler) = &self.blocking_scheduler {
-            return match scheduler.call1(
-                py,
-                (app, environ, key.token(), awaiting.request_id, stream),
-            ) {
+            return match scheduler
+                .call1(py, (app, environ, key.token(), awaiting.request_id, stream))
+            {
                 Ok(_) => {
                     awaiting.request_line = line.text().into_owned();
                     awaiting.request_head = head_bytes.to_vec();

@@ -657,4 +657,3 @@ impl WsgiResponse {
         })
     }
 }
-
