@@ -226,3 +226,31 @@ impl ResponseWriter for Connection {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use rush_proto::encode::{BodyEncoder, FramingPlan};
+
+    use super::write_chunk;
+
+    /// The writer's chunks are byte for byte rush-proto's chunked encoding
+    /// (the bytes a streamed response had before the seam took values).
+    #[test]
+    fn chunks_match_rush_proto() {
+        for length in [1, 9, 10, 15, 16, 17, 255, 256, 4096, 65535, 70000] {
+            let data = vec![b'a'; length];
+            let mut encoder = BodyEncoder::choose(FramingPlan {
+                status: 200,
+                head_request: false,
+                declared_length: None,
+                known_length: None,
+                http10: false,
+            });
+            let mut expected = Vec::new();
+            encoder.encode(&data, &mut expected).unwrap();
+            let mut written = Vec::new();
+            write_chunk(&mut written, &data);
+            assert_eq!(written, expected, "a chunk of {length} bytes");
+        }
+    }
+}
