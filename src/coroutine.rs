@@ -20,7 +20,7 @@ pub(crate) fn start<'py>(
     py: Python<'py>,
     runner: Option<&Py<PyAny>>,
     coroutine: &Bound<'py, PyAny>,
-    key: usize,
+    key: u64,
     request_id: u64,
 ) -> PyResult<CoroutineStart<'py>> {
     let Some(runner) = runner else {

@@ -4,11 +4,21 @@
 //! A request is named by a [`StreamKey`]: its connection's key and its
 //! stream on that connection. HTTP/1.1 has one stream at a time (stream 0:
 //! pipelined requests are answered strictly in order, one after the
-//! other); HTTP/2 will key many streams on one connection.
+//! other); HTTP/2 will key many streams on one connection. A completion
+//! that arrives later (a finished task, an ASGI app's notifier) carries
+//! the key as one integer ([`StreamKey::token`]) and the server finds the
+//! stream's request unit by it.
 //!
-//! The interfaces (the native App, WSGI, ASGI, in `crate::dispatch`) write
-//! a response through a [`ResponseWriter`]: head and body bytes, a large
-//! body that follows them, the water marks a producer checks
+//! The interfaces (the native App, WSGI, ASGI, static files, in
+//! `crate::dispatch` and each interface's folder) hand a response to a
+//! [`ResponseWriter`] as values, never as protocol bytes: a head
+//! ([`ResponseHead`]: status, the app's fields, how the body is delimited)
+//! then body parts, an end (with trailers where the protocol has them) or
+//! an abort; or a [`WholeResponse`] in one call (the hot path of the native
+//! App); a large body that follows (a file, shared memory: an
+//! `OutgoingBody`). The writer frames them: HTTP/1.1 encodes them with the
+//! same rush-proto encoders as before, into its output buffer. Besides: the
+//! water marks a producer checks
 //! (backpressure), writing through to the client, and the state of the
 //! response (a handler still running, a body streaming). They keep the
 //! request's Python side in flight ([`InFlight`]) in the request unit the
@@ -31,7 +41,7 @@ use std::time::{Duration, Instant};
 
 use crate::conn::TlsInfo;
 use crate::forwarding::RequestOrigin;
-use crate::http_write::OutgoingBody;
+use crate::http_write::{OutgoingBody, ResponseContext, TEXT_PLAIN};
 use crate::inflight::{InFlight, PeerObjects};
 
 /// Names one request: its connection and its stream on that connection.
@@ -52,14 +62,113 @@ impl StreamKey {
             stream: 0,
         }
     }
+
+    /// The key as one integer for Python, which hands it back with a
+    /// completion (an ASGI app's notifier, a finished task or pool
+    /// future): the stream in the high 32 bits, the connection in the low
+    /// ones. For stream 0 (HTTP/1.1) it is the connection's key itself.
+    pub fn token(self) -> u64 {
+        (u64::from(self.stream) << 32) | (self.connection as u64 & 0xffff_ffff)
+    }
+
+    /// The key a [`StreamKey::token`] names.
+    pub fn from_token(token: u64) -> StreamKey {
+        StreamKey {
+            connection: (token & 0xffff_ffff) as usize,
+            stream: (token >> 32) as u32,
+        }
+    }
+}
+
+/// How a response's body is delimited, as the interface knows it when the
+/// head goes out. The protocol turns it into its own framing (HTTP/1.1:
+/// `Content-Length`, chunked, or the connection's end; HTTP/2: DATA frames
+/// and END_STREAM).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BodyLength {
+    /// The status has no body (1xx, 204, 304).
+    Empty,
+    /// The body's length is known.
+    Known(u64),
+    /// Sent in parts of unknown total length.
+    Streamed,
+    /// Unknown length and the client cannot take parts (HTTP/1.0): the
+    /// body ends when the connection does.
+    UntilClose,
+}
+
+/// A response head as values: what an interface hands the writer instead
+/// of protocol bytes. The fields come beside it as an iterator (no copy).
+#[derive(Clone, Copy)]
+pub(crate) struct ResponseHead<'a> {
+    /// The status code.
+    pub status: u16,
+    /// How the body is delimited.
+    pub length: BodyLength,
+    /// The response asks the connection to close after it (an app's
+    /// `Connection: close`); HTTP/2 ignores it.
+    pub close: bool,
+    /// The request facts and the server's fields (Date, Server) that go
+    /// with every head.
+    pub context: ResponseContext<'a>,
+}
+
+/// A whole response in one value: a head and a body already in hand (the
+/// native App's answers, rush's own status pages). The hot path: HTTP/1.1
+/// encodes it into its output buffer in one go.
+#[derive(Clone, Copy)]
+pub(crate) struct WholeResponse<'a> {
+    /// The status code.
+    pub status: u16,
+    /// The `Content-Type` value; empty: none.
+    pub content_type: &'a [u8],
+    /// The body (not sent for HEAD or a bodyless status; its length is
+    /// still announced).
+    pub body: &'a [u8],
+    /// The response asks the connection to close after it.
+    pub close: bool,
+    /// The request facts and the server's fields.
+    pub context: &'a ResponseContext<'a>,
 }
 
 /// What a request's response goes through, implemented by each protocol.
 pub(crate) trait ResponseWriter {
-    /// The bytes owed for this response, in order: the head, then the
-    /// body as the protocol frames it. Producers append; what is already
-    /// there belongs to earlier responses and is not theirs to touch
-    /// (they note `output().len()` first to truncate only their own part).
+    /// Sends a response head. `fields` are the app's fields as it gave
+    /// them: the writer drops those that are the protocol's business
+    /// (`Content-Length`, `Transfer-Encoding`, `Connection`) and frames the
+    /// body itself as `head.length` says.
+    fn send_head<'f, I>(&mut self, head: &ResponseHead<'_>, fields: I)
+    where
+        I: Iterator<Item = (&'f [u8], &'f [u8])>;
+    /// Sends a whole response (see [`WholeResponse`]); `fields` go out as
+    /// given, after the content type.
+    fn send_whole<'f, I>(&mut self, response: &WholeResponse<'_>, fields: I)
+    where
+        I: Iterator<Item = (&'f [u8], &'f [u8])>;
+    /// Where the next response starts, for [`ResponseWriter::retract`].
+    fn response_mark(&self) -> usize;
+    /// Takes back what was sent for this request since `mark`, before any
+    /// of it was flushed (a rendered answer the app's own error page
+    /// replaces, a render that failed half-way).
+    fn retract(&mut self, mark: usize);
+    /// Sends a part of the body of the response whose head went out with
+    /// [`ResponseWriter::send_head`] (nothing for a HEAD request or a
+    /// bodyless status: the writer knows from the head).
+    fn send_body(&mut self, data: &[u8]);
+    /// Ends the response's body; `trailers` go after it where the
+    /// protocol carries them (HTTP/1.1 today sends none).
+    fn end_body<'f, I>(&mut self, trailers: I)
+    where
+        I: Iterator<Item = (&'f [u8], &'f [u8])>;
+    /// The response cannot be completed (the app failed or returned
+    /// early after the head went out): nothing more is framed for it, and
+    /// it is never made to look complete. HTTP/1.1 then closes the
+    /// connection (the caller's outcome); HTTP/2 resets the stream.
+    fn abort_body(&mut self);
+    /// The protocol bytes owed, in order. Only the response cache uses
+    /// it, to record HTTP/1.1 answers and replay stored ones (its entries
+    /// are HTTP/1.1 bytes today); everything else goes through the values
+    /// above.
     fn output(&mut self) -> &mut Vec<u8>;
     /// The bytes owed so far, read only (see [`ResponseWriter::output`]).
     fn pending_output(&self) -> &[u8];
@@ -118,4 +227,26 @@ pub(crate) struct Peer<'a> {
     pub origin: Option<&'a RequestOrigin>,
     /// The TLS session the request came over, if any.
     pub tls: Option<&'a TlsInfo>,
+}
+
+/// Sends a native text/plain answer whose body is the reason phrase
+/// (`Not Found`, `Internal Server Error`...) through a response writer;
+/// returns the body length.
+pub(crate) fn write_status_page<'h, W: ResponseWriter>(
+    writer: &mut W,
+    status: u16,
+    extra_headers: impl Iterator<Item = (&'h [u8], &'h [u8])>,
+    context: &ResponseContext<'_>,
+    close: bool,
+) -> usize {
+    let body = rush_proto::response::reason_phrase(status).as_bytes();
+    let response = WholeResponse {
+        status,
+        content_type: TEXT_PLAIN,
+        body,
+        close,
+        context,
+    };
+    writer.send_whole(&response, extra_headers);
+    body.len()
 }

@@ -89,20 +89,6 @@ pub fn write_response<'h>(
     }
 }
 
-/// Appends a native text/plain answer whose body is the reason phrase
-/// (`Not Found`, `Internal Server Error`...); returns the body length.
-pub fn write_status_page<'h>(
-    out: &mut Vec<u8>,
-    status: u16,
-    extra_headers: impl Iterator<Item = (&'h [u8], &'h [u8])>,
-    context: &ResponseContext<'_>,
-    close: bool,
-) -> usize {
-    let body = rush_proto::response::reason_phrase(status).as_bytes();
-    write_response(out, status, TEXT_PLAIN, extra_headers, body, context, close);
-    body.len()
-}
-
 /// Appends `Date`, the `Connection` header when one is needed, and the blank line.
 pub fn finish_head(out: &mut Vec<u8>, context: &ResponseContext<'_>, close: bool) {
     finish_head_after(out, context, close, AppFields::default());

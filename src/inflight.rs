@@ -215,21 +215,6 @@ pub struct WsgiStream {
     pub unflushed: bool,
 }
 
-impl WsgiStream {
-    pub fn encode_all(&mut self, chunks: &[Vec<u8>], out: &mut Vec<u8>) -> Result<(), EncodeError> {
-        chunks
-            .iter()
-            .try_for_each(|chunk| self.encoder.encode(chunk, out))
-    }
-
-    pub fn finish(&mut self, out: &mut Vec<u8>) -> StreamEnd {
-        match self.encoder.finish(out) {
-            Ok(()) => StreamEnd::Complete,
-            Err(error) => StreamEnd::Misframed(error),
-        }
-    }
-}
-
 /// Where a streamed body's chunks come from.
 pub enum BodySource {
     /// The app's iterable, iterated here on the loop thread.

@@ -14,10 +14,13 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use rush_proto::encode::{connection_has_close, is_final_status};
 use rush_proto::response::{is_valid_header_name, is_valid_header_value};
 
-pub use crate::http_write::{finish_head, write_response, write_status_page, ResponseContext};
+pub(crate) use crate::exchange::write_status_page;
+use crate::exchange::{ResponseWriter, WholeResponse};
+pub use crate::http_write::ResponseContext;
 use crate::http_write::{Rendered, TEXT_PLAIN};
 use crate::static_files::{load_single_file, serve_file, ConditionalHeaders};
-use crate::wsgi::objects::{render_collected, WsgiResponse};
+use crate::wsgi::objects::WsgiResponse;
+use crate::wsgi::render::render_collected;
 
 const OCTET_STREAM: &[u8] = b"application/octet-stream";
 const APPLICATION_JSON: &[u8] = b"application/json";
@@ -214,29 +217,36 @@ impl Response {
 
 /// Appends the response for a handler's return value `result`. On a value
 /// the server cannot send, nothing is appended and the error says why.
-pub fn render_result(
+pub(crate) fn render_result<W: ResponseWriter>(
     py: Python<'_>,
     result: &Bound<'_, PyAny>,
     default_status: u16,
     context: &ResponseContext<'_>,
-    out: &mut Vec<u8>,
+    writer: &mut W,
 ) -> PyResult<Rendered> {
     let status = default_status;
     let no_headers = std::iter::empty();
+    let whole = |content_type, body| WholeResponse {
+        status,
+        content_type,
+        body,
+        close: false,
+        context,
+    };
     if let Ok(text) = result.cast::<PyString>() {
         let body = text.to_str()?.as_bytes();
-        write_response(out, status, TEXT_PLAIN, no_headers, body, context, false);
+        writer.send_whole(&whole(TEXT_PLAIN, body), no_headers);
         return Ok(rendered(status, body.len(), false));
     }
     if let Ok(bytes) = result.cast::<PyBytes>() {
         let body = bytes.as_bytes();
-        write_response(out, status, OCTET_STREAM, no_headers, body, context, false);
+        writer.send_whole(&whole(OCTET_STREAM, body), no_headers);
         return Ok(rendered(status, body.len(), false));
     }
     if let Ok(response) = result.cast::<Response>() {
         let response = response.borrow();
         if let Some(path) = &response.file {
-            return render_file(&response, path, context, out);
+            return render_file(&response, path, context, writer);
         }
         let body = response.body.bind(py).as_bytes();
         let content_type = response
@@ -248,19 +258,18 @@ pub fn render_result(
             .headers
             .iter()
             .map(|(name, value)| (name.as_bytes(), value.as_bytes()));
-        write_response(
-            out,
-            response.status,
+        let whole = WholeResponse {
+            status: response.status,
             content_type,
-            headers,
             body,
+            close: response.close,
             context,
-            response.close,
-        );
+        };
+        writer.send_whole(&whole, headers);
         return Ok(rendered(response.status, body.len(), response.close));
     }
     if let Ok(wsgi) = result.cast::<WsgiResponse>() {
-        return render_collected(&mut wsgi.borrow_mut(), context, out);
+        return render_collected(&mut wsgi.borrow_mut(), context, writer);
     }
     if result.is_instance_of::<PyDict>() || result.is_instance_of::<PyList>() {
         let dumps = JSON_DUMPS
@@ -270,15 +279,7 @@ pub fn render_result(
             .bind(py);
         let encoded = dumps.call1((result,))?;
         let body = encoded.cast::<PyBytes>()?.as_bytes();
-        write_response(
-            out,
-            status,
-            APPLICATION_JSON,
-            no_headers,
-            body,
-            context,
-            false,
-        );
+        writer.send_whole(&whole(APPLICATION_JSON, body), no_headers);
         return Ok(rendered(status, body.len(), false));
     }
     if result.is_instance_of::<PyTuple>() {
@@ -301,11 +302,11 @@ fn rendered(status: u16, body_length: usize, close: bool) -> Rendered {
     }
 }
 
-fn render_file(
+fn render_file<W: ResponseWriter>(
     response: &Response,
     path: &std::path::Path,
     context: &ResponseContext<'_>,
-    out: &mut Vec<u8>,
+    writer: &mut W,
 ) -> PyResult<Rendered> {
     let file = load_single_file(path, response.content_type.as_deref())?;
     let mut extra_lines = Vec::new();
@@ -317,7 +318,15 @@ fn render_file(
     }
     let fields = crate::request::header_fields(context.request_head);
     let conditional = ConditionalHeaders::from_fields(fields);
-    let outcome = serve_file(&file, None, &extra_lines, &conditional, context, out, None);
+    let outcome = serve_file(
+        &file,
+        None,
+        &extra_lines,
+        &conditional,
+        context,
+        writer,
+        None,
+    );
     Ok(Rendered {
         status: outcome.status,
         body_length: outcome.body_length as usize,

@@ -36,9 +36,9 @@ pub struct Handler {
 
 /// A redirect answered entirely in Rust.
 pub struct Redirect {
-    /// `HTTP/1.1 301 Moved Permanently\r\nLocation: ...\r\nContent-Length: 0\r\n`;
-    /// the loop appends `Date`, `Connection` when needed, and the blank line.
-    pub head_prefix: Vec<u8>,
+    /// Where to: the `Location` value (checked when registered); the
+    /// response writer frames it with an empty body.
+    pub location: Vec<u8>,
     pub status: u16,
 }
 
@@ -280,15 +280,13 @@ impl Router {
                 "route {pattern:?} is already registered"
             )));
         }
-        let mut head_prefix = Vec::with_capacity(96);
-        rush_proto::response::write_status_line(&mut head_prefix, status);
-        rush_proto::response::write_header(&mut head_prefix, b"Location", location.as_bytes())
+        // The same check the head's writer would make, at registration.
+        rush_proto::response::write_header(&mut Vec::new(), b"Location", location.as_bytes())
             .map_err(|error| PyValueError::new_err(error.to_string()))?;
-        rush_proto::response::write_content_length(&mut head_prefix, 0);
         self.endpoint_for(
             pattern,
             Endpoint::Redirect(Redirect {
-                head_prefix,
+                location: location.as_bytes().to_vec(),
                 status,
             }),
         )?;

@@ -12,10 +12,10 @@ use crate::body::RequestBody;
 use crate::coroutine::CoroutineStart;
 use crate::dispatch::cached::{CacheLookup, FillAnswer};
 use crate::dispatch::{call_handler, keep_or_close, AppInterface, Core, Outcome, RequestLine};
-use crate::exchange::{ResponseWriter, StreamKey};
+use crate::exchange::{BodyLength, ResponseHead, ResponseWriter, StreamKey};
 use crate::inflight::{AwaitingResponse, InFlight};
 use crate::request::{decode_path, header_fields, Request, RequestParts};
-use crate::response::{finish_head, write_status_page, ResponseContext};
+use crate::response::{write_status_page, ResponseContext};
 use crate::router::RouteDecision;
 use crate::static_files::ConditionalHeaders;
 
@@ -59,8 +59,15 @@ impl Core {
         let mut allow_for_handler: Option<Vec<u8>> = None;
         let (handler, default_status) = match decision {
             RouteDecision::Redirect(redirect) => {
-                connection.output().extend_from_slice(&redirect.head_prefix);
-                finish_head(connection.output(), &context, false);
+                let redirect_head = ResponseHead {
+                    status: redirect.status,
+                    length: BodyLength::Known(0),
+                    close: false,
+                    context,
+                };
+                let location = (&b"Location"[..], redirect.location.as_slice());
+                connection.send_head(&redirect_head, std::iter::once(location));
+                connection.end_body(std::iter::empty());
                 self.access_log(
                     py,
                     connection,
@@ -82,7 +89,7 @@ impl Core {
                     .find_mount(raw_path)
                     .expect("mount found by the guard");
                 let conditional = ConditionalHeaders::from_fields(header_fields(head_bytes));
-                let start = connection.output().len();
+                let mark = connection.response_mark();
                 let outcome = self.static_files.respond(
                     mount,
                     rest,
@@ -91,12 +98,12 @@ impl Core {
                     matches!(head.method, Method::Get | Method::Head),
                     &conditional,
                     &context,
-                    connection.output(),
+                    connection,
                 );
                 match router.error_handler(404) {
                     // The app's own 404 page wins over the native one.
                     Some(handler) if outcome.status == 404 => {
-                        connection.output().truncate(start);
+                        connection.retract(mark);
                         (handler, 404)
                     }
                     _ => {
@@ -146,13 +153,8 @@ impl Core {
             RouteDecision::NotFound => match router.error_handler(404) {
                 Some(handler) => (handler, 404),
                 None => {
-                    let length = write_status_page(
-                        connection.output(),
-                        404,
-                        std::iter::empty(),
-                        &context,
-                        false,
-                    );
+                    let length =
+                        write_status_page(connection, 404, std::iter::empty(), &context, false);
                     self.access_log(
                         py,
                         connection,
@@ -170,8 +172,7 @@ impl Core {
                 }
                 None => {
                     let allow_header = std::iter::once((&b"Allow"[..], allow));
-                    let length =
-                        write_status_page(connection.output(), 405, allow_header, &context, false);
+                    let length = write_status_page(connection, 405, allow_header, &context, false);
                     self.access_log(
                         py,
                         connection,
@@ -243,7 +244,7 @@ impl Core {
         let line = RequestLine::Raw(head_bytes, head);
         let result =
             request.and_then(|request| call_handler(py, handler, &request, params.as_ref()));
-        let start = connection.output().len();
+        let start = connection.response_mark();
         let outcome = match result {
             Err(error) => self.finish(py, connection, &awaiting, head_bytes, &line, Err(error)),
             Ok(coroutine) if handler.is_async => {

@@ -14,8 +14,8 @@ use crate::cache::CacheFill;
 use crate::coroutine::CoroutineStart;
 use crate::dispatch::cached::{FillAnswer, RECORD_LIMIT};
 use crate::dispatch::{keep_or_close, AppInterface, Core, Outcome, RequestLine};
-use crate::exchange::{ResponseWriter, StreamKey};
-use crate::http_write::{finish_head_after, AppFields, ResponseContext};
+use crate::exchange::{BodyLength, ResponseHead, ResponseWriter, StreamKey};
+use crate::http_write::ResponseContext;
 use crate::inflight::{AsgiExchange, AwaitingResponse, InFlight};
 use crate::static_files::{load_app_file, serve_file, ConditionalHeaders};
 
@@ -54,7 +54,7 @@ impl Core {
         keep_alive: bool,
         fill: Option<CacheFill>,
     ) -> Outcome {
-        let start = connection.output().len();
+        let start = connection.response_mark();
         let outcome = self.run_asgi(py, connection, key, head_bytes, head, body, keep_alive);
         if !matches!(outcome, Outcome::Pending) {
             // Answered within this call: the whole response is in the output.
@@ -186,7 +186,7 @@ impl Core {
                 // The app goes on as a task: from now on each send() is flushed,
                 // and a drained body queue lets the loop read on.
                 if let Some(notifier) = &self.asgi_notifier {
-                    match notifier.call1(py, (key.connection, awaiting.request_id)) {
+                    match notifier.call1(py, (key.token(), awaiting.request_id)) {
                         Ok(notify) => {
                             exchange.receive.bind(py).borrow_mut().notify =
                                 Some(notify.clone_ref(py));
@@ -271,7 +271,7 @@ impl Core {
         write: AsgiWrite,
         line: &RequestLine<'_>,
     ) -> Option<Outcome> {
-        let before = connection.output().len();
+        let before = connection.response_mark();
         let outcome = self.write_asgi_parts(py, connection, exchange, write, line);
         let mut send = exchange.send.bind(py).borrow_mut();
         if let Some(recorded) = &mut send.recorded {
@@ -349,21 +349,6 @@ impl Core {
                 name.eq_ignore_ascii_case(b"connection") && connection_has_close(value)
             });
             let close = app_close || framing == AsgiFraming::UntilClose;
-            let out = connection.output();
-            rush_proto::response::write_status_line(out, send.status);
-            let mut fields = AppFields::default();
-            for (name, value) in &send.headers {
-                if !is_framing_header(name) {
-                    fields.write(out, name, value);
-                }
-            }
-            match framing {
-                AsgiFraming::Length(length) => {
-                    rush_proto::response::write_content_length(out, length)
-                }
-                AsgiFraming::Chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
-                AsgiFraming::NoBody | AsgiFraming::UntilClose => {}
-            }
             let context = ResponseContext {
                 date_line: self.date.header_line(),
                 head_only: write.head_only,
@@ -372,24 +357,29 @@ impl Core {
                 request_head: &[],
                 allow: None,
             };
-            finish_head_after(out, &context, close, fields);
+            let head = ResponseHead {
+                status: send.status,
+                length: match framing {
+                    AsgiFraming::NoBody => BodyLength::Empty,
+                    AsgiFraming::Length(length) => BodyLength::Known(length),
+                    AsgiFraming::Chunked => BodyLength::Streamed,
+                    AsgiFraming::UntilClose => BodyLength::UntilClose,
+                },
+                close,
+                context,
+            };
+            let fields = send
+                .headers
+                .iter()
+                .map(|(name, value)| (name.as_slice(), value.as_slice()));
+            connection.send_head(&head, fields);
             send.head_written = true;
-            send.framing_chunked = framing == AsgiFraming::Chunked;
             send.framing_close = close;
             send.bodyless = bodyless;
         }
         let pending = std::mem::take(&mut send.pending_body);
         send.body_written += pending.len() as u64;
-        if !write.head_only && !send.bodyless && !pending.is_empty() {
-            let out = connection.output();
-            if send.framing_chunked {
-                out.extend_from_slice(format!("{:x}\r\n", pending.len()).as_bytes());
-                out.extend_from_slice(&pending);
-                out.extend_from_slice(b"\r\n");
-            } else {
-                out.extend_from_slice(&pending);
-            }
-        }
+        connection.send_body(&pending);
         let complete = send.state == SendState::Complete;
         if !complete && !write.app_finished {
             return None;
@@ -397,8 +387,10 @@ impl Core {
         // The response is over: complete, or cut short by the app returning.
         // A cut-short response is never made to look complete: no final
         // chunk, and the connection closes.
-        if complete && send.framing_chunked && !write.head_only {
-            connection.output().extend_from_slice(b"0\r\n\r\n");
+        if complete {
+            connection.end_body(std::iter::empty());
+        } else {
+            connection.abort_body();
         }
         let short = send.declared_length.is_some_and(|declared| {
             !write.head_only && !send.bodyless && send.body_written < declared
@@ -557,7 +549,7 @@ impl Core {
             &extra_lines,
             &conditional,
             &context,
-            connection.output(),
+            connection,
             (status != 200).then_some(status),
         );
         connection.set_body(outcome.body);

@@ -459,8 +459,8 @@ pub struct AsgiSend {
     pub head_written: bool,
     /// Body bytes the loop has written so far.
     pub body_written: u64,
-    /// Framing chosen when the head was written.
-    pub framing_chunked: bool,
+    /// Framing chosen when the head was written (the writer frames the
+    /// body itself; these decide the connection's fate at the end).
     pub framing_close: bool,
     pub bodyless: bool,
     /// Set once the app has suspended: called after each message so the
@@ -494,7 +494,6 @@ impl AsgiSend {
             pending_body: Vec::new(),
             head_written: false,
             body_written: 0,
-            framing_chunked: false,
             framing_close: false,
             recorded: None,
             bodyless: false,

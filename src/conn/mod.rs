@@ -20,7 +20,7 @@ use std::time::Instant;
 use crate::inflight::{PeerObjects, RequestUnit};
 use crate::options::{LoopConfig, LINGER_TIMEOUT};
 
-pub(crate) use sink::ResponseSink;
+pub(crate) use sink::{BodyFraming, ResponseSink};
 pub(crate) use state::{BodyProgress, ConnState, PendingBody, ReadState, Timer, WriteState};
 pub(crate) use tls_stream::{HandshakeGate, TlsInfo, TlsStream};
 pub(crate) use transport::Stream;

@@ -36,6 +36,18 @@ pub struct ResponseSink {
     written_at_deadline: u64,
     /// Bytes of `output`'s capacity counted in the worker's output budget.
     pub accounted: usize,
+    /// How the body of the response being written is framed (set by the
+    /// writer's `send_head`, `crate::http1::writer`).
+    pub framing: BodyFraming,
+}
+
+/// How the HTTP/1.1 writer frames the body parts of the current response.
+#[derive(Default, Clone, Copy)]
+pub struct BodyFraming {
+    /// Each part goes out as a chunk, and the end as the last chunk.
+    pub chunked: bool,
+    /// No body goes out (a HEAD request, a bodyless status).
+    pub discard: bool,
 }
 
 impl ResponseSink {

@@ -146,13 +146,13 @@ impl Core {
         key: StreamKey,
         request_id: u64,
     ) -> PyResult<CoroutineStart<'py>> {
-        // Completions name the connection and the request id, which alone
-        // picks the stream's request out of the connection's.
+        // Completions name the stream (its key as a token) and the request
+        // id, which the stream's request must still carry.
         coroutine::start(
             py,
             self.async_scheduler.as_ref(),
             coroutine,
-            key.connection,
+            key.token(),
             request_id,
         )
     }
@@ -209,13 +209,7 @@ impl Core {
             request_head: &[],
             allow: None,
         };
-        write_status_page(
-            connection.output(),
-            500,
-            std::iter::empty(),
-            &context,
-            false,
-        );
+        write_status_page(connection, 500, std::iter::empty(), &context, false);
         keep_or_close(keep_alive)
     }
 
@@ -239,15 +233,9 @@ impl Core {
             request_head,
             allow: awaiting.allow.as_deref(),
         };
-        let start = connection.output().len();
+        let mark = connection.response_mark();
         let rendered = result.and_then(|value| {
-            render_result(
-                py,
-                &value,
-                awaiting.default_status,
-                &context,
-                connection.output(),
-            )
+            render_result(py, &value, awaiting.default_status, &context, connection)
         });
         let (status, length, close) = match rendered {
             Ok(rendered) => {
@@ -255,25 +243,20 @@ impl Core {
                 (rendered.status, rendered.body_length, rendered.close)
             }
             Err(error) => {
-                connection.output().truncate(start);
+                connection.retract(mark);
                 self.log_error(
                     py,
                     &format!("Exception in handler for {}", line.text()),
                     Some(error),
                 );
-                match self.render_error_page(py, awaiting, &context, connection.output()) {
+                match self.render_error_page(py, awaiting, &context, connection) {
                     Some(rendered) => {
                         connection.set_body(rendered.body);
                         (rendered.status, rendered.body_length, rendered.close)
                     }
                     None => {
-                        let length = write_status_page(
-                            connection.output(),
-                            500,
-                            std::iter::empty(),
-                            &context,
-                            false,
-                        );
+                        let length =
+                            write_status_page(connection, 500, std::iter::empty(), &context, false);
                         (500, length, false)
                     }
                 }
@@ -285,12 +268,12 @@ impl Core {
 
     /// The app's 500 page for a request whose handler raised, if it has one
     /// and it answers at once; `None` means the native 500.
-    pub(crate) fn render_error_page(
+    pub(crate) fn render_error_page<W: ResponseWriter>(
         &self,
         py: Python<'_>,
         awaiting: &AwaitingResponse,
         context: &ResponseContext<'_>,
-        out: &mut Vec<u8>,
+        writer: &mut W,
     ) -> Option<crate::http_write::Rendered> {
         let request = awaiting.request.as_ref()?;
         let router = self.router.bind(py).borrow();
@@ -309,11 +292,11 @@ impl Core {
                 }
             });
         }
-        let start = out.len();
-        match value.and_then(|value| render_result(py, &value, 500, context, out)) {
+        let mark = writer.response_mark();
+        match value.and_then(|value| render_result(py, &value, 500, context, writer)) {
             Ok(rendered) => Some(rendered),
             Err(error) => {
-                out.truncate(start);
+                writer.retract(mark);
                 self.log_error(py, "the app's 500 handler failed too", Some(error));
                 None
             }

@@ -94,7 +94,7 @@ impl Core {
             }
         }
         let request_head = &awaiting.request_head;
-        let start = connection.output().len();
+        let start = connection.response_mark();
         let outcome = self.finish(py, connection, &awaiting, request_head, &line, result);
         self.complete_cache_fill(py, connection, fill, FillAnswer::InOutput(start), &outcome);
         outcome

@@ -203,7 +203,7 @@ impl Core {
             BodyError::Storage(error) => {
                 self.log_error(py, &format!("cannot store a request body: {error}"), None);
                 write_status_page(
-                    &mut connection.sink.output,
+                    connection,
                     500,
                     std::iter::empty(),
                     &ResponseContext {

@@ -11,13 +11,117 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use crate::conn::{Connection, TlsInfo};
-use crate::exchange::{Peer, ResponseWriter};
+use rush_proto::encode::is_framing_header;
+use rush_proto::response::{write_content_length, write_status_line};
+
+use crate::conn::{BodyFraming, Connection, TlsInfo};
+use crate::exchange::{BodyLength, Peer, ResponseHead, ResponseWriter, WholeResponse};
 use crate::forwarding::RequestOrigin;
-use crate::http_write::OutgoingBody;
+use crate::http_write::{finish_head_after, write_response, AppFields, OutgoingBody};
 use crate::inflight::{InFlight, PeerObjects};
 
+/// Appends one chunk of a chunked body: its size in hex, the bytes, CRLF
+/// (formatted in place: no allocation per chunk).
+fn write_chunk(out: &mut Vec<u8>, data: &[u8]) {
+    let mut digits = [0u8; 16];
+    let mut at = digits.len();
+    let mut size = data.len();
+    loop {
+        at -= 1;
+        digits[at] = b"0123456789abcdef"[size & 15];
+        size >>= 4;
+        if size == 0 {
+            break;
+        }
+    }
+    out.reserve(data.len() + 20);
+    out.extend_from_slice(&digits[at..]);
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
 impl ResponseWriter for Connection {
+    fn send_head<'f, I>(&mut self, head: &ResponseHead<'_>, fields: I)
+    where
+        I: Iterator<Item = (&'f [u8], &'f [u8])>,
+    {
+        let out = &mut self.sink.output;
+        write_status_line(out, head.status);
+        let mut app = AppFields::default();
+        for (name, value) in fields {
+            if !is_framing_header(name) {
+                app.write(out, name, value);
+            }
+        }
+        match head.length {
+            BodyLength::Known(length) => write_content_length(out, length),
+            BodyLength::Streamed => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
+            BodyLength::Empty | BodyLength::UntilClose => {}
+        }
+        finish_head_after(out, &head.context, head.close, app);
+        self.sink.framing = BodyFraming {
+            chunked: head.length == BodyLength::Streamed,
+            discard: head.context.head_only || head.length == BodyLength::Empty,
+        };
+    }
+
+    #[inline]
+    fn send_whole<'f, I>(&mut self, response: &WholeResponse<'_>, fields: I)
+    where
+        I: Iterator<Item = (&'f [u8], &'f [u8])>,
+    {
+        write_response(
+            &mut self.sink.output,
+            response.status,
+            response.content_type,
+            fields,
+            response.body,
+            response.context,
+            response.close,
+        );
+    }
+
+    #[inline]
+    fn response_mark(&self) -> usize {
+        self.sink.output.len()
+    }
+
+    fn retract(&mut self, mark: usize) {
+        self.sink.output.truncate(mark);
+        self.sink.framing = BodyFraming::default();
+    }
+
+    fn send_body(&mut self, data: &[u8]) {
+        let framing = self.sink.framing;
+        if framing.discard || data.is_empty() {
+            return;
+        }
+        if framing.chunked {
+            write_chunk(&mut self.sink.output, data);
+        } else {
+            self.sink.output.extend_from_slice(data);
+        }
+    }
+
+    fn end_body<'f, I>(&mut self, _trailers: I)
+    where
+        I: Iterator<Item = (&'f [u8], &'f [u8])>,
+    {
+        // HTTP/1.1 trailers would need `TE: trailers` and a chunked body;
+        // rush sends none over HTTP/1.1.
+        let framing = std::mem::take(&mut self.sink.framing);
+        if framing.chunked && !framing.discard {
+            self.sink.output.extend_from_slice(b"0\r\n\r\n");
+        }
+    }
+
+    fn abort_body(&mut self) {
+        // No last chunk: a cut-short body must not look complete; the
+        // caller's outcome closes the connection.
+        self.sink.framing = BodyFraming::default();
+    }
+
     #[inline]
     fn output(&mut self) -> &mut Vec<u8> {
         &mut self.sink.output
@@ -119,6 +223,34 @@ impl ResponseWriter for Connection {
             client: self.client,
             origin: self.request.origin.as_deref(),
             tls: self.stream.tls().map(|tls| tls.info()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rush_proto::encode::{BodyEncoder, FramingPlan};
+
+    use super::write_chunk;
+
+    /// The writer's chunks are byte for byte rush-proto's chunked encoding
+    /// (the bytes a streamed response had before the seam took values).
+    #[test]
+    fn chunks_match_rush_proto() {
+        for length in [1, 9, 10, 15, 16, 17, 255, 256, 4096, 65535, 70000] {
+            let data = vec![b'a'; length];
+            let mut encoder = BodyEncoder::choose(FramingPlan {
+                status: 200,
+                head_request: false,
+                declared_length: None,
+                known_length: None,
+                http10: false,
+            });
+            let mut expected = Vec::new();
+            encoder.encode(&data, &mut expected).unwrap();
+            let mut written = Vec::new();
+            write_chunk(&mut written, &data);
+            assert_eq!(written, expected, "a chunk of {length} bytes");
         }
     }
 }

@@ -7,11 +7,13 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use pyo3::prelude::*;
+use slab::Slab;
 
 use super::app_server::AppServer;
 use super::listener::{ACCEPT_BATCH, BACKLOG_DRAIN_BATCHES};
-use crate::conn::{Protocol, ReadState, WriteState};
-use crate::inflight::InFlight;
+use crate::conn::{Connection, Protocol, ReadState, WriteState};
+use crate::exchange::StreamKey;
+use crate::inflight::{InFlight, RequestUnit};
 
 /// How long a draining worker keeps an idle keep-alive connection open for
 /// a request its client may already have sent.
@@ -19,10 +21,10 @@ const DRAIN_IDLE_GRACE: Duration = Duration::from_secs(1);
 
 impl AppServer {
     /// A suspended ASGI app sent more: write it (see `Core::asgi_progress`).
-    pub(super) fn write_asgi_progress(&mut self, py: Python<'_>, key: usize, request_id: u64) {
+    pub(super) fn write_asgi_progress(&mut self, py: Python<'_>, key: StreamKey, request_id: u64) {
         self.core.now = Instant::now();
         self.core.date.refresh(SystemTime::now());
-        let Some(connection) = self.connections.get_mut(key) else {
+        let Some(connection) = stream_writer(&mut self.connections, key) else {
             return;
         };
         self.core.pipelined_after = !connection.input.is_empty();
@@ -30,8 +32,15 @@ impl AppServer {
             self.core.after_outcome(connection, outcome);
         }
         self.core.pipelined_after = false;
-        self.drive_connection(py, key);
+        self.drive_connection(py, key.connection);
         self.wake_parked(py);
+    }
+
+    /// The request unit a completion names (see [`stream_writer`]).
+    pub(super) fn request_unit(&self, key: StreamKey) -> Option<&RequestUnit> {
+        let connection = self.connections.get(key.connection)?;
+        (key.stream == 0 && matches!(connection.protocol, Protocol::Http1))
+            .then_some(&connection.request)
     }
 
     /// Drives the WebSocket connections on the flush queue (see `ws::channel`).
@@ -133,23 +142,23 @@ impl AppServer {
     pub(super) fn complete_request(
         &mut self,
         py: Python<'_>,
-        key: usize,
+        key: StreamKey,
         request_id: u64,
         task: &Bound<'_, PyAny>,
     ) {
         self.core.now = Instant::now();
         self.core.date.refresh(SystemTime::now());
-        if let Some(connection) = self.connections.get_mut(key) {
+        if let Some(connection) = self.connections.get_mut(key.connection) {
             if let Protocol::WebSocket(session) = &mut connection.protocol {
                 if session.id == request_id {
                     let result = task.call_method0(pyo3::intern!(py, "result"));
                     self.core.websocket_app_finished(py, session, result);
-                    self.drive_connection(py, key);
+                    self.drive_connection(py, key.connection);
                     return;
                 }
             }
         }
-        let connection = self.connections.get_mut(key).filter(|connection| {
+        let connection = stream_writer(&mut self.connections, key).filter(|connection| {
             matches!(&connection.request.in_flight, Some(InFlight::Handler(awaiting)) if awaiting.request_id == request_id)
         });
         let Some(connection) = connection else {
@@ -162,7 +171,15 @@ impl AppServer {
         let outcome = self.core.handler_finished(py, connection, task);
         self.core.after_outcome(connection, outcome);
         self.core.pipelined_after = false;
-        self.drive_connection(py, key);
+        self.drive_connection(py, key.connection);
         self.wake_parked(py);
     }
+}
+
+/// The writer of the request a completion names, if that request's stream
+/// still exists. An HTTP/1.1 connection is the writer of its one stream
+/// (0); a WebSocket session has no request unit.
+fn stream_writer(connections: &mut Slab<Connection>, key: StreamKey) -> Option<&mut Connection> {
+    let connection = connections.get_mut(key.connection)?;
+    (key.stream == 0 && matches!(connection.protocol, Protocol::Http1)).then_some(connection)
 }

@@ -14,6 +14,7 @@ use super::listener::{
 };
 use crate::conn::{Connection, Disposition, Protocol, ReadState, Stream, TlsStream, WriteState};
 use crate::dispatch::client_text;
+use crate::exchange::StreamKey;
 use crate::inflight::InFlight;
 use crate::metrics;
 
@@ -127,15 +128,16 @@ impl AppServer {
         while unsafe { libc::read(*fd, scratch.as_mut_ptr().cast(), scratch.len()) } > 0 {}
         let finished = drain.call0(py)?;
         for item in finished.bind(py).try_iter()? {
-            let (key, request_id, future): (usize, u64, Bound<'_, PyAny>) = item?.extract()?;
+            let (key, request_id, future): (u64, u64, Bound<'_, PyAny>) = item?.extract()?;
+            let key = StreamKey::from_token(key);
             if future.is_none() {
                 // A pool thread streaming a body queued more of it.
                 if self.is_streaming_from_pool(key, request_id) {
-                    self.drive_connection(py, key);
+                    self.drive_connection(py, key.connection);
                 }
                 continue;
             }
-            super::guarded(self, py, Some(key), |app| {
+            super::guarded(self, py, Some(key.connection), |app| {
                 app.complete_request(py, key, request_id, &future)
             });
         }
@@ -143,9 +145,9 @@ impl AppServer {
     }
 
     /// Whether connection `key` is streaming the body of request `request_id`.
-    fn is_streaming_from_pool(&self, key: usize, request_id: u64) -> bool {
-        self.connections.get(key).is_some_and(|connection| {
-            matches!(&connection.request.in_flight, Some(InFlight::Stream(stream)) if stream.request_id == request_id)
+    fn is_streaming_from_pool(&self, key: StreamKey, request_id: u64) -> bool {
+        self.request_unit(key).is_some_and(|unit| {
+            matches!(&unit.in_flight, Some(InFlight::Stream(stream)) if stream.request_id == request_id)
         })
     }
 

@@ -48,6 +48,7 @@ use mio::unix::SourceFd;
 use mio::{Interest, Poll};
 use pyo3::prelude::*;
 
+use crate::exchange::StreamKey;
 use crate::liveness::Liveness;
 use crate::options::seconds_or_zero;
 use crate::proxy::ProxySettings;
@@ -324,8 +325,9 @@ impl Server {
     }
 
     /// Writes what a suspended ASGI app has sent so far (scheduled by its notifier).
-    fn flush_asgi(&mut self, py: Python<'_>, key: usize, request_id: u64) {
-        self.guarded_app(py, Some(key), |app| {
+    fn flush_asgi(&mut self, py: Python<'_>, key: u64, request_id: u64) {
+        let key = StreamKey::from_token(key);
+        self.guarded_app(py, Some(key.connection), |app| {
             app.write_asgi_progress(py, key, request_id)
         });
     }
@@ -343,8 +345,9 @@ impl Server {
     /// Finishes the request whose async handler was scheduled for
     /// request `request_id` on connection `key`: `task` is the finished
     /// asyncio task (or pool future).
-    fn complete(&mut self, py: Python<'_>, key: usize, request_id: u64, task: &Bound<'_, PyAny>) {
-        self.guarded_app(py, Some(key), |app| {
+    fn complete(&mut self, py: Python<'_>, key: u64, request_id: u64, task: &Bound<'_, PyAny>) {
+        let key = StreamKey::from_token(key);
+        self.guarded_app(py, Some(key.connection), |app| {
             app.complete_request(py, key, request_id, task)
         });
     }

@@ -36,11 +36,13 @@ use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
 mod serve;
 
 pub(crate) use serve::etag_list_matches;
+pub(crate) use serve::serve_file;
 use serve::write_plain;
 #[cfg(test)]
 use serve::*;
-pub use serve::{load_app_file, load_single_file, serve_file};
+pub use serve::{load_app_file, load_single_file};
 
+use crate::exchange::ResponseWriter;
 pub use crate::http_write::OutgoingBody;
 use crate::http_write::ResponseContext;
 
@@ -393,7 +395,7 @@ impl StaticFiles {
     /// Answers a request under mount `mount` (`rest` is the raw path after
     /// the prefix). Writes the head (and small bodies) to `out`.
     #[allow(clippy::too_many_arguments)]
-    pub fn respond(
+    pub(crate) fn respond<W: ResponseWriter>(
         &mut self,
         mount: usize,
         rest: &[u8],
@@ -402,7 +404,7 @@ impl StaticFiles {
         is_get_or_head: bool,
         headers: &ConditionalHeaders<'_>,
         context: &ResponseContext<'_>,
-        out: &mut Vec<u8>,
+        out: &mut W,
     ) -> StaticOutcome {
         if !is_get_or_head {
             return write_plain(

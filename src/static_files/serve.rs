@@ -8,10 +8,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use rush_proto::response::{write_content_length, write_status_line};
-
 use super::*;
-use crate::http_write::{finish_head, ResponseContext};
+use crate::exchange::{BodyLength, ResponseHead, ResponseWriter, WholeResponse};
+use crate::http_write::ResponseContext;
 use crate::request::trim_whitespace as trim;
 
 /// Serves one file, honouring conditional requests, ranges and encodings.
@@ -19,38 +18,41 @@ use crate::request::trim_whitespace as trim;
 /// are whole, already validated header lines (`Name: value\r\n`) to add.
 /// `status`: an app's own status other than 200 sends the whole file under
 /// it, with no conditional or range answer.
-pub fn serve_file(
+pub(crate) fn serve_file<W: ResponseWriter>(
     file: &CachedFile,
     cache_control: Option<&str>,
     extra_lines: &[u8],
     headers: &ConditionalHeaders<'_>,
     context: &ResponseContext<'_>,
-    out: &mut Vec<u8>,
+    writer: &mut W,
     status: Option<u16>,
 ) -> StaticOutcome {
     let whole_with = status.filter(|&status| status != 200);
     let variant = choose_variant(file, headers.accept_encoding);
     let varies = file.variants.len() > 1;
-    let write_validators = |out: &mut Vec<u8>| {
-        out.extend_from_slice(b"ETag: ");
-        out.extend_from_slice(variant.etag.as_bytes());
-        out.extend_from_slice(b"\r\nLast-Modified: ");
-        out.extend_from_slice(file.last_modified.as_bytes());
-        out.extend_from_slice(b"\r\n");
-        if let Some(cache_control) = cache_control {
-            out.extend_from_slice(b"Cache-Control: ");
-            out.extend_from_slice(cache_control.as_bytes());
-            out.extend_from_slice(b"\r\n");
-        }
-        if varies {
-            out.extend_from_slice(b"Vary: Accept-Encoding\r\n");
-        }
-        out.extend_from_slice(extra_lines);
-    };
+    // Declared before the fields that borrow it (a 206's range; empty
+    // otherwise, which allocates nothing).
+    let mut content_range = String::new();
+    // The validators and the caller's lines, as fields in their wire order.
+    let validators = [
+        Some((&b"ETag"[..], variant.etag.as_bytes())),
+        Some((&b"Last-Modified"[..], file.last_modified.as_bytes())),
+        cache_control.map(|value| (&b"Cache-Control"[..], value.as_bytes())),
+        varies.then_some((&b"Vary"[..], &b"Accept-Encoding"[..])),
+    ];
+    let validators = validators
+        .into_iter()
+        .flatten()
+        .chain(header_lines(extra_lines));
     if whole_with.is_none() && not_modified(file, variant, headers) {
-        write_status_line(out, 304);
-        write_validators(out);
-        finish_head(out, context, false);
+        let head = ResponseHead {
+            status: 304,
+            length: BodyLength::Empty,
+            close: false,
+            context: *context,
+        };
+        writer.send_head(&head, validators);
+        writer.end_body(std::iter::empty());
         return StaticOutcome {
             status: 304,
             body_length: 0,
@@ -70,7 +72,7 @@ pub fn serve_file(
         RangeRequest::Unsatisfiable => {
             let content_range = format!("bytes */{length}");
             return write_plain(
-                out,
+                writer,
                 416,
                 b"Range Not Satisfiable",
                 &[(b"Content-Range", content_range.as_bytes())],
@@ -78,35 +80,38 @@ pub fn serve_file(
             );
         }
     };
-    write_status_line(out, status);
-    out.extend_from_slice(b"Content-Type: ");
-    out.extend_from_slice(file.content_type.as_bytes());
-    out.extend_from_slice(b"\r\n");
-    write_validators(out);
-    out.extend_from_slice(b"Accept-Ranges: bytes\r\n");
-    if let Some(encoding) = variant.encoding {
-        out.extend_from_slice(b"Content-Encoding: ");
-        out.extend_from_slice(encoding.as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
     if status == 206 {
-        let content_range = format!("Content-Range: bytes {}-{}/{length}\r\n", start, end - 1);
-        out.extend_from_slice(content_range.as_bytes());
+        content_range = format!("bytes {}-{}/{length}", start, end - 1);
     }
-    write_content_length(out, end - start);
-    finish_head(out, context, false);
+    let fields = std::iter::once((&b"Content-Type"[..], file.content_type.as_bytes()))
+        .chain(validators)
+        .chain(std::iter::once((&b"Accept-Ranges"[..], &b"bytes"[..])))
+        .chain(
+            variant
+                .encoding
+                .map(|encoding| (&b"Content-Encoding"[..], encoding.as_bytes())),
+        )
+        .chain((status == 206).then_some((&b"Content-Range"[..], content_range.as_bytes())));
+    let head = ResponseHead {
+        status,
+        length: BodyLength::Known(end - start),
+        close: false,
+        context: *context,
+    };
+    writer.send_head(&head, fields);
     let mut outcome = StaticOutcome {
         status,
         body_length: end - start,
         body: None,
     };
     if context.head_only || start == end {
+        writer.end_body(std::iter::empty());
         return outcome;
     }
     if let Some(data) = &variant.body {
         let (start, end) = (start as usize, end as usize);
         if end - start <= INLINE_BODY_LIMIT {
-            out.extend_from_slice(&data[start..end]);
+            writer.send_body(&data[start..end]);
         } else {
             outcome.body = Some(OutgoingBody::Shared {
                 data: data.clone(),
@@ -334,29 +339,39 @@ pub(super) fn parse_range(value: &[u8], length: u64) -> RangeRequest {
 }
 
 /// A short text/plain answer (errors, redirects), with extra header fields.
-pub(super) fn write_plain(
-    out: &mut Vec<u8>,
+pub(super) fn write_plain<W: ResponseWriter>(
+    writer: &mut W,
     status: u16,
     body: &[u8],
     extra: &[(&[u8], &[u8])],
     context: &ResponseContext<'_>,
 ) -> StaticOutcome {
-    crate::http_write::write_response(
-        out,
+    let response = WholeResponse {
         status,
-        if body.is_empty() {
+        content_type: if body.is_empty() {
             b""
         } else {
             b"text/plain; charset=utf-8"
         },
-        extra.iter().map(|(name, value)| (*name, *value)),
         body,
+        close: false,
         context,
-        false,
-    );
+    };
+    writer.send_whole(&response, extra.iter().map(|(name, value)| (*name, *value)));
     StaticOutcome {
         status,
         body_length: body.len() as u64,
         body: None,
     }
+}
+
+/// Whole header lines (`Name: value\r\n`, built and validated by the
+/// caller) as fields, without copying.
+fn header_lines(lines: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    lines.split(|&byte| byte == b'\n').filter_map(|line| {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let colon = line.iter().position(|&byte| byte == b':')?;
+        let value = &line[colon + 1..];
+        Some((&line[..colon], value.strip_prefix(b" ").unwrap_or(value)))
+    })
 }

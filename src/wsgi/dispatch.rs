@@ -13,15 +13,15 @@
 use pyo3::prelude::*;
 use rush_proto::RequestHead;
 
-use rush_proto::encode::{BodyEncoder, FramingPlan};
+use rush_proto::encode::{BodyEncoder, EncodeError, FramingHeader, FramingPlan};
 
 use super::objects::{build_environ, call_wsgi, WsgiResponse};
 use crate::body::RequestBody;
 use crate::cache::CacheFill;
 use crate::dispatch::cached::FillAnswer;
 use crate::dispatch::{keep_or_close, AppInterface, Core, Outcome, RequestLine};
-use crate::exchange::{ResponseWriter, StreamKey};
-use crate::http_write::{finish_head_after, ResponseContext};
+use crate::exchange::{BodyLength, ResponseHead, ResponseWriter, StreamKey};
+use crate::http_write::ResponseContext;
 use crate::inflight::{
     AwaitingResponse, BodySource, InFlight, PoolChannel, StreamEnd, Taken, WsgiStream,
 };
@@ -40,7 +40,7 @@ impl Core {
         keep_alive: bool,
         fill: Option<CacheFill>,
     ) -> Outcome {
-        let start = connection.output().len();
+        let start = connection.response_mark();
         let mut fill = fill;
         let outcome = self.run_wsgi(
             py, connection, key, head_bytes, head, body, keep_alive, &mut fill,
@@ -107,10 +107,9 @@ impl Core {
         // could not be stored); every other body streams.
         let stream = fill.is_none();
         if let Some(scheduler) = &self.blocking_scheduler {
-            return match scheduler.call1(
-                py,
-                (app, environ, key.connection, awaiting.request_id, stream),
-            ) {
+            return match scheduler
+                .call1(py, (app, environ, key.token(), awaiting.request_id, stream))
+            {
                 Ok(_) => {
                     awaiting.request_line = line.text().into_owned();
                     awaiting.request_head = head_bytes.to_vec();
@@ -160,9 +159,6 @@ impl Core {
             && !self.closes_for_drain()
             && !response.requests_close()
             && !encoder.closes_connection();
-        let out = connection.output();
-        let fields = response.write_status_and_headers(out);
-        encoder.write_framing_header(out);
         let context = ResponseContext {
             date_line: self.date.header_line(),
             head_only: awaiting.head_only,
@@ -171,7 +167,23 @@ impl Core {
             request_head: &[],
             allow: None,
         };
-        finish_head_after(out, &context, !keep_alive, fields);
+        let length = match encoder.framing_header() {
+            FramingHeader::ContentLength(length) => BodyLength::Known(length),
+            FramingHeader::Chunked => BodyLength::Streamed,
+            FramingHeader::Omitted if encoder.closes_connection() => BodyLength::UntilClose,
+            FramingHeader::Omitted => BodyLength::Empty,
+        };
+        let head = ResponseHead {
+            status: response.status,
+            length,
+            close: !keep_alive,
+            context,
+        };
+        let fields = response
+            .headers
+            .iter()
+            .map(|(name, value)| (name.as_bytes(), value.as_slice()));
+        connection.send_head(&head, fields);
         let mut stream = Box::new(WsgiStream {
             body,
             encoder,
@@ -182,8 +194,13 @@ impl Core {
             unflushed: false,
         });
         // What the app passed to write(), and a generator's first chunk.
-        if let Err(error) = stream.encoder.encode(&response.body, connection.output()) {
-            return self.end_wsgi_stream(py, connection, *stream, StreamEnd::Misframed(error));
+        match stream.encoder.admit(response.body.len() as u64) {
+            Ok(true) => connection.send_body(&response.body),
+            Ok(false) => {}
+            Err(error) => {
+                connection.abort_body();
+                return self.end_wsgi_stream(py, connection, *stream, StreamEnd::Misframed(error));
+            }
         }
         stream.unflushed = !response.body.is_empty();
         connection.streaming_started();
@@ -225,45 +242,52 @@ impl Core {
             if connection.is_full() {
                 return None;
             }
-            let (request, output) = connection.request_and_output();
-            let Some(InFlight::Stream(stream)) = request else {
+            let Some(InFlight::Stream(stream)) = connection.request() else {
                 return None;
             };
+            // Take what the app made, then hand it to the writer: the
+            // stream's framing check (its encoder) decides whether it goes.
             let end = match &stream.body {
                 BodySource::Iterator(iterator) => match iterator.next_chunk(py) {
-                    Ok(Some(chunk)) => match stream.encoder.encode(chunk.as_bytes(), output) {
-                        Ok(()) => {
+                    Ok(Some(chunk)) => match stream.encoder.admit(chunk.as_bytes().len() as u64) {
+                        Ok(send) => {
                             stream.unflushed = true;
+                            if send {
+                                connection.send_body(chunk.as_bytes());
+                            }
                             continue;
                         }
                         Err(error) => StreamEnd::Misframed(error),
                     },
-                    Ok(None) => stream.finish(output),
+                    Ok(None) => finish_stream(connection),
                     Err(error) => StreamEnd::Raised(error),
                 },
                 BodySource::Pool(channel) => match channel.take(py) {
                     // Nothing new: the pool thread tells the loop when there is.
                     Ok(Taken::Chunks(chunks)) if chunks.is_empty() => return None,
-                    Ok(Taken::Chunks(chunks)) => {
-                        match stream.encode_all(&chunks, output) {
-                            // Written by the drive loop: the pool thread is not
-                            // waiting on this thread, so nothing is held back.
-                            Ok(()) => return None,
-                            Err(error) => StreamEnd::Misframed(error),
-                        }
-                    }
-                    Ok(Taken::Last(chunks)) => match stream.encode_all(&chunks, output) {
-                        Ok(()) => stream.finish(output),
+                    Ok(Taken::Chunks(chunks)) => match send_all(&chunks, connection) {
+                        // Written by the drive loop: the pool thread is not
+                        // waiting on this thread, so nothing is held back.
+                        Ok(()) => return None,
+                        Err(error) => StreamEnd::Misframed(error),
+                    },
+                    Ok(Taken::Last(chunks)) => match send_all(&chunks, connection) {
+                        Ok(()) => finish_stream(connection),
                         Err(error) => StreamEnd::Misframed(error),
                     },
                     Err(error) => StreamEnd::Raised(error),
                 },
             };
+            if !matches!(end, StreamEnd::Complete) {
+                connection.abort_body();
+            }
             if let StreamEnd::Raised(error) = end {
-                let message = format!(
-                    "Exception in WSGI app for {} while streaming its body",
-                    stream.request_line
-                );
+                let request_line = match connection.request() {
+                    Some(InFlight::Stream(stream)) => stream.request_line.clone(),
+                    _ => unreachable!("checked above"),
+                };
+                let message =
+                    format!("Exception in WSGI app for {request_line} while streaming its body");
                 self.log_error(py, &message, Some(error));
                 let Some(InFlight::Stream(stream)) = connection.request().take() else {
                     unreachable!("checked above");
@@ -311,4 +335,33 @@ impl Core {
         let complete = matches!(end, StreamEnd::Complete);
         keep_or_close(complete && stream.keep_alive && !self.closes_for_drain())
     }
+}
+
+/// Ends a streamed body whose last chunk went out: complete if it matches
+/// its framing (the writer then ends it in the protocol's way).
+fn finish_stream<W: ResponseWriter>(connection: &mut W) -> StreamEnd {
+    let Some(InFlight::Stream(stream)) = connection.request() else {
+        unreachable!("called while a body streams");
+    };
+    match stream.encoder.admit_end() {
+        Ok(()) => {
+            connection.end_body(std::iter::empty());
+            StreamEnd::Complete
+        }
+        Err(error) => StreamEnd::Misframed(error),
+    }
+}
+
+/// Sends the chunks a pool thread queued, each checked against the
+/// stream's framing first.
+fn send_all<W: ResponseWriter>(chunks: &[Vec<u8>], connection: &mut W) -> Result<(), EncodeError> {
+    for chunk in chunks {
+        let Some(InFlight::Stream(stream)) = connection.request() else {
+            unreachable!("called while a body streams");
+        };
+        if stream.encoder.admit(chunk.len() as u64)? {
+            connection.send_body(chunk);
+        }
+    }
+    Ok(())
 }

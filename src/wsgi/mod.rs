@@ -12,6 +12,7 @@
 
 mod dispatch;
 pub(crate) mod objects;
+pub(crate) mod render;
 
 // The names the binding (`lib.rs`) and the server's constructor use.
 pub(crate) use objects::{call_wsgi, FileWrapper, WsgiBody, WsgiResponse, WsgiSettings};

@@ -30,15 +30,10 @@ use pyo3::types::{PyBytes, PyDict, PyIterator, PyList, PyString, PyTuple};
 use rush_proto::response::{is_valid_header_name, is_valid_header_value};
 use rush_proto::{BodyFraming, RequestHead, Version};
 
-use rush_proto::encode::{
-    connection_has_close, is_final_status, is_framing_header, status_has_no_body,
-};
-use rush_proto::response::{write_content_length, write_status_line};
+use rush_proto::encode::{connection_has_close, is_final_status};
 
 use crate::body::RequestBody;
 use crate::forwarding::RequestOrigin;
-use crate::http_write::OutgoingBody;
-use crate::http_write::{finish_head_after, AppFields, Rendered, ResponseContext};
 use crate::request::header_fields;
 
 static BYTES_IO: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -655,73 +650,10 @@ fn sendfile_source(py: Python<'_>, wrapper: &FileWrapper) -> Option<(File, u64, 
 }
 
 impl WsgiResponse {
-    /// Writes the status line and the app's headers, less the framing
-    /// headers the server sets itself.
-    pub fn write_status_and_headers(&self, out: &mut Vec<u8>) -> AppFields {
-        write_status_line(out, self.status);
-        let mut fields = AppFields::default();
-        for (name, value) in &self.headers {
-            if !is_framing_header(name.as_bytes()) {
-                fields.write(out, name.as_bytes(), value);
-            }
-        }
-        fields
-    }
-
     /// Whether the app's headers ask to close the connection.
     pub fn requests_close(&self) -> bool {
         self.headers.iter().any(|(name, value)| {
             name.eq_ignore_ascii_case("connection") && connection_has_close(value)
         })
     }
-}
-
-/// Frames a WSGI app's response. A declared Content-Length that disagrees
-/// with the body is an app error (a 500), never a malformed response.
-pub fn render_collected(
-    response: &mut WsgiResponse,
-    context: &ResponseContext<'_>,
-    out: &mut Vec<u8>,
-) -> PyResult<Rendered> {
-    let file = response.file.take();
-    let actual_length = match &file {
-        Some((_, _, length)) => *length,
-        None => response.body.len() as u64,
-    };
-    let length = match response.declared_length {
-        // A HEAD response may declare the GET body's length without a body.
-        Some(declared) if context.head_only => declared,
-        Some(declared) if declared != actual_length => {
-            return Err(pyo3::exceptions::PyRuntimeError::new_err(format!(
-                "the WSGI app declared Content-Length {declared} but produced {actual_length} bytes"
-            )));
-        }
-        _ => actual_length,
-    };
-    let close = response.requests_close();
-    let fields = response.write_status_and_headers(out);
-    let bodyless = status_has_no_body(response.status);
-    if !bodyless {
-        write_content_length(out, length);
-    }
-    finish_head_after(out, context, close, fields);
-    let mut body = None;
-    if !context.head_only && !bodyless {
-        match file {
-            Some((file, offset, length)) => {
-                body = Some(OutgoingBody::File {
-                    file: std::rc::Rc::new(file),
-                    offset,
-                    end: offset + length,
-                });
-            }
-            None => out.extend_from_slice(&response.body),
-        }
-    }
-    Ok(Rendered {
-        status: response.status,
-        body_length: length as usize,
-        body,
-        close,
-    })
 }

@@ -256,12 +256,34 @@ impl BodyEncoder {
     /// way the response can no longer be completed as its head promised,
     /// and the connection must be closed.
     pub fn encode(&mut self, data: &[u8], out: &mut Vec<u8>) -> Result<(), EncodeError> {
-        if data.is_empty() {
+        if data.is_empty() || !self.admit(data.len() as u64)? {
             return Ok(());
         }
-        let length = data.len() as u64;
+        match self.kind {
+            BodyKind::Chunked => {
+                // Size line (at most 16 hex digits) and the two CRLFs.
+                out.reserve(data.len() + 20);
+                write_chunk_size(out, data.len() as u64);
+                out.extend_from_slice(data);
+                out.extend_from_slice(b"\r\n");
+            }
+            _ => out.extend_from_slice(data),
+        }
+        Ok(())
+    }
+
+    /// [`encode`](Self::encode) without the bytes, for a caller that frames
+    /// them itself (a protocol other than HTTP/1.1, or a writer that keeps
+    /// its own framing): checks `length` more body bytes against what the
+    /// head promised and counts them. `Ok(true)`: they go on the wire;
+    /// `Ok(false)`: they are dropped (an `Empty` body, or none). The same
+    /// errors as `encode`, after which the encoder is unchanged.
+    pub fn admit(&mut self, length: u64) -> Result<bool, EncodeError> {
+        if length == 0 {
+            return Ok(false);
+        }
         match &mut self.kind {
-            BodyKind::Empty => return Ok(()),
+            BodyKind::Empty => return Ok(false),
             BodyKind::Length { remaining } => {
                 if length > *remaining {
                     return Err(EncodeError::TooLong {
@@ -269,27 +291,15 @@ impl BodyEncoder {
                     });
                 }
                 *remaining -= length;
-                out.extend_from_slice(data);
             }
-            BodyKind::Chunked => {
+            BodyKind::Chunked | BodyKind::CloseDelimited => {
                 if self.finished {
                     return Err(EncodeError::Finished);
                 }
-                // Size line (at most 16 hex digits) and the two CRLFs.
-                out.reserve(data.len() + 20);
-                write_chunk_size(out, length);
-                out.extend_from_slice(data);
-                out.extend_from_slice(b"\r\n");
-            }
-            BodyKind::CloseDelimited => {
-                if self.finished {
-                    return Err(EncodeError::Finished);
-                }
-                out.extend_from_slice(data);
             }
         }
         self.written += length;
-        Ok(())
+        Ok(true)
     }
 
     /// Ends the body: a chunked body gets its last chunk `0\r\n\r\n` (no
@@ -302,12 +312,21 @@ impl BodyEncoder {
     /// again after it succeeded appends nothing and succeeds, so a cleanup
     /// path may call it without checking.
     pub fn finish(&mut self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
-        match self.kind {
-            BodyKind::Length { remaining } if remaining > 0 => {
+        let first = !self.finished;
+        self.admit_end()?;
+        if first && self.kind == BodyKind::Chunked {
+            out.extend_from_slice(b"0\r\n\r\n");
+        }
+        Ok(())
+    }
+
+    /// [`finish`](Self::finish) without the bytes (see [`admit`](Self::admit)):
+    /// the same checks; the caller ends the body in its own framing.
+    pub fn admit_end(&mut self) -> Result<(), EncodeError> {
+        if let BodyKind::Length { remaining } = self.kind {
+            if remaining > 0 {
                 return Err(EncodeError::TooShort { missing: remaining });
             }
-            BodyKind::Chunked if !self.finished => out.extend_from_slice(b"0\r\n\r\n"),
-            _ => {}
         }
         self.finished = true;
         Ok(())

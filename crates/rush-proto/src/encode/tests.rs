@@ -524,3 +524,41 @@ proptest! {
         prop_assert_eq!(finished.is_ok(), encoder.is_complete());
     }
 }
+
+proptest! {
+    /// `admit` and `admit_end` make the same decisions as `encode` and
+    /// `finish` (the same errors, the same counts), for a caller that
+    /// frames the bytes itself: for any plan and any parts.
+    #[test]
+    fn admit_agrees_with_encode(
+        status in prop::sample::select(vec![200u16, 204, 205, 304, 404]),
+        head_request in any::<bool>(),
+        declared in prop::option::of(0u64..64),
+        http10 in any::<bool>(),
+        parts in prop::collection::vec(0usize..40, 0..6),
+        finish_early in any::<bool>(),
+    ) {
+        let chosen = plan(status, head_request, declared, None, http10);
+        let mut encoding = BodyEncoder::choose(chosen);
+        let mut admitting = BodyEncoder::choose(chosen);
+        let mut out = Vec::new();
+        if finish_early {
+            prop_assert_eq!(encoding.finish(&mut out).is_ok(), admitting.admit_end().is_ok());
+        }
+        for length in parts {
+            let data = vec![b'x'; length];
+            let before = out.len();
+            let encoded = encoding.encode(&data, &mut out);
+            let admitted = admitting.admit(length as u64);
+            prop_assert_eq!(encoded.is_ok(), admitted.is_ok());
+            if let (Err(encoded), Err(admitted)) = (&encoded, &admitted) {
+                prop_assert_eq!(encoded, admitted);
+            }
+            // Admitted for the wire exactly when encode appended something.
+            prop_assert_eq!(admitted.unwrap_or(false), out.len() > before);
+            prop_assert_eq!(encoding.written(), admitting.written());
+        }
+        prop_assert_eq!(encoding.finish(&mut out), admitting.admit_end());
+        prop_assert_eq!(encoding.is_complete(), admitting.is_complete());
+    }
+}
