@@ -106,7 +106,8 @@ def test_reload_restarts_on_change_survives_a_syntax_error_and_serves_the_next_g
     write_app(tmp_path, WSGI_APP.format(body="two"))
     wait_for(lambda: get(server) == (200, "two -"), "the edited app to be served")
     server.wait_for_log(r"app\.py changed \(--reload\): replacing workers one by one")
-    assert first not in server.worker_pids()
+    # The new worker answers while the old one still drains: it is gone once its drain ends.
+    wait_for(lambda: first not in server.worker_pids(), "the old worker to exit after its drain")
 
     write_app(tmp_path, WSGI_APP.format(body="three") + "\ndef broken(:\n")
     server.wait_for_log(r"could not load the application: importing module 'app' failed: SyntaxError")
