@@ -33,7 +33,17 @@ impl Core {
                     self.after_outcome(connection, outcome);
                 }
             }
-            if connection.can_process() && !connection.input.is_empty() {
+            if connection.protocol_pending && !connection.input.is_empty() {
+                match self.pick_protocol(connection) {
+                    // HTTP/2 takes the connection over, its bytes included.
+                    crate::http2::Pick::Http2 => return Disposition::Upgraded,
+                    crate::http2::Pick::Http1 | crate::http2::Pick::NeedMore => {}
+                }
+            }
+            if connection.can_process()
+                && !connection.input.is_empty()
+                && !connection.protocol_pending
+            {
                 self.process_input(py, connection, key);
                 if let crate::conn::Protocol::WebSocket(_) = connection.protocol {
                     // Upgraded: the rest of this connection is the

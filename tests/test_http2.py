@@ -1,0 +1,283 @@
+"""HTTP/2 served by rush (``--http auto`` / ``2``), over real sockets with real
+clients: curl (``--http2-prior-knowledge`` over cleartext, ``--http2`` over TLS
+with ALPN), httpx with ``http2=True``, the ``h2`` package's own connection for
+what a client library will not do (a reset mid-request), and h2spec's default
+run over h2c and TLS.
+
+Covers each interface (rush App, WSGI, raw ASGI) with the scope and environ the
+app is told (``http_version``, ``host`` from ``:authority``, ``cookie`` joined),
+50 concurrent streams on one connection, a request body past the 1 MiB stream
+window into ASGI ``receive()``, a streamed response, a client reset seen as
+``http.disconnect``, static files, and the default (``--http 1``) staying
+HTTP/1.1 (no ``h2`` in ALPN, the h2c preface refused with 505 as before)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import re
+import shutil
+import socket
+import ssl
+import subprocess
+from pathlib import Path
+
+import h2.config
+import h2.connection
+import h2.events
+import httpx
+import pytest
+import trustme
+from support import GUARD_TIMEOUT, RushServer, ServerFactory, wait_for
+
+APPS = "tests.apps.h2_apps"
+INTERFACES = ["app", "wsgi", "asgi"]
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    ca = trustme.CA()
+    directory = tmp_path_factory.mktemp("h2pki")
+    server = ca.issue_cert("localhost", "127.0.0.1")
+    paths = {name: directory / f"{name}.pem" for name in ("ca", "chain", "key")}
+    ca.cert_pem.write_to_path(paths["ca"])
+    server.private_key_pem.write_to_path(paths["key"])
+    paths["chain"].write_bytes(b"".join(blob.bytes() for blob in server.cert_chain_pems))
+    return paths
+
+
+def tls_args(pki: dict[str, Path]) -> list[str]:
+    return ["--ssl-certfile", str(pki["chain"]), "--ssl-keyfile", str(pki["key"])]
+
+
+@pytest.fixture(scope="module")
+def servers(module_servers: ServerFactory) -> dict[str, RushServer]:
+    """One ``--http auto`` server per interface."""
+    return {name: module_servers(f"{APPS}:{name}", "--http", "auto") for name in INTERFACES}
+
+
+@pytest.fixture(scope="module")
+def tls_server(module_servers: ServerFactory, pki: dict[str, Path]) -> RushServer:
+    return module_servers(f"{APPS}:asgi", "--http", "auto", *tls_args(pki))
+
+
+def curl(*args: str) -> tuple[str, str]:
+    """Runs curl; returns the body and the HTTP version it reports."""
+    done = subprocess.run(
+        ["curl", "-sS", "--max-time", str(GUARD_TIMEOUT), "-w", "\n%{http_version}", *args],
+        capture_output=True,
+        check=True,
+    )
+    body, _, version = done.stdout.decode().rpartition("\n")
+    return body, version
+
+
+def start_h2_only(factory: ServerFactory, *args: str) -> RushServer:
+    """A ``--http 2`` server, ready once it answers HTTP/2 (the factory's own
+    readiness check speaks HTTP/1.1)."""
+    server = factory(f"{APPS}:app", "--http", "2", *args, wait=False)
+
+    def answers() -> bool:
+        server.assert_running("while starting")
+        scheme = "https" if args else "http"
+        done = subprocess.run(
+            ["curl", "-sk", "--max-time", "2", "--http2-prior-knowledge", f"{scheme}://127.0.0.1:{server.port}/hello"],
+            capture_output=True,
+        )
+        if args:
+            done = subprocess.run(
+                ["curl", "-sk", "--max-time", "2", "--http2", f"https://127.0.0.1:{server.port}/hello"],
+                capture_output=True,
+            )
+        return done.stdout == b"hello"
+
+    wait_for(answers, "the --http 2 server to answer")
+    return server
+
+
+def h2_client(base_url: str, **options: object) -> httpx.Client:
+    return httpx.Client(base_url=base_url, http2=True, http1=False, timeout=GUARD_TIMEOUT, **options)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("interface", INTERFACES)
+def test_curl_prior_knowledge_gets_each_interface_over_h2c(servers: dict[str, RushServer], interface: str) -> None:
+    body, version = curl("--http2-prior-knowledge", f"{servers[interface].url}/hello")
+    assert (body, version) == ("hello", "2")
+
+
+def test_curl_negotiates_h2_over_tls_with_alpn(tls_server: RushServer, pki: dict[str, Path]) -> None:
+    url = f"https://127.0.0.1:{tls_server.port}/hello"
+    assert curl("--http2", "--cacert", str(pki["ca"]), url) == ("hello", "2")
+    # The same port still serves HTTP/1.1 to a client that asks for it.
+    assert curl("--http1.1", "--cacert", str(pki["ca"]), url) == ("hello", "1.1")
+
+
+def test_auto_still_serves_http1_on_a_cleartext_port(servers: dict[str, RushServer]) -> None:
+    for server in servers.values():
+        answer = httpx.get(f"{server.url}/hello", timeout=GUARD_TIMEOUT)
+        assert (answer.http_version, answer.text) == ("HTTP/1.1", "hello")
+
+
+@pytest.mark.parametrize("interface", INTERFACES)
+def test_the_app_is_told_http2_with_host_and_joined_cookies(servers: dict[str, RushServer], interface: str) -> None:
+    server = servers[interface]
+    with h2_client(server.url) as client:
+        # Two cookie fields, as browsers send them over HTTP/2 (RFC 9113 8.2.3).
+        answer = client.get("/info", headers=[("cookie", "a=1"), ("cookie", "b=2"), ("x-extra", "yes")])
+    assert answer.http_version == "HTTP/2"
+    found = answer.json()
+    assert found["http_version"] == {"app": "2", "wsgi": "HTTP/2", "asgi": "2"}[interface]
+    assert found["host"] == f"127.0.0.1:{server.port}"
+    cookie = found["cookie"]
+    assert cookie == (["a=1; b=2"] if interface == "asgi" else "a=1; b=2")
+    # No pseudo-header reaches the app; the regular fields do.
+    assert not [name for name in found["headers"] if name.startswith(":")]
+    assert "x-extra" in found["headers"]
+
+
+@pytest.mark.parametrize("interface", INTERFACES)
+def test_a_request_body_reaches_each_interface(servers: dict[str, RushServer], interface: str) -> None:
+    # Past the 1 MiB stream window and the spool threshold.
+    body = os.urandom(3 * 1024 * 1024 + 17)
+    with h2_client(servers[interface].url) as client:
+        answer = client.post("/echo", content=body)
+    assert answer.http_version == "HTTP/2"
+    found = answer.json()
+    assert (found["length"], found["sha256"]) == (len(body), hashlib.sha256(body).hexdigest())
+
+
+def test_a_large_body_streams_into_asgi_receive(servers: dict[str, RushServer]) -> None:
+    body = os.urandom(5 * 1024 * 1024)
+    with h2_client(servers["asgi"].url) as client:
+        found = client.post("/receive", content=body).json()
+    assert (found["length"], found["sha256"]) == (len(body), hashlib.sha256(body).hexdigest())
+    # Handed over as it came (more_body), not collected first.
+    assert found["messages"] > 1
+
+
+def test_fifty_concurrent_streams_on_one_connection(servers: dict[str, RushServer]) -> None:
+    async def run() -> list[httpx.Response]:
+        limits = httpx.Limits(max_connections=1)
+        async with httpx.AsyncClient(
+            base_url=servers["asgi"].url, http2=True, http1=False, limits=limits, timeout=GUARD_TIMEOUT
+        ) as client:
+            return await asyncio.gather(*(client.get(f"/stream?parts={1 + index % 7}") for index in range(50)))
+
+    answers = asyncio.run(run())
+    assert [answer.status_code for answer in answers] == [200] * 50
+    for index, answer in enumerate(answers):
+        assert answer.http_version == "HTTP/2"
+        assert len(answer.content) == 1000 * (1 + index % 7)
+
+
+def test_a_streamed_response_arrives_whole(servers: dict[str, RushServer]) -> None:
+    with h2_client(servers["asgi"].url) as client:
+        answer = client.get("/stream?parts=3000")
+    expected = b"".join(bytes([65 + index % 26]) * 1000 for index in range(3000))
+    assert answer.content == expected
+
+
+def test_a_client_reset_is_http_disconnect_for_the_app(servers: dict[str, RushServer]) -> None:
+    server = servers["asgi"]
+    connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    with socket.create_connection(("127.0.0.1", server.port), timeout=GUARD_TIMEOUT) as sock:
+        connection.initiate_connection()
+        headers = [(":method", "GET"), (":scheme", "http"), (":authority", "localhost"), (":path", "/wait?id=r1")]
+        connection.send_headers(1, headers, end_stream=True)
+        # The PING's answer comes after the server handled the HEADERS before it.
+        connection.ping(b"12345678")
+        sock.sendall(connection.data_to_send())
+        acked = False
+        while not acked:
+            data = sock.recv(65536)
+            assert data, "the server closed the connection"
+            for event in connection.receive_data(data):
+                acked |= isinstance(event, h2.events.PingAckReceived)
+            sock.sendall(connection.data_to_send())
+        connection.reset_stream(1)
+        sock.sendall(connection.data_to_send())
+        with h2_client(server.url) as client:
+            wait_for(lambda: client.get("/seen?id=r1").text == "yes", "the app to see http.disconnect")
+
+
+def test_static_files_over_h2(rush_server: ServerFactory, tmp_path: Path) -> None:
+    directory = tmp_path / "site"
+    directory.mkdir()
+    small = b"<p>hello</p>\n"
+    large = os.urandom(600 * 1024)
+    (directory / "index.html").write_bytes(small)
+    (directory / "large.bin").write_bytes(large)
+    for cache in ("memory", "filesystem"):
+        server = rush_server("", "--http", "auto", "--static", f"/s={directory}", "--static-cache", cache)
+        with h2_client(server.url) as client:
+            answer = client.get("/s/index.html")
+            assert (answer.http_version, answer.content) == ("HTTP/2", small)
+            assert answer.headers["content-type"].startswith("text/html")
+            answer = client.get("/s/large.bin")
+            assert answer.content == large
+            assert int(answer.headers["content-length"]) == len(large)
+            head = client.head("/s/large.bin")
+            assert (head.content, head.headers["content-length"]) == (b"", str(len(large)))
+            assert client.get("/s/missing").status_code == 404
+
+
+def test_http2_only_serves_h2_and_refuses_http1(rush_server: ServerFactory) -> None:
+    server = start_h2_only(rush_server)
+    assert curl("--http2-prior-knowledge", f"{server.url}/hello") == ("hello", "2")
+    with socket.create_connection(("127.0.0.1", server.port), timeout=GUARD_TIMEOUT) as sock:
+        sock.sendall(b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    # An HTTP/2 server's answer to what is not a preface: SETTINGS, then GOAWAY.
+    assert not answer.startswith(b"HTTP/1.1")
+    assert b"hello" not in answer
+
+
+def test_the_default_stays_http1(rush_server: ServerFactory, pki: dict[str, Path]) -> None:
+    server = rush_server(f"{APPS}:asgi", *tls_args(pki))
+    context = ssl.create_default_context(cafile=str(pki["ca"]))
+    context.set_alpn_protocols(["h2", "http/1.1"])
+    with context.wrap_socket(
+        socket.create_connection(("127.0.0.1", server.port), timeout=GUARD_TIMEOUT), server_hostname="localhost"
+    ) as sock:
+        assert sock.selected_alpn_protocol() == "http/1.1"
+    plain = rush_server(f"{APPS}:asgi")
+    with socket.create_connection(("127.0.0.1", plain.port), timeout=GUARD_TIMEOUT) as sock:
+        sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    # As before HTTP/2 existed: an HTTP/1.1 refusal (505), then the close.
+    assert answer.startswith(b"HTTP/1.1 505 ")
+    assert httpx.get(f"{plain.url}/hello", timeout=GUARD_TIMEOUT).http_version == "HTTP/1.1"
+
+
+def h2spec_binary() -> str | None:
+    found = shutil.which("h2spec")
+    if found:
+        return found
+    candidate = Path.home() / "go" / "bin" / "h2spec"
+    return str(candidate) if candidate.exists() else None
+
+
+@pytest.mark.parametrize("over", ["h2c", "tls"])
+def test_h2spec_default_run_passes(rush_server: ServerFactory, pki: dict[str, Path], over: str) -> None:
+    binary = h2spec_binary()
+    if binary is None:
+        pytest.fail("h2spec is missing: `make test-tools` installs it (go install)")
+    extra = tls_args(pki) if over == "tls" else []
+    server = start_h2_only(rush_server, *extra)
+    command = [binary, "-h", "127.0.0.1", "-p", str(server.port), "-o", "5", "-j", str(server.directory / f"h2spec-{over}.xml")]
+    if over == "tls":
+        command += ["-t", "-k"]
+    done = subprocess.run(command, capture_output=True, timeout=300)
+    output = done.stdout.decode(errors="replace")
+    summary = re.search(r"(\d+) tests, (\d+) passed, (\d+) skipped, (\d+) failed", output)
+    assert summary, output[-3000:]
+    total, passed, skipped, failed = map(int, summary.groups())
+    print(f"h2spec over {over}: {total} tests, {passed} passed, {skipped} skipped, {failed} failed")
+    assert failed == 0 and done.returncode == 0, output[-6000:]
+    assert passed == total - skipped and total >= 145
+    server.assert_running("after h2spec")
