@@ -176,8 +176,12 @@ impl Core {
                 }
                 Ok(count) => {
                     metrics::count(metrics::Counter::BytesIn, count as u64);
-                    socket_may_have_input =
-                        count == self.read_buffer.len() || connection.peer_sent_fin;
+                    // A TLS read returns one record's plaintext at a time,
+                    // short of the buffer while more waits in the socket:
+                    // read on until the socket says EAGAIN.
+                    socket_may_have_input = count == self.read_buffer.len()
+                        || connection.peer_sent_fin
+                        || connection.stream.tls().is_some();
                     let session = h2_session(connection);
                     if let Some(discarded) = &mut session.lingering {
                         *discarded += count;
