@@ -46,7 +46,7 @@ pub enum Protocol {
     /// A WebSocket session after an accepted upgrade (`crate::ws`).
     WebSocket(Box<crate::ws::session::WsSession>),
     /// HTTP/2 (`crate::http2`): many requests at once, one per stream.
-    Http2(Box<crate::http2::H2Session>),
+    Http2(Box<crate::http2::session::H2Session>),
 }
 
 pub struct Connection {

@@ -5,7 +5,7 @@
 //! streams' states) is `rush_h2::H2Connection`, sans-IO; this module is
 //! the server around it. `drive.rs` feeds it the bytes read, turns its
 //! events into request units (one [`H2Stream`] per open stream, keyed by
-//! stream id in [`H2Session::streams`]) dispatched through the same entry
+//! stream id in `session::H2Session`) dispatched through the same entry
 //! HTTP/1.1 uses (`Core::dispatch`, so the native App, WSGI, ASGI and
 //! static files answer over HTTP/2 unchanged), and writes what it owes
 //! under the send-timeout rules of every connection. `writer.rs` is this
@@ -24,111 +24,17 @@
 //! ([`Core::pick_protocol`]): ALPN over TLS, the client preface in clear.
 
 mod drive;
+pub(crate) mod session;
 mod writer;
 
-use std::collections::{HashMap, VecDeque};
+use rush_h2::{detect_preface, Preface};
 
-use rush_h2::{detect_preface, Bytes, H2Connection, H2Settings, Preface};
-use rush_proto::RequestHead;
-
-use crate::body::BodyBuffer;
 use crate::conn::{Connection, Protocol};
 use crate::dispatch::Core;
-use crate::inflight::RequestUnit;
 use crate::options::HttpMode;
 
-pub(crate) use writer::{StreamOut, StreamWriter};
-
-/// One HTTP/2 connection's state beside its transport: the protocol
-/// engine and the streams being answered.
-pub struct H2Session {
-    /// The sans-IO HTTP/2 connection.
-    pub(crate) conn: H2Connection,
-    /// The requests being answered, by stream id.
-    pub(crate) streams: HashMap<u32, H2Stream>,
-    /// `H2Connection` reported `Closed`: write what is left, then close.
-    pub(crate) closed: bool,
-    /// A graceful shutdown was asked for (drain, idle timeout).
-    pub(crate) shutdown_requested: bool,
-    /// After the last frame: the write side is shut and input is
-    /// discarded (this many bytes so far) until the peer closes, as
-    /// HTTP/1.1 refusals linger, so the peer reads the GOAWAY rather than
-    /// a reset.
-    pub(crate) lingering: Option<usize>,
-}
-
-impl H2Session {
-    fn new() -> H2Session {
-        H2Session {
-            conn: H2Connection::new(H2Settings::default()),
-            streams: HashMap::new(),
-            closed: false,
-            shutdown_requested: false,
-            lingering: None,
-        }
-    }
-
-    /// Starts a graceful shutdown (GOAWAY; the streams in flight finish).
-    pub(crate) fn shut_down(&mut self) {
-        if !self.shutdown_requested {
-            self.shutdown_requested = true;
-            self.conn.graceful_shutdown();
-        }
-    }
-
-    /// The request unit of stream `id`, if it is being answered.
-    pub(crate) fn unit(&self, id: u32) -> Option<&RequestUnit> {
-        self.streams.get(&id).map(|stream| &stream.unit)
-    }
-}
-
-impl Drop for H2Session {
-    /// The connection closed while streams were answered: each running
-    /// app is told its client is gone (ASGI `http.disconnect`).
-    fn drop(&mut self) {
-        for stream in self.streams.values() {
-            if let Some(in_flight) = &stream.unit.in_flight {
-                in_flight.client_gone();
-            }
-        }
-    }
-}
-
-/// One request being answered on a stream.
-pub(crate) struct H2Stream {
-    /// What the request owns while it is answered (its Python side, its
-    /// origin, its clock), as HTTP/1.1 keeps one per connection.
-    pub(crate) unit: RequestUnit,
-    /// Where its response stands.
-    pub(crate) out: StreamOut,
-    /// Where its request body stands.
-    pub(crate) body: StreamBody,
-    /// The response is complete (its outcome came): the stream stays only
-    /// while a file body is still being read into DATA frames.
-    pub(crate) answered: bool,
-}
-
-/// A stream's request body as it arrives.
-pub(crate) enum StreamBody {
-    /// None follows (or it ended and was handed over).
-    Done,
-    /// Collected whole, then the request is dispatched (the native App,
-    /// WSGI, and ASGI on a static path take complete bodies).
-    Collect {
-        head_bytes: Vec<u8>,
-        head: Box<RequestHead>,
-        buffer: BodyBuffer,
-        received: u64,
-    },
-    /// Handed to a running ASGI app as it comes: chunks wait here (their
-    /// flow-control credit unreleased) while the app's queue is full.
-    ToApp {
-        waiting: VecDeque<Bytes>,
-        ended: bool,
-    },
-    /// Refused (413): what still comes is released and dropped.
-    Discard,
-}
+pub(crate) use session::{H2Session, H2Stream, StreamBody, StreamOut};
+pub(crate) use writer::StreamWriter;
 
 /// What a connection's first bytes decided.
 pub(crate) enum Pick {

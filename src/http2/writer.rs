@@ -40,28 +40,6 @@ const STREAM_LOW_WATER: usize = STREAM_HIGH_WATER / 2;
 /// How much of a file body is read into one DATA payload.
 const FILE_CHUNK: usize = 64 * 1024;
 
-/// Where one stream's response stands.
-#[derive(Default)]
-pub(crate) struct StreamOut {
-    /// The final head went out.
-    head_sent: bool,
-    /// The response ended (END_STREAM queued) or the stream was reset:
-    /// later sends are dropped.
-    pub(crate) ended: bool,
-    /// A HEAD request or a bodyless status: body parts are not sent.
-    discard: bool,
-    /// Body bytes still owed under a known length: the last of them ends
-    /// the stream (a file or a `Content-Length` body has no explicit end).
-    remaining: Option<u64>,
-    /// A file body still being read into DATA frames.
-    pub(crate) file: Option<(std::rc::Rc<std::fs::File>, u64, u64)>,
-    /// Sends so far, for `response_mark`/`retract`.
-    sends: usize,
-    /// Always empty: the response cache, the only user of protocol bytes,
-    /// is bypassed over HTTP/2.
-    no_bytes: Vec<u8>,
-}
-
 /// One stream's response writer (see the module).
 pub(crate) struct StreamWriter<'a> {
     pub(crate) conn: &'a mut H2Connection,
