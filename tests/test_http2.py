@@ -269,7 +269,17 @@ def test_h2spec_default_run_passes(rush_server: ServerFactory, pki: dict[str, Pa
         pytest.fail("h2spec is missing: `make test-tools` installs it (go install)")
     extra = tls_args(pki) if over == "tls" else []
     server = start_h2_only(rush_server, *extra)
-    command = [binary, "-h", "127.0.0.1", "-p", str(server.port), "-o", "5", "-j", str(server.directory / f"h2spec-{over}.xml")]
+    command = [
+        binary,
+        "-h",
+        "127.0.0.1",
+        "-p",
+        str(server.port),
+        "-o",
+        "5",
+        "-j",
+        str(server.directory / f"h2spec-{over}.xml"),
+    ]
     if over == "tls":
         command += ["-t", "-k"]
     done = subprocess.run(command, capture_output=True, timeout=300)

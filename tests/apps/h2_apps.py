@@ -139,5 +139,3 @@ async def asgi(scope: dict[str, Any], receive: Callable[[], Any], send: Callable
         await _respond(send, b"yes" if query["id"] in disconnected else b"no")
     else:
         await _respond(send, b"not found", 404)
-
-
