@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import re
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import h2.config
@@ -291,3 +294,108 @@ def test_h2spec_default_run_passes(rush_server: ServerFactory, pki: dict[str, Pa
     assert failed == 0 and done.returncode == 0, output[-6000:]
     assert passed == total - skipped and total >= 145
     server.assert_running("after h2spec")
+
+
+def h2_connect(port: int) -> tuple[socket.socket, h2.connection.H2Connection]:
+    """A raw HTTP/2 client connection (the ``h2`` package) with its preface sent."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=GUARD_TIMEOUT)
+    connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    connection.initiate_connection()
+    sock.sendall(connection.data_to_send())
+    return sock, connection
+
+
+def h2_events_until(
+    sock: socket.socket, connection: h2.connection.H2Connection, done: Callable[[list[h2.events.Event]], bool]
+) -> list[h2.events.Event]:
+    """Reads and collects events until ``done(events)`` or the server closes."""
+    events: list[h2.events.Event] = []
+    while not done(events):
+        data = sock.recv(65536)
+        if not data:
+            break
+        events += connection.receive_data(data)
+        sock.sendall(connection.data_to_send())
+    return events
+
+
+def raw_frames(data: bytes) -> list[tuple[int, int, int, bytes]]:
+    """The complete frames in ``data``: (type, flags, stream, payload)."""
+    frames = []
+    while len(data) >= 9:
+        length = int.from_bytes(data[:3], "big")
+        if len(data) < 9 + length:
+            break
+        stream = int.from_bytes(data[5:9], "big") & 0x7FFFFFFF
+        frames.append((data[3], data[4], stream, data[9 : 9 + length]))
+        data = data[9 + length :]
+    return frames
+
+
+def test_max_body_size_applies_per_stream(rush_server: ServerFactory) -> None:
+    server = rush_server(f"{APPS}:wsgi", "--http", "auto", "--max-body-size", "1000")
+    with h2_client(server.url) as client:
+        assert client.post("/echo", content=b"x" * 1000).json()["length"] == 1000
+        # Declared too large: refused from its head.
+        assert client.post("/echo", content=b"x" * 1001).status_code == 413
+        # Undeclared (streamed without content-length): refused once past the limit.
+        assert client.post("/echo", content=iter([b"x" * 600, b"x" * 600])).status_code == 413
+        # The connection serves on.
+        assert client.get("/hello").text == "hello"
+
+
+def test_an_idle_connection_gets_goaway_at_the_keep_alive_timeout(rush_server: ServerFactory) -> None:
+    server = rush_server(f"{APPS}:app", "--http", "auto", "--keep-alive-timeout", "1")
+    sock, connection = h2_connect(server.port)
+    with sock:
+        connection.send_headers(
+            1, [(":method", "GET"), (":scheme", "http"), (":authority", "x"), (":path", "/hello")], end_stream=True
+        )
+        sock.sendall(connection.data_to_send())
+        events = h2_events_until(
+            sock, connection, lambda found: any(isinstance(e, h2.events.StreamEnded) for e in found)
+        )
+        assert b"".join(e.data for e in events if isinstance(e, h2.events.DataReceived)) == b"hello"
+        # Then nothing from the client: the server says GOAWAY (no error) and closes.
+        rest = b""
+        while chunk := sock.recv(65536):
+            rest += chunk
+    goaway_codes = [int.from_bytes(payload[4:8], "big") for kind, _, _, payload in raw_frames(rest) if kind == 0x7]
+    assert goaway_codes and set(goaway_codes) == {0}
+
+
+def test_stop_sends_goaway_and_finishes_the_stream_in_flight(rush_server: ServerFactory) -> None:
+    server = rush_server(f"{APPS}:asgi", "--http", "auto", "--graceful-timeout", "10")
+    sock, connection = h2_connect(server.port)
+    with sock:
+        headers = [(":method", "POST"), (":scheme", "http"), (":authority", "x"), (":path", "/receive")]
+        connection.send_headers(1, headers)
+        connection.send_data(1, b"a" * 1000)
+        connection.ping(b"ping0001")
+        sock.sendall(connection.data_to_send())
+        h2_events_until(sock, connection, lambda found: any(isinstance(e, h2.events.PingAckReceived) for e in found))
+        server.worker_pids()
+        server.send_signal(signal.SIGTERM)
+        # From here raw frames: the h2 package ends every stream at a GOAWAY,
+        # while RFC 9113 lets those at or below its last stream id finish.
+        received = b""
+        while not any(kind == 0x7 for kind, _, _, _ in raw_frames(received)):
+            chunk = sock.recv(65536)
+            assert chunk, "closed before GOAWAY"
+            received += chunk
+        # The request in flight finishes after the GOAWAY.
+        payload = b"b" * 1000
+        sock.sendall(len(payload).to_bytes(3, "big") + bytes([0x0, 0x1]) + (1).to_bytes(4, "big") + payload)
+        body = b""
+        ended = False
+        while not ended:
+            chunk = sock.recv(65536)
+            assert chunk, "closed before the response ended"
+            received += chunk
+            body, ended = b"", False
+            for kind, flags, stream, frame in raw_frames(received):
+                if kind == 0x0 and stream == 1:
+                    body += frame
+                    ended |= bool(flags & 0x1)
+        assert json.loads(body)["length"] == 2000
+    assert server.wait_exit() == 0

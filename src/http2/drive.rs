@@ -227,11 +227,14 @@ impl Core {
             }
         }
         if !lingering {
-            connection.deadline = if idle && !shutting {
-                Some(self.now + self.config.keep_alive_timeout)
-            } else {
-                None
-            };
+            if !shutting {
+                connection.deadline = idle.then(|| self.now + self.config.keep_alive_timeout);
+            } else if !idle {
+                // Streams finish first; the drain's timeout bounds them.
+                connection.deadline = None;
+            }
+            // Shutting down with nothing open: the deadline the sweep set
+            // (the wait for the client's answer to GOAWAY's PING) stands.
         }
         Disposition::Open
     }

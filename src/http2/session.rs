@@ -48,6 +48,16 @@ impl H2Session {
         }
     }
 
+    /// Closes a connection with no stream open (idle past
+    /// `--keep-alive-timeout`): GOAWAY at once, as nginx does, rather than
+    /// the graceful round trip, which waits on a PING the idle client may
+    /// never answer. A request it sent meanwhile is beyond GOAWAY's last
+    /// stream id: not processed, safe to retry.
+    pub(crate) fn close_idle(&mut self) {
+        self.shutdown_requested = true;
+        self.conn.abrupt_shutdown(rush_h2::Reason::NO_ERROR);
+    }
+
     /// The request unit of stream `id`, if it is being answered.
     pub(crate) fn unit(&self, id: u32) -> Option<&RequestUnit> {
         self.streams.get(&id).map(|stream| &stream.unit)

@@ -488,7 +488,11 @@ impl AppServer {
                         // Idle past --keep-alive-timeout (or the drain's
                         // grace): GOAWAY, then close once it is written
                         // (the drive lingers and sets its own deadline).
-                        session.shut_down();
+                        if session.streams.is_empty() {
+                            session.close_idle();
+                        } else {
+                            session.shut_down();
+                        }
                         connection.deadline = Some(now + crate::options::LINGER_TIMEOUT);
                         woken.push(key);
                     } else if session.streams.is_empty() {
