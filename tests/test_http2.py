@@ -23,6 +23,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,7 +33,7 @@ import h2.events
 import httpx
 import pytest
 import trustme
-from support import GUARD_TIMEOUT, RushServer, ServerFactory, wait_for
+from support import GUARD_TIMEOUT, REPO, RushServer, ServerFactory, free_port, wait_for
 
 APPS = "tests.apps.h2_apps"
 INTERFACES = ["app", "wsgi", "asgi"]
@@ -399,3 +400,36 @@ def test_stop_sends_goaway_and_finishes_the_stream_in_flight(rush_server: Server
                     ended |= bool(flags & 0x1)
         assert json.loads(body)["length"] == 2000
     assert server.wait_exit() == 0
+
+
+def test_the_asgi_scope_matches_hypercorns_over_h2(servers: dict[str, RushServer], tmp_path: Path) -> None:
+    """hypercorn (h2c with prior knowledge) as the oracle of an HTTP/2 scope."""
+    port = free_port()
+    hypercorn = Path(sys.executable).parent / "hypercorn"
+    log = open(tmp_path / "hypercorn.log", "wb")
+    proc = subprocess.Popen(
+        [str(hypercorn), f"{APPS}:asgi", "--bind", f"127.0.0.1:{port}"], stdout=log, stderr=log, cwd=REPO
+    )
+    try:
+
+        def scope_of(base: str) -> dict[str, object] | None:
+            assert proc.poll() is None, "hypercorn exited"
+            try:
+                with h2_client(base) as client:
+                    answer = client.get("/scope?a=1&b=%20", headers=[("cookie", "c=1"), ("x-test", "yes")])
+            except httpx.TransportError:
+                return None
+            assert answer.http_version == "HTTP/2"
+            return answer.json()
+
+        theirs = wait_for(lambda: scope_of(f"http://127.0.0.1:{port}"), "hypercorn to answer")
+        ours = scope_of(servers["asgi"].url)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=GUARD_TIMEOUT)
+        log.close()
+    assert ours is not None
+    # The clients' own fields differ only by the port in the authority.
+    for scope in (ours, theirs):
+        scope["headers"] = [[name, value] for name, value in scope["headers"] if name != "host"]
+    assert ours == theirs

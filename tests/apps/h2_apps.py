@@ -11,6 +11,7 @@
 
 * ``asgi`` also:
 
+  - ``/scope``: the scope's fields as JSON (compared with hypercorn's);
   - ``/stream?parts=N``: N parts of 1000 bytes, each sent with ``more_body``;
   - ``/receive``: the body read through ``receive()``, message by message: JSON
     with the length, SHA-256 and how many ``http.request`` messages came;
@@ -121,6 +122,12 @@ async def asgi(scope: dict[str, Any], receive: Callable[[], Any], send: Callable
             "scheme": scope["scheme"],
         }
         await _respond(send, json.dumps(found).encode())
+    elif path == "/scope":
+        described = {key: scope[key] for key in ("type", "http_version", "method", "scheme", "path", "root_path")}
+        described["raw_path"] = scope["raw_path"].decode("latin-1")
+        described["query_string"] = scope["query_string"].decode("latin-1")
+        described["headers"] = sorted([name, value] for name, value in headers)
+        await _respond(send, json.dumps(described).encode())
     elif path in ("/echo", "/receive"):
         body, messages = await _read_body(receive)
         found = {"length": len(body), "sha256": hashlib.sha256(body).hexdigest(), "messages": messages}
