@@ -433,3 +433,38 @@ def test_the_asgi_scope_matches_hypercorns_over_h2(servers: dict[str, RushServer
     for scope in (ours, theirs):
         scope["headers"] = [[name, value] for name, value in scope["headers"] if name != "host"]
     assert ours == theirs
+
+
+@pytest.mark.parametrize("threads", ["0", "2"])
+def test_a_streamed_wsgi_body_on_the_loop_and_on_the_pool(rush_server: ServerFactory, threads: str) -> None:
+    # A generator body: pumped as the stream's window opens (on the loop, or
+    # queued by a pool thread and completed through the stream's key).
+    server = rush_server("wsgi_apps", "--http", "auto", "--threads", threads)
+    size = 3 * 1024 * 1024 + 5
+    block = bytes(range(256)) * 256
+    expected = (block * (size // len(block) + 1))[:size]
+    with h2_client(server.url) as client:
+        answers = [client.get(f"/big?size={size}") for _ in range(2)]
+        assert client.post("/echo", content=b"z" * 70000).json()["length"] == 70000
+    for answer in answers:
+        assert (answer.http_version, answer.status_code) == ("HTTP/2", 200)
+        assert answer.content == expected
+
+
+def test_async_handlers_and_the_access_log_over_h2(rush_server: ServerFactory) -> None:
+    # Suspended handlers finish through their completion (the stream's key).
+    server = rush_server("async_app", "--http", "auto", "--access-log")
+
+    async def run() -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=server.url, http2=True, http1=False, timeout=GUARD_TIMEOUT) as client:
+            waiting = asyncio.ensure_future(client.get("/wait/h2key"))
+            slept = await client.get("/sleep?ms=1&id=7")
+            released = await client.get("/release/h2key")
+            return [await waiting, slept, released]
+
+    waited, slept, released = asyncio.run(run())
+    assert all(answer.http_version == "HTTP/2" for answer in (waited, slept, released))
+    assert waited.json() == {"key": "h2key", "waited": True}
+    assert slept.json() == {"id": "7", "slept": True}
+    assert released.text == "released h2key"
+    server.wait_for_log(r'"GET /sleep\?ms=1&id=7 HTTP/2" 200', stream="stdout")
