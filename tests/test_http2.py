@@ -33,7 +33,9 @@ import h2.events
 import httpx
 import pytest
 import trustme
-from support import GUARD_TIMEOUT, REPO, RushServer, ServerFactory, free_port, wait_for
+from rush.config import Config
+from rush.values import OptionError
+from support import GUARD_TIMEOUT, REPO, RushServer, ServerFactory, clean_environment, free_port, wait_for
 
 APPS = "tests.apps.h2_apps"
 INTERFACES = ["app", "wsgi", "asgi"]
@@ -468,3 +470,12 @@ def test_async_handlers_and_the_access_log_over_h2(rush_server: ServerFactory) -
     assert slept.json() == {"id": "7", "slept": True}
     assert released.text == "released h2key"
     server.wait_for_log(r'"GET /sleep\?ms=1&id=7 HTTP/2" 200', stream="stdout")
+
+
+def test_the_http_option_is_checked_and_read_from_the_environment(rush_server: ServerFactory) -> None:
+    for value in ("1", "2", "auto"):
+        Config(app="x:y", http=value).validate()
+    with pytest.raises(OptionError, match="http"):
+        Config(app="x:y", http="3").validate()
+    server = rush_server(f"{APPS}:app", env=clean_environment({"RUSH_HTTP": "auto"}))
+    assert curl("--http2-prior-knowledge", f"{server.url}/hello") == ("hello", "2")
