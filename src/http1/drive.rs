@@ -114,8 +114,12 @@ impl Core {
                 Ok(count) => {
                     metrics::count(metrics::Counter::BytesIn, count as u64);
                     // With the peer's FIN already signalled, read on to see the EOF.
-                    socket_may_have_input =
-                        count == self.read_buffer.len() || connection.peer_sent_fin;
+                    // A TLS read returns one record's plaintext at a time, short of
+                    // the buffer while more waits in the socket (a large upload sent
+                    // in one burst stalled until --body-timeout): read on until EAGAIN.
+                    socket_may_have_input = count == self.read_buffer.len()
+                        || connection.peer_sent_fin
+                        || connection.stream.tls().is_some();
                     if let ReadState::Lingering { .. } = connection.state.read() {
                         // Discarded, counted: past the bound, close now.
                         if !connection.state.discard(count, LINGER_MAX_BYTES) {
