@@ -479,3 +479,23 @@ def test_the_http_option_is_checked_and_read_from_the_environment(rush_server: S
         Config(app="x:y", http="3").validate()
     server = rush_server(f"{APPS}:app", env=clean_environment({"RUSH_HTTP": "auto"}))
     assert curl("--http2-prior-knowledge", f"{server.url}/hello") == ("hello", "2")
+
+
+def test_expect_100_continue_is_answered_before_the_body(servers: dict[str, RushServer]) -> None:
+    sock, connection = h2_connect(servers["wsgi"].port)
+    with sock:
+        headers = [(":method", "POST"), (":scheme", "http"), (":authority", "x"), (":path", "/echo")]
+        connection.send_headers(1, [*headers, ("expect", "100-continue"), ("content-length", "5")])
+        sock.sendall(connection.data_to_send())
+        events = h2_events_until(
+            sock, connection, lambda found: any(isinstance(e, h2.events.InformationalResponseReceived) for e in found)
+        )
+        (informational,) = [e for e in events if isinstance(e, h2.events.InformationalResponseReceived)]
+        assert dict(informational.headers)[b":status"] == b"100"
+        connection.send_data(1, b"hello", end_stream=True)
+        sock.sendall(connection.data_to_send())
+        events = h2_events_until(
+            sock, connection, lambda found: any(isinstance(e, h2.events.StreamEnded) for e in found)
+        )
+        body = b"".join(e.data for e in events if isinstance(e, h2.events.DataReceived))
+        assert json.loads(body)["length"] == 5

@@ -431,6 +431,15 @@ impl Core {
             };
         head.version = Version::Http2;
         self.http2_begin_request(connection, id, &head_bytes);
+        if !end_stream && head.expect_continue {
+            // The client waits for this before it sends its body (RFC 9110
+            // 10.1.1); HTTP/1.1 sends it the same way, before the app runs.
+            if let Some(writer) = stream_writer(connection, id) {
+                let _ = writer
+                    .conn
+                    .send_response(id, 100, std::iter::empty(), false);
+            }
+        }
         if end_stream {
             return self.http2_dispatch(
                 py,
