@@ -8,8 +8,12 @@ Covers each interface (rush App, WSGI, raw ASGI) with the scope and environ the
 app is told (``http_version``, ``host`` from ``:authority``, ``cookie`` joined),
 50 concurrent streams on one connection, a request body past the 1 MiB stream
 window into ASGI ``receive()``, a streamed response, a client reset seen as
-``http.disconnect``, static files, and the default (``--http 1``) staying
-HTTP/1.1 (no ``h2`` in ALPN, the h2c preface refused with 505 as before)."""
+``http.disconnect``, static files, streamed WSGI bodies (loop and pool),
+suspended async handlers and the access log, ``Expect: 100-continue``,
+``--max-body-size`` per stream, GOAWAY for an idle connection and on TERM
+(the stream in flight finishing), the ASGI scope against hypercorn's, and
+the default (``--http 1``) staying HTTP/1.1 (no ``h2`` in ALPN, the h2c
+preface refused with 505 as before)."""
 
 from __future__ import annotations
 
