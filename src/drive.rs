@@ -1,8 +1,9 @@
 //! Driving one connection under its protocol: the one place where the
 //! protocol of a connection is matched.
 //!
-//! A connection's protocol is chosen once, when it is accepted (HTTP/1.1;
-//! HTTP/2 next), and changes at most once, after an upgrade (a WebSocket
+//! A connection's protocol is chosen once, when it is accepted or on its
+//! first bytes (HTTP/1.1 or HTTP/2, `crate::http2::Core::pick_protocol`),
+//! and changes at most once more, after an upgrade (a WebSocket
 //! session): it is `conn::Protocol`, and this `match` picks the driver
 //! that serves it. A driver that switched the protocol mid-drive returns
 //! `Disposition::Upgraded`, and the connection is driven on at once under
@@ -32,6 +33,7 @@ impl Core {
             let disposition = match connection.protocol {
                 Protocol::Http1 => self.drive(py, connection, key),
                 Protocol::WebSocket(_) => self.drive_websocket(py, connection),
+                Protocol::Http2(_) => self.drive_http2(py, connection, key),
             };
             if disposition != Disposition::Upgraded {
                 break disposition;

@@ -172,6 +172,12 @@ pub(crate) trait ResponseWriter {
     fn output(&mut self) -> &mut Vec<u8>;
     /// The bytes owed so far, read only (see [`ResponseWriter::output`]).
     fn pending_output(&self) -> &[u8];
+    /// Whether the response cache may answer and record through this
+    /// writer: its entries are HTTP/1.1 bytes, so HTTP/2 says no and its
+    /// requests go to the app.
+    fn caches(&self) -> bool {
+        true
+    }
     /// A large body (a file, shared memory) that follows `output` on the
     /// wire, sent without copying it into `output`.
     fn set_body(&mut self, body: Option<OutgoingBody>);

@@ -20,6 +20,7 @@ mod drive;
 mod exchange;
 mod forwarding;
 mod http1;
+mod http2;
 mod http_write;
 mod inflight;
 mod liveness;

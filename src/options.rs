@@ -47,6 +47,45 @@ pub(crate) struct LoopConfig {
     /// `--ws-allowed-origins`, lowercased: a handshake whose `Origin` is not
     /// one of them is refused (403) before the app is called. Empty: any.
     pub(crate) ws_allowed_origins: Vec<Vec<u8>>,
+    /// `--http`: which HTTP versions connections speak.
+    pub(crate) http: HttpMode,
+}
+
+/// `--http 1|2|auto`: the HTTP versions an app server speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HttpMode {
+    /// HTTP/1.1 only (ALPN offers `http/1.1`; an h2c preface is refused
+    /// as a malformed HTTP/1.1 request).
+    Http1,
+    /// HTTP/2 only: every connection is HTTP/2 (ALPN offers `h2`).
+    Http2,
+    /// Both: the h2c preface on a cleartext connection's first bytes, or
+    /// ALPN `h2` (preferred to `http/1.1`) over TLS, picks HTTP/2.
+    Auto,
+}
+
+impl HttpMode {
+    /// The mode `--http` names; `None` (not given) is HTTP/1.1, the
+    /// default of this release.
+    pub(crate) fn parse(value: Option<&str>) -> PyResult<HttpMode> {
+        match value {
+            None | Some("1") => Ok(HttpMode::Http1),
+            Some("2") => Ok(HttpMode::Http2),
+            Some("auto") => Ok(HttpMode::Auto),
+            Some(other) => Err(PyValueError::new_err(format!(
+                "--http takes 1, 2 or auto (got {other:?})"
+            ))),
+        }
+    }
+
+    /// The ALPN protocols a TLS listener offers, in preference order.
+    pub(crate) fn alpn(self) -> Vec<Vec<u8>> {
+        match self {
+            HttpMode::Http1 => vec![b"http/1.1".to_vec()],
+            HttpMode::Http2 => vec![b"h2".to_vec()],
+            HttpMode::Auto => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+        }
+    }
 }
 
 /// A timeout in seconds as a `Duration`, or a `ValueError` naming `name`.

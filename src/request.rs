@@ -254,7 +254,7 @@ impl Request {
             .map(|(_, value)| String::from_utf8_lossy(value).into_owned())
     }
 
-    /// `"1.0"` or `"1.1"`, as ASGI spells it.
+    /// `"1.0"`, `"1.1"` or `"2"`, as ASGI spells it.
     #[getter]
     fn http_version(&self) -> &'static str {
         self.version.as_str()

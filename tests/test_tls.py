@@ -95,6 +95,19 @@ def test_pipelined_requests_over_tls_are_answered_in_order(server: RushServer, p
     assert [response.status for response in responses] == [200, 404, 200]
 
 
+def test_a_large_upload_sent_at_once_is_read_whole(server: RushServer, pki: dict[str, Path]) -> None:
+    # A TLS read returns a record's plaintext at a time: the loop reads on
+    # until the socket is drained, or a body already all sent would wait for
+    # an edge that never comes (it stalled until --body-timeout).
+    body = b"u" * (3 * 1024 * 1024)
+    with tls_connection(server, client_context(pki)) as sock:
+        sock.sendall(request("POST", "/echo", [("Connection", "close")], body=body))
+        answer = read_until_closed(sock)
+    (response,), _ = parse_responses(answer)
+    assert response.status == 200
+    assert response.json()["body_length"] == len(body)
+
+
 def test_records_split_into_single_bytes(server: RushServer, pki: dict[str, Path]) -> None:
     """The handshake and the request arrive one byte per segment."""
     incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()

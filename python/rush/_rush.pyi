@@ -218,6 +218,7 @@ class AppServerSettings:
         headers: HeaderSettings,
         websocket: WebSocketSettings,
         tls: TlsSettings | None = None,
+        http: str | None = None,
     ) -> None: ...
 
 class Server:

@@ -136,6 +136,11 @@ class Config:
     max_head_size: int = _option(16384, "largest request head in bytes (431 beyond)", kind="size")
     max_headers: int = _option(100, "most header fields per request (431 beyond)")
     interface: str = _option("auto", "how to call the app: auto, rush (rush.App), wsgi or asgi")
+    http: str = _option(
+        "1",
+        "HTTP versions served: 1 (HTTP/1.1), 2 (HTTP/2 only) or auto (both: h2c prior knowledge on a "
+        "cleartext port, ALPN h2 then http/1.1 over TLS); HTTP/2 is new, hence the default 1",
+    )
     threads: int = _option(0, "run a blocking (WSGI) app on a pool of N threads per worker; 0 = on the event loop")
     root_path: str = _option("", "the path prefix the app is mounted under (WSGI SCRIPT_NAME, ASGI root_path)")
     lifespan: str = _option("auto", "ASGI lifespan events: auto (if the app supports them), on or off")
@@ -399,6 +404,7 @@ class Config:
             except ValueError as error:
                 raise OptionError("cache", str(error), spec) from None
         self._check_choice("interface", ("auto", "rush", "wsgi", "asgi"))
+        self._check_choice("http", ("1", "2", "auto"))
         self._check_choice("lifespan", ("auto", "on", "off"))
         if self.root_path and (not self.root_path.startswith("/") or self.root_path.endswith("/")):
             raise OptionError("root_path", "must start with '/' and not end with it, e.g. /api", self.root_path)

@@ -144,6 +144,7 @@ def app_server_settings(config: Config, router: Router, **app: Any) -> AppServer
             allowed_origins=list(config.ws_allowed_origins or []),
         ),
         tls=config.tls_settings(),
+        http=config.http,
     )
 
 

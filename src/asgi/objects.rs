@@ -126,6 +126,7 @@ pub fn build_scope<'py>(
         match head.version {
             Version::Http10 => pyo3::intern!(py, "1.0"),
             Version::Http11 => pyo3::intern!(py, "1.1"),
+            Version::Http2 => pyo3::intern!(py, "2"),
         },
     )?;
     scope.set_item(

@@ -45,6 +45,8 @@ pub enum Protocol {
     Http1,
     /// A WebSocket session after an accepted upgrade (`crate::ws`).
     WebSocket(Box<crate::ws::session::WsSession>),
+    /// HTTP/2 (`crate::http2`): many requests at once, one per stream.
+    Http2(Box<crate::http2::session::H2Session>),
 }
 
 pub struct Connection {
@@ -72,6 +74,9 @@ pub struct Connection {
     pub peer_sent_fin: bool,
     /// The peer is a trusted proxy: its forwarding headers are read.
     pub trusted_proxy: bool,
+    /// HTTP/1.1 or HTTP/2 is decided on the first bytes (`--http 2` or
+    /// `auto`; see `Core::pick_protocol`).
+    pub protocol_pending: bool,
 }
 
 impl Connection {
@@ -94,6 +99,7 @@ impl Connection {
             peer_closed: false,
             peer_sent_fin: false,
             trusted_proxy: false,
+            protocol_pending: config.http != crate::options::HttpMode::Http1,
         }
     }
 

@@ -132,6 +132,12 @@ impl TlsStream {
         }
     }
 
+    /// Whether ALPN chose `h2` (known once the handshake is done, which
+    /// it is when application bytes arrive).
+    pub fn negotiated_h2(&self) -> bool {
+        self.session.alpn_protocol() == Some(b"h2")
+    }
+
     /// What the app may learn about the session (asked once a request has
     /// arrived, so after the handshake).
     pub fn info(&self) -> &TlsInfo {

@@ -58,7 +58,7 @@ impl Core {
         head: &RequestHead,
         context: &ResponseContext<'_>,
     ) -> CacheLookup {
-        if !matches!(head.method, Method::Get | Method::Head) {
+        if !matches!(head.method, Method::Get | Method::Head) || !connection.caches() {
             return CacheLookup::Handler(None);
         }
         // The head's fields are split once; the key, the credentials check,

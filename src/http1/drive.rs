@@ -33,7 +33,17 @@ impl Core {
                     self.after_outcome(connection, outcome);
                 }
             }
-            if connection.can_process() && !connection.input.is_empty() {
+            if connection.protocol_pending && !connection.input.is_empty() {
+                match self.pick_protocol(connection) {
+                    // HTTP/2 takes the connection over, its bytes included.
+                    crate::http2::Pick::Http2 => return Disposition::Upgraded,
+                    crate::http2::Pick::Http1 | crate::http2::Pick::NeedMore => {}
+                }
+            }
+            if connection.can_process()
+                && !connection.input.is_empty()
+                && !connection.protocol_pending
+            {
                 self.process_input(py, connection, key);
                 if let crate::conn::Protocol::WebSocket(_) = connection.protocol {
                     // Upgraded: the rest of this connection is the
@@ -104,8 +114,12 @@ impl Core {
                 Ok(count) => {
                     metrics::count(metrics::Counter::BytesIn, count as u64);
                     // With the peer's FIN already signalled, read on to see the EOF.
-                    socket_may_have_input =
-                        count == self.read_buffer.len() || connection.peer_sent_fin;
+                    // A TLS read returns one record's plaintext at a time, short of
+                    // the buffer while more waits in the socket (a large upload sent
+                    // in one burst stalled until --body-timeout): read on until EAGAIN.
+                    socket_may_have_input = count == self.read_buffer.len()
+                        || connection.peer_sent_fin
+                        || connection.stream.tls().is_some();
                     if let ReadState::Lingering { .. } = connection.state.read() {
                         // Discarded, counted: past the bound, close now.
                         if !connection.state.discard(count, LINGER_MAX_BYTES) {

@@ -94,7 +94,15 @@ impl AppServer {
         };
         let tls = settings.tls.as_ref().map(|tls| {
             let gate = crate::conn::HandshakeGate::new(limits.tls_max_handshakes);
-            (tls.get().config.clone(), std::rc::Rc::new(gate))
+            // ALPN offers what `--http` serves (the shared config offers
+            // `http/1.1`; HTTP/1.1 keeps it as it is).
+            let mut config = tls.get().config.clone();
+            if settings.http != crate::options::HttpMode::Http1 {
+                let mut own = (*config).clone();
+                own.alpn_protocols = settings.http.alpn();
+                config = std::sync::Arc::new(own);
+            }
+            (config, std::rc::Rc::new(gate))
         });
         let access_format = logging
             .access_log_format
@@ -129,6 +137,7 @@ impl AppServer {
                 .iter()
                 .map(|origin| origin.trim().to_ascii_lowercase().into_bytes())
                 .collect(),
+            http: settings.http,
         };
         // What WSGI's SERVER_NAME/SERVER_PORT and ASGI's scope["server"] name:
         // the first TCP listener.

@@ -24,6 +24,14 @@ impl AppServer {
     pub(super) fn write_asgi_progress(&mut self, py: Python<'_>, key: StreamKey, request_id: u64) {
         self.core.now = Instant::now();
         self.core.date.refresh(SystemTime::now());
+        if let Some(connection) = self.connections.get_mut(key.connection) {
+            if let Protocol::Http2(_) = connection.protocol {
+                self.core
+                    .http2_asgi_progress(py, connection, key.stream, request_id);
+                self.drive_connection(py, key.connection);
+                return;
+            }
+        }
         let Some(connection) = stream_writer(&mut self.connections, key) else {
             return;
         };
@@ -39,6 +47,9 @@ impl AppServer {
     /// The request unit a completion names (see [`stream_writer`]).
     pub(super) fn request_unit(&self, key: StreamKey) -> Option<&RequestUnit> {
         let connection = self.connections.get(key.connection)?;
+        if let Protocol::Http2(session) = &connection.protocol {
+            return session.unit(key.stream);
+        }
         (key.stream == 0 && matches!(connection.protocol, Protocol::Http1))
             .then_some(&connection.request)
     }
@@ -83,9 +94,17 @@ impl AppServer {
             .as_ref()
             .is_some_and(|liveness| liveness.get().is_restarting());
         for (key, connection) in self.connections.iter_mut() {
-            if let Protocol::WebSocket(session) = &connection.protocol {
-                crate::ws::close_for_shutdown(py, session, restarting);
-                self.drive_soon.push(key);
+            match &mut connection.protocol {
+                Protocol::WebSocket(session) => {
+                    crate::ws::close_for_shutdown(py, session, restarting);
+                    self.drive_soon.push(key);
+                }
+                // GOAWAY; the streams in flight finish, then it closes.
+                Protocol::Http2(session) => {
+                    session.shut_down();
+                    self.drive_soon.push(key);
+                }
+                Protocol::Http1 => {}
             }
         }
     }
@@ -156,6 +175,18 @@ impl AppServer {
                     self.drive_connection(py, key.connection);
                     return;
                 }
+            }
+        }
+        if let Some(connection) = self.connections.get_mut(key.connection) {
+            if let Protocol::Http2(_) = connection.protocol {
+                if !self
+                    .core
+                    .http2_handler_finished(py, connection, key.stream, request_id, task)
+                {
+                    self.core.log_late_failure(py, request_id, task);
+                }
+                self.drive_connection(py, key.connection);
+                return;
             }
         }
         let connection = stream_writer(&mut self.connections, key).filter(|connection| {

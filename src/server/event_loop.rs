@@ -482,6 +482,29 @@ impl AppServer {
                 }
                 continue;
             }
+            if let Protocol::Http2(session) = &mut connection.protocol {
+                if connection.deadline.is_some_and(|deadline| now >= deadline) {
+                    if !session.shutdown_requested {
+                        // Idle past --keep-alive-timeout (or the drain's
+                        // grace): GOAWAY, then close once it is written
+                        // (the drive lingers and sets its own deadline).
+                        if session.streams.is_empty() {
+                            session.close_idle();
+                        } else {
+                            session.shut_down();
+                        }
+                        connection.deadline = Some(now + crate::options::LINGER_TIMEOUT);
+                        woken.push(key);
+                    } else if session.streams.is_empty() {
+                        expired.push(key);
+                    } else {
+                        // Streams still finish; the drain's own timeout
+                        // bounds them.
+                        connection.deadline = None;
+                    }
+                }
+                continue;
+            }
             if connection.deadline.is_none_or(|deadline| now < deadline) {
                 continue;
             }

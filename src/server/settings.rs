@@ -21,6 +21,7 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use crate::options::HttpMode;
 use crate::router::Router;
 use crate::tls::TlsSettings;
 
@@ -263,12 +264,15 @@ pub struct AppServerSettings {
     pub(crate) headers: Py<HeaderSettings>,
     pub(crate) websocket: Py<WebSocketSettings>,
     pub(crate) tls: Option<Py<TlsSettings>>,
+    /// `--http`: which HTTP versions the connections speak.
+    pub(crate) http: HttpMode,
 }
 
 #[pymethods]
 impl AppServerSettings {
     #[new]
-    #[pyo3(signature = (app, *, limits, timeouts, headers, websocket, tls=None))]
+    #[pyo3(signature = (app, *, limits, timeouts, headers, websocket, tls=None, http=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         app: Py<AppSettings>,
         limits: Py<LimitSettings>,
@@ -276,14 +280,16 @@ impl AppServerSettings {
         headers: Py<HeaderSettings>,
         websocket: Py<WebSocketSettings>,
         tls: Option<Py<TlsSettings>>,
-    ) -> Self {
-        AppServerSettings {
+        http: Option<&str>,
+    ) -> PyResult<Self> {
+        Ok(AppServerSettings {
             app,
             limits,
             timeouts,
             headers,
             websocket,
             tls,
-        }
+            http: HttpMode::parse(http)?,
+        })
     }
 }

@@ -146,6 +146,7 @@ pub fn build_environ<'py>(
         match head.version {
             Version::Http10 => pyo3::intern!(py, "HTTP/1.0"),
             Version::Http11 => pyo3::intern!(py, "HTTP/1.1"),
+            Version::Http2 => pyo3::intern!(py, "HTTP/2"),
         },
     )?;
     if let Some((address, port)) = origin.and_then(|origin| origin.client.as_ref()) {

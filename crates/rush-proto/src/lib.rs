@@ -186,14 +186,19 @@ pub enum Version {
     Http10,
     /// HTTP/1.1: persistent connections by default, Host required.
     Http11,
+    /// HTTP/2: never parsed from a request line; a server that carries an
+    /// HTTP/2 request in this crate's head form sets it (rush's HTTP/2
+    /// driver), so what the application is told names the protocol.
+    Http2,
 }
 
 impl Version {
-    /// As ASGI spells it: `"1.0"` or `"1.1"`.
+    /// As ASGI spells it: `"1.0"`, `"1.1"` or `"2"`.
     pub fn as_str(&self) -> &'static str {
         match self {
             Version::Http10 => "1.0",
             Version::Http11 => "1.1",
+            Version::Http2 => "2",
         }
     }
 }

@@ -1,0 +1,648 @@
+//! Driving one HTTP/2 connection: feed what was read to `H2Connection`,
+//! turn its events into requests and request events, write what it owes,
+//! read again; until the socket would block or the connection is done.
+//!
+//! Each `Request` event becomes an [`H2Stream`] dispatched through
+//! `Core::dispatch` (a complete body) or, for an ASGI app, at once with
+//! its body handed to `receive()` as DATA arrives. A body's flow-control
+//! credit is released as the app takes it (an ASGI app whose queue is full
+//! leaves the chunks here, unreleased, so the client waits), or as it is
+//! stored (a complete body, bounded by `--max-body-size`: past it, 413).
+//! A `Reset` tells the running app its client is gone (`http.disconnect`).
+
+use std::io::{self, Read};
+
+use pyo3::prelude::*;
+use rush_h2::{Event, RequestHead as H2Head};
+use rush_proto::{parse_request_head, HeadStatus, Version};
+
+use super::{H2Session, H2Stream, StreamBody, StreamOut, StreamWriter};
+use crate::body::{BodyBuffer, RequestBody};
+use crate::conn::{Connection, Disposition, Protocol};
+use crate::dispatch::{Core, Outcome};
+use crate::exchange::{ResponseWriter, StreamKey};
+use crate::inflight::{InFlight, RequestUnit};
+use crate::metrics;
+use crate::options::{LINGER_MAX_BYTES, LINGER_TIMEOUT};
+use crate::request::header_fields;
+use crate::response::{write_status_page, ResponseContext};
+
+/// The HTTP/2 session of a connection driven by this module.
+fn h2_session(connection: &mut Connection) -> &mut H2Session {
+    match &mut connection.protocol {
+        Protocol::Http2(session) => session,
+        _ => unreachable!("only HTTP/2 connections are driven here"),
+    }
+}
+
+/// The response writer of stream `id` on `connection`, if it is still
+/// being answered.
+pub(crate) fn stream_writer(connection: &mut Connection, id: u32) -> Option<StreamWriter<'_>> {
+    let Connection {
+        stream: transport,
+        protocol,
+        peer_objects,
+        sink,
+        client,
+        ..
+    } = connection;
+    let Protocol::Http2(session) = protocol else {
+        return None;
+    };
+    let H2Session { conn, streams, .. } = &mut **session;
+    let stream = streams.get_mut(&id)?;
+    Some(StreamWriter {
+        conn,
+        id,
+        stream,
+        sink,
+        transport,
+        peer_objects,
+        client: *client,
+    })
+}
+
+/// The request head as HTTP/1.1 text for rush-proto's parser (see the
+/// module `crate::http2`): `:authority` as `Host`, `cookie` fields joined
+/// with `; `, connection-specific fields left out.
+fn head_text(head: &H2Head) -> Vec<u8> {
+    let mut text = Vec::with_capacity(256);
+    text.extend_from_slice(head.method.as_str().as_bytes());
+    text.push(b' ');
+    text.extend_from_slice(head.path().as_bytes());
+    text.extend_from_slice(b" HTTP/1.1\r\n");
+    let authority = head.authority();
+    if let Some(authority) = authority {
+        text.extend_from_slice(b"host: ");
+        text.extend_from_slice(authority.as_bytes());
+        text.extend_from_slice(b"\r\n");
+    }
+    let mut cookies = 0;
+    for (name, value) in &head.headers {
+        let name = name.as_str();
+        match name {
+            "host" if authority.is_some() => continue,
+            "cookie" => {
+                cookies += 1;
+                continue;
+            }
+            "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade"
+            | "te" => continue,
+            _ => {}
+        }
+        text.extend_from_slice(name.as_bytes());
+        text.extend_from_slice(b": ");
+        text.extend_from_slice(value.as_bytes());
+        text.extend_from_slice(b"\r\n");
+    }
+    if cookies > 0 {
+        text.extend_from_slice(b"cookie: ");
+        for (index, value) in head.headers.get_all("cookie").iter().enumerate() {
+            if index > 0 {
+                text.extend_from_slice(b"; ");
+            }
+            text.extend_from_slice(value.as_bytes());
+        }
+        text.extend_from_slice(b"\r\n");
+    }
+    text.extend_from_slice(b"\r\n");
+    text
+}
+
+impl Core {
+    /// Processes events, writes and reads until the socket would block or
+    /// the connection is done (see the module).
+    pub(crate) fn drive_http2(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        key: usize,
+    ) -> Disposition {
+        let mut socket_may_have_input = true;
+        loop {
+            let mut progress = self.http2_events(py, connection, key);
+            self.http2_progress(py, connection);
+            if let Protocol::Http2(session) = &mut connection.protocol {
+                session.conn.take_output(&mut connection.sink.output);
+            }
+            if connection.has_pending_output() {
+                progress = true;
+                if connection.write_output().is_err() {
+                    return Disposition::Close;
+                }
+                connection.track_write_progress(self.now, self.config.send_timeout);
+                if connection.has_pending_output() {
+                    // Socket full: wait for EPOLLOUT; read nothing meanwhile.
+                    return self.http2_pause(py, connection);
+                }
+                continue;
+            }
+            let session = h2_session(connection);
+            let (closed, lingering) = (
+                session.closed || session.conn.is_done(),
+                session.lingering.is_some(),
+            );
+            if closed {
+                if connection.peer_closed {
+                    return Disposition::Close;
+                }
+                if !lingering {
+                    // Like an HTTP/1.1 refusal: shut the write side, then
+                    // discard what still comes for a bounded time.
+                    let session = h2_session(connection);
+                    session.lingering = Some(0);
+                    session.shutdown_requested = true;
+                    connection.stream.shutdown_write();
+                    connection.deadline = Some(self.now + LINGER_TIMEOUT);
+                }
+            }
+            if connection.peer_closed {
+                return Disposition::Close;
+            }
+            let session = h2_session(connection);
+            if session.lingering.is_none() && !session.conn.wants_read() {
+                if progress {
+                    continue;
+                }
+                return self.http2_pause(py, connection);
+            }
+            if !socket_may_have_input {
+                return self.http2_pause(py, connection);
+            }
+            match connection.stream.read(&mut self.read_buffer) {
+                Ok(0) => {
+                    connection.peer_closed = true;
+                    h2_session(connection).conn.feed_eof();
+                }
+                Ok(count) => {
+                    metrics::count(metrics::Counter::BytesIn, count as u64);
+                    // A TLS read returns one record's plaintext at a time,
+                    // short of the buffer while more waits in the socket:
+                    // read on until the socket says EAGAIN.
+                    socket_may_have_input = count == self.read_buffer.len()
+                        || connection.peer_sent_fin
+                        || connection.stream.tls().is_some();
+                    let session = h2_session(connection);
+                    if let Some(discarded) = &mut session.lingering {
+                        *discarded += count;
+                        if *discarded > LINGER_MAX_BYTES {
+                            return Disposition::Close;
+                        }
+                        continue;
+                    }
+                    session.conn.feed(&self.read_buffer[..count]);
+                }
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                    return self.http2_pause(py, connection);
+                }
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Disposition::Close,
+            }
+        }
+    }
+
+    /// Before the drive returns: the ASGI producers waiting on their
+    /// streams' water marks are paused or resumed, and the keep-alive
+    /// timer runs while no stream is open.
+    fn http2_pause(&mut self, py: Python<'_>, connection: &mut Connection) -> Disposition {
+        let session = h2_session(connection);
+        let paced: Vec<u32> = session
+            .streams
+            .iter()
+            .filter(|(_, stream)| {
+                stream
+                    .unit
+                    .in_flight
+                    .as_ref()
+                    .is_some_and(InFlight::needs_pacing)
+            })
+            .map(|(&id, _)| id)
+            .collect();
+        let idle = session.streams.is_empty();
+        let lingering = session.lingering.is_some();
+        let shutting = session.shutdown_requested;
+        for id in paced {
+            if let Some(writer) = stream_writer(connection, id) {
+                self.pace_request(py, &writer);
+            }
+        }
+        if !lingering {
+            if !shutting {
+                connection.deadline = idle.then(|| self.now + self.config.keep_alive_timeout);
+            } else if !idle {
+                // Streams finish first; the drain's timeout bounds them.
+                connection.deadline = None;
+            }
+            // Shutting down with nothing open: the deadline the sweep set
+            // (the wait for the client's answer to GOAWAY's PING) stands.
+        }
+        Disposition::Open
+    }
+
+    /// Handles every event `H2Connection` has; returns whether there was any.
+    fn http2_events(&mut self, py: Python<'_>, connection: &mut Connection, key: usize) -> bool {
+        let mut any = false;
+        while let Some(event) = h2_session(connection).conn.poll_event() {
+            any = true;
+            match event {
+                Event::Request {
+                    stream,
+                    head,
+                    end_stream,
+                } => self.http2_request(py, connection, key, stream, &head, end_stream),
+                Event::Data { stream, data } => {
+                    let session = h2_session(connection);
+                    let max = self.config.limits.max_body_size;
+                    let Some(entry) = session.streams.get_mut(&stream) else {
+                        // Answered already: the rest is not wanted.
+                        session.conn.release(stream, data.len());
+                        continue;
+                    };
+                    let refuse = match &mut entry.body {
+                        StreamBody::ToApp { waiting, .. } => {
+                            waiting.push_back(data);
+                            false
+                        }
+                        StreamBody::Collect {
+                            buffer, received, ..
+                        } => {
+                            *received += data.len() as u64;
+                            let stored = *received <= max && buffer.append(&data).is_ok();
+                            session.conn.release(stream, data.len());
+                            !stored
+                        }
+                        StreamBody::Done | StreamBody::Discard => {
+                            session.conn.release(stream, data.len());
+                            false
+                        }
+                    };
+                    if refuse {
+                        // Past --max-body-size (or unstorable): 413, and
+                        // the rest of the body is let go.
+                        self.http2_refuse(py, connection, stream, 413);
+                    }
+                }
+                Event::RequestEnd { stream, .. } => {
+                    let Some(entry) = h2_session(connection).streams.get_mut(&stream) else {
+                        continue;
+                    };
+                    match std::mem::replace(&mut entry.body, StreamBody::Done) {
+                        StreamBody::Collect {
+                            head_bytes,
+                            head,
+                            buffer,
+                            ..
+                        } => {
+                            let body = buffer;
+                            self.http2_dispatch(
+                                py,
+                                connection,
+                                key,
+                                stream,
+                                &head_bytes,
+                                &head,
+                                body.as_request_body(),
+                            );
+                        }
+                        StreamBody::ToApp { waiting, .. } => {
+                            entry.body = StreamBody::ToApp {
+                                waiting,
+                                ended: true,
+                            };
+                        }
+                        other => entry.body = other,
+                    }
+                }
+                Event::Reset { stream, .. } => {
+                    if let Some(entry) = h2_session(connection).streams.remove(&stream) {
+                        if let Some(in_flight) = &entry.unit.in_flight {
+                            in_flight.client_gone();
+                        }
+                    }
+                }
+                Event::SendReady { .. } => {}
+                Event::Closed { error, .. } => {
+                    h2_session(connection).closed = true;
+                    if let (Some(error), true) = (error, self.debug) {
+                        self.log_debug(py, &format!("HTTP/2 connection ended: {error}"));
+                    }
+                }
+            }
+        }
+        any
+    }
+
+    /// What goes on between events: file bodies read into frames as the
+    /// peer's windows take them, streamed WSGI bodies pumped, request
+    /// bodies handed to ASGI apps that take more.
+    fn http2_progress(&mut self, py: Python<'_>, connection: &mut Connection) {
+        let ids: Vec<u32> = h2_session(connection).streams.keys().copied().collect();
+        for id in ids {
+            let Some(mut writer) = stream_writer(connection, id) else {
+                continue;
+            };
+            if writer.stream.out.file.is_some() {
+                writer.pump_file();
+            }
+            if let StreamBody::ToApp { .. } = writer.stream.body {
+                self.http2_body_to_app(py, &mut writer);
+            }
+            let streaming = matches!(writer.stream.unit.in_flight, Some(InFlight::Stream(_)))
+                && writer.has_room();
+            let outcome = if streaming {
+                self.request_writable(py, &mut writer)
+            } else {
+                None
+            };
+            if let Some(outcome) = outcome {
+                self.http2_after_outcome(connection, id, outcome);
+            } else {
+                finish_if_sent(connection, id);
+            }
+        }
+    }
+
+    /// Hands waiting body chunks to the running ASGI app while it takes
+    /// more, releasing their flow-control credit as they go.
+    fn http2_body_to_app(&mut self, py: Python<'_>, writer: &mut StreamWriter<'_>) {
+        loop {
+            let StreamBody::ToApp { waiting, ended } = &mut writer.stream.body else {
+                return;
+            };
+            let ended = *ended;
+            if waiting.is_empty() {
+                if ended {
+                    writer.stream.body = StreamBody::Done;
+                    self.request_body(py, writer, &[], true);
+                }
+                return;
+            }
+            if !self.request_wants_body(py, &*writer) {
+                return;
+            }
+            let StreamBody::ToApp { waiting, .. } = &mut writer.stream.body else {
+                return;
+            };
+            let chunk = waiting.pop_front().expect("checked non-empty");
+            let last = ended && waiting.is_empty();
+            if last {
+                writer.stream.body = StreamBody::Done;
+            }
+            writer.conn.release(writer.id, chunk.len());
+            self.request_body(py, writer, &chunk, last);
+        }
+    }
+
+    /// A new request on stream `id`: parsed, then dispatched now (no body,
+    /// or an ASGI app taking it as it comes) or once its body is complete.
+    fn http2_request(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        key: usize,
+        id: u32,
+        h2_head: &H2Head,
+        end_stream: bool,
+    ) {
+        let session = h2_session(connection);
+        let unit = RequestUnit::new(self.now);
+        session.streams.insert(
+            id,
+            H2Stream {
+                unit,
+                out: StreamOut::default(),
+                body: StreamBody::Done,
+                answered: false,
+            },
+        );
+        let head_bytes = head_text(h2_head);
+        let mut head =
+            match parse_request_head(&head_bytes, &self.config.limits, &mut self.header_scratch) {
+                Ok(HeadStatus::Complete(head)) => head,
+                Ok(HeadStatus::Partial) => {
+                    return self.http2_refuse(py, connection, id, 400);
+                }
+                Err(error) => {
+                    if let Some(writer) = stream_writer(connection, id) {
+                        self.log_refusal(py, &writer, &error.to_string());
+                    }
+                    return self.http2_refuse(py, connection, id, error.status());
+                }
+            };
+        head.version = Version::Http2;
+        self.http2_begin_request(connection, id, &head_bytes);
+        if !end_stream && head.expect_continue {
+            // The client waits for this before it sends its body (RFC 9110
+            // 10.1.1); HTTP/1.1 sends it the same way, before the app runs.
+            if let Some(writer) = stream_writer(connection, id) {
+                let _ = writer
+                    .conn
+                    .send_response(id, 100, std::iter::empty(), false);
+            }
+        }
+        if end_stream {
+            return self.http2_dispatch(
+                py,
+                connection,
+                key,
+                id,
+                &head_bytes,
+                &head,
+                RequestBody::Bytes(&[]),
+            );
+        }
+        if self.takes_body_as_it_comes(head.path.of(&head_bytes)) {
+            let Some(mut writer) = stream_writer(connection, id) else {
+                return;
+            };
+            writer.stream.body = StreamBody::ToApp {
+                waiting: Default::default(),
+                ended: false,
+            };
+            let stream = StreamKey {
+                connection: key,
+                stream: id,
+            };
+            let keep_alive = !self.closes_for_drain();
+            let outcome = self.dispatch_body_flowing(
+                py,
+                &mut writer,
+                stream,
+                &head_bytes,
+                &head,
+                Vec::new(),
+                keep_alive,
+            );
+            return self.http2_after_outcome(connection, id, outcome);
+        }
+        let expected = match head.framing {
+            rush_proto::BodyFraming::ContentLength(length) => Some(length),
+            _ => None,
+        };
+        if let Some(entry) = h2_session(connection).streams.get_mut(&id) {
+            entry.body = StreamBody::Collect {
+                head_bytes,
+                head: Box::new(head),
+                buffer: BodyBuffer::new(expected),
+                received: 0,
+            };
+        }
+    }
+
+    /// What every later step of a stream's answer needs from its head (as
+    /// `begin_request` notes it for HTTP/1.1).
+    fn http2_begin_request(&self, connection: &mut Connection, id: u32, head_bytes: &[u8]) {
+        let trusted = connection.trusted_proxy;
+        let Some(stream) = h2_session(connection).streams.get_mut(&id) else {
+            return;
+        };
+        stream.unit.started = if metrics::enabled() {
+            std::time::Instant::now()
+        } else {
+            self.now
+        };
+        stream.unit.origin = match &self.forwarding {
+            Some(forwarding) if trusted => forwarding.read(head_bytes),
+            _ => None,
+        };
+        if let Some(format) = &self.access_format {
+            if self.access_logger.is_some() && format.needs_headers() {
+                stream.unit.log_headers = format.header_values(header_fields(head_bytes));
+            }
+        }
+    }
+
+    /// Dispatches a complete request on stream `id`.
+    #[allow(clippy::too_many_arguments)]
+    fn http2_dispatch(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        key: usize,
+        id: u32,
+        head_bytes: &[u8],
+        head: &rush_proto::RequestHead,
+        body: RequestBody<'_>,
+    ) {
+        let Some(mut writer) = stream_writer(connection, id) else {
+            return;
+        };
+        let stream = StreamKey {
+            connection: key,
+            stream: id,
+        };
+        let outcome = self.dispatch(py, &mut writer, stream, head_bytes, head, body);
+        self.http2_after_outcome(connection, id, outcome);
+    }
+
+    /// Answers stream `id` with a status page of rush's own (a refused
+    /// head or body), and lets the rest of its body go.
+    fn http2_refuse(&mut self, _py: Python<'_>, connection: &mut Connection, id: u32, status: u16) {
+        metrics::refused(status);
+        let date_line = self.date.header_line().to_vec();
+        let Some(mut writer) = stream_writer(connection, id) else {
+            return;
+        };
+        writer.stream.body = StreamBody::Discard;
+        let context = ResponseContext {
+            date_line: &date_line,
+            head_only: false,
+            keep_alive: true,
+            http10: false,
+            request_head: &[],
+            allow: None,
+        };
+        write_status_page(&mut writer, status, std::iter::empty(), &context, false);
+        self.http2_after_outcome(connection, id, Outcome::KeepAlive);
+    }
+
+    /// Moves stream `id` on from what became of its request: a complete
+    /// response lets the request unit go (the stream stays only while a
+    /// file body is still being framed).
+    pub(crate) fn http2_after_outcome(
+        &self,
+        connection: &mut Connection,
+        id: u32,
+        outcome: Outcome,
+    ) {
+        let session = h2_session(connection);
+        if self.draining {
+            session.shut_down();
+        }
+        let Some(stream) = session.streams.get_mut(&id) else {
+            return;
+        };
+        match outcome {
+            Outcome::Pending => {}
+            // Never over HTTP/2 (the cache is bypassed); answered as done.
+            Outcome::Parked | Outcome::KeepAlive | Outcome::Close => {
+                stream.unit.in_flight = None;
+                stream.answered = true;
+                finish_if_sent(connection, id);
+            }
+        }
+    }
+}
+
+/// Forgets stream `id` once its response is complete and all of it was
+/// handed to `H2Connection` (which sends the rest as the windows allow).
+/// A response whose app never ended it is reset rather than left open.
+fn finish_if_sent(connection: &mut Connection, id: u32) {
+    let session = h2_session(connection);
+    let Some(stream) = session.streams.get(&id) else {
+        return;
+    };
+    if !stream.answered || stream.out.file.is_some() {
+        return;
+    }
+    let ended = stream.out.ended;
+    session.streams.remove(&id);
+    if !ended {
+        session.conn.reset(id, rush_h2::Reason::INTERNAL_ERROR);
+    }
+}
+
+impl Core {
+    /// A suspended ASGI app on stream `id` sent more (see
+    /// `Core::asgi_progress`).
+    pub(crate) fn http2_asgi_progress(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        id: u32,
+        request_id: u64,
+    ) {
+        let Some(mut writer) = stream_writer(connection, id) else {
+            return;
+        };
+        if let Some(outcome) = self.asgi_progress(py, &mut writer, request_id) {
+            self.http2_after_outcome(connection, id, outcome);
+        }
+    }
+
+    /// A handler of stream `id` that ran off the loop finished (see
+    /// `Core::handler_finished`); `false`: that request is no longer
+    /// answered there (reset, or already complete).
+    pub(crate) fn http2_handler_finished(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        id: u32,
+        request_id: u64,
+        task: &Bound<'_, PyAny>,
+    ) -> bool {
+        let Some(mut writer) = stream_writer(connection, id) else {
+            return false;
+        };
+        let current = matches!(
+            &writer.stream.unit.in_flight,
+            Some(InFlight::Handler(awaiting)) if awaiting.request_id == request_id
+        );
+        if !current {
+            return false;
+        }
+        let outcome = self.handler_finished(py, &mut writer, task);
+        self.http2_after_outcome(connection, id, outcome);
+        true
+    }
+}

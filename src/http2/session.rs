@@ -1,0 +1,135 @@
+//! The state of one HTTP/2 connection and its streams, apart from the code
+//! that drives it (`drive.rs`) and writes responses (`writer.rs`): the
+//! connection (`crate::conn::Protocol::Http2`) holds it, so it names
+//! nothing above the request unit.
+
+use std::collections::{HashMap, VecDeque};
+
+use rush_h2::{Bytes, H2Connection, H2Settings};
+use rush_proto::RequestHead;
+
+use crate::body::BodyBuffer;
+use crate::inflight::RequestUnit;
+
+/// One HTTP/2 connection's state beside its transport: the protocol
+/// engine and the streams being answered.
+pub struct H2Session {
+    /// The sans-IO HTTP/2 connection.
+    pub(crate) conn: H2Connection,
+    /// The requests being answered, by stream id.
+    pub(crate) streams: HashMap<u32, H2Stream>,
+    /// `H2Connection` reported `Closed`: write what is left, then close.
+    pub(crate) closed: bool,
+    /// A graceful shutdown was asked for (drain, idle timeout).
+    pub(crate) shutdown_requested: bool,
+    /// After the last frame: the write side is shut and input is
+    /// discarded (this many bytes so far) until the peer closes, as
+    /// HTTP/1.1 refusals linger, so the peer reads the GOAWAY rather than
+    /// a reset.
+    pub(crate) lingering: Option<usize>,
+}
+
+impl H2Session {
+    pub(crate) fn new() -> H2Session {
+        H2Session {
+            conn: H2Connection::new(H2Settings::default()),
+            streams: HashMap::new(),
+            closed: false,
+            shutdown_requested: false,
+            lingering: None,
+        }
+    }
+
+    /// Starts a graceful shutdown (GOAWAY; the streams in flight finish).
+    pub(crate) fn shut_down(&mut self) {
+        if !self.shutdown_requested {
+            self.shutdown_requested = true;
+            self.conn.graceful_shutdown();
+        }
+    }
+
+    /// Closes a connection with no stream open (idle past
+    /// `--keep-alive-timeout`): GOAWAY at once, as nginx does, rather than
+    /// the graceful round trip, which waits on a PING the idle client may
+    /// never answer. A request it sent meanwhile is beyond GOAWAY's last
+    /// stream id: not processed, safe to retry.
+    pub(crate) fn close_idle(&mut self) {
+        self.shutdown_requested = true;
+        self.conn.abrupt_shutdown(rush_h2::Reason::NO_ERROR);
+    }
+
+    /// The request unit of stream `id`, if it is being answered.
+    pub(crate) fn unit(&self, id: u32) -> Option<&RequestUnit> {
+        self.streams.get(&id).map(|stream| &stream.unit)
+    }
+}
+
+impl Drop for H2Session {
+    /// The connection closed while streams were answered: each running
+    /// app is told its client is gone (ASGI `http.disconnect`).
+    fn drop(&mut self) {
+        for stream in self.streams.values() {
+            if let Some(in_flight) = &stream.unit.in_flight {
+                in_flight.client_gone();
+            }
+        }
+    }
+}
+
+/// One request being answered on a stream.
+pub(crate) struct H2Stream {
+    /// What the request owns while it is answered (its Python side, its
+    /// origin, its clock), as HTTP/1.1 keeps one per connection.
+    pub(crate) unit: RequestUnit,
+    /// Where its response stands.
+    pub(crate) out: StreamOut,
+    /// Where its request body stands.
+    pub(crate) body: StreamBody,
+    /// The response is complete (its outcome came): the stream stays only
+    /// while a file body is still being read into DATA frames.
+    pub(crate) answered: bool,
+}
+
+/// A stream's request body as it arrives.
+pub(crate) enum StreamBody {
+    /// None follows (or it ended and was handed over).
+    Done,
+    /// Collected whole, then the request is dispatched (the native App,
+    /// WSGI, and ASGI on a static path take complete bodies).
+    Collect {
+        head_bytes: Vec<u8>,
+        head: Box<RequestHead>,
+        buffer: BodyBuffer,
+        received: u64,
+    },
+    /// Handed to a running ASGI app as it comes: chunks wait here (their
+    /// flow-control credit unreleased) while the app's queue is full.
+    ToApp {
+        waiting: VecDeque<Bytes>,
+        ended: bool,
+    },
+    /// Refused (413): what still comes is released and dropped.
+    Discard,
+}
+
+/// Where one stream's response stands.
+#[derive(Default)]
+pub(crate) struct StreamOut {
+    /// The final head went out.
+    pub(crate) head_sent: bool,
+    /// The response ended (END_STREAM queued) or the stream was reset:
+    /// later sends are dropped.
+    pub(crate) ended: bool,
+    /// A HEAD request or a bodyless status: body parts are not sent.
+    pub(crate) discard: bool,
+    /// Body bytes still owed under a known length: the last of them ends
+    /// the stream (a file or a `Content-Length` body has no explicit end).
+    pub(crate) remaining: Option<u64>,
+    /// A file body still being read into DATA frames.
+    pub(crate) file: Option<(std::rc::Rc<std::fs::File>, u64, u64)>,
+    /// Sends so far, for `response_mark`/`retract`.
+    pub(crate) sends: usize,
+    /// Always empty: the response cache, the only user of protocol bytes,
+    /// is bypassed over HTTP/2.
+    pub(crate) no_bytes: Vec<u8>,
+}

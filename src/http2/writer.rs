@@ -1,0 +1,407 @@
+//! HTTP/2's side of the response-writer seam (`crate::exchange`): one
+//! stream's response framed as HEADERS, DATA and trailers through the
+//! connection's `H2Connection`.
+//!
+//! A [`StreamWriter`] is made for one call into the interfaces (a
+//! dispatch, a completion, an event): it borrows the connection's HTTP/2
+//! engine, the stream's request unit and response state, and the
+//! transport and output buffer (for `flush`). The app is paced per stream
+//! on the response data `H2Connection` still queues for it
+//! (`pending_send`): the peer's flow-control windows, not the socket, are
+//! what a stream waits for.
+//!
+//! What HTTP/1.1 has and HTTP/2 does not: no `Connection` or
+//! `Transfer-Encoding` fields (the stream's end delimits the body), no
+//! sendfile (a file body is read and framed, a bounded amount at a time),
+//! and no taking back what was sent: `retract` after a head went out
+//! resets the stream (HTTP/1.1 could still cut its unflushed bytes).
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rush_h2::{Bytes, H2Connection, Reason};
+use rush_proto::encode::{is_framing_header, status_has_no_body};
+
+use super::H2Stream;
+use crate::conn::{ResponseSink, Stream, TlsInfo};
+use crate::exchange::{BodyLength, Peer, ResponseHead, ResponseWriter, WholeResponse};
+use crate::forwarding::RequestOrigin;
+use crate::http_write::{OutgoingBody, ResponseContext};
+use crate::inflight::{InFlight, PeerObjects};
+
+/// Response data queued on one stream past which its producer pauses;
+/// it resumes under half of it. Bounds a stream's memory when the peer's
+/// window is closed (128 streams at most hold 32 MiB).
+const STREAM_HIGH_WATER: usize = 256 * 1024;
+const STREAM_LOW_WATER: usize = STREAM_HIGH_WATER / 2;
+/// How much of a file body is read into one DATA payload.
+const FILE_CHUNK: usize = 64 * 1024;
+
+/// One stream's response writer (see the module).
+pub(crate) struct StreamWriter<'a> {
+    pub(crate) conn: &'a mut H2Connection,
+    pub(crate) id: u32,
+    pub(crate) stream: &'a mut H2Stream,
+    pub(crate) sink: &'a mut ResponseSink,
+    pub(crate) transport: &'a mut Stream,
+    pub(crate) peer_objects: &'a mut PeerObjects,
+    pub(crate) client: Option<SocketAddr>,
+}
+
+/// The server's own fields (`Server`, `--header`, `Date`) as pairs, from
+/// the header lines the date cache keeps; those the app set are skipped.
+fn server_fields<'c>(
+    context: &ResponseContext<'c>,
+    app_date: bool,
+    app_server: bool,
+) -> impl Iterator<Item = (&'c [u8], &'c [u8])> {
+    context
+        .date_line
+        .split(|&byte| byte == b'\n')
+        .filter_map(|line| {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let colon = line.iter().position(|&byte| byte == b':')?;
+            let value = &line[colon + 1..];
+            let start = value
+                .iter()
+                .position(|&byte| byte != b' ')
+                .unwrap_or(value.len());
+            Some((&line[..colon], &value[start..]))
+        })
+        .filter(move |(name, _)| {
+            !(app_date && name.eq_ignore_ascii_case(b"date")
+                || app_server && name.eq_ignore_ascii_case(b"server"))
+        })
+}
+
+impl StreamWriter<'_> {
+    /// Queues a response head; `Err`: the stream is gone or the fields
+    /// cannot be carried (then it is reset).
+    fn head<'f>(&mut self, status: u16, fields: Vec<(&'f [u8], &'f [u8])>, end: bool) -> bool {
+        self.stream.out.sends += 1;
+        if self.stream.out.ended {
+            return false;
+        }
+        match self.conn.send_response(self.id, status, fields, end) {
+            Ok(()) => {
+                if status >= 200 {
+                    self.stream.out.head_sent = true;
+                    self.stream.out.ended = end;
+                }
+                true
+            }
+            Err(_) => {
+                self.fail(Reason::INTERNAL_ERROR);
+                false
+            }
+        }
+    }
+
+    /// Queues body data, ending the stream with it if `end`.
+    fn data(&mut self, data: Bytes, end: bool) {
+        self.stream.out.sends += 1;
+        if self.stream.out.ended {
+            return;
+        }
+        self.stream.out.ended = end;
+        if self.conn.send_data(self.id, data, end).is_err() {
+            self.fail(Reason::INTERNAL_ERROR);
+        }
+    }
+
+    /// Resets the stream: nothing more is framed for it.
+    fn fail(&mut self, reason: Reason) {
+        self.stream.out.ended = true;
+        self.stream.out.file = None;
+        self.conn.reset(self.id, reason);
+    }
+
+    /// Reads more of a file body into DATA frames while the stream's queue
+    /// is under its high-water mark; the last part ends the stream.
+    pub(crate) fn pump_file(&mut self) {
+        while let Some((file, offset, end)) = self.stream.out.file.take() {
+            if self.stream.out.ended || self.conn.pending_send(self.id) >= STREAM_HIGH_WATER {
+                if !self.stream.out.ended {
+                    self.stream.out.file = Some((file, offset, end));
+                }
+                return;
+            }
+            let length = ((end - offset) as usize).min(FILE_CHUNK);
+            let mut buffer = vec![0; length];
+            match file.read_at(&mut buffer, offset) {
+                Ok(0) | Err(_) => {
+                    // The file shrank or failed under us: the response
+                    // cannot be completed, and must not look complete.
+                    self.fail(Reason::INTERNAL_ERROR);
+                    return;
+                }
+                Ok(read) => {
+                    buffer.truncate(read);
+                    let next = offset + read as u64;
+                    let last = next >= end;
+                    self.data(Bytes::from(buffer), last);
+                    if !last {
+                        self.stream.out.file = Some((file, next, end));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A shared body's range as a `Bytes` without copying it.
+struct SharedRange {
+    data: Arc<[u8]>,
+    offset: usize,
+    end: usize,
+}
+
+impl AsRef<[u8]> for SharedRange {
+    fn as_ref(&self) -> &[u8] {
+        &self.data[self.offset..self.end]
+    }
+}
+
+impl ResponseWriter for StreamWriter<'_> {
+    fn send_head<'f, I>(&mut self, head: &ResponseHead<'_>, fields: I)
+    where
+        I: Iterator<Item = (&'f [u8], &'f [u8])>,
+    {
+        let mut length_text = itoa::Buffer::new();
+        let mut pairs: Vec<(&[u8], &[u8])> = Vec::with_capacity(8);
+        let (mut app_date, mut app_server) = (false, false);
+        for (name, value) in fields {
+            if is_framing_header(name) {
+                continue;
+            }
+            app_date |= name.eq_ignore_ascii_case(b"date");
+            app_server |= name.eq_ignore_ascii_case(b"server");
+            pairs.push((name, value));
+        }
+        if let BodyLength::Known(length) = head.length {
+            pairs.push((b"content-length", length_text.format(length).as_bytes()));
+        }
+        pairs.extend(server_fields(&head.context, app_date, app_server));
+        let informational = head.status < 200;
+        let discard = head.context.head_only || head.length == BodyLength::Empty;
+        let end = !informational && (discard || head.length == BodyLength::Known(0));
+        if !informational {
+            self.stream.out.discard = discard;
+            self.stream.out.remaining = match head.length {
+                BodyLength::Known(length) => Some(length),
+                _ => None,
+            };
+        }
+        self.head(head.status, pairs, end);
+    }
+
+    fn send_whole<'f, I>(&mut self, response: &WholeResponse<'_>, fields: I)
+    where
+        I: Iterator<Item = (&'f [u8], &'f [u8])>,
+    {
+        let mut length_text = itoa::Buffer::new();
+        let mut pairs: Vec<(&[u8], &[u8])> = Vec::with_capacity(8);
+        if !response.content_type.is_empty() {
+            pairs.push((b"content-type", response.content_type));
+        }
+        let (mut app_date, mut app_server) = (false, false);
+        for (name, value) in fields {
+            if is_framing_header(name) {
+                continue;
+            }
+            app_date |= name.eq_ignore_ascii_case(b"date");
+            app_server |= name.eq_ignore_ascii_case(b"server");
+            pairs.push((name, value));
+        }
+        let bodyless = status_has_no_body(response.status);
+        if !bodyless {
+            let length = response.body.len() as u64;
+            pairs.push((b"content-length", length_text.format(length).as_bytes()));
+        }
+        pairs.extend(server_fields(response.context, app_date, app_server));
+        let send_body = !response.context.head_only && !bodyless && !response.body.is_empty();
+        if self.head(response.status, pairs, !send_body) && send_body {
+            self.data(Bytes::copy_from_slice(response.body), true);
+        }
+    }
+
+    fn response_mark(&self) -> usize {
+        self.stream.out.sends
+    }
+
+    fn retract(&mut self, mark: usize) {
+        if self.stream.out.sends > mark {
+            // Queued frames cannot be taken back: the stream is reset
+            // rather than left with half a response.
+            self.fail(Reason::INTERNAL_ERROR);
+        }
+    }
+
+    fn send_body(&mut self, data: &[u8]) {
+        let out = &mut self.stream.out;
+        if out.discard || out.ended || data.is_empty() {
+            return;
+        }
+        let (data, last) = match &mut out.remaining {
+            Some(remaining) => {
+                let take = (*remaining).min(data.len() as u64);
+                *remaining -= take;
+                (&data[..take as usize], *remaining == 0)
+            }
+            None => (data, false),
+        };
+        self.data(Bytes::copy_from_slice(data), last);
+    }
+
+    fn end_body<'f, I>(&mut self, trailers: I)
+    where
+        I: Iterator<Item = (&'f [u8], &'f [u8])>,
+    {
+        if self.stream.out.ended {
+            return;
+        }
+        if self
+            .stream
+            .out
+            .remaining
+            .is_some_and(|remaining| remaining > 0)
+        {
+            // Shorter than its declared length: it must not look complete.
+            self.fail(Reason::INTERNAL_ERROR);
+            return;
+        }
+        let trailers: Vec<(&[u8], &[u8])> = trailers.collect();
+        if trailers.is_empty() || self.stream.out.discard {
+            self.data(Bytes::new(), true);
+        } else {
+            self.stream.out.ended = true;
+            if self.conn.send_trailers(self.id, trailers).is_err() {
+                self.fail(Reason::INTERNAL_ERROR);
+            }
+        }
+    }
+
+    fn abort_body(&mut self) {
+        if !self.stream.out.ended {
+            self.fail(Reason::INTERNAL_ERROR);
+        }
+    }
+
+    fn output(&mut self) -> &mut Vec<u8> {
+        &mut self.stream.out.no_bytes
+    }
+
+    fn pending_output(&self) -> &[u8] {
+        &self.stream.out.no_bytes
+    }
+
+    fn caches(&self) -> bool {
+        false
+    }
+
+    fn set_body(&mut self, body: Option<OutgoingBody>) {
+        let Some(body) = body else {
+            self.stream.out.file = None;
+            return;
+        };
+        if self.stream.out.ended || self.stream.out.discard {
+            return;
+        }
+        // The body completes the known length the head announced.
+        self.stream.out.remaining = None;
+        match body {
+            OutgoingBody::Shared { data, offset, end } => {
+                let range = SharedRange { data, offset, end };
+                self.data(Bytes::from_owner(range), true);
+            }
+            OutgoingBody::File { file, offset, end } => {
+                if offset >= end {
+                    self.data(Bytes::new(), true);
+                } else {
+                    self.stream.out.file = Some((file, offset, end));
+                    self.pump_file();
+                }
+            }
+        }
+    }
+
+    fn has_body(&self) -> bool {
+        self.stream.out.file.is_some()
+    }
+
+    fn is_full(&self) -> bool {
+        self.conn.pending_send(self.id) >= STREAM_HIGH_WATER || self.sink.is_full()
+    }
+
+    fn has_room(&self) -> bool {
+        self.conn.pending_send(self.id) < STREAM_LOW_WATER && self.sink.has_room()
+    }
+
+    fn flush(&mut self, now: Instant, send_timeout: Duration) -> io::Result<()> {
+        self.conn.take_output(&mut self.sink.output);
+        self.sink.write_to(self.transport)?;
+        self.transport.flush_records()?;
+        let transport_pending = self.transport.wants_write();
+        self.sink
+            .track_progress(now, send_timeout, transport_pending);
+        Ok(())
+    }
+
+    fn response_pending(&mut self, _body_flowing: bool) {
+        // The stream stays in its connection's map until its outcome; its
+        // body's progress is the stream's own (`StreamBody`).
+    }
+
+    fn streaming_started(&mut self) {}
+
+    fn request(&mut self) -> &mut Option<InFlight> {
+        &mut self.stream.unit.in_flight
+    }
+
+    fn request_and_output(&mut self) -> (&mut Option<InFlight>, &mut Vec<u8>) {
+        (
+            &mut self.stream.unit.in_flight,
+            &mut self.stream.out.no_bytes,
+        )
+    }
+
+    fn request_ref(&self) -> Option<&InFlight> {
+        self.stream.unit.in_flight.as_ref()
+    }
+
+    fn client(&self) -> Option<SocketAddr> {
+        self.client
+    }
+
+    fn origin(&self) -> Option<&RequestOrigin> {
+        self.stream.unit.origin.as_deref()
+    }
+
+    fn started(&self) -> Instant {
+        self.stream.unit.started
+    }
+
+    fn log_headers(&self) -> &[Option<String>] {
+        &self.stream.unit.log_headers
+    }
+
+    fn tls(&self) -> Option<&TlsInfo> {
+        self.transport.tls().map(|tls| tls.info())
+    }
+
+    fn peer_objects(&mut self) -> &mut PeerObjects {
+        self.peer_objects
+    }
+
+    fn peer(&mut self) -> Peer<'_> {
+        Peer {
+            objects: self.peer_objects,
+            client: self.client,
+            origin: self.stream.unit.origin.as_deref(),
+            tls: self.transport.tls().map(|tls| tls.info()),
+        }
+    }
+}

@@ -1,0 +1,148 @@
+"""Apps for tests/test_http2.py, one per interface, each answering the same paths
+(served with ``rush tests.apps.h2_apps:<name> --http auto``):
+
+* ``app`` (rush App), ``wsgi`` and ``asgi`` (raw ASGI 3):
+
+  - ``/hello``: ``hello``;
+  - ``/info``: JSON with the protocol the app was told (``http_version`` /
+    ``SERVER_PROTOCOL`` / ``Request.http_version``), the ``host``, the ``cookie``
+    and the header names it saw;
+  - ``/echo`` (POST): JSON with the body's length and SHA-256;
+
+* ``asgi`` also:
+
+  - ``/scope``: the scope's fields as JSON (compared with hypercorn's);
+  - ``/stream?parts=N``: N parts of 1000 bytes, each sent with ``more_body``;
+  - ``/receive``: the body read through ``receive()``, message by message: JSON
+    with the length, SHA-256 and how many ``http.request`` messages came;
+  - ``/wait?id=X``: reads its body, then waits for ``http.disconnect`` and notes
+    it; ``/seen?id=X`` says whether it was noted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+from urllib.parse import parse_qs
+
+from rush import App, Request
+
+app = App()
+
+
+@app.get("/hello")
+def hello(request: Request) -> str:
+    return "hello"
+
+
+@app.get("/info")
+def info(request: Request) -> dict[str, Any]:
+    return {
+        "http_version": request.http_version,
+        "host": request.headers.get("host"),
+        "cookie": request.headers.get("cookie"),
+        "headers": sorted({name.lower() for name, _ in request.headers.multi_items()}),
+    }
+
+
+@app.post("/echo")
+def echo(request: Request) -> dict[str, Any]:
+    body = request.body
+    return {"length": len(body), "sha256": hashlib.sha256(body).hexdigest()}
+
+
+def wsgi(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+    path = environ["PATH_INFO"]
+    if path == "/hello":
+        body = b"hello"
+    elif path == "/info":
+        headers = sorted(key[5:].lower().replace("_", "-") for key in environ if key.startswith("HTTP_"))
+        body = json.dumps(
+            {
+                "http_version": environ["SERVER_PROTOCOL"],
+                "host": environ.get("HTTP_HOST"),
+                "cookie": environ.get("HTTP_COOKIE"),
+                "headers": headers,
+            }
+        ).encode()
+    elif path == "/echo":
+        data = environ["wsgi.input"].read()
+        body = json.dumps({"length": len(data), "sha256": hashlib.sha256(data).hexdigest()}).encode()
+    else:
+        start_response("404 Not Found", [("Content-Type", "text/plain")])
+        return [b"not found"]
+    start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+# Requests to /wait whose app saw http.disconnect, by id.
+disconnected: set[str] = set()
+
+
+async def _read_body(receive: Callable[[], Any]) -> tuple[bytes, int]:
+    chunks = []
+    messages = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            raise RuntimeError(f"unexpected {message['type']}")
+        messages += 1
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks), messages
+
+
+async def _respond(send: Callable[[dict[str, Any]], Any], body: bytes, status: int = 200) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def asgi(scope: dict[str, Any], receive: Callable[[], Any], send: Callable[[dict[str, Any]], Any]) -> None:
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    path = scope["path"]
+    query = {key: values[0] for key, values in parse_qs(scope["query_string"].decode()).items()}
+    headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"]]
+    if path == "/hello":
+        await _respond(send, b"hello")
+    elif path == "/info":
+        found = {
+            "http_version": scope["http_version"],
+            "host": next((value for name, value in headers if name == "host"), None),
+            "cookie": [value for name, value in headers if name == "cookie"],
+            "headers": sorted({name for name, _ in headers}),
+            "scheme": scope["scheme"],
+        }
+        await _respond(send, json.dumps(found).encode())
+    elif path == "/scope":
+        described = {key: scope[key] for key in ("type", "http_version", "method", "scheme", "path", "root_path")}
+        described["raw_path"] = scope["raw_path"].decode("latin-1")
+        described["query_string"] = scope["query_string"].decode("latin-1")
+        described["headers"] = sorted([name, value] for name, value in headers)
+        await _respond(send, json.dumps(described).encode())
+    elif path in ("/echo", "/receive"):
+        body, messages = await _read_body(receive)
+        found = {"length": len(body), "sha256": hashlib.sha256(body).hexdigest(), "messages": messages}
+        await _respond(send, json.dumps(found).encode())
+    elif path == "/stream":
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        for index in range(int(query.get("parts", "10"))):
+            await send({"type": "http.response.body", "body": bytes([65 + index % 26]) * 1000, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+    elif path == "/wait":
+        await _read_body(receive)
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            disconnected.add(query["id"])
+    elif path == "/seen":
+        await _respond(send, b"yes" if query["id"] in disconnected else b"no")
+    else:
+        await _respond(send, b"not found", 404)
