@@ -61,7 +61,7 @@ test-tools:
 	@test -x "$(H2SPEC)" || { \
 		GO=$$(command -v go || ls /usr/local/go/bin/go 2>/dev/null) || true; \
 		if [ -z "$$GO" ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q golang-go; GO=go; fi; \
-		nice -n 10 $$GO install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible; }
+		GO=$$GO nice -n 10 sh tests/h2spec/install.sh; }
 
 pytest: build test-tools
 	$(BIN)/python -m pytest -q
@@ -113,7 +113,7 @@ H2SPEC ?= $(shell command -v h2spec || echo $(HOME)/go/bin/h2spec)
 H2SPEC_PORT ?= 18089
 .PHONY: h2spec-layer
 h2spec-layer:
-	@test -x "$(H2SPEC)" || nice -n 10 go install github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible
+	@test -x "$(H2SPEC)" || nice -n 10 sh tests/h2spec/install.sh
 	nice -n 10 cargo build --release -q -p rush-h2 --example h2c_server
 	@./target/release/examples/h2c_server 127.0.0.1:$(H2SPEC_PORT) 2>/dev/null & pid=$$!; sleep 0.3; \
 		status=0; \
