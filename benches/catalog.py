@@ -289,6 +289,19 @@ def prepare(scenarios: list[Any], client_cpu: int, log: Any = sys.stderr) -> Pre
     return prepared
 
 
+def empty_shared_level(app: str) -> None:
+    """Empties the run's Redis before a shared-level row's server starts (nothing for other apps)."""
+    if not app.startswith(SHARED_PREFIX):
+        return
+    import redis
+
+    client = redis.Redis.from_url(DATABASE_URLS["redis"], socket_connect_timeout=5)
+    try:
+        client.flushdb()
+    finally:
+        client.close()
+
+
 def redis_of(scenario: Any) -> str | None:
     """ "redis" for a shared-level row (it needs the Redis server), None for the others."""
     return "redis" if scenario.app.startswith(SHARED_PREFIX) else None

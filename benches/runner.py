@@ -257,6 +257,9 @@ def measure(planned: PlannedRun, settings: Settings) -> RunRecord:
         launch.workdir.mkdir(parents=True, exist_ok=True)
         if server.configure is not None:
             server.configure(launch)
+        # Each run starts with an empty shared level: what an earlier run stored (under its port)
+        # is not this run's, and a front end that keys without the Host would serve it.
+        catalog.empty_shared_level(scenario.app)
         process = ServerProcess(command, cwd=REPO_ROOT, env=server_environment(server, settings), log_path=log_path)
     except OSError as error:
         record.failure = f"cannot start the server: {error}"
