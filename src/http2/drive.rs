@@ -206,26 +206,21 @@ impl Core {
     /// timer runs while no stream is open.
     fn http2_pause(&mut self, py: Python<'_>, connection: &mut Connection) -> Disposition {
         let session = h2_session(connection);
-        let paced: Vec<u32> = session
-            .streams
-            .iter()
-            .filter(|(_, stream)| {
-                stream
-                    .unit
-                    .in_flight
-                    .as_ref()
-                    .is_some_and(InFlight::needs_pacing)
-            })
-            .map(|(&id, _)| id)
-            .collect();
+        let mut paced = std::mem::take(&mut session.scratch_ids);
+        paced.clear();
+        paced.extend(session.streams.iter().filter_map(|(&id, stream)| {
+            let in_flight = stream.unit.in_flight.as_ref();
+            in_flight.is_some_and(InFlight::needs_pacing).then_some(id)
+        }));
         let idle = session.streams.is_empty();
         let lingering = session.lingering.is_some();
         let shutting = session.shutdown_requested;
-        for id in paced {
+        for &id in &paced {
             if let Some(writer) = stream_writer(connection, id) {
                 self.pace_request(py, &writer);
             }
         }
+        h2_session(connection).scratch_ids = paced;
         if !lingering {
             if !shutting {
                 connection.deadline = idle.then(|| self.now + self.config.keep_alive_timeout);
@@ -336,8 +331,11 @@ impl Core {
     /// peer's windows take them, streamed WSGI bodies pumped, request
     /// bodies handed to ASGI apps that take more.
     fn http2_progress(&mut self, py: Python<'_>, connection: &mut Connection) {
-        let ids: Vec<u32> = h2_session(connection).streams.keys().copied().collect();
-        for id in ids {
+        let session = h2_session(connection);
+        let mut ids = std::mem::take(&mut session.scratch_ids);
+        ids.clear();
+        ids.extend(session.streams.keys().copied());
+        for &id in &ids {
             let Some(mut writer) = stream_writer(connection, id) else {
                 continue;
             };
@@ -360,6 +358,7 @@ impl Core {
                 finish_if_sent(connection, id);
             }
         }
+        h2_session(connection).scratch_ids = ids;
     }
 
     /// Hands waiting body chunks to the running ASGI app while it takes

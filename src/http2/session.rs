@@ -27,6 +27,9 @@ pub struct H2Session {
     /// HTTP/1.1 refusals linger, so the peer reads the GOAWAY rather than
     /// a reset.
     pub(crate) lingering: Option<usize>,
+    /// Stream ids a pass walks while it drives the streams (which borrow
+    /// the connection): kept between passes so a drive allocates no list.
+    pub(crate) scratch_ids: Vec<u32>,
 }
 
 impl H2Session {
@@ -37,6 +40,7 @@ impl H2Session {
             closed: false,
             shutdown_requested: false,
             lingering: None,
+            scratch_ids: Vec::new(),
         }
     }
 
