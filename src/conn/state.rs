@@ -36,7 +36,10 @@ pub struct PendingBody {
 pub enum BodyProgress {
     /// Content-Length: this many bytes are still to come.
     Remaining(u64),
-    Chunked(ChunkedDecoder),
+    /// Boxed: the decoder is large, and this enum lives inline in every
+    /// connection's state, idle ones included (issue 25's memory per idle
+    /// connection).
+    Chunked(Box<ChunkedDecoder>),
 }
 
 /// What incoming bytes are, now.

@@ -287,7 +287,7 @@ pub(crate) fn start_body<'a>(
                 body.append(&decoded)?;
                 Ok(BodyStart::Incomplete {
                     body,
-                    progress: BodyProgress::Chunked(decoder),
+                    progress: BodyProgress::Chunked(Box::new(decoder)),
                     consumed: progress.consumed,
                 })
             }
