@@ -105,6 +105,25 @@ pub struct TlsStream {
     /// session does not change after its handshake; the client's chain in
     /// PEM is not encoded again for every request).
     info: OnceCell<TlsInfo>,
+    /// The last read from the socket returned less than rustls asked for:
+    /// the socket had nothing more at that moment, so the drive may wait
+    /// for epoll's next edge instead of reading on to EAGAIN (one recv per
+    /// request saved, as on a plaintext connection).
+    socket_drained: bool,
+}
+
+/// The socket as rustls reads it, noting whether a read came back short.
+struct NoteShortRead<'a> {
+    socket: &'a mut TcpStream,
+    short: bool,
+}
+
+impl Read for NoteShortRead<'_> {
+    fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+        let count = self.socket.read(buffer)?;
+        self.short = count < buffer.len();
+        Ok(count)
+    }
 }
 
 impl TlsStream {
@@ -123,6 +142,7 @@ impl TlsStream {
             gate: gate.clone(),
             handshake_slot: None,
             info: OnceCell::new(),
+            socket_drained: false,
         }
     }
 
@@ -185,6 +205,16 @@ impl TlsStream {
     /// Encrypted bytes are waiting for the socket.
     pub fn wants_write(&self) -> bool {
         self.session.wants_write()
+    }
+
+    /// Whether a read that came back short of the caller's buffer may
+    /// still find input without a new epoll event: only if the socket's
+    /// last read filled what rustls asked for. (A short read has handed out
+    /// all the plaintext rustls held, since its reader fills the buffer
+    /// across records; a record split across reads completes with bytes
+    /// that arrive later, which epoll reports.)
+    pub fn may_have_input(&self) -> bool {
+        !self.socket_drained
     }
 
     /// Puts as many pending records on the socket as it takes.
@@ -259,10 +289,19 @@ impl Read for TlsStream {
             if !self.checked_first_byte {
                 self.check_first_byte()?;
             }
-            match self.session.read_tls(&mut self.socket) {
+            let mut socket = NoteShortRead {
+                socket: &mut self.socket,
+                short: false,
+            };
+            let read = self.session.read_tls(&mut socket);
+            self.socket_drained = socket.short;
+            match read {
                 Ok(0) => return Ok(0),
                 Ok(_) => {}
-                Err(error) => return Err(error),
+                Err(error) => {
+                    self.socket_drained = false;
+                    return Err(error);
+                }
             }
             if let Err(error) = self.session.process_new_packets() {
                 // The alert rustls queued tells the client why.

@@ -114,12 +114,13 @@ impl Core {
                 Ok(count) => {
                     metrics::count(metrics::Counter::BytesIn, count as u64);
                     // With the peer's FIN already signalled, read on to see the EOF.
-                    // A TLS read returns one record's plaintext at a time, short of
-                    // the buffer while more waits in the socket (a large upload sent
-                    // in one burst stalled until --body-timeout): read on until EAGAIN.
+                    // A TLS read that comes back short may still leave records in
+                    // the socket (rustls reads the socket in pieces of its own
+                    // size: a large upload sent in one burst once stalled until
+                    // --body-timeout), so read on unless the socket came back short.
                     socket_may_have_input = count == self.read_buffer.len()
                         || connection.peer_sent_fin
-                        || connection.stream.tls().is_some();
+                        || connection.stream.tls().is_some_and(|tls| tls.may_have_input());
                     if let ReadState::Lingering { .. } = connection.state.read() {
                         // Discarded, counted: past the bound, close now.
                         if !connection.state.discard(count, LINGER_MAX_BYTES) {
