@@ -120,7 +120,10 @@ impl Core {
                     // --body-timeout), so read on unless the socket came back short.
                     socket_may_have_input = count == self.read_buffer.len()
                         || connection.peer_sent_fin
-                        || connection.stream.tls().is_some_and(|tls| tls.may_have_input());
+                        || connection
+                            .stream
+                            .tls()
+                            .is_some_and(|tls| tls.may_have_input());
                     if let ReadState::Lingering { .. } = connection.state.read() {
                         // Discarded, counted: past the bound, close now.
                         if !connection.state.discard(count, LINGER_MAX_BYTES) {
