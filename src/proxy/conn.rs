@@ -104,6 +104,11 @@ pub(crate) struct Upstream {
     pub(crate) stream: TcpStream,
     pub(crate) address: SocketAddr,
     pub(crate) reused: bool,
+    /// What epoll said about its input (see [`read_if_readable`]). Nothing
+    /// when the socket is put in place: registering it with epoll reports
+    /// bytes already there, so the first read waits for an event instead of
+    /// meeting EAGAIN right after the request went out.
+    pub(crate) input: InputHint,
 }
 
 pub(crate) struct ProxyConn {
@@ -121,6 +126,8 @@ pub(crate) struct ProxyConn {
     /// user of the same slab key.
     pub(crate) serial: u64,
     pub(crate) client_eof: bool,
+    /// What epoll said about the client's input (see [`read_if_readable`]).
+    pub(crate) client_input: InputHint,
     pub(crate) record: Option<Record>,
     /// The password threads' verdict on the current head's credentials,
     /// until that head is decided.
@@ -139,6 +146,73 @@ enum Decision {
 pub(crate) struct Close;
 
 pub(crate) type Step = Result<bool, Close>;
+
+/// What epoll has said about a socket's input since it was last read dry.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct InputHint {
+    /// A read may find something.
+    may_have_bytes: bool,
+    /// The peer's end (FIN) or an error was signalled: read on to see it,
+    /// however short a read comes back.
+    ended: bool,
+}
+
+impl InputHint {
+    /// A socket whose input may be waiting (an accepted client: with
+    /// TCP_DEFER_ACCEPT the request is usually there already).
+    pub(crate) fn waiting() -> InputHint {
+        InputHint {
+            may_have_bytes: true,
+            ended: false,
+        }
+    }
+
+    /// An epoll event: `readable` (bytes), `ended` (the peer's FIN, a
+    /// reset, an error).
+    pub(crate) fn on_event(&mut self, readable: bool, ended: bool) {
+        if readable || ended {
+            self.may_have_bytes = true;
+        }
+        if ended {
+            self.ended = true;
+        }
+    }
+}
+
+/// Reads `stream` unless it is known to be empty: a read that came back
+/// short of the buffer, or met EAGAIN, drained the socket at that moment,
+/// and bytes that arrive later raise an edge-triggered event, which sets the
+/// hint again (`ProxyLoop::handle`). Saves the read that would only meet
+/// EAGAIN, twice per forwarded request (once on each socket). A FIN or reset
+/// that arrived with the last bytes raises no later event, so once one is
+/// signalled, reads go on until they see it.
+pub(crate) fn read_if_readable(
+    stream: &mut TcpStream,
+    hint: &mut InputHint,
+    buffer: &mut [u8],
+) -> io::Result<usize> {
+    if !hint.may_have_bytes {
+        return Err(io::ErrorKind::WouldBlock.into());
+    }
+    loop {
+        match stream.read(buffer) {
+            Ok(count) => {
+                // 0 is the end of the stream: reads go on seeing it.
+                if count != 0 && count < buffer.len() && !hint.ended {
+                    hint.may_have_bytes = false;
+                }
+                return Ok(count);
+            }
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => {
+                if error.kind() == io::ErrorKind::WouldBlock {
+                    hint.may_have_bytes = false;
+                }
+                return Err(error);
+            }
+        }
+    }
+}
 
 pub(crate) fn client_token(key: usize) -> Token {
     Token(super::FIRST_CONNECTION + 2 * key)
@@ -160,6 +234,7 @@ impl ProxyConn {
             deadline,
             serial,
             client_eof: false,
+            client_input: InputHint::waiting(),
             record: None,
             auth_verdict: None,
         }
@@ -192,7 +267,7 @@ impl ProxyConn {
         if self.client_eof {
             return Ok(false);
         }
-        match self.client.read(scratch) {
+        match read_if_readable(&mut self.client, &mut self.client_input, scratch) {
             Ok(0) => {
                 self.client_eof = true;
                 Ok(true)

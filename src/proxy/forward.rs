@@ -14,13 +14,15 @@
 //! what to do with its outcome (reuse the origin connection, answer 502,
 //! close, take the next pipelined request).
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 
 use mio::net::TcpStream;
 use rush_proto::proxy::{
     parse_response_head, write_client_response_head, ResponseFraming, ResponseStatus,
 };
 use rush_proto::{BodyFraming, ChunkedDecoder, HeaderSpan, Limits, Method};
+
+use super::conn::{read_if_readable, InputHint};
 
 /// Most bytes buffered in each direction before reading that side pauses.
 pub(crate) const HIGH_WATER: usize = 256 * 1024;
@@ -62,6 +64,9 @@ pub(crate) struct Io<'a> {
     pub(crate) input: &'a mut Vec<u8>,
     pub(crate) output: &'a mut Vec<u8>,
     pub(crate) client_eof: &'a mut bool,
+    /// What epoll said about either socket's input (`read_if_readable`).
+    pub(crate) client_input: &'a mut InputHint,
+    pub(crate) upstream_input: &'a mut InputHint,
     pub(crate) scratch: &'a mut [u8],
     pub(crate) headers: &'a mut Vec<HeaderSpan>,
     /// The `Via` value the proxy adds.
@@ -172,7 +177,7 @@ impl Exchange {
             && io.input.len() < HIGH_WATER
             && self.to_origin.len() < HIGH_WATER
         {
-            match read_some(io.client, io.scratch) {
+            match read_if_readable(io.client, io.client_input, io.scratch) {
                 Ok(0) => {
                     // The client left in the middle of its request body.
                     *io.client_eof = true;
@@ -187,7 +192,7 @@ impl Exchange {
             }
         }
         if !matches!(self.response, ResponseBody::Done) && io.output.len() < HIGH_WATER {
-            match read_some(io.upstream, io.scratch) {
+            match read_if_readable(io.upstream, io.upstream_input, io.scratch) {
                 Ok(0) => return Ok(self.origin_closed()),
                 Ok(read) => {
                     self.origin_spoke = true;
@@ -382,14 +387,5 @@ impl Exchange {
             self.origin_keep_alive = false;
         }
         Ok(())
-    }
-}
-
-fn read_some(stream: &mut TcpStream, buffer: &mut [u8]) -> io::Result<usize> {
-    loop {
-        match stream.read(buffer) {
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-            other => return other,
-        }
     }
 }

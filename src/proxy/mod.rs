@@ -207,9 +207,25 @@ impl ProxyLoop {
     }
 
     /// An event on a proxy connection's client or upstream socket.
-    pub(crate) fn handle(&mut self, py: Python<'_>, token: Token, now: Instant) {
+    /// `readable`: the event reports bytes to read; `ended`: the peer's
+    /// end, a reset or an error (see `conn::InputHint`).
+    pub(crate) fn handle(
+        &mut self,
+        py: Python<'_>,
+        token: Token,
+        (readable, ended): (bool, bool),
+        now: Instant,
+    ) {
         self.worker.now = now;
-        self.drive(py, (token.0 - PROXY_TOKENS) / 2);
+        let key = (token.0 - PROXY_TOKENS) / 2;
+        if let Some(connection) = self.connections.get_mut(key) {
+            if (token.0 - PROXY_TOKENS).is_multiple_of(2) {
+                connection.client_input.on_event(readable, ended);
+            } else if let Some(upstream) = &mut connection.upstream {
+                upstream.input.on_event(readable, ended);
+            }
+        }
+        self.drive(py, key);
     }
 
     fn drive(&mut self, py: Python<'_>, key: usize) {

@@ -14,7 +14,9 @@ use std::net::{IpAddr, SocketAddr};
 use mio::net::TcpStream;
 use mio::Interest;
 
-use super::conn::{upstream_token, Close, Pending, Phase, ProxyConn, Step, Tunnel, Upstream};
+use super::conn::{
+    upstream_token, Close, InputHint, Pending, Phase, ProxyConn, Step, Tunnel, Upstream,
+};
 use super::forward::{Io, Outcome};
 use super::policy::Refusal;
 use super::relay::Direction;
@@ -53,20 +55,24 @@ impl Worker {
         let address = SocketAddr::new(ip, pending.port);
         conn.deadline = self.now + self.config.upstream_timeout;
         if pending.exchange.is_some() {
-            if let Some(mut stream) = self.origins.take(address) {
-                if self
-                    .registry
-                    .register(
-                        &mut stream,
-                        upstream_token(key),
-                        Interest::READABLE | Interest::WRITABLE,
-                    )
-                    .is_ok()
+            if let Some((mut stream, token)) = self.origins.take(address) {
+                // Pooled sockets stay registered (pool.rs): only a new
+                // user's token needs a change.
+                if token == upstream_token(key)
+                    || self
+                        .registry
+                        .reregister(
+                            &mut stream,
+                            upstream_token(key),
+                            Interest::READABLE | Interest::WRITABLE,
+                        )
+                        .is_ok()
                 {
                     conn.upstream = Some(Upstream {
                         stream,
                         address,
                         reused: true,
+                        input: InputHint::default(),
                     });
                     conn.phase = Phase::Forward(pending.exchange.take().expect("checked above"));
                     return Ok(true);
@@ -182,6 +188,8 @@ impl Worker {
             input: &mut conn.input,
             output: &mut conn.output,
             client_eof: &mut conn.client_eof,
+            client_input: &mut conn.client_input,
+            upstream_input: &mut upstream.input,
             scratch: &mut self.scratch,
             headers: &mut self.headers,
             via: &self.via,
@@ -199,10 +207,11 @@ impl Worker {
             }
             Outcome::Finished { reuse_origin } => {
                 let keep_alive = exchange.client_keep_alive && !self.draining;
-                if let Some(mut upstream) = conn.upstream.take() {
-                    if reuse_origin && self.registry.deregister(&mut upstream.stream).is_ok() {
+                if let Some(upstream) = conn.upstream.take() {
+                    if reuse_origin {
+                        let token = upstream_token(key);
                         self.origins
-                            .put(upstream.address, upstream.stream, self.now);
+                            .put(upstream.address, upstream.stream, self.now, token);
                     }
                 }
                 self.log_record(conn);
@@ -273,6 +282,7 @@ impl Worker {
             stream,
             address,
             reused: false,
+            input: InputHint::default(),
         });
         conn.phase = Phase::Connecting(pending);
         Ok(true)

@@ -197,7 +197,13 @@ impl Worker for ProxyServer {
                     self.proxy.deliver_answers(py, self.now);
                     self.proxy.deliver_verdicts(py, self.now);
                 }
-                token if ProxyLoop::owns(token) => self.proxy.handle(py, token, self.now),
+                token if ProxyLoop::owns(token) => {
+                    let input = (
+                        event.is_readable(),
+                        event.is_read_closed() || event.is_error(),
+                    );
+                    self.proxy.handle(py, token, input, self.now)
+                }
                 _ => {}
             }
         }
