@@ -1,8 +1,10 @@
-"""Worker memory per idle HTTP/1.1 keep-alive connection (issue 25's 0.4 KiB target).
+"""Worker memory per idle HTTP/1.1 keep-alive connection (issue 25's 0.4 KiB target), and
+per idle CONNECT tunnel of `rush proxy`.
 
     python -m benches.idle_memory                 # rush as built in .venv, 10,000 connections
     python -m benches.idle_memory --baseline      # benches/.tools/rush-baseline, the same way
     python -m benches.idle_memory --connections 5000
+    python -m benches.idle_memory --tunnels       # rush proxy, 9,000 idle tunnels
 
 One rush worker serves the hello App (benches/apps/rush_app.py) with a long
 keep-alive timeout. 200 warm-up connections make one request each and stay
@@ -10,7 +12,16 @@ open; the worker's VmRSS is read; then N more connections each make one
 request (every answer is checked to be ``Hello, World!``), read it and stay
 open. After 2.5 s (so that the worker's once-a-second sweep has found them
 idle: rush gives an idle connection's buffers back there) VmRSS is read
-again, and the growth divided by N is printed. Memory, not speed: the
+again, and the growth divided by N is printed.
+
+``--tunnels``: one `rush proxy` worker, and a rush hello server as the origin
+(its own process, not counted). Each of N clients sends ``CONNECT`` to the
+origin, reads the ``200``, asks ``GET /`` through the tunnel (checked to be
+``Hello, World!``) and stays open; the proxy worker's RSS growth per tunnel
+is printed, measured the same way. A tunnel takes two descriptors in the
+proxy, so N defaults to 9,000 (the hard open-file limit here is 20,000).
+
+Memory, not speed: the
 figure does not depend on the machine's load, but on the allocator, so it is
 compared against the baseline build in the same way, not against a peer.
 """
@@ -55,6 +66,23 @@ def worker_rss_kib(supervisor: int) -> int:
 
 async def open_idle(port: int, held: list[asyncio.StreamWriter]) -> None:
     reader, writer = await asyncio.open_connection(HOST, port)
+    await ask_hello(reader, writer)
+    held.append(writer)
+
+
+async def open_tunnel(port: int, origin_port: int, held: list[asyncio.StreamWriter]) -> None:
+    reader, writer = await asyncio.open_connection(HOST, port)
+    origin = f"{HOST}:{origin_port}"
+    writer.write(f"CONNECT {origin} HTTP/1.1\r\nHost: {origin}\r\n\r\n".encode())
+    await writer.drain()
+    established = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    if not established.startswith(b"HTTP/1.1 200"):
+        raise RuntimeError(f"CONNECT refused: {established[:200]!r}")
+    await ask_hello(reader, writer)
+    held.append(writer)
+
+
+async def ask_hello(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     writer.write(b"GET / HTTP/1.1\r\nHost: idle-memory\r\n\r\n")
     await writer.drain()
     received = b""
@@ -65,16 +93,18 @@ async def open_idle(port: int, held: list[asyncio.StreamWriter]) -> None:
         received += chunk
     if not received.startswith(b"HTTP/1.1 200"):
         raise RuntimeError(f"unexpected answer: {received[:200]!r}")
-    held.append(writer)
 
 
-async def measure(supervisor: int, port: int, connections: int) -> tuple[int, int, int]:
+async def measure(supervisor: int, port: int, connections: int, origin_port: int | None) -> tuple[int, int, int]:
     held: list[asyncio.StreamWriter] = []
     gate = asyncio.Semaphore(500)
 
     async def guarded() -> None:
         async with gate:
-            await open_idle(port, held)
+            if origin_port is None:
+                await open_idle(port, held)
+            else:
+                await open_tunnel(port, origin_port, held)
 
     await asyncio.gather(*(guarded() for _ in range(200)))
     before = worker_rss_kib(supervisor)
@@ -86,37 +116,58 @@ async def measure(supervisor: int, port: int, connections: int) -> tuple[int, in
     return before, after, len(held) - 200
 
 
+def start(arguments: list[str], env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "rush", *arguments, "--log-level", "warning"], env=env, cwd=REPO)
+
+
+def wait_until_listening(port: int) -> None:
+    for _ in range(200):
+        try:
+            socket.create_connection((HOST, port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--connections", type=int, default=10_000)
+    parser.add_argument("--connections", type=int, default=None, help="10,000 (9,000 with --tunnels)")
     parser.add_argument("--baseline", action="store_true", help="measure benches/.tools/rush-baseline instead")
+    parser.add_argument("--tunnels", action="store_true", help="idle CONNECT tunnels through rush proxy")
     args = parser.parse_args()
+    connections = args.connections or (9_000 if args.tunnels else 10_000)
     raise_open_file_limit()
     port = free_port()
     env = dict(os.environ)
-    if args.baseline:
-        env["PYTHONPATH"] = f"{BASELINE}{os.pathsep}{REPO}"
-    else:
-        env["PYTHONPATH"] = str(REPO)
-    command = [sys.executable, "-m", "rush", "benches.apps.rush_app:app", "--bind", f"{HOST}:{port}"]
-    command += ["--workers", "1", "--keep-alive-timeout", "600", "--max-connections", str(args.connections + 1000)]
-    command += ["--log-level", "warning"]
-    server = subprocess.Popen(command, env=env, cwd=REPO)
+    env["PYTHONPATH"] = f"{BASELINE}{os.pathsep}{REPO}" if args.baseline else str(REPO)
+    capacity = ["--max-connections", str(connections + 1000)]
+    started: list[subprocess.Popen] = []
     try:
-        for _ in range(200):
-            try:
-                socket.create_connection((HOST, port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        before, after, opened = asyncio.run(measure(server.pid, port, args.connections))
+        origin_port = None
+        if args.tunnels:
+            origin_port = free_port()
+            origin = ["benches.apps.rush_app:app", "--bind", f"{HOST}:{origin_port}", "--workers", "1"]
+            started.append(start([*origin, "--keep-alive-timeout", "600", *capacity], env))
+            wait_until_listening(origin_port)
+            proxy = ["proxy", "--host", HOST, "--port", str(port), "--workers", "1", "--allow-private"]
+            proxy += ["--allow-connect-port", str(origin_port), "--tunnel-idle-timeout", "600", "--no-access-log"]
+            started.append(start([*proxy, *capacity], env))
+        else:
+            hello = ["benches.apps.rush_app:app", "--bind", f"{HOST}:{port}", "--workers", "1"]
+            started.append(start([*hello, "--keep-alive-timeout", "600", *capacity], env))
+        measured = started[-1]
+        wait_until_listening(port)
+        before, after, opened = asyncio.run(measure(measured.pid, port, connections, origin_port))
     finally:
-        server.terminate()
-        server.wait(timeout=15)
+        for process in started:
+            process.terminate()
+            process.wait(timeout=15)
     build = "baseline" if args.baseline else "current"
+    what = "idle CONNECT tunnels" if args.tunnels else "idle keep-alive connections"
     print(
-        f"{build}: {opened:,} idle keep-alive connections; worker RSS {before:,} -> {after:,} KiB; "
-        f"{(after - before) / opened:.3f} KiB per idle connection"
+        f"{build}: {opened:,} {what}; worker RSS {before:,} -> {after:,} KiB; "
+        f"{(after - before) / opened:.3f} KiB per {'tunnel' if args.tunnels else 'connection'}"
     )
     return 0
 
