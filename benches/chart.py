@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from benches.report import CHARTS_DIR, LATEST_PATH, load_latest
+from benches.scenarios import IDLE_LOADS
 
 # One colour per server, stable across charts; rush first, in its own colour.
 PALETTE = [
@@ -48,8 +49,8 @@ def draw_group(name: str, group_data: dict, out_path: Path) -> Path:
     import matplotlib.pyplot as plt
     import matplotlib.ticker
 
-    # Throughput only: the websocket group's idle rows measure memory (they are in the table).
-    scenarios = [scenario for scenario in group_data["scenarios"] if scenario.get("load") != "ws-idle"]
+    # Throughput only: the idle rows (websocket, http2) measure memory (they are in the table).
+    scenarios = [scenario for scenario in group_data["scenarios"] if scenario.get("load") not in IDLE_LOADS]
     servers = list(group_data["servers"])
     colours = {server: PALETTE[index % len(PALETTE)] for index, server in enumerate(servers)}
     summaries = {(summary["scenario"], summary["server"]): summary for summary in group_data["summaries"]}

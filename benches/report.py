@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 
 from benches import BENCHES_DIR
-from benches.scenarios import HEADLINE_EXCLUDED_GROUPS
+from benches.scenarios import HEADLINE_EXCLUDED_GROUPS, IDLE_LOADS
 
 README_PATH = BENCHES_DIR / "README.md"
 LATEST_PATH = BENCHES_DIR / "results" / "latest.json"
@@ -161,10 +161,15 @@ def environment_line(group_data: dict) -> str:
     environment, settings = group_data["environment"], group_data["settings"]
     websocket = any(_is_websocket(scenario) for scenario in group_data["scenarios"])
     generator = "the load generator (benches/rust's ws-load)" if websocket else "wrk"
+    if any(_is_h2load(scenario) for scenario in group_data["scenarios"]):
+        generator = "h2load"
     servers = environment.get("servers", {})
     versions = [f"{servers.get('rush', 'rush')} (git {environment.get('rush_git') or '?'})"]
     versions += sorted({version for name, version in servers.items() if name != "rush"})
-    versions.append(environment.get("wrk") or "wrk ?")
+    if generator == "h2load":
+        versions.append(environment.get("h2load") or "h2load ?")
+    else:
+        versions.append(environment.get("wrk") or "wrk ?")
     pythons = sorted(set(environment.get("python", {}).values()))
     return (
         f"Measured {environment['date']} on {environment['cpu']} ({environment['cpu_count']} CPUs), "
@@ -209,9 +214,11 @@ def render_group(name: str, group_data: dict | None, chart_exists: bool = True) 
         table, any_client_bound = websocket_table(group_data)
         lines += table
     else:
+        if any(_is_h2load(scenario) for scenario in group_data["scenarios"]):
+            generator = "h2load's"
         lines += [HTTP_TABLE_HEAD, "| --- | --- | --: | --: | --: | --: | --: | --: | --: | --: |"]
     for scenario in group_data["scenarios"]:
-        if _is_websocket(scenario):
+        if _is_websocket(scenario) or scenario.get("load") in IDLE_LOADS:
             continue
         key = f"{scenario['group']}/{scenario['name']}"
         servers = by_scenario.get(key, {})
@@ -240,6 +247,8 @@ def render_group(name: str, group_data: dict | None, chart_exists: bool = True) 
             f"† {generator} core was at least {CLIENT_SATURATED:.0%} busy: the load generator, not the server, "
             "set this number, which is a lower bound of what the server can do.",
         ]
+    if any(scenario.get("load") == "h2-idle" for scenario in group_data["scenarios"]):
+        lines += ["", *idle_table(group_data)]
     if any(scenario.get("pipeline", 1) > 1 for scenario in group_data["scenarios"]):
         lines += ["", "Pipelined scenarios show no latency: wrk's percentiles are not valid under pipelining."]
     skipped = group_data.get("skipped") or {}
@@ -270,6 +279,35 @@ def render_group(name: str, group_data: dict | None, chart_exists: bool = True) 
 
 def _is_websocket(scenario: dict) -> bool:
     return scenario.get("load") in ("websocket", "ws-idle")
+
+
+def _is_h2load(scenario: dict) -> bool:
+    return scenario.get("load") in ("h2load", "h2load-h1", "h2-idle")
+
+
+def idle_table(group_data: dict) -> list[str]:
+    """The http2 group's memory rows (load "h2-idle"): the RSS the server grew by per idle
+    connection, and its CPU per connection opened (handshake, SETTINGS, one request)."""
+    lines = [
+        "| scenario | server | RSS / idle connection | server CPU / connection | peak RSS |",
+        "| --- | --- | --: | --: | --: |",
+    ]
+    by_scenario = _summaries_by_scenario(group_data)
+    for scenario in group_data["scenarios"]:
+        if scenario.get("load") != "h2-idle":
+            continue
+        title = escape_cell(scenario["title"])
+        for server_name, summary in by_scenario.get(f"{scenario['group']}/{scenario['name']}", {}).items():
+            if not summary["ok"]:
+                reason = escape_cell("; ".join(summary["failures"])[:160])
+                lines.append(f"| {title} | {server_name} | failed: {reason} | — | — |")
+                continue
+            medians = summary["medians"]
+            lines.append(
+                f"| {title} | {server_name} | {format_kib(medians.get('rss_per_connection_bytes'))} | "
+                f"{format_us(medians.get('cpu_us_per_request'))} | {format_mb(medians.get('peak_rss_bytes'))} |"
+            )
+    return lines
 
 
 def format_kib(value: float | None) -> str:
@@ -334,7 +372,7 @@ def headline_rows(latest: dict) -> list[dict]:
         for scenario in group_data["scenarios"]:
             servers = by_scenario.get(f"{scenario['group']}/{scenario['name']}", {})
             # Memory rows have no throughput to compare.
-            if "rush" not in servers or scenario.get("load") == "ws-idle":
+            if "rush" not in servers or scenario.get("load") in IDLE_LOADS:
                 continue
             rush_summary = servers["rush"]
             peers = {name: _rps(summary) for name, summary in servers.items() if name != "rush"}

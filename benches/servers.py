@@ -174,6 +174,36 @@ def granian(interface: str, app: str, *options: str) -> tuple[str, ...]:
     )
 
 
+def granian_h2(interface: str, app: str, *options: str) -> tuple[str, ...]:
+    """granian's set-up of `granian` speaking HTTP/2 only (``--http 2``: h2c with prior knowledge on
+    a cleartext port), without the HTTP/1 pipeline flush, which has nothing to do there."""
+    argv = [part for part in granian(interface, app, *options) if part != "--http1-pipeline-flush"]
+    argv[argv.index("--http") + 1] = "2"
+    return tuple(argv)
+
+
+def hypercorn(app: str) -> tuple[str, ...]:
+    """hypercorn on uvloop, one worker; it answers h2c with prior knowledge on its cleartext port.
+    Its keep-alive timeout (5 s by default) is raised so the idle scenario's connections, opened
+    over a few seconds, are all still open when the RSS is read; busy connections never reach it."""
+    return (
+        "{bin}/hypercorn",
+        "--bind",
+        "{host}:{port}",
+        "--workers",
+        "1",
+        "--worker-class",
+        "uvloop",
+        "--backlog",
+        "2048",
+        "--keep-alive",
+        "120",
+        "--log-level",
+        "warning",
+        app,
+    )
+
+
 def granian_ws(interface: str, app: str, *options: str) -> tuple[str, ...]:
     """granian's set-up of `granian` with WebSocket on (the hello entries turn it off)."""
     return tuple(part for part in granian(interface, app, *options) if part != "--no-ws")
@@ -382,6 +412,12 @@ SERVERS: list[Server] = [
             "tls-static": rush("benches.apps.rush_static_app:app", "--workers", "1", *RUSH_TLS),
             # The App's WebSocket routes and its native rush.Broadcast group.
             "ws": rush("benches.apps.ws_rush_app:app", "--workers", "1"),
+            # The http2 group: rush serves h2c (prior knowledge) and HTTP/1.1 on one port
+            # (--http auto, the default), so these are its usual commands.
+            "h2-hello": rush("benches.apps.rush_app:app", "--workers", "1"),
+            "h2-asgi": rush("benches.apps.asgi_app:app", "--interface", "asgi", "--workers", "1"),
+            "h2-wsgi": rush("benches.apps.wsgi_app:app", "--interface", "wsgi", "--workers", "1"),
+            "h2-static": rush("benches.apps.rush_static_app:app", "--workers", "1"),
         },
         probe="import rush._rush",
         version_argv=("{bin}/rush", "--version"),
@@ -484,11 +520,14 @@ SERVERS: list[Server] = [
                 "rsgi", "benches.apps.rsgi_app:app", "--loop", "uvloop", *GRANIAN_STATIC, *GRANIAN_TLS
             ),
             "ws": granian_ws("rsgi", "benches.apps.ws_rsgi_app:app", "--loop", "uvloop"),
+            "h2-hello": granian_h2("rsgi", "benches.apps.rsgi_app:app", "--loop", "uvloop"),
+            "h2-static": granian_h2("rsgi", "benches.apps.rsgi_app:app", "--loop", "uvloop", *GRANIAN_STATIC),
         },
         probe="import granian, uvloop",
         version_argv=("{bin}/granian", "--version"),
         requirements=("granian", "uvloop"),
-        notes="single-threaded runtime on uvloop, HTTP/1 only, pipeline flush on; static files by its own mount",
+        notes="single-threaded runtime on uvloop, HTTP/1 only (HTTP/2 only, --http 2, in the http2 group), "
+        "pipeline flush on; static files by its own mount",
     ),
     Server(
         name="granian-rsgi-plain",
@@ -529,11 +568,13 @@ SERVERS: list[Server] = [
             "hello": granian("wsgi", "benches.apps.wsgi_app:app", "--blocking-threads", "1"),
             "wsgi": granian("wsgi", "benches.apps.wsgi_app:app", "--blocking-threads", "1"),
             "flask": granian("wsgi", "benches.apps.flask_app:app", "--blocking-threads", "1"),
+            "h2-wsgi": granian_h2("wsgi", "benches.apps.wsgi_app:app", "--blocking-threads", "1"),
         },
         probe="import granian, flask",
         version_argv=("{bin}/granian", "--version"),
         requirements=("granian", "flask"),
-        notes="single-threaded runtime, one blocking thread for the app, HTTP/1 only, pipeline flush on",
+        notes="single-threaded runtime, one blocking thread for the app, HTTP/1 only (HTTP/2 only, --http 2, "
+        "in the http2 group), pipeline flush on",
     ),
     Server(
         name="granian-asgi",
@@ -545,11 +586,27 @@ SERVERS: list[Server] = [
             "fastapi": granian("asgi", "benches.apps.fastapi_app:app", "--loop", "uvloop"),
             "starlette-file": granian("asgi", "benches.apps.starlette_file_app:app", "--loop", "uvloop"),
             "ws": granian_ws("asgi", "benches.apps.ws_asgi_app:app", "--loop", "uvloop"),
+            "h2-asgi": granian_h2("asgi", "benches.apps.asgi_app:app", "--loop", "uvloop"),
         },
         probe="import granian, uvloop, fastapi",
         version_argv=("{bin}/granian", "--version"),
         requirements=("granian", "uvloop", "fastapi"),
-        notes="single-threaded runtime on uvloop, HTTP/1 only, pipeline flush on",
+        notes="single-threaded runtime on uvloop, HTTP/1 only (HTTP/2 only, --http 2, in the http2 group), "
+        "pipeline flush on",
+    ),
+    Server(
+        name="hypercorn",
+        title="hypercorn (ASGI, uvloop)",
+        venv="bench",
+        apps={"h2-asgi": hypercorn("benches.apps.asgi_app:app")},
+        probe="import hypercorn, h2, uvloop",
+        version_argv=(
+            "{bin}/python",
+            "-c",
+            "import importlib.metadata as m; print('hypercorn', m.version('hypercorn'))",
+        ),
+        requirements=("hypercorn", "uvloop"),
+        notes="http2 group only: h2c with prior knowledge by the h2 library, uvloop worker, --keep-alive 120",
     ),
     Server(
         name="uvicorn",
@@ -687,7 +744,15 @@ SERVERS: list[Server] = [
         name="nginx",
         title="nginx",
         venv="system",
-        apps={"hello": NGINX, "rush-v2": NGINX, "static": NGINX, "tls-hello": NGINX, "tls-static": NGINX},
+        apps={
+            "hello": NGINX,
+            "rush-v2": NGINX,
+            "static": NGINX,
+            "tls-hello": NGINX,
+            "tls-static": NGINX,
+            "h2-hello": NGINX,
+            "h2-static": NGINX,
+        },
         version_argv=("nginx", "-v"),
         apt_packages=("nginx",),
         configure=nginx_configurer(open_file_cache=False),
@@ -697,7 +762,7 @@ SERVERS: list[Server] = [
         name="nginx-ofc",
         title="nginx with open_file_cache",
         venv="system",
-        apps={"rush-v2": NGINX, "static": NGINX},
+        apps={"rush-v2": NGINX, "static": NGINX, "h2-static": NGINX},
         version_argv=("nginx", "-v"),
         apt_packages=("nginx",),
         configure=nginx_configurer(open_file_cache=True),
