@@ -694,7 +694,7 @@ def http2_pair(
 
 HTTP2_GROUP: list[Scenario] = [
     *http2_pair(
-        "hello",
+        "app-hello",
         "GET / (App, RSGI, nginx)",
         "/",
         PLAIN_HELLO,

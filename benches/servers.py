@@ -336,6 +336,9 @@ def concurrency_example(name: str, title: str) -> Server:
 GRANIAN_STATIC = ("--static-path-route", "/static", "--static-path-mount", "{site}")
 # The tls group: every server serves benches/tls.py's certificate.
 GRANIAN_TLS = ("--ssl-certificate", "{certfile}", "--ssl-keyfile", "{keyfile}")
+# The idle scenarios hold connections longer than the default 5 s keep-alive timeout; busy
+# connections never reach it.
+RUSH_H2 = ("--http", "auto", "--keep-alive-timeout", "120")
 RUSH_TLS = ("--ssl-certfile", "{certfile}", "--ssl-keyfile", "{keyfile}")
 # granian serves a directory's index only through --static-path-dir-to-file; a path without a file
 # under the route falls through to the app, which answers /easter, /hello and the 404.
@@ -412,12 +415,12 @@ SERVERS: list[Server] = [
             "tls-static": rush("benches.apps.rush_static_app:app", "--workers", "1", *RUSH_TLS),
             # The App's WebSocket routes and its native rush.Broadcast group.
             "ws": rush("benches.apps.ws_rush_app:app", "--workers", "1"),
-            # The http2 group: rush serves h2c (prior knowledge) and HTTP/1.1 on one port
-            # (--http auto, the default), so these are its usual commands.
-            "h2-hello": rush("benches.apps.rush_app:app", "--workers", "1"),
-            "h2-asgi": rush("benches.apps.asgi_app:app", "--interface", "asgi", "--workers", "1"),
-            "h2-wsgi": rush("benches.apps.wsgi_app:app", "--interface", "wsgi", "--workers", "1"),
-            "h2-static": rush("benches.apps.rush_static_app:app", "--workers", "1"),
+            # The http2 group: with --http auto rush serves h2c (prior knowledge, told by the first
+            # bytes) and HTTP/1.1 on one port; its default is still HTTP/1.1 only.
+            "h2-hello": rush("benches.apps.rush_app:app", "--workers", "1", *RUSH_H2),
+            "h2-asgi": rush("benches.apps.asgi_app:app", "--interface", "asgi", "--workers", "1", *RUSH_H2),
+            "h2-wsgi": rush("benches.apps.wsgi_app:app", "--interface", "wsgi", "--workers", "1", *RUSH_H2),
+            "h2-static": rush("benches.apps.rush_static_app:app", "--workers", "1", *RUSH_H2),
         },
         probe="import rush._rush",
         version_argv=("{bin}/rush", "--version"),
