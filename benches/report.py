@@ -247,6 +247,9 @@ def render_group(name: str, group_data: dict | None, chart_exists: bool = True) 
             f"† {generator} core was at least {CLIENT_SATURATED:.0%} busy: the load generator, not the server, "
             "set this number, which is a lower bound of what the server can do.",
         ]
+    ratios = protocol_ratio_table(group_data)
+    if ratios:
+        lines += ["", *ratios]
     if any(scenario.get("load") == "h2-idle" for scenario in group_data["scenarios"]):
         lines += ["", *idle_table(group_data)]
     if any(scenario.get("pipeline", 1) > 1 for scenario in group_data["scenarios"]):
@@ -283,6 +286,43 @@ def _is_websocket(scenario: dict) -> bool:
 
 def _is_h2load(scenario: dict) -> bool:
     return scenario.get("load") in ("h2load", "h2load-h1", "h2-idle")
+
+
+def protocol_ratio_table(group_data: dict) -> list[str]:
+    """For each h2c scenario with an HTTP/1.1 twin (``NAME`` and ``NAME-h1``, the same h2load
+    both times) and each server measured on both: h2c over HTTP/1.1, for requests per second and
+    for server CPU per request (issue 24's targets: CPU at most 1.2x, a 1 MiB download's
+    throughput within 10%). Empty when the group has no such pair."""
+    by_scenario = _summaries_by_scenario(group_data)
+    scenarios = {scenario["name"]: scenario for scenario in group_data["scenarios"]}
+    rows = []
+    for name, scenario in scenarios.items():
+        twin = scenarios.get(f"{name}-h1")
+        if twin is None or scenario.get("load") != "h2load":
+            continue
+        h2 = by_scenario.get(f"{scenario['group']}/{name}", {})
+        h1 = by_scenario.get(f"{twin['group']}/{twin['name']}", {})
+        for server_name in [server for server in h2 if server in h1]:
+            if not (h2[server_name].get("ok") and h1[server_name].get("ok")):
+                continue
+            h2_medians, h1_medians = h2[server_name]["medians"], h1[server_name]["medians"]
+            rps = _ratio(h2_medians.get("requests_per_second"), h1_medians.get("requests_per_second"))
+            cpu = _ratio(h2_medians.get("cpu_us_per_request"), h1_medians.get("cpu_us_per_request"))
+            title = escape_cell(scenario["title"].removeprefix("h2c: "))
+            rows.append(f"| {title} | {server_name} | {format_ratio(rps)} | {format_ratio(cpu)} |")
+    if not rows:
+        return []
+    return [
+        "h2c against HTTP/1.1 (each pair of rows above, the same h2load):",
+        "",
+        "| scenario | server | requests/s, h2c ÷ HTTP/1.1 | server CPU / request, h2c ÷ HTTP/1.1 |",
+        "| --- | --- | --: | --: |",
+        *rows,
+    ]
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> float | None:
+    return numerator / denominator if numerator is not None and denominator else None
 
 
 def idle_table(group_data: dict) -> list[str]:

@@ -1365,3 +1365,13 @@ def test_idle_h2_connections_are_held_and_measured_on_rush(tmp_path):
     record = measure_on_rush(replace(idle, connections=50), tmp_path)
     assert record.ok, record.failure
     assert record.idle_connections == 50 and record.rss_per_connection_bytes is not None
+
+
+def test_h2c_rows_are_compared_with_their_http1_twins():
+    h2 = Scenario(name="x", group="test", title="h2c: GET /", path="/", expect=Expectation(), load="h2load")
+    h1 = Scenario(name="x-h1", group="test", title="HTTP/1.1: GET /", path="/", expect=Expectation(), load="h2load-h1")
+    records = [run("rush", 1, 120.0, scenario=h2.key), run("rush", 1, 100.0, scenario=h1.key)]
+    records[0].cpu_us_per_request, records[1].cpu_us_per_request = 6.0, 5.0
+    latest = merge_into_latest({"groups": {}}, results_for(records, [h2, h1]), ["test"], "results/x.json")
+    table = render_group("test", latest["groups"]["test"], chart_exists=False)
+    assert "| GET / | rush | 1.20x | 1.20x |" in table
