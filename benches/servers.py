@@ -22,7 +22,10 @@ measured on a scenario only if it has a command for that app:
 - ``proxy``: a forward proxy (rush proxy, squid, tinyproxy, proxy.py), measured with an
   origin in front of which it stands (`benches.proxies`, ``Scenario.origin_app``);
 - ``ws``: WebSocket ``/echo`` and ``/broadcast`` (and ``GET /``), from each interface's
-  benches/apps/ws_*.py module: the websocket group, one row per server and interface.
+  benches/apps/ws_*.py module: the websocket group, one row per server and interface;
+- ``h2-hello``, ``h2-asgi``, ``h2-wsgi``, ``h2-static``: the http2 group's hello and static
+  endpoints over h2c with prior knowledge, each server in its HTTP/2 set-up (rush ``--http
+  auto``, granian ``--http 2``, hypercorn, nginx ``listen ... http2``).
 
 Templates use ``{bin}`` (the venv's bin directory), ``{host}``, ``{port}``,
 ``{workers}`` (only servers whose template has it take part in multi-worker
