@@ -67,6 +67,7 @@ class H2loadResult:
     # From the request log: statuses as h2load logged them (-1 for a failed stream) and how many lines.
     logged_statuses: dict[int, int] = field(default_factory=dict)
     logged_requests: int = 0
+    log_read: bool = False
 
     @property
     def socket_errors(self) -> dict[str, int]:
@@ -152,6 +153,7 @@ def read_request_log(result: H2loadResult, log_file: Path) -> None:
             durations.append(int(parts[2]))
     result.logged_statuses = statuses
     result.logged_requests = len(durations)
+    result.log_read = True
     if not durations:
         return
     durations.sort()
@@ -218,6 +220,9 @@ def h2load_failure(result: H2loadResult, scenario: Scenario) -> str | None:
         problems.append(
             "request log: " + ", ".join(f"{count} with status {status}" for status, count in wrong_logged.items())
         )
+    # h2load logs every request it counts as done: a log that disagrees was not this run's.
+    if result.log_read and result.logged_requests != result.done:
+        problems.append(f"its request log holds {result.logged_requests} requests")
     if problems:
         return f"h2load: {'; '.join(problems)} of {result.done} requests done"
     if scenario.reports_latency and result.logged_requests and len(result.latency_ms) < len(LATENCY_PERCENTILES):

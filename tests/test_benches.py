@@ -1266,12 +1266,17 @@ def test_latency_percentiles_and_wrong_statuses_come_from_the_request_log(tmp_pa
     log = tmp_path / "requests.tsv"
     # start µs, status, µs to the end of the response: 100 requests of 1..100 ms.
     log.write_text("".join(f"1795780339773903\t200\t{ms * 1000}\n" for ms in range(1, 101)))
-    result = parse_load_output(H2, H2LOAD_CLEAN, log)
+    report = H2LOAD_CLEAN.replace("51920 done, 51920 succeeded", "100 done, 100 succeeded")
+    report = report.replace("51920 2xx", "100 2xx")
+    result = parse_load_output(H2, report, log)
     assert result.latency_ms == {"p50": 50.0, "p75": 75.0, "p90": 90.0, "p99": 99.0}
     assert h2load_failure(result, H2) is None
+    # A log that does not hold every request done is not this run's.
+    assert "log holds 100 requests" in h2load_failure(parse_load_output(H2, H2LOAD_CLEAN, log), H2)
     with log.open("a") as lines:
         lines.write("1795780339773903\t-1\t5000\n1795780339773903\t503\t5000\n")
-    failure = h2load_failure(parse_load_output(H2, H2LOAD_CLEAN, log), H2)
+    report = report.replace("100 done, 100 succeeded", "102 done, 102 succeeded")
+    failure = h2load_failure(parse_load_output(H2, report, log), H2)
     assert failure is not None and "1 with status -1" in failure and "1 with status 503" in failure
 
 
