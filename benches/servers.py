@@ -642,6 +642,25 @@ SERVERS: list[Server] = [
         notes="serves no static files: left out of the static-file scenarios; WebSocket by websockets",
     ),
     Server(
+        name="uvicorn-h2",
+        title="uvicorn (ASGI, HTTP/2 by zttp)",
+        venv="bench",
+        apps={
+            "h2-asgi": (
+                *("zttp" if part == "httptools" else part for part in uvicorn("benches.apps.asgi_app:app")),
+                "--http2",
+                # As hypercorn's: the idle scenario holds connections beyond the default 5 s.
+                "--timeout-keep-alive",
+                "120",
+            )
+        },
+        probe="import uvicorn, uvloop, zttp",
+        version_argv=("{bin}/uvicorn", "--version"),
+        requirements=("uvicorn[standard]", "zttp"),
+        notes="http2 group only: uvicorn's experimental --http2, which needs the zttp parser (--http zttp); "
+        "--timeout-keep-alive 120",
+    ),
+    Server(
         name="uvicorn-wsproto",
         title="uvicorn (ASGI, WebSocket by wsproto)",
         venv="bench",

@@ -1299,10 +1299,10 @@ def test_the_http2_group_runs_each_interface_on_its_peers():
         return [server.name for server in SERVERS if server.default and server.serves(scenario)]
 
     assert serving("app-hello") == serving("app-hello-h1") == ["rush", "granian-rsgi", "nginx"]
-    assert serving("asgi-hello") == ["rush", "granian-asgi", "hypercorn"]
+    assert serving("asgi-hello") == ["rush", "granian-asgi", "hypercorn", "uvicorn-h2"]
     assert serving("wsgi-hello") == ["rush", "granian-wsgi"]
     assert serving("file-1m") == serving("file-4k") == ["rush", "granian-rsgi", "nginx", "nginx-ofc"]
-    assert serving("idle-1000-asgi") == ["rush", "granian-asgi", "hypercorn"]
+    assert serving("idle-1000-asgi") == ["rush", "granian-asgi", "hypercorn", "uvicorn-h2"]
     granian = next(server for server in SERVERS if server.name == "granian-asgi").apps["h2-asgi"]
     assert granian[granian.index("--http") + 1] == "2" and "--http1-pipeline-flush" not in granian
     assert "listen 127.0.0.1:8123 http2 backlog=2048;" in nginx_config("h2-static")
