@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from benches.report import CHARTS_DIR, LATEST_PATH, load_latest
+from benches.scenarios import IDLE_LOADS
 
 # One colour per server, stable across charts; rush first, in its own colour.
 PALETTE = [
@@ -48,8 +49,8 @@ def draw_group(name: str, group_data: dict, out_path: Path) -> Path:
     import matplotlib.pyplot as plt
     import matplotlib.ticker
 
-    # Throughput only: the websocket group's idle rows measure memory (they are in the table).
-    scenarios = [scenario for scenario in group_data["scenarios"] if scenario.get("load") != "ws-idle"]
+    # Throughput only: the idle rows (websocket, http2) measure memory (they are in the table).
+    scenarios = [scenario for scenario in group_data["scenarios"] if scenario.get("load") not in IDLE_LOADS]
     servers = list(group_data["servers"])
     colours = {server: PALETTE[index % len(PALETTE)] for index, server in enumerate(servers)}
     summaries = {(summary["scenario"], summary["server"]): summary for summary in group_data["summaries"]}
@@ -89,11 +90,16 @@ def draw_group(name: str, group_data: dict, out_path: Path) -> Path:
         panel.set_xlim(0, top * 1.35)
         panel.set_title(scenario["title"], fontsize=9)
         panel.tick_params(axis="x", labelsize=7)
-        panel.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value / 1000:,.0f}k"))
+        # Thousands as "k", but plain numbers for panels that stay below a few thousand (a 1 MiB
+        # download on one stream), whose ticks would all read "0k".
+        formatter = (lambda value, _: f"{value / 1000:,.0f}k") if top >= 5000 else (lambda value, _: f"{value:,.0f}")
+        panel.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(formatter))
         panel.grid(axis="x", alpha=0.3)
     environment, settings = group_data["environment"], group_data["settings"]
     several_workers = any(scenario.get("workers", 1) > 1 for scenario in scenarios)
     generator = "ws-load" if name == "websocket" else "wrk"
+    if any(scenario.get("load", "").startswith("h2load") for scenario in scenarios):
+        generator = "h2load"
     placement = (
         f"workers share {generator}'s cores where noted"
         if several_workers

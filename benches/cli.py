@@ -17,6 +17,7 @@ import argparse
 import datetime
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -92,6 +93,11 @@ def list_everything(out=sys.stdout) -> None:
             if scenario.websocket:
                 generator = "ws-load" if scenario.load == "websocket" else "wsclient idle"
                 load = f"{generator}, {scenario.connections} connections, {scenario.message_size} B"
+            elif scenario.load.startswith("h2load"):
+                protocol = "HTTP/1.1" if scenario.load == "h2load-h1" else "h2c"
+                load = f"h2load {protocol} -c{scenario.connections} -m{scenario.streams}"
+            elif scenario.load == "h2-idle":
+                load = f"h2idle, {scenario.connections} idle h2c connections"
             if scenario.pipeline > 1:
                 load += f", pipelined {scenario.pipeline}"
             if scenario.workers > 1:
@@ -231,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     # Only the servers some selected scenario needs: no probing, and no "skipped" note, for the others.
     servers = [server for server in servers if any(server.serves(scenario) for scenario in scenarios)]
     problems = check_prerequisites(settings)
+    if any(scenario.load.startswith("h2load") for scenario in scenarios) and shutil.which("h2load") is None:
+        problems.append("h2load is not on PATH (`make bench-tools` installs Debian's nghttp2-client)")
     if any(scenario.load == "websocket" for scenario in scenarios) and not WS_LOAD.exists():
         problems.append(f"{WS_LOAD.relative_to(REPO_ROOT)} is not built (`make bench-tools` builds benches/rust)")
     if problems:

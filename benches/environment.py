@@ -50,6 +50,11 @@ def wrk_version(wrk: str = "wrk") -> str | None:
     return line.split(" Copyright")[0] if line else None
 
 
+def h2load_version() -> str | None:
+    """``"h2load nghttp2/1.52.0"`` (the http2 group's load generator), None when not installed."""
+    return command_output(["h2load", "--version"])
+
+
 def git_revision() -> str | None:
     revision = command_output(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT)
     if revision is None:
@@ -73,6 +78,7 @@ def collect_environment(server_versions: dict[str, str], python_versions: dict[s
         "runner_python": sys.version.split()[0],
         "python": python_versions,
         "wrk": wrk_version(),
+        "h2load": h2load_version(),
         "servers": server_versions,
         "rush_git": git_revision(),
     }

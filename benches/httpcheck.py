@@ -8,6 +8,10 @@ with a small HTTP/1.1 response reader, and compares status, headers and body
 ``Connection: close`` scenarios it also checks that the server closes the
 connection after answering.
 
+The http2 group's scenarios are checked over HTTP/2 instead (`check_h2_scenario`):
+httpx speaking h2c with prior knowledge, several streams at once on one connection,
+each answer checked against the same `Expectation`.
+
 The same module provides `wait_until_answering`: poll a TCP connect plus a
 real request until the server is ready, or give up after a timeout.
 """
@@ -217,6 +221,66 @@ def check_scenario(
         if scenario.expect_close and not reader.at_eof(timeout):
             raise CheckFailed(f"{scenario.method} {scenario.path}: connection not closed after Connection: close")
     return responses
+
+
+# Requests of an HTTP/2 check, sent at once on one connection (each on a stream of its own).
+H2_CHECK_STREAMS = 3
+
+
+def check_h2_scenario(scenario: Scenario, host: str, port: int, timeout: float = 10.0) -> list[HttpResponse]:
+    """The scenario's request over HTTP/2 (h2c, prior knowledge) with httpx: ``H2_CHECK_STREAMS``
+    of them in flight together on one connection, each answer checked like an HTTP/1.1 one (status,
+    headers, body or its digest), and each must really have come over HTTP/2. Raises CheckFailed.
+
+    httpx's asynchronous client multiplexes the streams on one event loop (its threaded use of one
+    connection once ended in a PROTOCOL_ERROR from nginx under a loaded machine)."""
+    import asyncio
+
+    import httpx
+
+    url = f"http://{host}:{port}{scenario.path}"
+    headers = list(scenario.headers)
+
+    async def fetch_all() -> list[httpx.Response]:
+        # http1=False, http2=True: prior knowledge, the preface sent at once, as h2load does.
+        async with httpx.AsyncClient(http1=False, http2=True, timeout=timeout) as client:
+            # The first request opens the connection; the others then share it, as streams.
+            first = await client.request(scenario.method, url, headers=headers)
+            others = [client.request(scenario.method, url, headers=headers) for _ in range(H2_CHECK_STREAMS - 1)]
+            return [first, *await asyncio.gather(*others)]
+
+    try:
+        answers = asyncio.run(fetch_all())
+    except httpx.HTTPError as error:
+        raise CheckFailed(f"{scenario.method} {scenario.path} over h2c: {type(error).__name__}: {error}") from error
+    responses = []
+    for index, answer in enumerate(answers):
+        where = f"{scenario.method} {scenario.path} over h2c (stream {index + 1} of {len(answers)})"
+        if answer.http_version != "HTTP/2":
+            raise CheckFailed(f"{where}: answered over {answer.http_version}")
+        response = HttpResponse(
+            status=answer.status_code,
+            reason=answer.reason_phrase,
+            headers=list(answer.headers.multi_items()),
+            body=answer.content,
+        )
+        problems = response_problems(response, scenario.expect, scenario.path, f"{host}:{port}")
+        if problems:
+            raise CheckFailed(f"{where}: " + "; ".join(problems))
+        responses.append(response)
+    return responses
+
+
+def answers_h2(host: str, port: int, timeout: float = 2.0) -> int:
+    """`answers_http` over h2c with prior knowledge (servers of the http2 group that speak only
+    HTTP/2 on their port); any status will do, any failure raises OSError or CheckFailed."""
+    import httpx
+
+    try:
+        with httpx.Client(http1=False, http2=True, timeout=timeout) as client:
+            return client.get(f"http://{host}:{port}/").status_code
+    except httpx.HTTPError as error:
+        raise CheckFailed(f"no HTTP/2 answer: {type(error).__name__}: {error}") from error
 
 
 def connect(host: str, port: int, timeout: float, tls: bool = False) -> socket.socket:

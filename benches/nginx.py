@@ -15,7 +15,10 @@ The server block depends on the app the scenario asks for (`benches.servers`):
   ``/json``, the ``/easter`` redirect and a 404 for the rest;
 - ``rush-v2``: the site directory at ``/`` (``index.html`` for ``/``), plus the
   ``/easter`` redirect and ``/hello``;
-- ``static``: the site directory under ``/static/``.
+- ``static``: the site directory under ``/static/``;
+- ``h2-hello``, ``h2-static``: the same over h2c (``listen ... http2``, the http2 group);
+  ``keepalive_requests`` also bounds the requests of an HTTP/2 connection (nginx >= 1.19.7),
+  which at its default of 1000 would end h2load's connections with a GOAWAY mid-run.
 
 The rest follows Debian's stock nginx.conf (``sendfile on``, ``tcp_nopush on``),
 with three changes that every run needs and that say nothing about speed:
@@ -109,10 +112,14 @@ def render_config(
 ) -> str:
     """The complete nginx.conf for serving ``app`` on ``host:port`` (raises KeyError for an app
     nginx has no configuration for)."""
-    # The tls group's apps are the same sites served over TLS (benches/tls.py's certificate).
+    # The tls group's apps are the same sites served over TLS (benches/tls.py's certificate), the
+    # http2 group's over h2c: "listen ... http2" without ssl is HTTP/2 with prior knowledge only.
+    # (nginx 1.25.1 moved this to an "http2 on" directive; the listen parameter still works there,
+    # with a deprecation warning. Debian 12 ships 1.22.)
     tls = app.startswith("tls-")
-    locations = LOCATIONS[app.removeprefix("tls-")].replace("SITE", str(site_dir))
-    listen = f"listen {host}:{port} backlog=2048;"
+    h2c = app.startswith("h2-")
+    locations = LOCATIONS[app.removeprefix("tls-").removeprefix("h2-")].replace("SITE", str(site_dir))
+    listen = f"listen {host}:{port}{' http2' if h2c else ''} backlog=2048;"
     if tls:
         listen = (
             f"listen {host}:{port} ssl backlog=2048;\n"

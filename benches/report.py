@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 
 from benches import BENCHES_DIR
-from benches.scenarios import HEADLINE_EXCLUDED_GROUPS
+from benches.scenarios import HEADLINE_EXCLUDED_GROUPS, IDLE_LOADS
 
 README_PATH = BENCHES_DIR / "README.md"
 LATEST_PATH = BENCHES_DIR / "results" / "latest.json"
@@ -161,10 +161,15 @@ def environment_line(group_data: dict) -> str:
     environment, settings = group_data["environment"], group_data["settings"]
     websocket = any(_is_websocket(scenario) for scenario in group_data["scenarios"])
     generator = "the load generator (benches/rust's ws-load)" if websocket else "wrk"
+    if any(_is_h2load(scenario) for scenario in group_data["scenarios"]):
+        generator = "h2load"
     servers = environment.get("servers", {})
     versions = [f"{servers.get('rush', 'rush')} (git {environment.get('rush_git') or '?'})"]
     versions += sorted({version for name, version in servers.items() if name != "rush"})
-    versions.append(environment.get("wrk") or "wrk ?")
+    if generator == "h2load":
+        versions.append(environment.get("h2load") or "h2load ?")
+    else:
+        versions.append(environment.get("wrk") or "wrk ?")
     pythons = sorted(set(environment.get("python", {}).values()))
     return (
         f"Measured {environment['date']} on {environment['cpu']} ({environment['cpu_count']} CPUs), "
@@ -209,9 +214,11 @@ def render_group(name: str, group_data: dict | None, chart_exists: bool = True) 
         table, any_client_bound = websocket_table(group_data)
         lines += table
     else:
+        if any(_is_h2load(scenario) for scenario in group_data["scenarios"]):
+            generator = "h2load's"
         lines += [HTTP_TABLE_HEAD, "| --- | --- | --: | --: | --: | --: | --: | --: | --: | --: |"]
     for scenario in group_data["scenarios"]:
-        if _is_websocket(scenario):
+        if _is_websocket(scenario) or scenario.get("load") in IDLE_LOADS:
             continue
         key = f"{scenario['group']}/{scenario['name']}"
         servers = by_scenario.get(key, {})
@@ -240,6 +247,11 @@ def render_group(name: str, group_data: dict | None, chart_exists: bool = True) 
             f"† {generator} core was at least {CLIENT_SATURATED:.0%} busy: the load generator, not the server, "
             "set this number, which is a lower bound of what the server can do.",
         ]
+    ratios = protocol_ratio_table(group_data)
+    if ratios:
+        lines += ["", *ratios]
+    if any(scenario.get("load") == "h2-idle" for scenario in group_data["scenarios"]):
+        lines += ["", *idle_table(group_data)]
     if any(scenario.get("pipeline", 1) > 1 for scenario in group_data["scenarios"]):
         lines += ["", "Pipelined scenarios show no latency: wrk's percentiles are not valid under pipelining."]
     skipped = group_data.get("skipped") or {}
@@ -270,6 +282,72 @@ def render_group(name: str, group_data: dict | None, chart_exists: bool = True) 
 
 def _is_websocket(scenario: dict) -> bool:
     return scenario.get("load") in ("websocket", "ws-idle")
+
+
+def _is_h2load(scenario: dict) -> bool:
+    return scenario.get("load") in ("h2load", "h2load-h1", "h2-idle")
+
+
+def protocol_ratio_table(group_data: dict) -> list[str]:
+    """For each h2c scenario with an HTTP/1.1 twin (``NAME`` and ``NAME-h1``, the same h2load
+    both times) and each server measured on both: h2c over HTTP/1.1, for requests per second and
+    for server CPU per request (issue 24's targets: CPU at most 1.2x, a 1 MiB download's
+    throughput within 10%). Empty when the group has no such pair."""
+    by_scenario = _summaries_by_scenario(group_data)
+    scenarios = {scenario["name"]: scenario for scenario in group_data["scenarios"]}
+    rows = []
+    for name, scenario in scenarios.items():
+        twin = scenarios.get(f"{name}-h1")
+        if twin is None or scenario.get("load") != "h2load":
+            continue
+        h2 = by_scenario.get(f"{scenario['group']}/{name}", {})
+        h1 = by_scenario.get(f"{twin['group']}/{twin['name']}", {})
+        for server_name in [server for server in h2 if server in h1]:
+            if not (h2[server_name].get("ok") and h1[server_name].get("ok")):
+                continue
+            h2_medians, h1_medians = h2[server_name]["medians"], h1[server_name]["medians"]
+            rps = _ratio(h2_medians.get("requests_per_second"), h1_medians.get("requests_per_second"))
+            cpu = _ratio(h2_medians.get("cpu_us_per_request"), h1_medians.get("cpu_us_per_request"))
+            title = escape_cell(scenario["title"].removeprefix("h2c: "))
+            rows.append(f"| {title} | {server_name} | {format_ratio(rps)} | {format_ratio(cpu)} |")
+    if not rows:
+        return []
+    return [
+        "h2c against HTTP/1.1 (each pair of rows above, the same h2load):",
+        "",
+        "| scenario | server | requests/s, h2c ÷ HTTP/1.1 | server CPU / request, h2c ÷ HTTP/1.1 |",
+        "| --- | --- | --: | --: |",
+        *rows,
+    ]
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> float | None:
+    return numerator / denominator if numerator is not None and denominator else None
+
+
+def idle_table(group_data: dict) -> list[str]:
+    """The http2 group's memory rows (load "h2-idle"): the RSS the server grew by per idle
+    connection, and its CPU per connection opened (handshake, SETTINGS, one request)."""
+    lines = [
+        "| scenario | server | RSS / idle connection | server CPU / connection | peak RSS |",
+        "| --- | --- | --: | --: | --: |",
+    ]
+    by_scenario = _summaries_by_scenario(group_data)
+    for scenario in group_data["scenarios"]:
+        if scenario.get("load") != "h2-idle":
+            continue
+        title = escape_cell(scenario["title"])
+        for server_name, summary in by_scenario.get(f"{scenario['group']}/{scenario['name']}", {}).items():
+            if not summary["ok"]:
+                reason = escape_cell("; ".join(summary["failures"])[:160])
+                lines.append(f"| {title} | {server_name} | failed: {reason} | — | — |")
+                continue
+            medians = summary["medians"]
+            lines.append(
+                f"| {title} | {server_name} | {format_kib(medians.get('rss_per_connection_bytes'))} | "
+                f"{format_us(medians.get('cpu_us_per_request'))} | {format_mb(medians.get('peak_rss_bytes'))} |"
+            )
+    return lines
 
 
 def format_kib(value: float | None) -> str:
@@ -334,7 +412,7 @@ def headline_rows(latest: dict) -> list[dict]:
         for scenario in group_data["scenarios"]:
             servers = by_scenario.get(f"{scenario['group']}/{scenario['name']}", {})
             # Memory rows have no throughput to compare.
-            if "rush" not in servers or scenario.get("load") == "ws-idle":
+            if "rush" not in servers or scenario.get("load") in IDLE_LOADS:
                 continue
             rush_summary = servers["rush"]
             peers = {name: _rps(summary) for name, summary in servers.items() if name != "rush"}

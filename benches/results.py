@@ -9,6 +9,10 @@ the before/after checks confirm it is the right status), for every other
 scenario it must be zero. A run that fails is kept in the JSON with its
 reason and is never turned into a number.
 
+h2load (the http2 group) counts more than wrk, and refuses more: any failed,
+errored or timed-out request, or any status outside the expected class
+(`benches.h2load.h2load_failure`).
+
 A (scenario, server) pair gets numbers only when all its repeats counted;
 each metric is then the median over the repeats (taken metric by metric).
 """
@@ -20,6 +24,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from benches.h2load import H2loadResult, h2load_failure
 from benches.scenarios import Scenario
 from benches.wrk import WrkResult
 
@@ -74,8 +79,13 @@ class RunRecord:
     rss_per_connection_bytes: float | None = None
     ws_connections: int = 0
     ws_deflated: int = 0
+    # The http2 group: everything h2load counted (protocol, started, done, succeeded, failed,
+    # errored, timeout, the status classes, the requests in its log); empty for other loads.
+    h2load_counts: dict = field(default_factory=dict)
+    # Idle scenarios: the connections held while the RSS was read.
+    idle_connections: int = 0
 
-    def take_wrk(self, result: WrkResult, scenario: Scenario) -> None:
+    def take_wrk(self, result: WrkResult | H2loadResult, scenario: Scenario) -> None:
         self.requests = result.requests
         self.duration_s = result.duration_s
         self.requests_per_second = result.requests_per_second
@@ -84,10 +94,15 @@ class RunRecord:
                 setattr(self, f"{percent}_ms", result.latency_ms.get(percent))
         self.socket_errors = dict(result.socket_errors)
         self.non_2xx_3xx = result.non_2xx_3xx
+        if isinstance(result, H2loadResult):
+            self.h2load_counts = result.counts()
 
 
-def wrk_failure(result: WrkResult, scenario: Scenario) -> str | None:
-    """Why a wrk report does not count for ``scenario`` (None when it does)."""
+def wrk_failure(result: WrkResult | H2loadResult, scenario: Scenario) -> str | None:
+    """Why a wrk report (or h2load's, judged by `benches.h2load.h2load_failure`) does not count
+    for ``scenario`` (None when it does)."""
+    if isinstance(result, H2loadResult):
+        return h2load_failure(result, scenario)
     if result.requests == 0:
         return "no request completed"
     if result.socket_error_total:

@@ -40,7 +40,16 @@ from pathlib import Path
 from typing import TextIO
 
 from benches import REPO_ROOT, catalog, wsclient
-from benches.httpcheck import CheckFailed, answers_http, check_scenario, free_port, port_is_free, wait_until_answering
+from benches.httpcheck import (
+    CheckFailed,
+    answers_h2,
+    answers_http,
+    check_h2_scenario,
+    check_scenario,
+    free_port,
+    port_is_free,
+    wait_until_answering,
+)
 from benches.processes import RssSampler, ServerProcess
 from benches.results import RunRecord, wrk_failure
 from benches.scenarios import Scenario
@@ -159,7 +168,7 @@ def run_wrk(argv: list[str], settings: Settings, duration_s: float) -> tuple[str
     used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if completed.returncode != 0:
         message = (completed.stderr or completed.stdout).strip().splitlines()
-        raise WrkError(f"wrk exited with {completed.returncode}: {' | '.join(message[-3:])}")
+        raise WrkError(f"{Path(argv[0]).name} exited with {completed.returncode}: {' | '.join(message[-3:])}")
     return completed.stdout, used
 
 
@@ -168,6 +177,9 @@ def check_answers(scenario: Scenario, host: str, port: int, limit: int | None = 
     for a tunnel scenario one request through a fresh tunnel by benches/tunnel_load.py, for a
     WebSocket scenario `benches.wsclient.check` (echoed bytes, or every member's deliveries);
     raises CheckFailed when wrong."""
+    if scenario.http2:
+        check_h2_scenario(scenario, host, port)
+        return
     if scenario.websocket:
         try:
             wsclient.check(f"ws://{host}:{port}{scenario.path}", scenario.ws_mode, scenario.message_size)
@@ -269,17 +281,21 @@ def measure(planned: PlannedRun, settings: Settings) -> RunRecord:
     try:
         # Through TLS for the tls group: a plain probe would pass on servers that answer plain HTTP
         # on their TLS port with a 400 (rush, nginx) and fail on the others.
-        wait_until_answering(
-            lambda: answers_http(settings.host, port, tls=scenario.tls), settings.startup_timeout_s, process.is_alive
+        # Over h2c for the http2 group: granian --http 2 and nginx's "listen ... http2" speak nothing else.
+        probe = (
+            (lambda: answers_h2(settings.host, port))
+            if scenario.http2
+            else (lambda: answers_http(settings.host, port, tls=scenario.tls))
         )
+        wait_until_answering(probe, settings.startup_timeout_s, process.is_alive)
         check_answers(scenario, settings.host, port)
         record.idle_rss_bytes = process.rss_bytes()
         record.idle_rss_by_process = process.rss_by_process()
 
-        if scenario.load == "ws-idle":
+        if scenario.idle:
             measure_idle_connections(scenario, process, settings, port, record)
         else:
-            measure_load(scenario, process, settings, url, port, record)
+            measure_load(scenario, process, settings, url, port, record, settings.log_dir / f"{run_name}.requests.tsv")
         if record.failure is None:
             # After the load a sample of a spread is enough: the server survived and still answers right.
             check_answers(scenario, settings.host, port, limit=AFTER_LOAD_CHECKS)
@@ -297,13 +313,24 @@ def measure(planned: PlannedRun, settings: Settings) -> RunRecord:
 
 
 def measure_load(
-    scenario: Scenario, process: ServerProcess, settings: Settings, url: str, port: int, record: RunRecord
+    scenario: Scenario,
+    process: ServerProcess,
+    settings: Settings,
+    url: str,
+    port: int,
+    record: RunRecord,
+    request_log: Path,
 ) -> None:
     """Steps 5 to 8 for a load generator (wrk, or the one the scenario names): warm-up, the
     measured window with the server's CPU time around it and RSS sampled, then the report judged
-    into the record (raises CheckFailed, WrkError, OSError or TimeoutExpired)."""
+    into the record (raises CheckFailed, WrkError, OSError or TimeoutExpired). h2load writes a
+    line per request to ``request_log`` (deleted once read: the latency percentiles come from it)."""
     if settings.warmup_s > 0:
-        run_wrk(wrk_command(scenario, url, settings.warmup_s, settings.wrk), settings, settings.warmup_s)
+        warmup_log = request_log.with_suffix(".warmup.tsv")
+        run_wrk(wrk_command(scenario, url, settings.warmup_s, settings.wrk, warmup_log), settings, settings.warmup_s)
+        warmup_log.unlink(missing_ok=True)
+    if scenario.load.startswith("h2load"):
+        record.wrk_command = wrk_command(scenario, url, settings.duration_s, settings.wrk, request_log)
 
     # The catalog's own counters around the window (outside it: they cost the server a request).
     app_before = catalog.read_stats(settings.host, port) if catalog.counts_queries(scenario.app) else None
@@ -315,7 +342,10 @@ def measure_load(
     record.sampled_peak_rss_bytes = sampler.peak_bytes
     record.peak_rss_bytes = max(process.peak_rss_bytes(), sampler.peak_bytes)
 
-    result = parse_load_output(scenario, output)
+    try:
+        result = parse_load_output(scenario, output, request_log if scenario.load.startswith("h2load") else None)
+    finally:
+        request_log.unlink(missing_ok=True)
     record.take_wrk(result, scenario)
     if app_before is not None and app_after is not None:
         record.app_per_request = catalog.per_request(app_before, app_after, result.requests)
@@ -344,10 +374,11 @@ def read_line(child: subprocess.Popen, timeout_s: float) -> str:
 def measure_idle_connections(
     scenario: Scenario, process: ServerProcess, settings: Settings, port: int, record: RunRecord
 ) -> None:
-    """The idle scenarios: benches/wsclient.py opens a few warm connections, the server's RSS is
-    read, then ``scenario.connections`` more are opened (each after one echo) and the RSS is read
-    again; the difference over the count is the memory of one idle connection. Sets the record's
-    fields, or its failure; the holder is stopped either way."""
+    """The idle scenarios: benches/wsclient.py (benches/h2idle.py for h2c) opens a few warm
+    connections, the server's RSS is read, then ``scenario.connections`` more are opened (each
+    after one echo, or one request) and the RSS is read again; the difference over the count is
+    the memory of one idle connection. Sets the record's fields, or its failure; the holder is
+    stopped either way."""
     argv = wrk_command(scenario, f"http://{settings.host}:{port}", 0)
     record.wrk_command = argv
     child = subprocess.Popen(
@@ -360,8 +391,9 @@ def measure_idle_connections(
     )
     timeout_s = settings.startup_timeout_s + scenario.connections / 50
     try:
-        if read_line(child, timeout_s) != "warm":
-            raise CheckFailed("the idle-connection holder did not open its warm connections")
+        first = read_line(child, timeout_s)
+        if first != "warm":
+            raise CheckFailed(f"the idle-connection holder did not open its warm connections: {first[:300]}")
         time.sleep(IDLE_SETTLE_S)
         before = process.rss_bytes()
         cpu_before = process.cpu_seconds()
@@ -386,10 +418,12 @@ def measure_idle_connections(
         return
     opened = int(report["connections"])
     record.requests = opened
-    record.ws_connections = opened
-    record.ws_deflated = int(report.get("deflated", 0))
+    record.idle_connections = opened
+    if scenario.websocket:
+        record.ws_connections = opened
+        record.ws_deflated = int(report.get("deflated", 0))
     record.rss_per_connection_bytes = (after - before) / opened if opened else None
-    if len(ready) == 3 and opened:
+    if ready[:1] == ["ready"] and opened:
         record.cpu_us_per_request = record.server_cpu_seconds / opened * 1e6
     if not process.is_alive():
         record.failure = "server exited while holding the idle connections"

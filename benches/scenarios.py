@@ -87,8 +87,12 @@ class Scenario:
     # The load generator: "wrk", or "tunnel" (benches/tunnel_load.py: CONNECT tunnels, which wrk
     # cannot open; it takes ``wrk_args`` such as ``--tunnel-per-request``), or for the websocket
     # group "websocket" (benches/rust's ws-load: echo or broadcast, by ``path``) and "ws-idle"
-    # (benches/wsclient.py holding ``connections`` idle connections while the runner reads RSS).
+    # (benches/wsclient.py holding ``connections`` idle connections while the runner reads RSS);
+    # for the http2 group "h2load" (h2load over h2c, benches/h2load.py), "h2load-h1" (the same
+    # h2load speaking HTTP/1.1) and "h2-idle" (benches/h2idle.py holding idle h2c connections).
     load: str = "wrk"
+    # h2load's streams in flight per connection (-m); 1 for every other load generator.
+    streams: int = 1
     # WebSocket scenarios: the size of each message in bytes, and whether the client offers
     # permessage-deflate (only the idle scenarios do).
     message_size: int = 0
@@ -106,6 +110,16 @@ class Scenario:
         return self.load in ("websocket", "ws-idle")
 
     @property
+    def http2(self) -> bool:
+        """Whether the scenario speaks HTTP/2 (h2c with prior knowledge), checks included."""
+        return self.load in ("h2load", "h2-idle")
+
+    @property
+    def idle(self) -> bool:
+        """The scenarios that measure the memory of idle connections, not speed."""
+        return self.load in IDLE_LOADS
+
+    @property
     def ws_mode(self) -> str:
         """ "broadcast" for the broadcast endpoint, "echo" otherwise (the idle connections echo once)."""
         return "broadcast" if self.path == "/broadcast" else "echo"
@@ -117,6 +131,9 @@ class Scenario:
     def applies_to(self, server_name: str) -> bool:
         return self.servers is None or server_name in self.servers
 
+
+# Loads that hold idle connections while the runner reads the server's RSS (no throughput).
+IDLE_LOADS = ("ws-idle", "h2-idle")
 
 PLAIN_HELLO = Expectation(status=200, body=b"Hello, World!", headers=(("content-type", "text/plain"),))
 
@@ -640,6 +657,113 @@ WEBSOCKET_GROUP: list[Scenario] = [
     for deflate in (False, True)
 ]
 
+# HTTP/2 (issue 24): h2load over h2c with prior knowledge (benches/h2load.py), answers checked
+# with a real h2 client first (benches/httpcheck.py). The apps are the hello and static endpoints;
+# "h2-*" apps start each peer in its HTTP/2 set-up (granian --http 2, nginx listen ... http2,
+# hypercorn as it is); rush serves HTTP/1.1 and h2c on one port, so its h2 commands are its usual
+# ones. Each hello and the 1 MiB download also run over HTTP/1.1 with the same h2load (--h1),
+# for rush's own ratios (CPU per request, throughput) between the protocols.
+H2_STREAMS = {"connections": 100, "streams": 10}
+STATIC_4K = Expectation(body_sha256=sha256(text_of_size(SMALL_SIZE)), headers=(("content-type", "text/plain"),))
+STATIC_1M = Expectation(body_sha256=sha256(text_of_size(LARGE_SIZE)), headers=(("content-type", "text/plain"),))
+
+
+def http2_pair(
+    name: str, title: str, path: str, expect: Expectation, h2_app: str, h1_app: str, h1_servers: tuple[str, ...], **load
+) -> list[Scenario]:
+    """A scenario over h2c and its twin over HTTP/1.1 (the same h2load with --h1, one request in
+    flight per connection: -m above 1 would pipeline)."""
+    h1_load = {**load, "streams": 1}
+    return [
+        Scenario(
+            name=name, group="http2", title=f"h2c: {title}", path=path, expect=expect, app=h2_app, load="h2load", **load
+        ),
+        Scenario(
+            name=f"{name}-h1",
+            group="http2",
+            title=f"HTTP/1.1: {title}",
+            path=path,
+            expect=expect,
+            app=h1_app,
+            load="h2load-h1",
+            servers=h1_servers,
+            **h1_load,
+        ),
+    ]
+
+
+HTTP2_GROUP: list[Scenario] = [
+    *http2_pair(
+        "app-hello",
+        "GET / (App, RSGI, nginx)",
+        "/",
+        PLAIN_HELLO,
+        "h2-hello",
+        "hello",
+        ("rush", "granian-rsgi", "nginx"),
+        notes="rush's App API, granian's RSGI, nginx's return",
+        **H2_STREAMS,
+    ),
+    *http2_pair(
+        "asgi-hello",
+        "ASGI: GET /",
+        "/",
+        PLAIN_HELLO,
+        "h2-asgi",
+        "asgi",
+        ("rush", "granian-asgi"),
+        notes="a raw ASGI 3 callable (benches/apps/asgi_app.py)",
+        **H2_STREAMS,
+    ),
+    Scenario(
+        name="wsgi-hello",
+        group="http2",
+        title="h2c: WSGI: GET /",
+        path="/",
+        expect=PLAIN_HELLO,
+        app="h2-wsgi",
+        load="h2load",
+        notes="a raw WSGI callable (benches/apps/wsgi_app.py)",
+        **H2_STREAMS,
+    ),
+    Scenario(
+        name="file-4k",
+        group="http2",
+        title="h2c: GET a 4 KiB file",
+        path=f"/static/{SMALL_FILE}",
+        expect=STATIC_4K,
+        app="h2-static",
+        load="h2load",
+        notes="a 4 KiB text file under a static mount",
+        **H2_STREAMS,
+    ),
+    *http2_pair(
+        "file-1m",
+        "GET a 1 MiB file, one stream",
+        f"/static/{LARGE_FILE}",
+        STATIC_1M,
+        "h2-static",
+        "static",
+        ("rush", "granian-rsgi", "nginx"),
+        notes="one connection, one request at a time: a large body's throughput",
+        connections=1,
+        streams=1,
+    ),
+] + [
+    Scenario(
+        name=f"idle-1000{suffix}",
+        group="http2",
+        title=f"RSS per idle h2c connection ({interface})",
+        path="/",
+        expect=PLAIN_HELLO,
+        app=app,
+        load="h2-idle",
+        connections=1000,
+        notes=f"1,000 h2c connections, each idle after one GET / ({interface})",
+    )
+    for suffix, app, interface in (("", "h2-hello", "App, RSGI, nginx"), ("-asgi", "h2-asgi", "ASGI"))
+]
+
 GROUPS: dict[str, list[Scenario]] = {
     "hello": HELLO_GROUP,
     "rush-v2": RUSH_V2_GROUP,
@@ -652,6 +776,7 @@ GROUPS: dict[str, list[Scenario]] = {
     "proxy": PROXY_GROUP,
     "tls": TLS_GROUP,
     "websocket": WEBSOCKET_GROUP,
+    "http2": HTTP2_GROUP,
 }
 
 # Groups left out of the headline: their other servers are teaching examples, not peers one would pick.

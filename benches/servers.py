@@ -22,7 +22,10 @@ measured on a scenario only if it has a command for that app:
 - ``proxy``: a forward proxy (rush proxy, squid, tinyproxy, proxy.py), measured with an
   origin in front of which it stands (`benches.proxies`, ``Scenario.origin_app``);
 - ``ws``: WebSocket ``/echo`` and ``/broadcast`` (and ``GET /``), from each interface's
-  benches/apps/ws_*.py module: the websocket group, one row per server and interface.
+  benches/apps/ws_*.py module: the websocket group, one row per server and interface;
+- ``h2-hello``, ``h2-asgi``, ``h2-wsgi``, ``h2-static``: the http2 group's hello and static
+  endpoints over h2c with prior knowledge, each server in its HTTP/2 set-up (rush ``--http
+  auto``, granian ``--http 2``, hypercorn, nginx ``listen ... http2``).
 
 Templates use ``{bin}`` (the venv's bin directory), ``{host}``, ``{port}``,
 ``{workers}`` (only servers whose template has it take part in multi-worker
@@ -174,6 +177,36 @@ def granian(interface: str, app: str, *options: str) -> tuple[str, ...]:
     )
 
 
+def granian_h2(interface: str, app: str, *options: str) -> tuple[str, ...]:
+    """granian's set-up of `granian` speaking HTTP/2 only (``--http 2``: h2c with prior knowledge on
+    a cleartext port), without the HTTP/1 pipeline flush, which has nothing to do there."""
+    argv = [part for part in granian(interface, app, *options) if part != "--http1-pipeline-flush"]
+    argv[argv.index("--http") + 1] = "2"
+    return tuple(argv)
+
+
+def hypercorn(app: str) -> tuple[str, ...]:
+    """hypercorn on uvloop, one worker; it answers h2c with prior knowledge on its cleartext port.
+    Its keep-alive timeout (5 s by default) is raised so the idle scenario's connections, opened
+    over a few seconds, are all still open when the RSS is read; busy connections never reach it."""
+    return (
+        "{bin}/hypercorn",
+        "--bind",
+        "{host}:{port}",
+        "--workers",
+        "1",
+        "--worker-class",
+        "uvloop",
+        "--backlog",
+        "2048",
+        "--keep-alive",
+        "120",
+        "--log-level",
+        "warning",
+        app,
+    )
+
+
 def granian_ws(interface: str, app: str, *options: str) -> tuple[str, ...]:
     """granian's set-up of `granian` with WebSocket on (the hello entries turn it off)."""
     return tuple(part for part in granian(interface, app, *options) if part != "--no-ws")
@@ -306,6 +339,9 @@ def concurrency_example(name: str, title: str) -> Server:
 GRANIAN_STATIC = ("--static-path-route", "/static", "--static-path-mount", "{site}")
 # The tls group: every server serves benches/tls.py's certificate.
 GRANIAN_TLS = ("--ssl-certificate", "{certfile}", "--ssl-keyfile", "{keyfile}")
+# The idle scenarios hold connections longer than the default 5 s keep-alive timeout; busy
+# connections never reach it.
+RUSH_H2 = ("--http", "auto", "--keep-alive-timeout", "120")
 RUSH_TLS = ("--ssl-certfile", "{certfile}", "--ssl-keyfile", "{keyfile}")
 # granian serves a directory's index only through --static-path-dir-to-file; a path without a file
 # under the route falls through to the app, which answers /easter, /hello and the 404.
@@ -382,6 +418,12 @@ SERVERS: list[Server] = [
             "tls-static": rush("benches.apps.rush_static_app:app", "--workers", "1", *RUSH_TLS),
             # The App's WebSocket routes and its native rush.Broadcast group.
             "ws": rush("benches.apps.ws_rush_app:app", "--workers", "1"),
+            # The http2 group: with --http auto rush serves h2c (prior knowledge, told by the first
+            # bytes) and HTTP/1.1 on one port; its default is still HTTP/1.1 only.
+            "h2-hello": rush("benches.apps.rush_app:app", "--workers", "1", *RUSH_H2),
+            "h2-asgi": rush("benches.apps.asgi_app:app", "--interface", "asgi", "--workers", "1", *RUSH_H2),
+            "h2-wsgi": rush("benches.apps.wsgi_app:app", "--interface", "wsgi", "--workers", "1", *RUSH_H2),
+            "h2-static": rush("benches.apps.rush_static_app:app", "--workers", "1", *RUSH_H2),
         },
         probe="import rush._rush",
         version_argv=("{bin}/rush", "--version"),
@@ -484,11 +526,14 @@ SERVERS: list[Server] = [
                 "rsgi", "benches.apps.rsgi_app:app", "--loop", "uvloop", *GRANIAN_STATIC, *GRANIAN_TLS
             ),
             "ws": granian_ws("rsgi", "benches.apps.ws_rsgi_app:app", "--loop", "uvloop"),
+            "h2-hello": granian_h2("rsgi", "benches.apps.rsgi_app:app", "--loop", "uvloop"),
+            "h2-static": granian_h2("rsgi", "benches.apps.rsgi_app:app", "--loop", "uvloop", *GRANIAN_STATIC),
         },
         probe="import granian, uvloop",
         version_argv=("{bin}/granian", "--version"),
         requirements=("granian", "uvloop"),
-        notes="single-threaded runtime on uvloop, HTTP/1 only, pipeline flush on; static files by its own mount",
+        notes="single-threaded runtime on uvloop, HTTP/1 only (HTTP/2 only, --http 2, in the http2 group), "
+        "pipeline flush on; static files by its own mount",
     ),
     Server(
         name="granian-rsgi-plain",
@@ -529,11 +574,13 @@ SERVERS: list[Server] = [
             "hello": granian("wsgi", "benches.apps.wsgi_app:app", "--blocking-threads", "1"),
             "wsgi": granian("wsgi", "benches.apps.wsgi_app:app", "--blocking-threads", "1"),
             "flask": granian("wsgi", "benches.apps.flask_app:app", "--blocking-threads", "1"),
+            "h2-wsgi": granian_h2("wsgi", "benches.apps.wsgi_app:app", "--blocking-threads", "1"),
         },
         probe="import granian, flask",
         version_argv=("{bin}/granian", "--version"),
         requirements=("granian", "flask"),
-        notes="single-threaded runtime, one blocking thread for the app, HTTP/1 only, pipeline flush on",
+        notes="single-threaded runtime, one blocking thread for the app, HTTP/1 only (HTTP/2 only, --http 2, "
+        "in the http2 group), pipeline flush on",
     ),
     Server(
         name="granian-asgi",
@@ -545,11 +592,27 @@ SERVERS: list[Server] = [
             "fastapi": granian("asgi", "benches.apps.fastapi_app:app", "--loop", "uvloop"),
             "starlette-file": granian("asgi", "benches.apps.starlette_file_app:app", "--loop", "uvloop"),
             "ws": granian_ws("asgi", "benches.apps.ws_asgi_app:app", "--loop", "uvloop"),
+            "h2-asgi": granian_h2("asgi", "benches.apps.asgi_app:app", "--loop", "uvloop"),
         },
         probe="import granian, uvloop, fastapi",
         version_argv=("{bin}/granian", "--version"),
         requirements=("granian", "uvloop", "fastapi"),
-        notes="single-threaded runtime on uvloop, HTTP/1 only, pipeline flush on",
+        notes="single-threaded runtime on uvloop, HTTP/1 only (HTTP/2 only, --http 2, in the http2 group), "
+        "pipeline flush on",
+    ),
+    Server(
+        name="hypercorn",
+        title="hypercorn (ASGI, uvloop)",
+        venv="bench",
+        apps={"h2-asgi": hypercorn("benches.apps.asgi_app:app")},
+        probe="import hypercorn, h2, uvloop",
+        version_argv=(
+            "{bin}/python",
+            "-c",
+            "import importlib.metadata as m; print('hypercorn', m.version('hypercorn'))",
+        ),
+        requirements=("hypercorn", "uvloop"),
+        notes="http2 group only: h2c with prior knowledge by the h2 library, uvloop worker, --keep-alive 120",
     ),
     Server(
         name="uvicorn",
@@ -577,6 +640,25 @@ SERVERS: list[Server] = [
         version_argv=("{bin}/uvicorn", "--version"),
         requirements=("uvicorn[standard]", "fastapi", "psycopg[binary]", "psycopg_pool", "PyMySQL", "cachetools"),
         notes="serves no static files: left out of the static-file scenarios; WebSocket by websockets",
+    ),
+    Server(
+        name="uvicorn-h2",
+        title="uvicorn (ASGI, HTTP/2 by zttp)",
+        venv="bench",
+        apps={
+            "h2-asgi": (
+                *("zttp" if part == "httptools" else part for part in uvicorn("benches.apps.asgi_app:app")),
+                "--http2",
+                # As hypercorn's: the idle scenario holds connections beyond the default 5 s.
+                "--timeout-keep-alive",
+                "120",
+            )
+        },
+        probe="import uvicorn, uvloop, zttp",
+        version_argv=("{bin}/uvicorn", "--version"),
+        requirements=("uvicorn[standard]", "zttp"),
+        notes="http2 group only: uvicorn's experimental --http2, which needs the zttp parser (--http zttp); "
+        "--timeout-keep-alive 120",
     ),
     Server(
         name="uvicorn-wsproto",
@@ -687,7 +769,15 @@ SERVERS: list[Server] = [
         name="nginx",
         title="nginx",
         venv="system",
-        apps={"hello": NGINX, "rush-v2": NGINX, "static": NGINX, "tls-hello": NGINX, "tls-static": NGINX},
+        apps={
+            "hello": NGINX,
+            "rush-v2": NGINX,
+            "static": NGINX,
+            "tls-hello": NGINX,
+            "tls-static": NGINX,
+            "h2-hello": NGINX,
+            "h2-static": NGINX,
+        },
         version_argv=("nginx", "-v"),
         apt_packages=("nginx",),
         configure=nginx_configurer(open_file_cache=False),
@@ -697,7 +787,7 @@ SERVERS: list[Server] = [
         name="nginx-ofc",
         title="nginx with open_file_cache",
         venv="system",
-        apps={"rush-v2": NGINX, "static": NGINX},
+        apps={"rush-v2": NGINX, "static": NGINX, "h2-static": NGINX},
         version_argv=("nginx", "-v"),
         apt_packages=("nginx",),
         configure=nginx_configurer(open_file_cache=True),

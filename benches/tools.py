@@ -1,7 +1,8 @@
 """Installs what the benchmarks need, on a fresh machine: ``python -m benches.tools`` (``make bench-tools``).
 
-- wrk, and the Debian packages peers need (nginx; libev-dev, which bjoern builds
-  against), with ``apt-get`` when they are missing;
+- wrk, h2load (Debian's nghttp2-client: the http2 group's load generator), and the
+  Debian packages peers need (nginx; libev-dev, which bjoern builds against), with
+  ``apt-get`` when they are missing;
 - ``.venv-bench``, a virtualenv of its own for the peer servers and matplotlib, so
   none of them ever leaks into rush's ``.venv`` (rush runs from there, built by
   ``make build``);
@@ -74,6 +75,16 @@ def ensure_wrk() -> bool:
     if not ok:
         say(note)
     return shutil.which("wrk") is not None
+
+
+def ensure_h2load() -> bool:
+    """h2load (Debian's nghttp2-client), the http2 group's load generator."""
+    if shutil.which("h2load"):
+        return True
+    ok, note = apt_install(["nghttp2-client"])
+    if not ok:
+        say(f"the http2 group will not run: {note}")
+    return shutil.which("h2load") is not None
 
 
 def ensure_system_peers() -> dict[str, dict]:
@@ -185,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-rust", action="store_true", help="do not build the Rust peers (actix-web, hyper)")
     arguments = parser.parse_args(argv)
     wrk_ok = ensure_wrk()
+    h2load_ok = ensure_h2load()
     system_status = ensure_system_peers()
     status = ensure_bench_venv(force=arguments.force)
     for name, entry in system_status.items():
@@ -206,7 +218,10 @@ def main(argv: list[str] | None = None) -> int:
         ensure_oha()
     installed = [name for name, entry in status.items() if entry["ok"]]
     failed = [name for name, entry in status.items() if not entry["ok"]]
-    say(f"wrk: {'ok' if wrk_ok else 'MISSING'}; installed: {', '.join(installed) or 'none'}")
+    say(
+        f"wrk: {'ok' if wrk_ok else 'MISSING'}; h2load: {'ok' if h2load_ok else 'MISSING'}; "
+        f"installed: {', '.join(installed) or 'none'}"
+    )
     if failed:
         say(f"not installed (skipped when benchmarking): {', '.join(failed)}")
     # Missing peers are not an error (they are skipped); a missing wrk is, since nothing can be measured.

@@ -11,17 +11,24 @@ Pipelining uses benches/lua/pipeline.lua, which sends ``pipeline`` copies of
 the request per write (the script gets the depth after ``--``). A scenario
 whose path is an ``http://`` URL goes through a forward proxy: wrk connects
 to the proxy and benches/lua/proxy.lua sends that absolute-form target.
+
+The other load generators are dispatched from here too, so the runner has one
+entry point: benches/tunnel_load.py, benches/rust's ws-load, the idle holders
+(benches/wsclient.py, benches/h2idle.py) and h2load (benches/h2load.py).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shlex
 import sys
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 from benches import BENCHES_DIR
+from benches.h2load import H2loadError, H2loadResult, h2load_command, parse_h2load_output, read_request_log
 from benches.scenarios import Scenario
 
 PIPELINE_SCRIPT = BENCHES_DIR / "lua" / "pipeline.lua"
@@ -33,6 +40,8 @@ TUNNEL_LOAD = BENCHES_DIR / "tunnel_load.py"
 WS_LOAD = BENCHES_DIR / "rust" / "target" / "release" / "ws-load"
 # Seconds ws-load waits for any one read or write before counting a timeout.
 WS_TIMEOUT_S = 5
+# Where h2load's request log goes in the commands the README shows (the runner names a file per run).
+H2LOAD_LOG = "REQUESTS.tsv"
 # A request slower than this counts as a wrk "timeout" socket error; wrk's default is 2 s.
 WRK_TIMEOUT = "5s"
 
@@ -123,9 +132,16 @@ def parse_wrk_output(output: str) -> WrkResult:
     )
 
 
-def wrk_command(scenario: Scenario, url: str, duration_s: float, wrk: str = "wrk") -> list[str]:
+def wrk_command(
+    scenario: Scenario, url: str, duration_s: float, wrk: str = "wrk", log_file: str | Path = H2LOAD_LOG
+) -> list[str]:
     """The wrk argv for ``scenario`` against ``url`` (base URL without path) for ``duration_s`` seconds
-    (for a tunnel scenario, the argv of benches/tunnel_load.py, which reports as wrk does)."""
+    (for a tunnel scenario, the argv of benches/tunnel_load.py, which reports as wrk does; for the
+    http2 group's, h2load's, with its request log written to ``log_file``)."""
+    if scenario.load in ("h2load", "h2load-h1"):
+        return h2load_command(scenario, url, duration_s, log_file)
+    if scenario.load == "h2-idle":
+        return h2_idle_command(scenario, url)
     if scenario.load == "tunnel":
         return tunnel_command(scenario, url, duration_s)
     if scenario.load == "websocket":
@@ -206,6 +222,17 @@ def ws_idle_command(scenario: Scenario, url: str) -> list[str]:
     return [*argv, "--deflate"] if scenario.deflate else argv
 
 
+def h2_idle_command(scenario: Scenario, url: str) -> list[str]:
+    """benches/h2idle.py holding the scenario's idle h2c connections (the runner drives it)."""
+    argv = [sys.executable, "-m", "benches.h2idle", "--url", url.rstrip("/") + scenario.path]
+    argv += ["--connections", str(scenario.connections), "--status", str(scenario.expect.status)]
+    if scenario.expect.body is not None:
+        argv += ["--sha256", hashlib.sha256(scenario.expect.body).hexdigest()]
+    elif scenario.expect.body_sha256:
+        argv += ["--sha256", scenario.expect.body_sha256]
+    return argv
+
+
 def parse_ws_load_output(output: str) -> WrkResult:
     """ws-load's JSON report as a `WrkResult`: messages (deliveries, for a broadcast) as requests,
     wrong and missed answers as error responses, closed connections as read errors. Raises
@@ -237,8 +264,17 @@ def parse_ws_load_output(output: str) -> WrkResult:
     )
 
 
-def parse_load_output(scenario: Scenario, output: str) -> WrkResult:
-    """The report of whichever load generator the scenario uses."""
+def parse_load_output(scenario: Scenario, output: str, log_file: Path | None = None) -> WrkResult | H2loadResult:
+    """The report of whichever load generator the scenario uses (h2load's with the latency of its
+    request log ``log_file``, when given)."""
+    if scenario.load in ("h2load", "h2load-h1"):
+        try:
+            result = parse_h2load_output(output)
+            if log_file is not None:
+                read_request_log(result, log_file)
+        except (H2loadError, OSError, ValueError) as error:
+            raise WrkError(str(error)) from error
+        return result
     return parse_ws_load_output(output) if scenario.load == "websocket" else parse_wrk_output(output)
 
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 import contextlib
 import json
 import resource
+import shutil
 import socket
 import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benches import REPO_ROOT
 from benches.apps.site import LARGE_FILE, SMALL_FILE, ensure_site, sha256, site_files, text_of_size
 from benches.cli import complete_groups
-from benches.httpcheck import CheckFailed, check_scenario, media_type_matches, request_bytes
+from benches.h2load import H2loadError, h2load_failure, parse_h2load_output
+from benches.httpcheck import CheckFailed, check_h2_scenario, check_scenario, media_type_matches, request_bytes
 from benches.nginx import render_config, write_config
 from benches.processes import ServerProcess, cpu_seconds, memory_bytes, process_tree
 from benches.report import (
@@ -40,7 +43,7 @@ from benches.report import (
     replace_section,
 )
 from benches.results import RunRecord, latency_problem, results_document, summarise, wrk_failure
-from benches.runner import Settings, needed_open_files, plan, raise_open_file_limit
+from benches.runner import PlannedRun, Settings, measure, needed_open_files, plan, raise_open_file_limit
 from benches.rust_peers import RUST_DIR, build_command, locked_version
 from benches.scenarios import GROUPS, Expectation, Scenario, all_scenarios, select_scenarios
 from benches.servers import SERVERS, Launch, Server, select_servers
@@ -50,6 +53,7 @@ from benches.wrk import (
     WrkError,
     WrkResult,
     duration_to_ms,
+    parse_load_output,
     parse_wrk_output,
     parse_ws_load_output,
     size_to_bytes,
@@ -1132,3 +1136,247 @@ def test_ws_load_reports_no_throughput_when_it_cannot_connect():
     assert completed.returncode == 1
     report = json.loads(completed.stdout)
     assert report["messages_per_second"] is None and report["errors"]["connect"] == 2
+
+
+# --- the http2 group: h2load's report, its refusals, the h2 answer check, idle connections -----
+
+# Real h2load 1.52 reports (progress lines trimmed): rush over h2c; rush answering a 404; rush over
+# --h1; nginx closing each connection after keepalive_requests (1000 at the time) with a GOAWAY,
+# which fails the streams in flight; nginx's h2c-only port asked by --h1 (nothing done at all).
+H2LOAD_CLEAN = """\
+starting benchmark...
+Warm-up started for thread #0.
+Warm-up phase is over for thread #0.
+Main benchmark duration is started for thread #0.
+Application protocol: h2c
+Main benchmark duration is over for thread #0. Stopping all clients.
+Stopped all clients for thread #0
+
+finished in 1.01s, 51920.00 req/s, 1.93MB/s
+requests: 51920 total, 51924 started, 51920 done, 51920 succeeded, 0 failed, 0 errored, 0 timeout
+status codes: 51920 2xx, 0 3xx, 0 4xx, 0 5xx
+traffic: 1.93MB (2025132) total, 405.75KB (415490) headers (space savings 91.66%), 659.14KB (674960) data
+                     min         max         mean         sd        +/- sd
+time for request:       14us     64.85ms        69us       595us    98.79%
+time for connect:       62us        86us        74us        16us   100.00%
+time to 1st byte:    10.17ms     10.38ms     10.28ms       149us   100.00%
+req/s           :   25922.34    25978.02    25950.18       39.37   100.00%
+"""
+
+H2LOAD_NOT_FOUND = """\
+Application protocol: h2c
+finished in 1.00s, 23756.00 req/s, 789.02KB/s
+requests: 23756 total, 23760 started, 23756 done, 0 succeeded, 23756 failed, 0 errored, 0 timeout
+status codes: 0 2xx, 0 3xx, 23756 4xx, 0 5xx
+traffic: 789.02KB (807956) total, 162.52KB (166422) headers (space savings 92.63%), 208.79KB (213804) data
+                     min         max         mean         sd        +/- sd
+time for request:       14us     10.33ms       157us       606us    96.21%
+"""
+
+H2LOAD_HTTP1 = """\
+Application protocol: http/1.1
+finished in 1.00s, 25507.00 req/s, 3.16MB/s
+requests: 25507 total, 25509 started, 25507 done, 25507 succeeded, 0 failed, 0 errored, 0 timeout
+status codes: 25507 2xx, 0 3xx, 0 4xx, 0 5xx
+traffic: 3.16MB (3315910) total, 2.43MB (2550700) headers (space savings 0.00%), 331.59KB (331591) data
+"""
+
+H2LOAD_GOAWAY = """\
+Application protocol: h2c
+Process Request Failure:2
+Process Request Failure:12
+Main benchmark duration is over for thread #0. Stopping all clients.
+Stopped all clients for thread #0
+
+finished in 1.01s, 10000.00 req/s, 781.89KB/s
+requests: 10076 total, 10090 started, 10076 done, 10000 succeeded, 76 failed, 76 errored, 0 timeout
+status codes: 10000 2xx, 0 3xx, 0 4xx, 0 5xx
+traffic: 781.89KB (800660) total, 478.52KB (490000) headers (space savings 50.51%), 126.95KB (130000) data
+                     min         max         mean         sd        +/- sd
+time for request:       17us     20.09ms       785us      1.70ms    98.00%
+"""
+
+H2LOAD_NOTHING = """\
+finished in 1.01s, 0.00 req/s, 0B/s
+requests: 0 total, 10 started, 0 done, 0 succeeded, 0 failed, 0 errored, 0 timeout
+status codes: 0 2xx, 0 3xx, 0 4xx, 0 5xx
+traffic: 0B (0) total, 0B (0) headers (space savings 0.00%), 0B (0) data
+"""
+
+H2 = Scenario(
+    name="h2", group="test", title="h2", path="/", expect=Expectation(body=b"Hello, World!"), load="h2load", streams=10
+)
+H2_NOT_FOUND = Scenario(
+    name="h2nf", group="test", title="h2 404", path="/nope", expect=Expectation(status=404), load="h2load"
+)
+H1_BY_H2LOAD = Scenario(name="h1", group="test", title="h1", path="/", expect=Expectation(), load="h2load-h1")
+
+
+def test_h2load_report_is_parsed():
+    result = parse_h2load_output(H2LOAD_CLEAN)
+    assert (result.requests, result.started, result.done, result.succeeded) == (51920, 51924, 51920, 51920)
+    assert (result.failed, result.errored, result.timeouts) == (0, 0, 0)
+    assert result.statuses == {"2xx": 51920, "3xx": 0, "4xx": 0, "5xx": 0}
+    assert result.requests_per_second == 51920.0
+    assert result.duration_s == pytest.approx(1.01)
+    assert result.protocol == "h2c"
+    assert result.transfer_bytes == 2025132
+    assert h2load_failure(result, H2) is None
+    # The runner's record takes it as it takes wrk's report, and keeps h2load's own counts.
+    record = RunRecord(scenario=H2.key, server="rush", repeat=1)
+    record.take_wrk(result, H2)
+    assert record.requests_per_second == 51920.0 and record.socket_errors == {"errored": 0, "timeout": 0}
+    assert record.h2load_counts["succeeded"] == 51920 and record.h2load_counts["protocol"] == "h2c"
+
+
+def test_h2load_output_without_a_report_is_an_error():
+    with pytest.raises(H2loadError, match="no h2load report"):
+        parse_h2load_output("starting benchmark...\nconnect: Connection refused\n")
+    with pytest.raises(WrkError):
+        parse_load_output(H2, "nothing")
+
+
+def test_failed_and_errored_streams_refuse_the_run():
+    # seed 003 counted its errors as throughput; here 76 failed streams out of 10,076 refuse the row.
+    result = parse_h2load_output(H2LOAD_GOAWAY)
+    failure = wrk_failure(result, H2)
+    assert failure is not None and "76 errored" in failure and "76 failed" in failure
+
+
+def test_error_statuses_refuse_a_run_that_expects_success_and_count_for_one_that_expects_them():
+    result = parse_h2load_output(H2LOAD_NOT_FOUND)
+    failure = h2load_failure(result, H2)
+    assert failure is not None and "23756 failed" in failure and "23756 4xx" in failure
+    assert h2load_failure(result, H2_NOT_FOUND) is None
+    assert "succeeded" in h2load_failure(parse_h2load_output(H2LOAD_CLEAN), H2_NOT_FOUND)
+
+
+def test_the_protocol_h2load_spoke_must_be_the_one_asked():
+    http1 = parse_h2load_output(H2LOAD_HTTP1)
+    assert h2load_failure(http1, H1_BY_H2LOAD) is None
+    assert "spoke http/1.1, expected h2c" in h2load_failure(http1, H2)
+    assert "spoke h2c, expected http/1.1" in h2load_failure(parse_h2load_output(H2LOAD_CLEAN), H1_BY_H2LOAD)
+
+
+def test_a_run_where_nothing_was_done_is_refused():
+    assert "no request completed" in h2load_failure(parse_h2load_output(H2LOAD_NOTHING), H1_BY_H2LOAD)
+
+
+def test_latency_percentiles_and_wrong_statuses_come_from_the_request_log(tmp_path):
+    log = tmp_path / "requests.tsv"
+    # start µs, status, µs to the end of the response: 100 requests of 1..100 ms.
+    log.write_text("".join(f"1795780339773903\t200\t{ms * 1000}\n" for ms in range(1, 101)))
+    report = H2LOAD_CLEAN.replace("51920 done, 51920 succeeded", "100 done, 100 succeeded")
+    report = report.replace("51920 2xx", "100 2xx")
+    result = parse_load_output(H2, report, log)
+    assert result.latency_ms == {"p50": 50.0, "p75": 75.0, "p90": 90.0, "p99": 99.0}
+    assert h2load_failure(result, H2) is None
+    # A log that does not hold every request done is not this run's.
+    assert "log holds 100 requests" in h2load_failure(parse_load_output(H2, H2LOAD_CLEAN, log), H2)
+    with log.open("a") as lines:
+        lines.write("1795780339773903\t-1\t5000\n1795780339773903\t503\t5000\n")
+    report = report.replace("100 done, 100 succeeded", "102 done, 102 succeeded")
+    failure = h2load_failure(parse_load_output(H2, report, log), H2)
+    assert failure is not None and "1 with status -1" in failure and "1 with status 503" in failure
+
+
+def test_h2load_commands_for_h2c_and_its_http1_twin():
+    hello, twin = (next(s for s in GROUPS["http2"] if s.name == name) for name in ("app-hello", "app-hello-h1"))
+    argv = wrk_command(hello, "http://127.0.0.1:8000", 10, log_file="/tmp/r.tsv")
+    assert argv[:6] == ["h2load", "-t1", "-c100", "-m10", "-D10000ms", "-N"]
+    assert "--h1" not in argv and argv[argv.index("--log-file") + 1] == "/tmp/r.tsv"
+    assert argv[-1] == "http://127.0.0.1:8000/"
+    twin_argv = wrk_command(twin, "http://127.0.0.1:8000", 10)
+    # HTTP/1.1 with one request in flight per connection: -m above 1 would pipeline.
+    assert "--h1" in twin_argv and "-m1" in twin_argv and "-c100" in twin_argv
+    one_stream = next(s for s in GROUPS["http2"] if s.name == "file-1m")
+    assert {"-c1", "-m1"} <= set(wrk_command(one_stream, "http://127.0.0.1:8000", 10))
+
+
+def test_the_http2_group_runs_each_interface_on_its_peers():
+    def serving(name: str) -> list[str]:
+        scenario = next(s for s in GROUPS["http2"] if s.name == name)
+        return [server.name for server in SERVERS if server.default and server.serves(scenario)]
+
+    assert serving("app-hello") == serving("app-hello-h1") == ["rush", "granian-rsgi", "nginx"]
+    assert serving("asgi-hello") == ["rush", "granian-asgi", "hypercorn", "uvicorn-h2"]
+    assert serving("wsgi-hello") == ["rush", "granian-wsgi"]
+    assert serving("file-1m") == serving("file-4k") == ["rush", "granian-rsgi", "nginx", "nginx-ofc"]
+    assert serving("idle-1000-asgi") == ["rush", "granian-asgi", "hypercorn", "uvicorn-h2"]
+    granian = next(server for server in SERVERS if server.name == "granian-asgi").apps["h2-asgi"]
+    assert granian[granian.index("--http") + 1] == "2" and "--http1-pipeline-flush" not in granian
+    assert "listen 127.0.0.1:8123 http2 backlog=2048;" in nginx_config("h2-static")
+
+
+def test_idle_rows_get_a_table_of_their_own_and_stay_out_of_the_headline():
+    idle = Scenario(name="idle", group="test", title="idle h2c", path="/", expect=Expectation(), load="h2-idle")
+    memory = RunRecord(scenario=idle.key, server="rush", repeat=1, ok=True, rss_per_connection_bytes=8192.0)
+    document = results_for([run("rush", 1, 100.0), memory], [HELLO, idle])
+    latest = merge_into_latest({"groups": {}}, document, ["test"], "results/x.json")
+    table = render_group("test", latest["groups"]["test"], chart_exists=False)
+    assert "| idle h2c | rush | 8.00 KiB |" in table
+    assert [row["scenario"] for row in headline_rows(latest)] == ["test: GET /"]
+
+
+needs_h2load = pytest.mark.skipif(shutil.which("h2load") is None, reason="h2load missing (make test-tools)")
+
+
+def measure_on_rush(scenario: Scenario, tmp_path: Path) -> RunRecord:
+    """One real run of ``scenario`` on rush, as the suite makes it (1 s, no warm-up)."""
+    rush = next(server for server in SERVERS if server.name == "rush")
+    settings = Settings(duration_s=1, warmup_s=0, repeat=1, log_dir=tmp_path, stop_timeout_s=5)
+    return measure(PlannedRun(scenario, rush, 1), settings)
+
+
+@needs_h2load
+def test_an_http2_row_on_rush_counts_with_latency_and_h2loads_counts(tmp_path):
+    hello = next(s for s in GROUPS["http2"] if s.name == "app-hello")
+    record = measure_on_rush(replace(hello, connections=4, streams=4), tmp_path)
+    assert record.ok, record.failure
+    assert record.h2load_counts["protocol"] == "h2c" and record.h2load_counts["failed"] == 0
+    assert record.requests > 0 and record.cpu_us_per_request and record.p99_ms
+    assert not list(tmp_path.glob("*.tsv")), "request logs are removed once read"
+
+
+@needs_h2load
+def test_a_wrong_answer_over_h2_refuses_the_row_before_any_timing(tmp_path):
+    hello = next(s for s in GROUPS["http2"] if s.name == "app-hello")
+    wrong = replace(hello, expect=Expectation(body=b"Hello, Wrong!"), connections=2, streams=2)
+    record = measure_on_rush(wrong, tmp_path)
+    assert not record.ok and "over h2c" in record.failure and "Hello, Wrong!" in record.failure
+    assert record.requests == 0 and record.requests_per_second is None
+
+
+@needs_h2load
+def test_h2load_errors_under_load_refuse_the_row(tmp_path):
+    # The answer check passes (its path is the right one), but the load also asks, in turn, a path
+    # that answers 404 (h2load takes a second URI's path only): those answers fail, and the row
+    # gets no number.
+    hello = next(s for s in GROUPS["http2"] if s.name == "app-hello")
+    broken = replace(hello, connections=2, streams=2, wrk_args=("http://127.0.0.1:1/no/such/page",))
+    record = measure_on_rush(broken, tmp_path)
+    assert not record.ok and "failed requests" in record.failure and "4xx" in record.failure
+    assert record.h2load_counts["failed"] > 0 and record.requests_per_second > 0, "measured, then refused"
+
+
+def test_an_http1_only_server_fails_the_h2_check():
+    hello = next(s for s in GROUPS["http2"] if s.name == "app-hello")
+    with CannedServer(plain(b"Hello, World!")) as server, pytest.raises(CheckFailed, match="over h2c"):
+        check_h2_scenario(hello, "127.0.0.1", server.port, timeout=2)
+
+
+def test_idle_h2_connections_are_held_and_measured_on_rush(tmp_path):
+    idle = next(s for s in GROUPS["http2"] if s.name == "idle-1000")
+    record = measure_on_rush(replace(idle, connections=50), tmp_path)
+    assert record.ok, record.failure
+    assert record.idle_connections == 50 and record.rss_per_connection_bytes is not None
+
+
+def test_h2c_rows_are_compared_with_their_http1_twins():
+    h2 = Scenario(name="x", group="test", title="h2c: GET /", path="/", expect=Expectation(), load="h2load")
+    h1 = Scenario(name="x-h1", group="test", title="HTTP/1.1: GET /", path="/", expect=Expectation(), load="h2load-h1")
+    records = [run("rush", 1, 120.0, scenario=h2.key), run("rush", 1, 100.0, scenario=h1.key)]
+    records[0].cpu_us_per_request, records[1].cpu_us_per_request = 6.0, 5.0
+    latest = merge_into_latest({"groups": {}}, results_for(records, [h2, h1]), ["test"], "results/x.json")
+    table = render_group("test", latest["groups"]["test"], chart_exists=False)
+    assert "| GET / | rush | 1.20x | 1.20x |" in table
