@@ -16,7 +16,11 @@
   - ``/receive``: the body read through ``receive()``, message by message: JSON
     with the length, SHA-256 and how many ``http.request`` messages came;
   - ``/wait?id=X``: reads its body, then waits for ``http.disconnect`` and notes
-    it; ``/seen?id=X`` says whether it was noted.
+    it; ``/seen?id=X`` says whether it was noted;
+  - ``/upload?id=X``: reads its body message by message and notes it under X if
+    ``http.disconnect`` comes first (a stalled body timed out);
+  - ``/hints``: two ``http.response.early_hint`` messages (three links), then
+    ``hinted``, with the scope's extension names in ``x-extensions``.
 """
 
 from __future__ import annotations
@@ -142,6 +146,32 @@ async def asgi(scope: dict[str, Any], receive: Callable[[], Any], send: Callable
         message = await receive()
         if message["type"] == "http.disconnect":
             disconnected.add(query["id"])
+    elif path == "/upload":
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                disconnected.add(query["id"])
+                return
+            if not message.get("more_body", False):
+                break
+        await _respond(send, b"uploaded")
+    elif path == "/hints":
+        await send({"type": "http.response.early_hint", "links": [b"</style.css>; rel=preload; as=style"]})
+        await send(
+            {
+                "type": "http.response.early_hint",
+                "links": [b"</app.js>; rel=preload; as=script", b"<https://cdn.example>; rel=preconnect"],
+            }
+        )
+        extensions = ",".join(sorted(scope.get("extensions", {}))).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/plain"), (b"x-extensions", extensions)],
+            }
+        )
+        await send({"type": "http.response.body", "body": b"hinted"})
     elif path == "/seen":
         await _respond(send, b"yes" if query["id"] in disconnected else b"no")
     else:
