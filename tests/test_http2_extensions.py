@@ -312,6 +312,38 @@ def test_a_stalled_body_times_out_on_its_stream_only(rush_server: ServerFactory,
     server.assert_running("after the body timeout")
 
 
+def test_a_stalled_body_under_a_started_response_is_cancelled(rush_server: ServerFactory) -> None:
+    """The app answered before reading its body: once the body stalls past
+    ``--body-timeout`` the response cannot become a 408, so the stream is
+    reset (CANCEL) and the app told ``http.disconnect``; the connection
+    serves on."""
+    server = rush_server(H2_ASGI, "--http", "auto", "--body-timeout", "1")
+    sock, connection = h2_connect(server.port)
+    with sock:
+        base = [(":scheme", "http"), (":authority", "localhost")]
+        connection.send_headers(1, [(":method", "POST"), (":path", "/answer-first?id=cut"), *base])
+        connection.send_data(1, b"partial")
+        sock.sendall(connection.data_to_send())
+        events = list(events_until_ended(sock, connection, {1}))
+        assert [dict(event.headers)[b":status"] for event in events if isinstance(event, h2.events.ResponseReceived)] == [
+            b"200"
+        ]
+        assert b"".join(event.data for event in events if isinstance(event, h2.events.DataReceived)) == b"started"
+        assert [(event.stream_id, event.error_code) for event in events if isinstance(event, h2.events.StreamReset)] == [
+            (1, h2.errors.ErrorCodes.CANCEL)
+        ]
+
+        def seen() -> bool:
+            stream = connection.get_next_available_stream_id()
+            path = "/seen?id=cut"
+            connection.send_headers(stream, [(":method", "GET"), (":path", path), *base], end_stream=True)
+            sock.sendall(connection.data_to_send())
+            later = list(events_until_ended(sock, connection, {stream}))
+            return b"".join(event.data for event in later if isinstance(event, h2.events.DataReceived)) == b"yes"
+
+        wait_for(seen, "the app to see http.disconnect")
+
+
 def events_until_reset(sock: socket.socket, connection: h2.connection.H2Connection) -> Iterator[h2.events.Event]:
     while True:
         data = sock.recv(65536)

@@ -579,14 +579,18 @@ impl Core {
             let Some(writer) = stream_writer(connection, id) else {
                 continue;
             };
-            self.log_refusal(py, &writer, "408 the request body did not arrive in time");
+            let head_sent = writer.stream.out.head_sent;
+            let what = if head_sent {
+                "the request body did not arrive in time; its stream was reset"
+            } else {
+                "408 the request body did not arrive in time"
+            };
+            self.log_refusal(py, &writer, what);
             if let Some(in_flight) = &writer.stream.unit.in_flight {
                 in_flight.client_gone();
             }
-            let head_sent = writer.stream.out.head_sent;
             writer.conn.stop_request_body(id);
             if head_sent {
-                metrics::refused(408);
                 let session = h2_session(connection);
                 session.streams.remove(&id);
                 session.conn.reset(id, rush_h2::Reason::CANCEL);

@@ -19,6 +19,8 @@
     it; ``/seen?id=X`` says whether it was noted;
   - ``/upload?id=X``: reads its body message by message and notes it under X if
     ``http.disconnect`` comes first (a stalled body timed out);
+  - ``/answer-first?id=X``: starts its response (``started``), then reads its
+    body; notes X if ``http.disconnect`` comes first;
   - ``/hints``: two ``http.response.early_hint`` messages (three links), then
     ``hinted``, with the scope's extension names in ``x-extensions``.
 """
@@ -155,6 +157,17 @@ async def asgi(scope: dict[str, Any], receive: Callable[[], Any], send: Callable
             if not message.get("more_body", False):
                 break
         await _respond(send, b"uploaded")
+    elif path == "/answer-first":
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"started", "more_body": True})
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                disconnected.add(query["id"])
+                return
+            if not message.get("more_body", False):
+                break
+        await send({"type": "http.response.body", "body": b""})
     elif path == "/hints":
         await send({"type": "http.response.early_hint", "links": [b"</style.css>; rel=preload; as=style"]})
         await send(
