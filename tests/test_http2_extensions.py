@@ -244,7 +244,9 @@ def test_early_hints_over_h2_are_an_informational_response(asgi_server: RushServ
         sock.sendall(connection.data_to_send())
         events = list(events_until_ended(sock, connection, {1}))
     heads = [
-        event for event in events if isinstance(event, (h2.events.InformationalResponseReceived, h2.events.ResponseReceived))
+        event
+        for event in events
+        if isinstance(event, (h2.events.InformationalResponseReceived, h2.events.ResponseReceived))
     ]
     assert [dict(event.headers)[b":status"] for event in heads] == [b"103", b"200"]
     assert [value.decode() for name, value in heads[0].headers if name == b"link"] == LINKS
@@ -291,9 +293,7 @@ def test_a_stalled_body_times_out_on_its_stream_only(rush_server: ServerFactory,
         resets = [event for event in events if isinstance(event, h2.events.StreamReset)]
         if not resets:
             resets = [
-                event
-                for event in events_until_reset(sock, connection)
-                if isinstance(event, h2.events.StreamReset)
+                event for event in events_until_reset(sock, connection) if isinstance(event, h2.events.StreamReset)
             ]
         assert [(reset.stream_id, reset.error_code) for reset in resets] == [(1, h2.errors.ErrorCodes.NO_ERROR)]
 
@@ -325,13 +325,13 @@ def test_a_stalled_body_under_a_started_response_is_cancelled(rush_server: Serve
         connection.send_data(1, b"partial")
         sock.sendall(connection.data_to_send())
         events = list(events_until_ended(sock, connection, {1}))
-        assert [dict(event.headers)[b":status"] for event in events if isinstance(event, h2.events.ResponseReceived)] == [
-            b"200"
-        ]
+        assert [
+            dict(event.headers)[b":status"] for event in events if isinstance(event, h2.events.ResponseReceived)
+        ] == [b"200"]
         assert b"".join(event.data for event in events if isinstance(event, h2.events.DataReceived)) == b"started"
-        assert [(event.stream_id, event.error_code) for event in events if isinstance(event, h2.events.StreamReset)] == [
-            (1, h2.errors.ErrorCodes.CANCEL)
-        ]
+        assert [
+            (event.stream_id, event.error_code) for event in events if isinstance(event, h2.events.StreamReset)
+        ] == [(1, h2.errors.ErrorCodes.CANCEL)]
 
         def seen() -> bool:
             stream = connection.get_next_available_stream_id()

@@ -667,7 +667,9 @@ impl AsgiSend {
             ("http.response.early_hint", SendState::AwaitingStart | SendState::SendingBody) => {
                 let links = message
                     .get_item(pyo3::intern!(py, "links"))?
-                    .ok_or_else(|| PyValueError::new_err("http.response.early_hint without links"))?;
+                    .ok_or_else(|| {
+                        PyValueError::new_err("http.response.early_hint without links")
+                    })?;
                 let mut values = Vec::new();
                 for link in links.try_iter()? {
                     let link: Vec<u8> = link?.extract()?;

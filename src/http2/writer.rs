@@ -298,7 +298,11 @@ impl ResponseWriter for StreamWriter<'_> {
         // An informational HEADERS frame (`h2`'s `send_informational`);
         // not counted as a send: it takes nothing back a retract undoes.
         let fields: Vec<(&[u8], &[u8])> = links.map(|link| (&b"link"[..], link)).collect();
-        if self.conn.send_response(self.id, 103, fields, false).is_err() {
+        if self
+            .conn
+            .send_response(self.id, 103, fields, false)
+            .is_err()
+        {
             self.fail(Reason::INTERNAL_ERROR);
         }
     }
