@@ -254,6 +254,42 @@ def test_early_hints_over_h2_are_an_informational_response(asgi_server: RushServ
     assert body == b"hinted"
 
 
+def test_an_early_hint_goes_out_before_the_app_has_its_response(asgi_server: RushServer) -> None:
+    """The hint is on the wire while the app still works on its answer (here:
+    waits for a release), over HTTP/1.1 and HTTP/2: a hint held back until
+    the final head would be no use."""
+    with socket.create_connection(("127.0.0.1", asgi_server.port), timeout=GUARD_TIMEOUT) as sock:
+        sock.sendall(b"GET /hints-then-wait?id=h1 HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        interim = read_until_body(sock, b"\r\n\r\n")
+        assert interim == b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload; as=style\r\n\r\n"
+        with httpx.Client(base_url=asgi_server.url, timeout=GUARD_TIMEOUT) as client:
+            assert client.get("/release?id=h1").text == "ok"
+        assert read_until_body(sock, b"released").startswith(b"HTTP/1.1 200 OK\r\n")
+
+    sock, connection = h2_connect(asgi_server.port)
+    with sock:
+        headers = [
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":authority", "localhost"),
+            (":path", "/hints-then-wait?id=h2"),
+        ]
+        connection.send_headers(1, headers, end_stream=True)
+        sock.sendall(connection.data_to_send())
+        hinted = False
+        while not hinted:
+            data = sock.recv(65536)
+            assert data, "the server closed the connection"
+            for event in connection.receive_data(data):
+                assert not isinstance(event, h2.events.ResponseReceived), "the final response came first"
+                hinted |= isinstance(event, h2.events.InformationalResponseReceived)
+            sock.sendall(connection.data_to_send())
+        with httpx.Client(base_url=asgi_server.url, timeout=GUARD_TIMEOUT) as client:
+            assert client.get("/release?id=h2").text == "ok"
+        events = list(events_until_ended(sock, connection, {1}))
+    assert b"".join(event.data for event in events if isinstance(event, h2.events.DataReceived)) == b"released"
+
+
 def test_curl_shows_the_103_over_h2c(asgi_server: RushServer) -> None:
     done = subprocess.run(
         ["curl", "-sv", "--max-time", str(GUARD_TIMEOUT), "--http2-prior-knowledge", f"{asgi_server.url}/hints"],

@@ -21,12 +21,15 @@
     ``http.disconnect`` comes first (a stalled body timed out);
   - ``/answer-first?id=X``: starts its response (``started``), then reads its
     body; notes X if ``http.disconnect`` comes first;
+  - ``/hints-then-wait?id=X``: suspends, sends an early hint, then waits until
+    ``/release?id=X`` before its response (``released``);
   - ``/hints``: two ``http.response.early_hint`` messages (three links), then
     ``hinted``, with the scope's extension names in ``x-extensions``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import Callable, Iterable
@@ -85,6 +88,8 @@ def wsgi(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterabl
 
 # Requests to /wait whose app saw http.disconnect, by id.
 disconnected: set[str] = set()
+# /hints-then-wait requests waiting for their /release, by id.
+releases: dict[str, asyncio.Event] = {}
 
 
 async def _read_body(receive: Callable[[], Any]) -> tuple[bytes, int]:
@@ -168,6 +173,15 @@ async def asgi(scope: dict[str, Any], receive: Callable[[], Any], send: Callable
             if not message.get("more_body", False):
                 break
         await send({"type": "http.response.body", "body": b""})
+    elif path == "/hints-then-wait":
+        release = releases.setdefault(query["id"], asyncio.Event())
+        await asyncio.sleep(0)
+        await send({"type": "http.response.early_hint", "links": [b"</style.css>; rel=preload; as=style"]})
+        await release.wait()
+        await _respond(send, b"released")
+    elif path == "/release":
+        releases.setdefault(query["id"], asyncio.Event()).set()
+        await _respond(send, b"ok")
     elif path == "/hints":
         await send({"type": "http.response.early_hint", "links": [b"</style.css>; rel=preload; as=style"]})
         await send(
