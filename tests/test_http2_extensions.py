@@ -31,7 +31,7 @@ import h2.events
 import httpx
 import pytest
 import trustme
-from support import GUARD_TIMEOUT, REPO, RushServer, ServerFactory, free_port, wait_for
+from support import GUARD_TIMEOUT, REPO, RushServer, ServerFactory, free_port, request, wait_for
 
 GRPC_APP = "tests.apps.grpc_app:app"
 H2_ASGI = "tests.apps.h2_apps:asgi"
@@ -192,8 +192,24 @@ def test_trailers_only_when_the_request_says_te_trailers(grpc_servers: dict[str,
         finally:
             proc.terminate()
             proc.wait(timeout=GUARD_TIMEOUT)
-    # hypercorn sends no content-type of its own: compare what both send.
+    # Compared on the fields `summary` keeps, which both take from the app.
     assert theirs == [with_te, without_te]
+
+
+def test_over_http11_trailers_are_dropped_and_the_connection_serves_on(grpc_servers: dict[str, RushServer]) -> None:
+    """HTTP/1.1 offers no trailers (as hypercorn and uvicorn): an app that
+    sends them anyway gets its body framed as usual, without them, even when
+    the request says ``TE: trailers``."""
+    message = b"\x00\x00\x00\x00\x02hi"
+    headers = [("Content-Type", "application/grpc"), ("TE", "trailers")]
+    with grpc_servers["h2c"].connect() as connection:
+        connection.send(request("POST", "/test.Echo/Unary", headers, body=message))
+        answer = connection.read_response("POST")
+        assert (answer.status, answer.header("content-length")) == (200, "12")
+        assert answer.header("transfer-encoding") is None and answer.header("grpc-status") is None
+        assert answer.body == b"\x00\x00\x00\x00\x07echo:hi"
+        connection.send(request("GET", "/extensions"))
+        assert connection.read_response().json() == ["http.response.early_hint", "http.response.pathsend"]
 
 
 def test_the_extensions_each_protocol_offers(asgi_server: RushServer) -> None:
