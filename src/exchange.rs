@@ -13,9 +13,10 @@
 //! `crate::dispatch` and each interface's folder) hand a response to a
 //! [`ResponseWriter`] as values, never as protocol bytes: a head
 //! ([`ResponseHead`]: status, the app's fields, how the body is delimited)
-//! then body parts, an end (with trailers where the protocol has them) or
-//! an abort; or a [`WholeResponse`] in one call (the hot path of the native
-//! App); a large body that follows (a file, shared memory: an
+//! (after any 103 Early Hints) then body parts, an end (with trailers
+//! where the protocol and the request allow them) or an abort; or a
+//! [`WholeResponse`] in one call (the hot path of the native App); a large
+//! body that follows (a file, shared memory: an
 //! `OutgoingBody`). The writer frames them: HTTP/1.1 encodes them with the
 //! same rush-proto encoders as before, into its output buffer. Besides: the
 //! water marks a producer checks
@@ -155,11 +156,28 @@ pub(crate) trait ResponseWriter {
     /// [`ResponseWriter::send_head`] (nothing for a HEAD request or a
     /// bodyless status: the writer knows from the head).
     fn send_body(&mut self, data: &[u8]);
-    /// Ends the response's body; `trailers` go after it where the
-    /// protocol carries them (HTTP/1.1 today sends none).
+    /// Ends the response's body; `trailers` go after it as trailer fields
+    /// (HTTP/2: a last HEADERS frame). Give trailers only where
+    /// [`ResponseWriter::accepts_trailers`] says so, and then frame the
+    /// body as [`BodyLength::Streamed`]: a known length ends the response
+    /// at its last byte, before any trailer.
     fn end_body<'f, I>(&mut self, trailers: I)
     where
         I: Iterator<Item = (&'f [u8], &'f [u8])>;
+    /// Whether this response can end with trailer fields: the protocol
+    /// carries them and the request said it takes them (`TE: trailers`).
+    /// HTTP/2 only: rush sends no trailers over HTTP/1.1 (as hypercorn and
+    /// uvicorn send none), so an app's trailers are dropped there.
+    fn accepts_trailers(&self) -> bool {
+        false
+    }
+    /// Sends a 103 Early Hints response (RFC 8297) with one `Link` field
+    /// per value, before the final head; nothing once that head went out.
+    /// The caller sends them only to a client that understands an
+    /// interim response (HTTP/1.1 or later, never HTTP/1.0).
+    fn send_early_hints<'f, I>(&mut self, links: I)
+    where
+        I: Iterator<Item = &'f [u8]>;
     /// The response cannot be completed (the app failed or returned
     /// early after the head went out): nothing more is framed for it, and
     /// it is never made to look complete. HTTP/1.1 then closes the

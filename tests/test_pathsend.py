@@ -87,7 +87,11 @@ def assert_same_answer(rush: httpx.Response, uvicorn: httpx.Response) -> None:
 
 
 def test_the_scope_lists_pathsend(peers: Peers) -> None:
-    assert peers.fetch(peers.rush, "GET", "/extensions").json() == ["http.response.pathsend"]
+    # Over HTTP/1.1: pathsend, and Early Hints (tests/test_http2_extensions.py).
+    assert peers.fetch(peers.rush, "GET", "/extensions").json() == [
+        "http.response.early_hint",
+        "http.response.pathsend",
+    ]
     assert peers.fetch(peers.uvicorn, "GET", "/extensions").json() == []
 
 

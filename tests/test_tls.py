@@ -450,7 +450,7 @@ def test_the_client_certificate_reaches_the_app(
         leaf = described["SSL_CLIENT_CERT"]
     else:
         # Only what rush implements is listed.
-        assert sorted(described["extensions"]) == ["http.response.pathsend", "tls"]
+        assert sorted(described["extensions"]) == ["http.response.early_hint", "http.response.pathsend", "tls"]
         extension = described["extensions"]["tls"]
         assert extension["tls_version"] == 0x0304 and extension["cipher_suite"] > 0
         leaf = extension["client_cert_chain"][0]

@@ -6,7 +6,7 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use rush_proto::encode::{connection_has_close, is_framing_header, status_has_no_body};
-use rush_proto::RequestHead;
+use rush_proto::{RequestHead, Version};
 
 use super::objects::{address_object, build_scope, AsgiReceive, AsgiSend, SendState};
 use crate::body::RequestBody;
@@ -122,10 +122,25 @@ impl Core {
         let tls = peer.tls;
         let started =
             build_scope(py, settings, head_bytes, head, client, origin).and_then(|scope| {
-                // The extensions rush implements for http (and tls, below).
+                // The extensions rush implements for http (and tls, below):
+                // trailers where the protocol carries them (HTTP/2, as
+                // hypercorn offers them; sent only if the request said
+                // `TE: trailers`), Early Hints to any client that reads an
+                // interim response (not HTTP/1.0).
                 let extensions = PyDict::new(py);
                 extensions
                     .set_item(pyo3::intern!(py, "http.response.pathsend"), PyDict::new(py))?;
+                if head.version == Version::Http2 {
+                    extensions
+                        .set_item(pyo3::intern!(py, "http.response.trailers"), PyDict::new(py))?;
+                }
+                let early_hints = head.version != Version::Http10;
+                if early_hints {
+                    extensions.set_item(
+                        pyo3::intern!(py, "http.response.early_hint"),
+                        PyDict::new(py),
+                    )?;
+                }
                 scope.set_item(pyo3::intern!(py, "extensions"), extensions)?;
                 let request_headers = scope
                     .get_item(pyo3::intern!(py, "headers"))?
@@ -138,7 +153,9 @@ impl Core {
                     crate::tls::add_asgi_extension(py, &scope, tls)?;
                 }
                 let receive = Py::new(py, receive)?;
-                let send = Py::new(py, AsgiSend::new(request_headers))?;
+                let mut send = AsgiSend::new(request_headers);
+                send.early_hints_offered = early_hints;
+                let send = Py::new(py, send)?;
                 receive.bind(py).borrow_mut().send = Some(send.clone_ref(py));
                 let coroutine =
                     app.bind(py)
@@ -315,6 +332,14 @@ impl Core {
                 }
             }
         }
+        if !send.head_written && !send.early_hints.is_empty() {
+            let links = std::mem::take(&mut send.early_hints);
+            connection.send_early_hints(links.iter().map(Vec::as_slice));
+        }
+        // Trailers go out only where the protocol and the request take them
+        // (see `ResponseWriter::accepts_trailers`); elsewhere they are
+        // dropped and the response ends as if none had been announced.
+        let with_trailers = send.trailers_announced && connection.accepts_trailers();
         if !send.head_written {
             let unfinished = send.state != SendState::Complete;
             if send.state == SendState::AwaitingStart && !write.app_finished {
@@ -336,6 +361,9 @@ impl Core {
             let complete = send.state == SendState::Complete;
             let framing = if bodyless {
                 AsgiFraming::NoBody
+            } else if with_trailers {
+                // The trailers end the stream, not the body's last byte.
+                AsgiFraming::Chunked
             } else if let Some(length) = send.declared_length {
                 AsgiFraming::Length(length)
             } else if complete {
@@ -387,7 +415,13 @@ impl Core {
         // The response is over: complete, or cut short by the app returning.
         // A cut-short response is never made to look complete: no final
         // chunk, and the connection closes.
-        if complete {
+        if complete && with_trailers {
+            let trailers = send
+                .trailers
+                .iter()
+                .map(|(name, value)| (name.as_slice(), value.as_slice()));
+            connection.end_body(trailers);
+        } else if complete {
             connection.end_body(std::iter::empty());
         } else {
             connection.abort_body();

@@ -443,6 +443,9 @@ impl ReceiveWait {
 pub enum SendState {
     AwaitingStart,
     SendingBody,
+    /// The body is over and the app said (`"trailers": True` in its
+    /// start) that `http.response.trailers` messages end the response.
+    SendingTrailers,
     Complete,
 }
 
@@ -483,6 +486,15 @@ pub struct AsgiSend {
     /// The scope's `headers` list: a file sent for `pathsend` honours the
     /// request's conditional and range fields.
     pub request_headers: Option<Py<PyAny>>,
+    /// The app's start said `"trailers": True`: its trailer fields follow
+    /// the body (`http.response.trailers`), collected here until the last.
+    pub trailers_announced: bool,
+    pub trailers: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The scope offered `http.response.early_hint` (not to HTTP/1.0).
+    pub early_hints_offered: bool,
+    /// `Link` values of `http.response.early_hint` messages not yet sent
+    /// (they go out before the head, or not at all).
+    pub early_hints: Vec<Vec<u8>>,
 }
 
 impl AsgiSend {
@@ -504,6 +516,10 @@ impl AsgiSend {
             drain_waiter: None,
             pathsend: None,
             request_headers,
+            trailers_announced: false,
+            trailers: Vec::new(),
+            early_hints_offered: false,
+            early_hints: Vec::new(),
         }
     }
 
@@ -581,6 +597,10 @@ impl AsgiSend {
                         headers.push((name, value));
                     }
                 }
+                self.trailers_announced = match message.get_item(pyo3::intern!(py, "trailers"))? {
+                    Some(flag) => flag.is_truthy()?,
+                    None => false,
+                };
                 self.status = status;
                 self.headers = headers;
                 self.state = SendState::SendingBody;
@@ -608,9 +628,66 @@ impl AsgiSend {
                     }
                 }
                 if !more_body {
+                    self.state = if self.trailers_announced {
+                        SendState::SendingTrailers
+                    } else {
+                        SendState::Complete
+                    };
+                }
+            }
+            ("http.response.trailers", SendState::SendingTrailers) => {
+                if let Some(fields) = message.get_item(pyo3::intern!(py, "headers"))? {
+                    for field in fields.try_iter()? {
+                        let (name, value): (Vec<u8>, Vec<u8>) = field?.extract()?;
+                        if !is_valid_header_name(&name) || !is_valid_header_value(&value) {
+                            return Err(PyValueError::new_err(format!(
+                                "invalid response trailer {:?}: {:?}",
+                                String::from_utf8_lossy(&name),
+                                String::from_utf8_lossy(&value)
+                            )));
+                        }
+                        self.trailers.push((name, value));
+                    }
+                }
+                let more = match message.get_item(pyo3::intern!(py, "more_trailers"))? {
+                    Some(flag) => flag.is_truthy()?,
+                    None => false,
+                };
+                if !more {
                     self.state = SendState::Complete;
                 }
             }
+            ("http.response.trailers", _) => {
+                return Err(PyRuntimeError::new_err(if self.trailers_announced {
+                    "http.response.trailers sent before the end of the body or after the response was complete"
+                } else {
+                    "http.response.trailers sent without \"trailers\": True in http.response.start"
+                }));
+            }
+            ("http.response.early_hint", SendState::AwaitingStart | SendState::SendingBody) => {
+                let links = message
+                    .get_item(pyo3::intern!(py, "links"))?
+                    .ok_or_else(|| {
+                        PyValueError::new_err("http.response.early_hint without links")
+                    })?;
+                let mut values = Vec::new();
+                for link in links.try_iter()? {
+                    let link: Vec<u8> = link?.extract()?;
+                    if !is_valid_header_value(&link) {
+                        return Err(PyValueError::new_err(format!(
+                            "invalid early hint link {:?}",
+                            String::from_utf8_lossy(&link)
+                        )));
+                    }
+                    values.push(link);
+                }
+                // Once the head went out an interim response is too late,
+                // and a client that cannot take one (HTTP/1.0) gets none.
+                if self.early_hints_offered && !self.head_written {
+                    self.early_hints.extend(values);
+                }
+            }
+            ("http.response.early_hint", _) => {}
             ("http.response.pathsend", SendState::SendingBody) => {
                 if self.body_written > 0 || !self.pending_body.is_empty() {
                     return Err(PyRuntimeError::new_err(
@@ -634,7 +711,7 @@ impl AsgiSend {
                     "http.response.pathsend sent before http.response.start",
                 ));
             }
-            ("http.response.pathsend", SendState::Complete) => {
+            ("http.response.pathsend", SendState::Complete | SendState::SendingTrailers) => {
                 return Err(PyRuntimeError::new_err(
                     "http.response.pathsend sent after the response was complete",
                 ));
@@ -644,7 +721,7 @@ impl AsgiSend {
                     "http.response.body sent before http.response.start",
                 ));
             }
-            ("http.response.body", SendState::Complete) => {
+            ("http.response.body", SendState::Complete | SendState::SendingTrailers) => {
                 return Err(PyRuntimeError::new_err(
                     "http.response.body sent after the response was complete",
                 ));

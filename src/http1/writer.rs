@@ -108,12 +108,28 @@ impl ResponseWriter for Connection {
     where
         I: Iterator<Item = (&'f [u8], &'f [u8])>,
     {
-        // HTTP/1.1 trailers would need `TE: trailers` and a chunked body;
-        // rush sends none over HTTP/1.1.
+        // Trailers are dropped: `accepts_trailers` says no over HTTP/1.1
+        // (see the trait), so no interface hands any here.
         let framing = std::mem::take(&mut self.sink.framing);
         if framing.chunked && !framing.discard {
             self.sink.output.extend_from_slice(b"0\r\n\r\n");
         }
+    }
+
+    fn send_early_hints<'f, I>(&mut self, links: I)
+    where
+        I: Iterator<Item = &'f [u8]>,
+    {
+        // An interim response: the final head follows in the same output,
+        // and the client reads it as the answer (RFC 9110 section 15.2).
+        let out = &mut self.sink.output;
+        out.extend_from_slice(b"HTTP/1.1 103 Early Hints\r\n");
+        for link in links {
+            out.extend_from_slice(b"Link: ");
+            out.extend_from_slice(link);
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
     }
 
     fn abort_body(&mut self) {

@@ -86,8 +86,11 @@ fn head_text(head: &H2Head) -> Vec<u8> {
                 cookies += 1;
                 continue;
             }
-            "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade"
-            | "te" => continue,
+            // `te` stays: `h2` lets only `trailers` through, which the app
+            // may read as the client's word that it takes trailers (gRPC).
+            "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade" => {
+                continue
+            }
             _ => {}
         }
         text.extend_from_slice(name.as_bytes());
@@ -119,6 +122,12 @@ impl Core {
         key: usize,
     ) -> Disposition {
         let mut socket_may_have_input = true;
+        if h2_session(connection)
+            .body_deadline
+            .is_some_and(|deadline| self.now >= deadline)
+        {
+            self.http2_body_timeouts(py, connection);
+        }
         loop {
             let mut progress = self.http2_events(py, connection, key);
             self.http2_progress(py, connection);
@@ -212,6 +221,12 @@ impl Core {
             let in_flight = stream.unit.in_flight.as_ref();
             in_flight.is_some_and(InFlight::needs_pacing).then_some(id)
         }));
+        let body_timeout = self.config.body_timeout;
+        session.body_deadline = session
+            .streams
+            .values()
+            .filter_map(|stream| stream.body_deadline(body_timeout))
+            .min();
         let idle = session.streams.is_empty();
         let lingering = session.lingering.is_some();
         let shutting = session.shutdown_requested;
@@ -253,6 +268,7 @@ impl Core {
                         session.conn.release(stream, data.len());
                         continue;
                     };
+                    entry.body_progress = self.now;
                     let refuse = match &mut entry.body {
                         StreamBody::ToApp { waiting, .. } => {
                             waiting.push_back(data);
@@ -388,6 +404,7 @@ impl Core {
                 writer.stream.body = StreamBody::Done;
             }
             writer.conn.release(writer.id, chunk.len());
+            writer.stream.body_progress = self.now;
             self.request_body(py, writer, &chunk, last);
         }
     }
@@ -405,6 +422,10 @@ impl Core {
     ) {
         let session = h2_session(connection);
         let unit = RequestUnit::new(self.now);
+        let takes_trailers = h2_head
+            .headers
+            .get("te")
+            .is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"trailers"));
         session.streams.insert(
             id,
             H2Stream {
@@ -412,6 +433,8 @@ impl Core {
                 out: StreamOut::default(),
                 body: StreamBody::Done,
                 answered: false,
+                takes_trailers,
+                body_progress: self.now,
             },
         );
         let head_bytes = head_text(h2_head);
@@ -532,6 +555,50 @@ impl Core {
         };
         let outcome = self.dispatch(py, &mut writer, stream, head_bytes, head, body);
         self.http2_after_outcome(connection, id, outcome);
+    }
+
+    /// `--body-timeout` per stream: a stream whose request body waited on
+    /// the client past it is ended, the other streams go on. Its app, if
+    /// one runs, is told the client is gone (ASGI `http.disconnect`). With
+    /// no response started it gets a 408 (as HTTP/1.1 and nginx answer a
+    /// stalled body), then RST_STREAM(NO_ERROR) for the body that never
+    /// came (RFC 9113 section 8.1); a response already under way is cut
+    /// with RST_STREAM(CANCEL).
+    fn http2_body_timeouts(&mut self, py: Python<'_>, connection: &mut Connection) {
+        let now = self.now;
+        let body_timeout = self.config.body_timeout;
+        let session = h2_session(connection);
+        session.body_deadline = None;
+        let mut overdue = std::mem::take(&mut session.scratch_ids);
+        overdue.clear();
+        overdue.extend(session.streams.iter().filter_map(|(&id, stream)| {
+            let deadline = stream.body_deadline(body_timeout)?;
+            (now >= deadline).then_some(id)
+        }));
+        for &id in &overdue {
+            let Some(writer) = stream_writer(connection, id) else {
+                continue;
+            };
+            let head_sent = writer.stream.out.head_sent;
+            let what = if head_sent {
+                "the request body did not arrive in time; its stream was reset"
+            } else {
+                "408 the request body did not arrive in time"
+            };
+            self.log_refusal(py, &writer, what);
+            if let Some(in_flight) = &writer.stream.unit.in_flight {
+                in_flight.client_gone();
+            }
+            writer.conn.stop_request_body(id);
+            if head_sent {
+                let session = h2_session(connection);
+                session.streams.remove(&id);
+                session.conn.reset(id, rush_h2::Reason::CANCEL);
+            } else {
+                self.http2_refuse(py, connection, id, 408);
+            }
+        }
+        h2_session(connection).scratch_ids = overdue;
     }
 
     /// Answers stream `id` with a status page of rush's own (a refused

@@ -4,6 +4,7 @@
 //! nothing above the request unit.
 
 use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
 
 use rush_h2::{Bytes, H2Connection, H2Settings};
 use rush_proto::RequestHead;
@@ -30,6 +31,12 @@ pub struct H2Session {
     /// Stream ids a pass walks while it drives the streams (which borrow
     /// the connection): kept between passes so a drive allocates no list.
     pub(crate) scratch_ids: Vec<u32>,
+    /// The earliest `--body-timeout` deadline of a stream whose request
+    /// body waits on the client (see [`H2Stream::body_deadline`]): the
+    /// sweep wakes the connection then, and the drive resets the overdue
+    /// streams. Kept apart from the connection's deadline, which is the
+    /// keep-alive's and the shutdown's.
+    pub(crate) body_deadline: Option<Instant>,
 }
 
 impl H2Session {
@@ -41,6 +48,7 @@ impl H2Session {
             shutdown_requested: false,
             lingering: None,
             scratch_ids: Vec::new(),
+            body_deadline: None,
         }
     }
 
@@ -92,6 +100,28 @@ pub(crate) struct H2Stream {
     /// The response is complete (its outcome came): the stream stays only
     /// while a file body is still being read into DATA frames.
     pub(crate) answered: bool,
+    /// The request said `TE: trailers`: the response may end with trailer
+    /// fields (an ASGI app's `http.response.trailers`).
+    pub(crate) takes_trailers: bool,
+    /// When the request body last moved (a DATA frame arrived, or the app
+    /// took a chunk): `--body-timeout` runs from here while the stream
+    /// waits on the client for more.
+    pub(crate) body_progress: Instant,
+}
+
+impl H2Stream {
+    /// When the stream's request body is overdue, if it waits on the
+    /// client: a body being collected, or one an app reads as it comes
+    /// whose queue is empty (a full queue waits on the app, not the
+    /// client, which flow control holds back meanwhile).
+    pub(crate) fn body_deadline(&self, body_timeout: Duration) -> Option<Instant> {
+        let waits_on_client = match &self.body {
+            StreamBody::Collect { .. } => true,
+            StreamBody::ToApp { waiting, ended } => waiting.is_empty() && !ended,
+            StreamBody::Done | StreamBody::Discard => false,
+        };
+        waits_on_client.then(|| self.body_progress + body_timeout)
+    }
 }
 
 /// A stream's request body as it arrives.

@@ -284,6 +284,29 @@ impl ResponseWriter for StreamWriter<'_> {
         }
     }
 
+    fn accepts_trailers(&self) -> bool {
+        self.stream.takes_trailers
+    }
+
+    fn send_early_hints<'f, I>(&mut self, links: I)
+    where
+        I: Iterator<Item = &'f [u8]>,
+    {
+        if self.stream.out.head_sent || self.stream.out.ended {
+            return;
+        }
+        // An informational HEADERS frame (`h2`'s `send_informational`);
+        // not counted as a send: it takes nothing back a retract undoes.
+        let fields: Vec<(&[u8], &[u8])> = links.map(|link| (&b"link"[..], link)).collect();
+        if self
+            .conn
+            .send_response(self.id, 103, fields, false)
+            .is_err()
+        {
+            self.fail(Reason::INTERNAL_ERROR);
+        }
+    }
+
     fn abort_body(&mut self) {
         if !self.stream.out.ended {
             self.fail(Reason::INTERNAL_ERROR);

@@ -503,6 +503,14 @@ impl AppServer {
                         connection.deadline = None;
                     }
                 }
+                let body_overdue = session
+                    .body_deadline
+                    .is_some_and(|deadline| now >= deadline);
+                if body_overdue && woken.last() != Some(&key) {
+                    // A stream's request body is overdue: the drive ends
+                    // that stream (`--body-timeout`), the others go on.
+                    woken.push(key);
+                }
                 continue;
             }
             if connection.deadline.is_none_or(|deadline| now < deadline) {

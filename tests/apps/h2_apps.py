@@ -16,11 +16,20 @@
   - ``/receive``: the body read through ``receive()``, message by message: JSON
     with the length, SHA-256 and how many ``http.request`` messages came;
   - ``/wait?id=X``: reads its body, then waits for ``http.disconnect`` and notes
-    it; ``/seen?id=X`` says whether it was noted.
+    it; ``/seen?id=X`` says whether it was noted;
+  - ``/upload?id=X``: reads its body message by message and notes it under X if
+    ``http.disconnect`` comes first (a stalled body timed out);
+  - ``/answer-first?id=X``: starts its response (``started``), then reads its
+    body; notes X if ``http.disconnect`` comes first;
+  - ``/hints-then-wait?id=X``: suspends, sends an early hint, then waits until
+    ``/release?id=X`` before its response (``released``);
+  - ``/hints``: two ``http.response.early_hint`` messages (three links), then
+    ``hinted``, with the scope's extension names in ``x-extensions``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import Callable, Iterable
@@ -79,6 +88,8 @@ def wsgi(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterabl
 
 # Requests to /wait whose app saw http.disconnect, by id.
 disconnected: set[str] = set()
+# /hints-then-wait requests waiting for their /release, by id.
+releases: dict[str, asyncio.Event] = {}
 
 
 async def _read_body(receive: Callable[[], Any]) -> tuple[bytes, int]:
@@ -142,6 +153,52 @@ async def asgi(scope: dict[str, Any], receive: Callable[[], Any], send: Callable
         message = await receive()
         if message["type"] == "http.disconnect":
             disconnected.add(query["id"])
+    elif path == "/upload":
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                disconnected.add(query["id"])
+                return
+            if not message.get("more_body", False):
+                break
+        await _respond(send, b"uploaded")
+    elif path == "/answer-first":
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"started", "more_body": True})
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                disconnected.add(query["id"])
+                return
+            if not message.get("more_body", False):
+                break
+        await send({"type": "http.response.body", "body": b""})
+    elif path == "/hints-then-wait":
+        release = releases.setdefault(query["id"], asyncio.Event())
+        await asyncio.sleep(0)
+        await send({"type": "http.response.early_hint", "links": [b"</style.css>; rel=preload; as=style"]})
+        await release.wait()
+        await _respond(send, b"released")
+    elif path == "/release":
+        releases.setdefault(query["id"], asyncio.Event()).set()
+        await _respond(send, b"ok")
+    elif path == "/hints":
+        await send({"type": "http.response.early_hint", "links": [b"</style.css>; rel=preload; as=style"]})
+        await send(
+            {
+                "type": "http.response.early_hint",
+                "links": [b"</app.js>; rel=preload; as=script", b"<https://cdn.example>; rel=preconnect"],
+            }
+        )
+        extensions = ",".join(sorted(scope.get("extensions", {}))).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/plain"), (b"x-extensions", extensions)],
+            }
+        )
+        await send({"type": "http.response.body", "body": b"hinted"})
     elif path == "/seen":
         await _respond(send, b"yes" if query["id"] in disconnected else b"no")
     else:

@@ -438,6 +438,25 @@ impl H2Connection {
         }
     }
 
+    /// Stops receiving `stream`'s request body (the client stalled, or the
+    /// response no longer needs it): what the peer still sends is counted
+    /// against no window and dropped by `h2`, no more [`Event::Data`] comes
+    /// for it, and once the response is complete `h2` resets the stream
+    /// with NO_ERROR, as RFC 9113 section 8.1 asks of a server that answers
+    /// before the request is complete. Unknown streams are ignored.
+    pub fn stop_request_body(&mut self, stream: u32) {
+        let Some(s) = self.streams.get_mut(&stream) else {
+            return;
+        };
+        // Dropping the body handle is what tells `h2`: its buffered data is
+        // released, and the stream is reset once no handle is left.
+        s.recv = None;
+        s.recv_ended = true;
+        s.unreleased = 0;
+        self.dirty = true;
+        self.forget_if_done(stream);
+    }
+
     /// The application consumed `len` bytes of `stream`'s request body:
     /// open the windows by that much (`h2` sends WINDOW_UPDATE frames once
     /// enough was released to be worth a frame). Unreleased bytes hold the

@@ -727,6 +727,44 @@ fn reset_after_the_response_stops_an_unwanted_body() {
     assert!(raw.goaway().is_none());
 }
 
+/// A request body that stalls: `stop_request_body` before the answer lets
+/// the answer go out whole (HEADERS, DATA), then RST_STREAM(NO_ERROR) ends
+/// the half the client never finished, and the connection goes on.
+#[test]
+fn a_stopped_request_body_is_reset_with_no_error_after_the_response() {
+    let mut raw = Raw::new(H2Settings::default());
+    let mut input = client_start();
+    input.extend(frame(SETTINGS, ACK, 0, &[]));
+    let mut block = get_block();
+    block[0] = 0x83; // POST
+    input.extend(frame(HEADERS, END_HEADERS, 1, &block));
+    raw.feed(&input);
+    raw.output.clear();
+    raw.server.stop_request_body(1);
+    raw.server.send_response(1, 408, [], false).unwrap();
+    raw.server
+        .send_data(1, bytes::Bytes::from_static(b"late"), true)
+        .unwrap();
+    raw.settle();
+    assert_eq!(raw.server.open_streams(), 0);
+    let frames = raw.frames();
+    let kinds: Vec<(u8, u32)> = frames.iter().map(|f| (f.ty, f.stream)).collect();
+    assert_eq!(
+        kinds,
+        [(HEADERS, 1), (DATA, 1), (RST_STREAM, 1)],
+        "{frames:?}"
+    );
+    assert_eq!(frames[2].error_code(), 0, "RST_STREAM(NO_ERROR)");
+    raw.feed(&frame(DATA, END_STREAM, 1, b"rest"));
+    raw.feed(&get_headers(3, true));
+    raw.settle();
+    assert!(raw.goaway().is_none());
+    assert!(raw
+        .events
+        .iter()
+        .any(|event| matches!(event, Event::Request { stream: 3, .. })));
+}
+
 /// RFC 8441 extended CONNECT (WebSocket over HTTP/2), when enabled: the
 /// request carries `:protocol`, and the stream then carries data both ways.
 #[test]
