@@ -527,8 +527,13 @@ def test_log_level_warning_hides_info_lines(rush_server: ServerFactory) -> None:
 def test_info_log_names_the_workers(rush_server: ServerFactory) -> None:
     server = rush_server("basic", "--workers", "2")
     workers = server.wait_for_workers(2)
-    logged = {int(pid) for pid in re.findall(r"started worker (\d+)", server.stderr_text())}
-    assert logged == workers
+
+    def logged() -> set[int]:
+        return {int(pid) for pid in re.findall(r"started worker (\d+)", server.stderr_text())}
+
+    # A worker can be running before the supervisor's line about it is written.
+    wait_for(lambda: len(logged()) >= 2, "a log line for each of the two workers")
+    assert logged() == workers
 
 
 # ---------------------------------------------------------------------------
