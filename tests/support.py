@@ -767,3 +767,17 @@ class Gate:
 
     def release(self) -> None:
         self.released.touch()
+
+
+def write_localhost_pki(directory: Path) -> dict[str, Path]:
+    """A throwaway CA and a certificate for localhost and 127.0.0.1 (trustme),
+    written to ``directory`` as ``ca.pem``, ``chain.pem`` and ``key.pem``."""
+    import trustme  # only the TLS tests need it
+
+    ca = trustme.CA()
+    leaf = ca.issue_cert("localhost", "127.0.0.1")
+    paths = {name: directory / f"{name}.pem" for name in ("ca", "chain", "key")}
+    ca.cert_pem.write_to_path(paths["ca"])
+    leaf.private_key_pem.write_to_path(paths["key"])
+    paths["chain"].write_bytes(b"".join(blob.bytes() for blob in leaf.cert_chain_pems))
+    return paths

@@ -36,10 +36,18 @@ import h2.connection
 import h2.events
 import httpx
 import pytest
-import trustme
 from rush.config import Config
 from rush.values import OptionError
-from support import GUARD_TIMEOUT, REPO, RushServer, ServerFactory, clean_environment, free_port, wait_for
+from support import (
+    GUARD_TIMEOUT,
+    REPO,
+    RushServer,
+    ServerFactory,
+    clean_environment,
+    free_port,
+    wait_for,
+    write_localhost_pki,
+)
 
 APPS = "tests.apps.h2_apps"
 INTERFACES = ["app", "wsgi", "asgi"]
@@ -47,14 +55,7 @@ INTERFACES = ["app", "wsgi", "asgi"]
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    ca = trustme.CA()
-    directory = tmp_path_factory.mktemp("h2pki")
-    server = ca.issue_cert("localhost", "127.0.0.1")
-    paths = {name: directory / f"{name}.pem" for name in ("ca", "chain", "key")}
-    ca.cert_pem.write_to_path(paths["ca"])
-    server.private_key_pem.write_to_path(paths["key"])
-    paths["chain"].write_bytes(b"".join(blob.bytes() for blob in server.cert_chain_pems))
-    return paths
+    return write_localhost_pki(tmp_path_factory.mktemp("h2pki"))
 
 
 def tls_args(pki: dict[str, Path]) -> list[str]:

@@ -30,8 +30,7 @@ import h2.errors
 import h2.events
 import httpx
 import pytest
-import trustme
-from support import GUARD_TIMEOUT, REPO, RushServer, ServerFactory, free_port, request, wait_for
+from support import GUARD_TIMEOUT, REPO, RushServer, ServerFactory, free_port, request, wait_for, write_localhost_pki
 
 GRPC_APP = "tests.apps.grpc_app:app"
 H2_ASGI = "tests.apps.h2_apps:asgi"
@@ -44,14 +43,7 @@ LINKS = [
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    ca = trustme.CA()
-    directory = tmp_path_factory.mktemp("grpcpki")
-    server = ca.issue_cert("localhost", "127.0.0.1")
-    paths = {name: directory / f"{name}.pem" for name in ("ca", "chain", "key")}
-    ca.cert_pem.write_to_path(paths["ca"])
-    server.private_key_pem.write_to_path(paths["key"])
-    paths["chain"].write_bytes(b"".join(blob.bytes() for blob in server.cert_chain_pems))
-    return paths
+    return write_localhost_pki(tmp_path_factory.mktemp("grpcpki"))
 
 
 @pytest.fixture(scope="module")

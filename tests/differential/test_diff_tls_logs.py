@@ -10,23 +10,15 @@ import ssl
 from pathlib import Path
 
 import pytest
-import trustme
 from harness import Pair, Side, start_pair
-from support import GUARD_TIMEOUT, ServerFactory, request, wait_for
+from support import GUARD_TIMEOUT, ServerFactory, request, wait_for, write_localhost_pki
 
 ACCESS_FORMAT = '%(h)s %(l)s %(u)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s"'
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    ca = trustme.CA()
-    directory = tmp_path_factory.mktemp("pki")
-    leaf = ca.issue_cert("localhost", "127.0.0.1")
-    paths = {name: directory / f"{name}.pem" for name in ("ca", "chain", "key")}
-    ca.cert_pem.write_to_path(paths["ca"])
-    leaf.private_key_pem.write_to_path(paths["key"])
-    paths["chain"].write_bytes(b"".join(blob.bytes() for blob in leaf.cert_chain_pems))
-    return paths
+    return write_localhost_pki(tmp_path_factory.mktemp("pki"))
 
 
 def tls(pki: dict[str, Path], reference: str) -> dict[str, list[str]]:
