@@ -78,9 +78,7 @@ def test_proxy_workers_are_recycled_at_max_requests_without_a_failed_request(
     assert "reached --max-requests: no longer accepting" in server.stderr_text()
 
 
-def test_a_stuck_proxy_worker_is_killed_and_replaced(
-    proxy: Callable[..., RushServer], origin: RushServer
-) -> None:
+def test_a_stuck_proxy_worker_is_killed_and_replaced(proxy: Callable[..., RushServer], origin: RushServer) -> None:
     server = proxy("--allow-private", "--timeout", "2")
     server.allow_worker_deaths = True
     stuck = server.single_worker()

@@ -412,6 +412,7 @@ impl Core {
                 out: StreamOut::default(),
                 body: StreamBody::Done,
                 answered: false,
+                send_watch: None,
             },
         );
         let head_bytes = head_text(h2_head);
