@@ -195,10 +195,7 @@ impl ProxyServer {
             liveness.get().ask_for_successor();
         }
         let message = "reached --max-requests: no longer accepting, waiting for a successor";
-        if let Err(logging_error) = self
-            .error_logger
-            .call1(py, (message, py.None(), "info"))
-        {
+        if let Err(logging_error) = self.error_logger.call1(py, (message, py.None(), "info")) {
             logging_error.print(py);
         }
     }

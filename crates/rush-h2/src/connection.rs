@@ -423,6 +423,13 @@ impl H2Connection {
         self.streams.get(&stream).map_or(0, |s| s.queued)
     }
 
+    /// Response bytes queued on every stream, waiting for the peer's
+    /// windows: the memory this connection holds for the application's
+    /// answers, which a server counts against its output budget.
+    pub fn pending_send_total(&self) -> usize {
+        self.streams.values().map(|s| s.queued).sum()
+    }
+
     /// Response bytes of `stream` the peer's windows let out so far (0 for
     /// an unknown stream): with [`pending_send`](Self::pending_send), how a
     /// server sees a stream whose peer never opens its window (the count
