@@ -364,9 +364,7 @@ def test_http2_answers_count_toward_the_worker_output_budget(rush_server: Server
     every answer."""
     bounded = h2_output_growth_kib(rush_server, "--max-worker-output", "2M")
     unbounded = h2_output_growth_kib(rush_server, "--max-worker-output", "1G")
-    print(
-        f"\nRSS growth for 300 h2 clients that never read: {bounded} KiB with a 2 MiB budget, {unbounded} KiB with 1 GiB"
-    )
+    print(f"\nRSS growth for 300 h2 clients that never read: {bounded} KiB with a 2 MiB budget, {unbounded} with 1 GiB")
     # The budget, plus per connection 64 KiB queued, one answer on its way, and HTTP/2's own state.
     assert bounded < 64 * 1024
     # Without the budget every answer is held: the test measures the bound.
