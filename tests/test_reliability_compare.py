@@ -34,7 +34,7 @@ def test_quick_mode_gives_every_scenario_a_row_for_rush(tmp_path: Path) -> None:
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     rush = json.loads(results_file.read_text())["results"]["rush"]
-    assert set(rush) == {"slowloris", "idle", "kill", "hups-term", "race-hup"}
+    assert set(rush) == {"slowloris", "idle", "kill", "hups-term", "race-hup", "h2-rapid-reset"}
     for key, result in rush.items():
         assert not result.get("error"), f"{key}: {result['cell']}"
 
@@ -45,6 +45,9 @@ def test_quick_mode_gives_every_scenario_a_row_for_rush(tmp_path: Path) -> None:
     for key in ("kill", "hups-term", "race-hup"):
         assert rush[key]["answered"] + rush[key]["failed"] > 0, key
     assert rush["kill"]["after"] and rush["hups-term"]["exit"] and rush["race-hup"]["reload"]
+    flood = rush["h2-rapid-reset"]
+    assert min(flood["requests"]) > 0 and flood["p99_quiet_seconds"] > 0 and flood["p99_flood_seconds"] > 0
+    assert sum(flood["flood_endings"].values()) > 0
 
     # The printed table: a header naming rush, and one row per scenario.
     rows = [line for line in completed.stdout.splitlines() if line.startswith("| ")]

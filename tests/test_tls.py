@@ -147,12 +147,55 @@ def test_records_split_into_single_bytes(server: RushServer, pki: dict[str, Path
     assert [response.status for response in responses] == [200]
 
 
+PLAIN_HINT = b"This port speaks HTTPS: use an https:// URL\n"
+
+
 def test_plain_http_on_the_tls_port_gets_a_clear_answer(server: RushServer) -> None:
     with socket.create_connection(("127.0.0.1", server.port), timeout=GUARD_TIMEOUT) as sock:
         sock.sendall(request("GET", "/"))
         answer = read_until_closed(sock)
     assert answer.startswith(b"HTTP/1.1 400 ")
-    assert b"https://" in answer
+    assert answer.endswith(PLAIN_HINT)
+
+
+def test_plain_http_on_the_tls_port_closes_without_a_reset(server: RushServer) -> None:
+    """A plain-HTTP client that goes on sending after its request (pipelined
+    requests here; a body would do the same) reads the whole hint and a clean
+    end, and can go on sending until it closes: the server shuts its write
+    side and lingers, discarding, as after any refusal. A server that closed
+    at once would answer the later bytes with an RST, which fails the
+    client's sends (and, when it meets unread bytes, replaces the FIN)."""
+    pipelined = request("GET", "/next") * 20  # about 1 KiB
+    with socket.create_connection(("127.0.0.1", server.port), timeout=GUARD_TIMEOUT) as sock:
+        sock.sendall(request("GET", "/") + pipelined)
+        answer = read_until_closed(sock)
+        assert answer.startswith(b"HTTP/1.1 400 "), answer
+        assert answer.endswith(PLAIN_HINT), answer
+        # The server's FIN came; it still reads (and drops) what follows,
+        # well under the linger bound (1 MiB).
+        for _ in range(256):
+            sock.sendall(pipelined)
+        sock.shutdown(socket.SHUT_WR)
+        assert sock.recv(1) == b""
+        # Once the server has let go of its end (on our FIN, when it
+        # lingers; at once, when it does not), no RST has reached us.
+        client_port = sock.getsockname()[1]
+        wait_for(lambda: not server_holds(server.port, client_port), "the server to close its end")
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
+
+
+def server_holds(server_port: int, client_port: int) -> bool:
+    """Whether a process still holds the server's end of the connection from
+    ``client_port`` (in /proc/net/tcp a socket no process holds any more,
+    orphaned or in TIME_WAIT, has inode 0)."""
+    with open("/proc/net/tcp") as table:
+        for line in table.readlines()[1:]:
+            fields = line.split()
+            local, remote, inode = fields[1], fields[2], fields[9]
+            if int(local.split(":")[1], 16) == server_port and int(remote.split(":")[1], 16) == client_port:
+                if inode != "0":
+                    return True
+    return False
 
 
 def test_a_client_that_never_finishes_its_handshake_is_closed(rush_server: ServerFactory, pki: dict[str, Path]) -> None:

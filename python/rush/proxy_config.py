@@ -37,6 +37,11 @@ _SHARED_OPTIONS = (
     "max_headers",
     "access_log",
     "log_level",
+    # The workers' life, as for the server: a proxy worker's loop beats its
+    # liveness page and counts its requests and tunnels (src/liveness.rs).
+    "timeout",
+    "max_requests",
+    "max_requests_jitter",
 )
 
 

@@ -6,8 +6,10 @@ body (worker.py) when the configuration is a `ProxyConfig`.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import socket
+import sys
 from typing import TYPE_CHECKING
 
 from rush import logs
@@ -20,12 +22,15 @@ def run_proxy_worker(
     config: ProxyConfig, listeners: list[socket.socket], ready_fd: int | None, liveness: object = None
 ) -> int:
     """The body of a proxy worker process: the native server, built with
-    `ProxySettings` so that it is a proxy worker; returns the exit code. (``liveness`` is the app server's
-    alone: a proxy worker does not count requests for --max-requests.)"""
+    `ProxySettings` so that it is a proxy worker; returns the exit code. ``liveness`` is the page the
+    supervisor reads (src/liveness.rs): the loop beats it (``--timeout``) and counts each request or
+    tunnel its rules let through (``--max-requests``), as an app server worker does."""
     from rush._rush import ProxyAccessSettings, ProxyLimitSettings, ProxySettings, ProxyTimeoutSettings
-    from rush.worker import build_server, raise_open_file_limit, serve_native_loop
+    from rush.worker import DUMP_SIGNAL, build_server, raise_open_file_limit, serve_native_loop
 
     logs.configure(config.log_level)
+    # A worker found stuck (--timeout) is told to print its threads' stacks before it is killed.
+    faulthandler.register(DUMP_SIGNAL, file=sys.stderr, all_threads=True, chain=False)
     raise_open_file_limit()
     settings = ProxySettings(
         limits=ProxyLimitSettings(
@@ -55,9 +60,12 @@ def run_proxy_worker(
         via_name=socket.gethostname(),
     )
     logs.error_logger.info("worker %d proxying", os.getpid())
-    serve_native_loop(
-        config,
-        ready_fd,
-        lambda wakeup_fd: build_server(config, listeners, settings, wakeup_fd),
-    )
+
+    def build(wakeup_fd: int) -> object:
+        server = build_server(config, listeners, settings, wakeup_fd)
+        if liveness is not None:
+            server.set_liveness(liveness)
+        return server
+
+    serve_native_loop(config, ready_fd, build)
     return 0

@@ -49,6 +49,17 @@ pub enum Protocol {
     Http2(Box<crate::http2::session::H2Session>),
 }
 
+impl Protocol {
+    /// Response bytes the protocol holds beside the output buffer: an
+    /// HTTP/2 connection's stream queues, waiting for the peer's windows.
+    pub fn queued_output(&self) -> usize {
+        match self {
+            Protocol::Http2(session) => session.conn.pending_send_total(),
+            _ => 0,
+        }
+    }
+}
+
 pub struct Connection {
     /// The transport: a TCP or Unix socket, or TLS over TCP.
     pub stream: Stream,

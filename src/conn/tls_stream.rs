@@ -21,9 +21,14 @@
 //!   silent sockets lock every new client out. Silent sockets are bounded
 //!   by the header timeout and by the connection cap's eviction instead.
 //! * A first byte that is not a TLS handshake record but an ASCII letter is
-//!   plain HTTP sent to the TLS port: it gets a plain-text 400 saying so,
-//!   and the connection closes (rather than a TLS alert the client cannot
-//!   read, or a hang).
+//!   plain HTTP sent to the TLS port: it gets a plain-text 400 saying so
+//!   (rather than a TLS alert the client cannot read, or a hang), and the
+//!   connection closes as after any refusal: the driver shuts the write
+//!   side and lingers, reading (now the raw socket:
+//!   [`TlsStream::refused_plain_http`]) and discarding what the client
+//!   still sends, bounded by the linger limits. Closing at once with bytes
+//!   unread, or arriving later, would send an RST that can cost the client
+//!   the hint.
 
 use std::cell::{Cell, OnceCell};
 use std::io::{self, Read, Write};
@@ -96,6 +101,9 @@ pub struct TlsStream {
     session: ServerConnection,
     /// The first byte was looked at (plain HTTP is refused with a hint).
     checked_first_byte: bool,
+    /// The client spoke plain HTTP and got the hint: reads now take raw
+    /// bytes from the socket, for the driver to discard while it lingers.
+    plain_http_refused: bool,
     /// The worker's gate, asked for a slot when the first byte arrives.
     gate: Rc<HandshakeGate>,
     /// While the handshake runs: its slot in the gate, given back when it
@@ -139,6 +147,7 @@ impl TlsStream {
             socket,
             session,
             checked_first_byte: false,
+            plain_http_refused: false,
             gate: gate.clone(),
             handshake_slot: None,
             info: OnceCell::new(),
@@ -202,6 +211,12 @@ impl TlsStream {
         }
     }
 
+    /// The client spoke plain HTTP and was answered with the hint (the
+    /// read that found out failed): close as after a refusal, lingering.
+    pub fn refused_plain_http(&self) -> bool {
+        self.plain_http_refused
+    }
+
     /// Encrypted bytes are waiting for the socket.
     pub fn wants_write(&self) -> bool {
         self.session.wants_write()
@@ -252,12 +267,11 @@ impl TlsStream {
         }
         self.checked_first_byte = true;
         if first[0].is_ascii_alphabetic() {
+            // A fresh socket's buffer takes these few bytes whole.
             let _ = self.socket.write(PLAIN_HTTP_ANSWER);
-            // Take what the client sent and end our side first: closing with
-            // unread bytes would reset the connection and lose the answer.
-            let mut discard = [0u8; 16 * 1024];
-            while matches!(self.socket.read(&mut discard), Ok(count) if count > 0) {}
-            let _ = self.socket.shutdown(std::net::Shutdown::Write);
+            // The driver closes the way it closes after any refusal (see
+            // the module documentation): the error tells it to.
+            self.plain_http_refused = true;
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "plain HTTP on the TLS port",
@@ -278,6 +292,10 @@ impl TlsStream {
 
 impl Read for TlsStream {
     fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+        if self.plain_http_refused {
+            // Lingering after the hint: raw bytes, to be discarded.
+            return self.socket.read(buffer);
+        }
         loop {
             match self.session.reader().read(buffer) {
                 Ok(count) => return Ok(count),

@@ -1,6 +1,7 @@
 //! What an HTTP/1.1 connection counts and notes around its requests: its
 //! output against the worker's budget (the parser produces no more while
-//! the worker holds too much unsent output), and what a request's later
+//! the worker holds too much unsent output; HTTP/2 connections are counted
+//! and held back the same way, `may_produce_streams`), and what a request's later
 //! steps need from its head (its start, its origin behind a trusted proxy,
 //! the header values the access log shows), kept on the connection for the
 //! response writer to report.
@@ -16,8 +17,10 @@ impl Core {
     /// a buffer grows by doubling, so counting unsent bytes let a worker
     /// hold twice its budget (300 clients that never read took 203 MiB
     /// with the 64 MiB default).
+    /// An HTTP/2 connection's stream queues count too (responses waiting
+    /// for the peer's windows hold memory just the same).
     pub(crate) fn account_output(&mut self, connection: &mut Connection) {
-        let held = connection.sink.output.capacity();
+        let held = connection.sink.output.capacity() + connection.protocol.queued_output();
         self.output_total = self.output_total - connection.sink.accounted + held;
         connection.sink.accounted = held;
     }
@@ -36,11 +39,25 @@ impl Core {
     /// accounted: checked against the total as of the drive's start, each
     /// connection could fill its 1 MiB before the budget was seen spent.
     pub(crate) fn may_produce(&self, connection: &Connection) -> bool {
-        let total =
-            self.output_total - connection.sink.accounted + connection.sink.output.capacity();
+        let total = self.output_total - connection.sink.accounted
+            + connection.sink.output.capacity()
+            + connection.protocol.queued_output();
         !connection.sink.is_full()
             && (total <= self.config.output_budget
                 || connection.sink.output.len() < OUTPUT_FAIR_SHARE)
+    }
+
+    /// HTTP/2's `may_produce`, asked before each event of a connection
+    /// (each may start a request): under the budget as of the drive's
+    /// start, anything goes; over it, only a connection holding little
+    /// (the memory of its output buffer and its streams' queues, counted
+    /// as the budget counts it) takes new events, the others keep theirs
+    /// queued until their clients read. A connection can pass the budget
+    /// by what one drive's requests produce.
+    pub(crate) fn may_produce_streams(&self, connection: &Connection) -> bool {
+        self.output_total <= self.config.output_budget
+            || connection.sink.output.capacity() + connection.protocol.queued_output()
+                < OUTPUT_FAIR_SHARE
     }
 
     /// Notes what every later step of a request's answer needs from its

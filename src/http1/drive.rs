@@ -142,6 +142,19 @@ impl Core {
                     return Disposition::Open;
                 }
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                Err(_)
+                    if connection
+                        .stream
+                        .tls()
+                        .is_some_and(|tls| tls.refused_plain_http()) =>
+                {
+                    // Plain HTTP on the TLS port, answered with a hint
+                    // already: close as after any refusal (lingering), so
+                    // what the client still sends cannot turn our FIN into
+                    // an RST that costs it the hint.
+                    metrics::refused(400);
+                    connection.state.refused();
+                }
                 Err(_) => return Disposition::Close,
             }
         }

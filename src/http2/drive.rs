@@ -252,7 +252,12 @@ impl Core {
     /// Handles every event `H2Connection` has; returns whether there was any.
     fn http2_events(&mut self, py: Python<'_>, connection: &mut Connection, key: usize) -> bool {
         let mut any = false;
-        while let Some(event) = h2_session(connection).conn.poll_event() {
+        // Over the worker's output budget, a connection holding much waits
+        // with its events (new requests) until its client reads.
+        while self.may_produce_streams(connection) {
+            let Some(event) = h2_session(connection).conn.poll_event() else {
+                break;
+            };
             any = true;
             match event {
                 Event::Request {
@@ -435,6 +440,7 @@ impl Core {
                 answered: false,
                 takes_trailers,
                 body_progress: self.now,
+                send_watch: None,
             },
         );
         let head_bytes = head_text(h2_head);

@@ -70,6 +70,43 @@ impl H2Session {
         self.conn.abrupt_shutdown(rush_h2::Reason::NO_ERROR);
     }
 
+    /// Resets (CANCEL) the streams whose queued response data has not moved
+    /// for `send_timeout`: a peer that never opens its window (slow read,
+    /// CVE-2019-9517) holds nothing on the socket, so the connection's own
+    /// send deadline never starts. Their apps are told the client left.
+    /// Called by the worker's sweep (once a second); returns whether any
+    /// stream was reset (its RST_STREAM waits to be written).
+    pub(crate) fn reset_stalled_streams(&mut self, now: Instant, send_timeout: Duration) -> bool {
+        let mut stalled = std::mem::take(&mut self.scratch_ids);
+        stalled.clear();
+        for (&id, stream) in self.streams.iter_mut() {
+            if self.conn.pending_send(id) == 0 {
+                stream.send_watch = None;
+                continue;
+            }
+            let sent = self.conn.sent(id);
+            match stream.send_watch {
+                Some((watched, since)) if watched == sent => {
+                    if now.saturating_duration_since(since) >= send_timeout {
+                        stalled.push(id);
+                    }
+                }
+                _ => stream.send_watch = Some((sent, now)),
+            }
+        }
+        for &id in &stalled {
+            self.conn.reset(id, rush_h2::Reason::CANCEL);
+            if let Some(entry) = self.streams.remove(&id) {
+                if let Some(in_flight) = &entry.unit.in_flight {
+                    in_flight.client_gone();
+                }
+            }
+        }
+        let any = !stalled.is_empty();
+        self.scratch_ids = stalled;
+        any
+    }
+
     /// The request unit of stream `id`, if it is being answered.
     pub(crate) fn unit(&self, id: u32) -> Option<&RequestUnit> {
         self.streams.get(&id).map(|stream| &stream.unit)
@@ -107,6 +144,9 @@ pub(crate) struct H2Stream {
     /// took a chunk): `--body-timeout` runs from here while the stream
     /// waits on the client for more.
     pub(crate) body_progress: Instant,
+    /// While response data waits on the peer's windows: the bytes sent
+    /// when it was last seen moving, and when (`reset_stalled_streams`).
+    pub(crate) send_watch: Option<(u64, Instant)>,
 }
 
 impl H2Stream {

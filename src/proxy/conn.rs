@@ -453,6 +453,7 @@ impl Worker {
                 return Ok(false);
             }
         }
+        self.count_request(&conn.input[..head.head_len]);
         let buffer = &conn.input;
         let exchange = match &target {
             ProxyTarget::Tunnel { .. } => None,

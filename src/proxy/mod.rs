@@ -21,6 +21,11 @@
 //!   (`relay.rs`); a forwarded request streams both bodies as framed
 //!   (`forward.rs`), and origin connections are kept alive per worker (`pool.rs`).
 //! * Deadlines are checked by the server's sweep, once a second.
+//! * `--timeout` and `--max-requests` work as for the app server: the
+//!   server's loop beats the worker's liveness page (src/liveness.rs) and
+//!   each request the rules let through (a forwarded request, a tunnel) is
+//!   counted there; the one that reaches the limit makes the worker stop
+//!   taking requests (`request_limit_reached`, read by the server's loop).
 //!
 //! Python (the GIL) is touched only for the optional policy hook, once per
 //! request or tunnel, and for log lines; never per byte.
@@ -47,6 +52,7 @@ use pyo3::prelude::*;
 use rush_proto::{HeaderSpan, Limits};
 use slab::Slab;
 
+use crate::liveness::Liveness;
 use crate::options::READ_CHUNK;
 use auth::Verifier;
 use conn::{client_token, Disposition, Phase, ProxyConn};
@@ -94,6 +100,11 @@ pub(crate) struct Worker {
     pub(crate) log_lines: Vec<String>,
     /// The `Via` value this proxy adds (`1.1 HOST (rush)`), also how it recognises its own requests.
     pub(crate) via: Vec<u8>,
+    /// The page shared with the supervisor (`--timeout`, `--max-requests`).
+    pub(crate) liveness: Option<Py<Liveness>>,
+    /// This worker began its `--max-requests`: no new request is kept
+    /// alive, and the server's loop stops accepting.
+    pub(crate) request_limit_reached: bool,
     error_logger: Py<PyAny>,
     serial: u64,
 }
@@ -102,6 +113,20 @@ impl Worker {
     pub(crate) fn next_serial(&mut self) -> u64 {
         self.serial += 1;
         self.serial
+    }
+
+    /// A request the rules let through (forwarded or tunnelled) begins:
+    /// counted on the liveness page with its request line (`head` starts
+    /// with it). At the limit the worker drains as for a stop, which also
+    /// answers this request with `Connection: close`.
+    pub(crate) fn count_request(&mut self, head: &[u8]) {
+        let Some(liveness) = &self.liveness else {
+            return;
+        };
+        if liveness.get().request_started(head) {
+            self.request_limit_reached = true;
+            self.draining = true;
+        }
     }
 
     pub(crate) fn log_error(&self, py: Python<'_>, message: &str, error: Option<PyErr>) {
@@ -152,12 +177,28 @@ impl ProxyLoop {
                 log_access: access_logger.is_some(),
                 log_lines: Vec::new(),
                 via: settings.via,
+                liveness: None,
+                request_limit_reached: false,
                 error_logger: error_logger.clone_ref(py),
                 serial: 0,
             },
             access_logger: access_logger.map(|logger| logger.clone_ref(py)),
             _waker: waker,
         })
+    }
+
+    /// Shares the worker's liveness page: requests are counted there from now on.
+    pub(crate) fn set_liveness(&mut self, liveness: Py<Liveness>) {
+        self.worker.liveness = Some(liveness);
+    }
+
+    pub(crate) fn liveness(&self) -> Option<&Py<Liveness>> {
+        self.worker.liveness.as_ref()
+    }
+
+    /// Whether this worker began its `--max-requests`.
+    pub(crate) fn request_limit_reached(&self) -> bool {
+        self.worker.request_limit_reached
     }
 
     /// Whether `token` belongs to a proxy connection.

@@ -297,6 +297,11 @@ impl Worker for AppServer {
         self.core.liveness.as_ref()
     }
 
+    fn set_liveness(&mut self, liveness: Py<Liveness>) {
+        liveness.get().beat();
+        self.core.liveness = Some(liveness);
+    }
+
     fn recover(&mut self, py: Python<'_>, key: Option<usize>) {
         let message = match key {
             Some(_) => "internal error while serving a connection; closing it",

@@ -483,6 +483,11 @@ impl AppServer {
                 continue;
             }
             if let Protocol::Http2(session) = &mut connection.protocol {
+                // A stream whose peer never opens its window: reset after
+                // the send timeout, as a stalled socket would be closed.
+                if session.reset_stalled_streams(now, self.core.config.send_timeout) {
+                    woken.push(key);
+                }
                 if connection.deadline.is_some_and(|deadline| now >= deadline) {
                     if !session.shutdown_requested {
                         // Idle past --keep-alive-timeout (or the drain's

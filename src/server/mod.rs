@@ -103,6 +103,8 @@ trait Worker {
     fn open_connections(&self) -> usize;
     fn fileno(&self) -> RawFd;
     fn liveness(&self) -> Option<&Py<Liveness>>;
+    /// Shares the worker's liveness page with the supervisor (src/liveness.rs).
+    fn set_liveness(&mut self, liveness: Py<Liveness>);
     /// After a panic in work for connection `key` (or for the loop): log it,
     /// and close that connection.
     fn recover(&mut self, py: Python<'_>, key: Option<usize>);
@@ -257,12 +259,10 @@ impl Server {
     }
 
     /// Shares `liveness` with the supervisor: from now on every loop pass
-    /// stores its time there, and every request is counted (src/liveness.rs).
+    /// stores its time there, and every request is counted (src/liveness.rs);
+    /// for a proxy worker, every request or tunnel its rules let through.
     fn set_liveness(&mut self, liveness: Py<Liveness>) {
-        if let Some(app) = self.worker().app() {
-            liveness.get().beat();
-            app.core.liveness = Some(liveness);
-        }
+        self.worker().set_liveness(liveness);
     }
 
     /// Runs the loop until a graceful shutdown (requested through `stop`)

@@ -2,6 +2,14 @@
 //! loop, listeners, signals, deadline sweep and graceful drain as the app
 //! server, around the proxy's own connections (`crate::proxy::ProxyLoop`),
 //! with no router, app or HTTP server state it would not use.
+//!
+//! Like the app server, it shares a liveness page with the supervisor
+//! (src/liveness.rs): every loop pass stores its time there (`--timeout`
+//! kills a worker whose loop stops turning), and the proxy counts the
+//! requests it lets through; the one that reaches `--max-requests` makes
+//! the worker close its listening sockets, let its idle clients go, finish
+//! what it has and ask the supervisor for its successor
+//! (`stop_at_request_limit`).
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -125,6 +133,11 @@ impl ProxyServer {
     fn accept_from(&mut self, py: Python<'_>, index: usize) -> usize {
         let mut accepted_now = 0;
         loop {
+            if self.proxy.request_limit_reached() {
+                // --max-requests: not one connection more (they wait in the
+                // socket's queue for the successor).
+                return accepted_now;
+            }
             if accepted_now == ACCEPT_BATCH {
                 // Re-arming raises a new event here if any remain.
                 if let Some(listener) = self.listeners.get_mut(index) {
@@ -163,6 +176,29 @@ impl ProxyServer {
             }
         }
     }
+
+    /// `--max-requests`: the request that reached the limit goes on (with
+    /// `Connection: close`); the worker closes its copies of the listening
+    /// sockets (the supervisor keeps its own, so what arrives now queues
+    /// for the successor and none fails), lets its idle clients go, and asks
+    /// the supervisor for the successor, which retires it (SIGTERM, a
+    /// drain) once ready. Done once: the listeners are gone afterwards.
+    fn stop_at_request_limit(&mut self, py: Python<'_>) {
+        if !self.proxy.request_limit_reached() || self.listeners.is_empty() {
+            return;
+        }
+        for mut listener in std::mem::take(&mut self.listeners) {
+            listener.deregister(self.poll.registry());
+        }
+        self.proxy.start_drain(py);
+        if let Some(liveness) = self.proxy.liveness() {
+            liveness.get().ask_for_successor();
+        }
+        let message = "reached --max-requests: no longer accepting, waiting for a successor";
+        if let Err(logging_error) = self.error_logger.call1(py, (message, py.None(), "info")) {
+            logging_error.print(py);
+        }
+    }
 }
 
 impl Worker for ProxyServer {
@@ -183,6 +219,9 @@ impl Worker for ProxyServer {
             Err(error) => return Err(error.into()),
         }
         self.now = Instant::now();
+        if let Some(liveness) = self.proxy.liveness() {
+            liveness.get().beat();
+        }
         let events = std::mem::replace(&mut self.events, Events::with_capacity(0));
         let mut check_signals = false;
         for event in events.iter() {
@@ -212,6 +251,7 @@ impl Worker for ProxyServer {
             self.sweep(py);
         }
         self.proxy.flush_log(py);
+        self.stop_at_request_limit(py);
         self.resume_accepting(py);
         if check_signals {
             py.check_signals()?;
@@ -270,9 +310,13 @@ impl Worker for ProxyServer {
         self.poll.as_raw_fd()
     }
 
-    /// A proxy worker does not count requests for `--max-requests`.
     fn liveness(&self) -> Option<&Py<Liveness>> {
-        None
+        self.proxy.liveness()
+    }
+
+    fn set_liveness(&mut self, liveness: Py<Liveness>) {
+        liveness.get().beat();
+        self.proxy.set_liveness(liveness);
     }
 
     /// A panic in a proxy connection is caught (and the connection closed)

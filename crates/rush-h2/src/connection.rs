@@ -178,6 +178,8 @@ struct Stream {
     /// Response data not yet handed to `h2`.
     queue: VecDeque<Bytes>,
     queued: usize,
+    /// Response data handed to `h2` so far (let out by the peer's windows).
+    sent: u64,
     /// The application ended the response; sent when the queue drains.
     end_queued: bool,
     trailers: Option<HeaderMap>,
@@ -421,6 +423,22 @@ impl H2Connection {
         self.streams.get(&stream).map_or(0, |s| s.queued)
     }
 
+    /// Response bytes queued on every stream, waiting for the peer's
+    /// windows: the memory this connection holds for the application's
+    /// answers, which a server counts against its output budget.
+    pub fn pending_send_total(&self) -> usize {
+        self.streams.values().map(|s| s.queued).sum()
+    }
+
+    /// Response bytes of `stream` the peer's windows let out so far (0 for
+    /// an unknown stream): with [`pending_send`](Self::pending_send), how a
+    /// server sees a stream whose peer never opens its window (the count
+    /// stands still while data waits) and gives up on it after its send
+    /// timeout (CVE-2019-9517).
+    pub fn sent(&self, stream: u32) -> u64 {
+        self.streams.get(&stream).map_or(0, |s| s.sent)
+    }
+
     /// Resets `stream` (RST_STREAM with `reason`, e.g. INTERNAL_ERROR when
     /// the application failed mid-response, CANCEL when it gave up). Queued
     /// data is dropped. Unknown streams are ignored. After a complete
@@ -623,6 +641,7 @@ impl H2Connection {
                 unreleased: 0,
                 queue: VecDeque::new(),
                 queued: 0,
+                sent: 0,
                 end_queued: false,
                 trailers: None,
                 notify_drain: false,
@@ -749,6 +768,7 @@ impl H2Connection {
                     front.split_to(capacity)
                 };
                 s.queued -= chunk.len();
+                s.sent += chunk.len() as u64;
                 let end = s.queued == 0 && s.end_queued && s.trailers.is_none();
                 s.notify_drain = true;
                 progress = true;

@@ -1,0 +1,56 @@
+"""A raw ASGI app for the HTTP/2 attack tests (tests/test_http2_attacks.py)
+and the worker output budget over HTTP/2 (served with ``rush
+tests.apps.h2_hostile:app --http auto``):
+
+- ``/pid``: the worker's pid (the same pid answering after an attack shows
+  the worker survived it);
+- ``/hit``: counted, then answered ``hit``; ``/hits``: how many ``/hit``
+  requests reached the app (a refused request must not);
+- ``/big?size=N&part=P``: N bytes (``b`` repeated) sent in parts of P bytes
+  (64 KiB unless given), each with ``more_body``, so the server paces the
+  app on the client's windows;
+- ``/drain``: reads the request body to its end, then answers ``drained``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qs
+
+hits = 0
+
+
+async def _respond(send: Callable[[dict[str, Any]], Any], body: bytes) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def app(scope: dict[str, Any], receive: Callable[[], Any], send: Callable[[dict[str, Any]], Any]) -> None:
+    global hits
+    if scope["type"] != "http":
+        return
+    path = scope["path"]
+    query = {key: values[0] for key, values in parse_qs(scope["query_string"].decode()).items()}
+    if path == "/pid":
+        await _respond(send, str(os.getpid()).encode())
+    elif path == "/hit":
+        hits += 1
+        await _respond(send, b"hit")
+    elif path == "/hits":
+        await _respond(send, str(hits).encode())
+    elif path == "/big":
+        size, part = int(query.get("size", "65536")), int(query.get("part", "65536"))
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        chunk = b"b" * part
+        while size > 0:
+            await send({"type": "http.response.body", "body": chunk[:size], "more_body": True})
+            size -= part
+        await send({"type": "http.response.body", "body": b""})
+    elif path == "/drain":
+        while (await receive()).get("more_body", False):
+            pass
+        await _respond(send, b"drained")
+    else:
+        await _respond(send, b"not found")

@@ -1,0 +1,152 @@
+"""A raw HTTP/2 peer for the attack tests: frames built by hand, so that it
+can do what no client library will (reset thousands of streams, never end a
+header block, flood PINGs, never open its window), and the server's frames
+read back one by one, their header blocks decoded with ``hpack`` (the
+package under ``h2``) so the decoder's table stays in step.
+
+Request header blocks use only HPACK's static table and literals without
+indexing, so one block can be sent any number of times.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+
+import hpack
+from support import GUARD_TIMEOUT
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = range(10)
+END_STREAM = 0x1
+ACK = 0x1
+END_HEADERS = 0x4
+
+# Error codes (RFC 9113 section 7).
+NO_ERROR, PROTOCOL_ERROR, CANCEL, REFUSED_STREAM, ENHANCE_YOUR_CALM = 0x0, 0x1, 0x8, 0x7, 0xB
+# SETTINGS identifiers.
+INITIAL_WINDOW_SIZE = 0x4
+
+
+def frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
+    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+
+
+def settings(*pairs: tuple[int, int]) -> bytes:
+    return frame(SETTINGS, 0, 0, b"".join(key.to_bytes(2, "big") + value.to_bytes(4, "big") for key, value in pairs))
+
+
+def _literal(index: int, value: bytes) -> bytes:
+    """A field with a static-table name, literal value, not indexed."""
+    assert len(value) < 127
+    return bytes([index, len(value)]) + value
+
+
+def request_block(path: str = "/hello", method: str = "GET") -> bytes:
+    """:method, :scheme http, :path, :authority: stateless HPACK."""
+    method_field = {"GET": b"\x82", "POST": b"\x83"}[method]
+    return method_field + b"\x86" + _literal(4, path.encode()) + _literal(1, b"127.0.0.1")
+
+
+def hpack_string(value: bytes) -> bytes:
+    """An HPACK string literal (no Huffman) with its length as a 7-bit prefix integer."""
+    return hpack_integer(len(value), 7) + value
+
+
+def hpack_integer(value: int, prefix_bits: int, first: int = 0) -> bytes:
+    limit = (1 << prefix_bits) - 1
+    if value < limit:
+        return bytes([first | value])
+    out = [first | limit]
+    value -= limit
+    while value >= 128:
+        out.append(value % 128 | 0x80)
+        value //= 128
+    out.append(value)
+    return bytes(out)
+
+
+@dataclass
+class Frame:
+    kind: int
+    flags: int
+    stream: int
+    payload: bytes
+    fields: list[tuple[bytes, bytes]] = field(default_factory=list)
+
+    @property
+    def error_code(self) -> int:
+        """RST_STREAM's code, or GOAWAY's (after the last stream id)."""
+        start = 4 if self.kind == GOAWAY else 0
+        return int.from_bytes(self.payload[start : start + 4], "big")
+
+    @property
+    def status(self) -> int | None:
+        return next((int(value) for name, value in self.fields if name == b":status"), None)
+
+
+class RawH2:
+    """One HTTP/2 connection on a plain socket: the preface and an empty
+    SETTINGS (or ``initial_settings``) sent, frames written and read raw."""
+
+    def __init__(self, port: int, initial_settings: bytes | None = None, rcvbuf: int | None = None) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf is not None:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.settimeout(GUARD_TIMEOUT)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.connect(("127.0.0.1", port))
+        self.buffer = b""
+        self.decoder = hpack.Decoder()
+        self.closed = False
+        self.send(PREFACE + (initial_settings if initial_settings is not None else settings()))
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def read_frame(self) -> Frame | None:
+        """The next frame from the server; None once it closed (or reset)."""
+        while True:
+            if len(self.buffer) >= 9:
+                length = int.from_bytes(self.buffer[:3], "big")
+                if len(self.buffer) >= 9 + length:
+                    header, payload = self.buffer[:9], self.buffer[9 : 9 + length]
+                    self.buffer = self.buffer[9 + length :]
+                    got = Frame(header[3], header[4], int.from_bytes(header[5:9], "big") & 0x7FFFFFFF, payload)
+                    if got.kind == HEADERS:
+                        got.fields = list(self.decoder.decode(payload, raw=True))
+                    elif got.kind == SETTINGS and not got.flags & ACK:
+                        try:
+                            self.send(frame(SETTINGS, ACK, 0))
+                        except OSError:
+                            pass  # closed on us: the frames already read still count
+                    return got
+            if self.closed:
+                return None
+            try:
+                data = self.sock.recv(65536)
+            except ConnectionResetError:
+                data = b""
+            if not data:
+                self.closed = True
+            self.buffer += data
+
+    def frames_until_closed(self, limit: int = 1_000_000) -> list[Frame]:
+        frames = []
+        while (got := self.read_frame()) is not None:
+            frames.append(got)
+            assert len(frames) < limit, "the server kept sending"
+        return frames
+
+    def goaway(self, frames: list[Frame]) -> Frame | None:
+        return next((got for got in frames if got.kind == GOAWAY), None)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> RawH2:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
