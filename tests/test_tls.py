@@ -388,6 +388,13 @@ def test_handshakes_in_progress_are_capped_and_established_clients_go_on(
                 except ConnectionResetError:
                     pass
             assert established.get(f"{https(server)}/").status_code == 200, "an established client goes on"
+            # The refusal is not silent: a rate-limited warning names the limit.
+            wait_for(
+                lambda: (
+                    "TLS handshakes refused" in server.stderr_text() and "--ssl-max-handshakes" in server.stderr_text()
+                ),
+                "a warning about the refused handshake",
+            )
         finally:
             for sock in stalled:
                 sock.close()
