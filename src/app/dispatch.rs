@@ -10,7 +10,7 @@ use rush_proto::{Method, RequestHead, Version};
 
 use crate::body::RequestBody;
 use crate::coroutine::CoroutineStart;
-use crate::dispatch::cached::{CacheLookup, FillAnswer};
+use crate::dispatch::cached::CacheLookup;
 use crate::dispatch::{call_handler, keep_or_close, AppInterface, Core, Outcome, RequestLine};
 use crate::exchange::{BodyLength, ResponseHead, ResponseWriter, StreamKey};
 use crate::inflight::{AwaitingResponse, InFlight};
@@ -126,7 +126,7 @@ impl Core {
                     match self.look_up_cached(
                         py,
                         connection,
-                        key.connection,
+                        key,
                         &router,
                         policy,
                         head_bytes,
@@ -191,7 +191,7 @@ impl Core {
                     match self.look_up_cached(
                         py,
                         connection,
-                        key.connection,
+                        key,
                         &router,
                         policy,
                         head_bytes,
@@ -269,13 +269,7 @@ impl Core {
             }
             Ok(value) => self.finish(py, connection, &awaiting, head_bytes, &line, Ok(value)),
         };
-        self.complete_cache_fill(
-            py,
-            connection,
-            cache_fill,
-            FillAnswer::InOutput(start),
-            &outcome,
-        );
+        self.complete_cache_fill(py, connection, cache_fill, Some(start), &outcome);
         outcome
     }
 }
