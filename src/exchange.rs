@@ -98,6 +98,18 @@ pub(crate) enum BodyLength {
     UntilClose,
 }
 
+impl BodyLength {
+    /// The body's length as announced: 0 for a bodyless status, `None`
+    /// when it is not known before the body ends.
+    pub(crate) fn declared(self) -> Option<u64> {
+        match self {
+            BodyLength::Known(length) => Some(length),
+            BodyLength::Empty => Some(0),
+            BodyLength::Streamed | BodyLength::UntilClose => None,
+        }
+    }
+}
+
 /// A response head as values: what an interface hands the writer instead
 /// of protocol bytes. The fields come beside it as an iterator (no copy).
 #[derive(Clone, Copy)]

@@ -124,14 +124,7 @@ impl Core {
                 let mut fill = None;
                 if let Some(policy) = router.cached_path(&path) {
                     match self.look_up_cached(
-                        py,
-                        connection,
-                        key,
-                        &router,
-                        policy,
-                        head_bytes,
-                        head,
-                        &context,
+                        py, connection, key, &router, policy, head_bytes, head, &context,
                     ) {
                         CacheLookup::Answered(outcome) => return outcome,
                         CacheLookup::Parked => return Outcome::Parked,
@@ -189,14 +182,7 @@ impl Core {
             } => {
                 if let Some(policy) = &handler.cache {
                     match self.look_up_cached(
-                        py,
-                        connection,
-                        key,
-                        &router,
-                        policy,
-                        head_bytes,
-                        head,
-                        &context,
+                        py, connection, key, &router, policy, head_bytes, head, &context,
                     ) {
                         CacheLookup::Answered(outcome) => return outcome,
                         CacheLookup::Parked => return Outcome::Parked,

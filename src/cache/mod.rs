@@ -57,6 +57,7 @@ pub use store::{CacheCounters, Lookup, ResponseCache};
 pub use stored::{Recording, Stored};
 
 /// How one route's answers are cached.
+#[derive(Debug)]
 pub struct CachePolicy {
     /// Which route: part of every key, and what route invalidation names.
     pub route: u32,
@@ -120,8 +121,8 @@ pub(crate) mod tests {
         Recording::from_http1(rendered).expect("a whole answer")
     }
 
-    fn waiter(number: usize) -> crate::exchange::StreamKey {
-        crate::exchange::StreamKey::single(number)
+    fn waiter(number: u64) -> u64 {
+        number
     }
     const FAILED: &[u8] = b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n";
     const NOT_FOUND: &[u8] = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";

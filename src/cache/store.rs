@@ -29,8 +29,9 @@
 //!   A lookup that finds the marker adds the request's own values and looks
 //!   again. At most [`MAX_VARIANTS`] variants are stored per primary key.
 //!
-//! Waiters are `StreamKey`s (a connection and its stream: an HTTP/1.1
-//! request or an HTTP/2 stream); this module never touches connections.
+//! Waiters are opaque numbers (the dispatcher's `StreamKey` tokens: a
+//! connection and its stream, an HTTP/1.1 request or an HTTP/2 stream);
+//! this module never touches connections.
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -43,7 +44,6 @@ use quick_cache::{DefaultHashBuilder, Lifecycle, Weighter};
 use super::generations;
 use super::key::{push_variant, CacheKey};
 use super::stored::{cacheable, Recording, Stored};
-use crate::exchange::StreamKey;
 use super::CachePolicy;
 
 /// How long at most a key whose answer could not be stored skips single
@@ -82,7 +82,7 @@ struct Fill {
     /// After this, waiting requests stop waiting.
     lock_until: Instant,
     /// Requests that wait for this fill.
-    waiters: Vec<StreamKey>,
+    waiters: Vec<u64>,
     /// The entry's generation when the fill started.
     generation: u64,
 }
@@ -111,7 +111,7 @@ pub enum Lookup {
 /// What a completed fill leaves for the caller to do.
 pub struct FillDone {
     /// Requests to wake: they look the key up again.
-    pub waiters: Vec<StreamKey>,
+    pub waiters: Vec<u64>,
     /// The answer was not stored and a stale one stays (a failed refresh).
     pub kept_stale: bool,
     /// The answer as stored, if it was.
@@ -223,7 +223,7 @@ impl ResponseCache {
         key: &mut CacheKey,
         fields: Fields<'_>,
         may_fill: bool,
-        waiter: StreamKey,
+        waiter: u64,
         now: Instant,
     ) -> Lookup {
         let generation = generations::of_entry(policy.route, key.entry());
@@ -420,7 +420,7 @@ impl ResponseCache {
     /// Releases the waiters of fills past their lock timeout (to the
     /// handler: the key becomes a pass unless an answer is there); returns
     /// the requests to wake. Called from the loop's periodic sweep.
-    pub fn release_overdue_fills(&mut self, now: Instant) -> Vec<StreamKey> {
+    pub fn release_overdue_fills(&mut self, now: Instant) -> Vec<u64> {
         let mut woken = Vec::new();
         let overdue: Vec<Vec<u8>> = self
             .fills

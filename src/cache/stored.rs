@@ -29,7 +29,6 @@ use rush_proto::encode::{is_framing_header, status_has_no_body};
 use rush_proto::response::{write_content_length, write_status_line};
 
 use super::CachePolicy;
-use crate::exchange::BodyLength;
 
 /// The most of a body that is recorded to fill a cache entry; a larger
 /// answer is not stored.
@@ -63,6 +62,8 @@ pub struct Recording {
     /// The body's length as the head announced it.
     declared: Option<u64>,
     progress: Progress,
+    /// The policy of the route it fills (see [`Recording::etag_to_add`]).
+    policy: Option<Arc<CachePolicy>>,
 }
 
 fn pairs<'f>(fields: impl Iterator<Item = (&'f [u8], &'f [u8])>) -> Vec<Field> {
@@ -73,11 +74,33 @@ fn pairs<'f>(fields: impl Iterator<Item = (&'f [u8], &'f [u8])>) -> Vec<Field> {
 }
 
 impl Recording {
-    /// A head went out (`ResponseWriter::send_head`).
-    pub(crate) fn head<'f>(
+    /// A recording for a fill of a route with `policy`.
+    pub fn for_fill(policy: Arc<CachePolicy>) -> Recording {
+        Recording {
+            policy: Some(policy),
+            ..Recording::default()
+        }
+    }
+
+    /// For a whole answer just recorded: the `ETag` the cache will add when
+    /// it stores it, so a writer that cannot take its answer back (HTTP/2)
+    /// sends it with the first answer too, as the hits will.
+    pub fn etag_to_add(&self) -> Option<Box<[u8]>> {
+        if self.progress != Progress::Complete {
+            return None;
+        }
+        let policy = self.policy.as_deref()?;
+        let stored = cacheable(policy, self, Instant::now(), 0)?;
+        stored.etag_added.then_some(stored.etag)
+    }
+
+    /// A head went out (`ResponseWriter::send_head`); `declared`: the
+    /// body's length as it announced it (0 for a bodyless status, `None`
+    /// when it is sent in parts of unknown total length).
+    pub fn head<'f>(
         &mut self,
         status: u16,
-        length: BodyLength,
+        declared: Option<u64>,
         head_only: bool,
         fields: impl Iterator<Item = (&'f [u8], &'f [u8])>,
     ) {
@@ -85,11 +108,6 @@ impl Recording {
             // An interim answer (103 Early Hints): not part of the answer.
             return;
         }
-        let declared = match length {
-            BodyLength::Known(length) => Some(length),
-            BodyLength::Empty => Some(0),
-            BodyLength::Streamed | BodyLength::UntilClose => None,
-        };
         if self.progress != Progress::Empty || head_only || declared.is_none() {
             self.progress = Progress::Unstorable;
             return;
@@ -161,7 +179,11 @@ impl Recording {
 
     /// The answer so far was taken back (an error page replaces it).
     pub fn reset(&mut self) {
-        *self = Recording::default();
+        let policy = self.policy.take();
+        *self = Recording {
+            policy,
+            ..Recording::default()
+        };
     }
 
     /// The recorded answer, if it is complete: every byte its head
@@ -201,6 +223,7 @@ impl Recording {
             body: body.to_vec(),
             declared: declared.or(Some(body.len() as u64)),
             progress: Progress::Complete,
+            policy: None,
         }
         .finished()
     }
@@ -450,11 +473,11 @@ mod tests {
     fn a_recording_is_stored_only_when_whole() {
         let fields = [(&b"Content-Type"[..], &b"text/plain"[..])];
         let mut recording = Recording::default();
-        recording.head(200, BodyLength::Known(4), false, fields.iter().copied());
+        recording.head(200, Some(4), false, fields.iter().copied());
         recording.body(b"ab");
         assert!(Recording::default().finished().is_none());
         let mut cut_short = Recording::default();
-        cut_short.head(200, BodyLength::Known(4), false, fields.iter().copied());
+        cut_short.head(200, Some(4), false, fields.iter().copied());
         cut_short.body(b"ab");
         cut_short.end(false);
         assert!(cut_short.finished().is_none(), "shorter than announced");
@@ -462,7 +485,7 @@ mod tests {
         let recording = recording.finished().expect("all four bytes");
         assert_eq!(recording.body, b"abcd");
         let mut streamed = Recording::default();
-        streamed.head(200, BodyLength::Streamed, false, fields.iter().copied());
+        streamed.head(200, None, false, fields.iter().copied());
         streamed.body(b"ab");
         streamed.end(false);
         assert!(streamed.finished().is_none(), "chunked is not stored");
@@ -476,7 +499,7 @@ mod tests {
         retried.whole(500, b"text/plain", b"error", false, std::iter::empty());
         assert_eq!(retried.finished().unwrap().status, 500);
         let mut hinted = Recording::default();
-        hinted.head(103, BodyLength::Empty, false, fields.iter().copied());
+        hinted.head(103, Some(0), false, fields.iter().copied());
         hinted.whole(200, b"", b"x", false, std::iter::empty());
         assert_eq!(hinted.finished().unwrap().status, 200);
     }
@@ -499,7 +522,8 @@ mod tests {
 
     #[test]
     fn a_handlers_own_etag_is_kept() {
-        let stored = store(b"HTTP/1.1 200 OK\r\nETag: \"v1\"\r\nContent-Length: 1\r\n\r\nx").unwrap();
+        let stored =
+            store(b"HTTP/1.1 200 OK\r\nETag: \"v1\"\r\nContent-Length: 1\r\n\r\nx").unwrap();
         assert_eq!(&*stored.etag, b"\"v1\"");
         assert!(!stored.etag_added);
         assert_eq!(

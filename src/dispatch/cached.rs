@@ -66,7 +66,7 @@ impl Core {
         if let Some(fill) = connection.detached_fill() {
             // A detached refresh: its lookup was made by the request that
             // found the stale answer.
-            *connection.recording() = Some(Box::default());
+            *connection.recording() = Some(Box::new(Recording::for_fill(fill.policy.clone())));
             return CacheLookup::Handler(Some(fill));
         }
         if !matches!(head.method, Method::Get | Method::Head) {
@@ -119,7 +119,7 @@ impl Core {
             &mut key,
             &fields,
             may_fill,
-            stream,
+            stream.token(),
             self.now,
         );
         let hit = matches!(
@@ -167,8 +167,8 @@ impl Core {
                     refresh: false,
                 };
                 if let Some(level) = router.shared_level(policy.route) {
-                    let found =
-                        self.answer_from_shared_level(py, connection, router, level, &fill, context);
+                    let found = self
+                        .answer_from_shared_level(py, connection, router, level, &fill, context);
                     if let Some(status) = found {
                         let line = RequestLine::Raw(head_bytes, head);
                         self.access_log(py, connection, &line, status, 0);
@@ -176,7 +176,7 @@ impl Core {
                     }
                 }
                 // The writer records the handler's answer from here on.
-                *connection.recording() = Some(Box::default());
+                *connection.recording() = Some(Box::new(Recording::for_fill(policy.clone())));
                 CacheLookup::Handler(Some(fill))
             }
         }
@@ -221,9 +221,15 @@ impl Core {
             &fields,
             self.now,
         );
-        self.woken.borrow_mut().extend(done.waiters);
+        self.wake(done.waiters);
         let stored = done.stored?;
         Some(self.write_stored(connection, &stored, None, context, true))
+    }
+
+    /// Wakes the parked requests a completed fill names (by token).
+    pub(crate) fn wake(&self, waiters: Vec<u64>) {
+        let mut woken = self.woken.borrow_mut();
+        woken.extend(waiters.into_iter().map(StreamKey::from_token));
     }
 
     /// Puts an answer a handler just gave into the route's shared second
@@ -312,7 +318,7 @@ impl Core {
             self.share_answer(py, level, &fill, &stored.to_http1(), ttl.as_secs_f64());
         }
         drop(router);
-        self.woken.borrow_mut().extend(done.waiters);
+        self.wake(done.waiters);
         if fill.refresh && done.stored.is_none() {
             let why = match &recorded {
                 Some(recorded) => format!("status {}", recorded.status),
@@ -323,10 +329,7 @@ impl Core {
             } else {
                 "nothing stored"
             };
-            self.log_warning(
-                py,
-                &format!("a cache refresh failed ({why}): {kept}"),
-            );
+            self.log_warning(py, &format!("a cache refresh failed ({why}): {kept}"));
         }
         let Some(stored) = done.stored.filter(|stored| stored.etag_added) else {
             return;

@@ -88,7 +88,10 @@ impl RefreshJob {
         text.extend_from_slice(head.target.of(head_bytes));
         text.extend_from_slice(b" HTTP/1.1\r\n");
         for (name, value) in header_fields(head_bytes) {
-            if NOT_COPIED.iter().any(|field| name.eq_ignore_ascii_case(field)) {
+            if NOT_COPIED
+                .iter()
+                .any(|field| name.eq_ignore_ascii_case(field))
+            {
                 continue;
             }
             text.extend_from_slice(name);
@@ -160,7 +163,14 @@ impl Core {
             self.complete_cache_fill(py, refresh, fill, None, &Outcome::Close);
             return Outcome::Close;
         };
-        self.dispatch(py, refresh, key, &head_bytes, &head, RequestBody::Bytes(&[]))
+        self.dispatch(
+            py,
+            refresh,
+            key,
+            &head_bytes,
+            &head,
+            RequestBody::Bytes(&[]),
+        )
     }
 }
 
@@ -170,7 +180,12 @@ impl ResponseWriter for DetachedRefresh {
         I: Iterator<Item = (&'f [u8], &'f [u8])>,
     {
         if let Some(recording) = self.unit.recording.as_deref_mut() {
-            recording.head(head.status, head.length, head.context.head_only, fields);
+            recording.head(
+                head.status,
+                head.length.declared(),
+                head.context.head_only,
+                fields,
+            );
         }
     }
 
@@ -252,7 +267,6 @@ impl ResponseWriter for DetachedRefresh {
             }
         }
     }
-
 
     fn is_full(&self) -> bool {
         false

@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 use rush_proto::encode::{is_framing_header, status_has_no_body};
 use rush_proto::response::{write_content_length, write_status_line};
 
+use crate::cache::{Recording, Stored};
 use crate::conn::{BodyFraming, Connection, TlsInfo};
 use crate::exchange::{BodyLength, Peer, ResponseHead, ResponseWriter, WholeResponse};
 use crate::forwarding::RequestOrigin;
-use crate::cache::{Recording, Stored};
 use crate::http_write::{
     finish_head_after, write_response, AppFields, OutgoingBody, ResponseContext,
 };
@@ -108,7 +108,12 @@ impl ResponseWriter for Connection {
         if let Some(recording) = self.request.recording.as_deref_mut() {
             let fields: Vec<(&[u8], &[u8])> = fields.collect();
             let head_only = head.context.head_only;
-            recording.head(head.status, head.length, head_only, fields.iter().copied());
+            recording.head(
+                head.status,
+                head.length.declared(),
+                head_only,
+                fields.iter().copied(),
+            );
             return self.write_head(head, fields.into_iter());
         }
         self.write_head(head, fields);
@@ -232,13 +237,14 @@ impl ResponseWriter for Connection {
     fn set_body(&mut self, body: Option<OutgoingBody>) {
         if let (Some(recording), Some(body)) = (self.request.recording.as_deref_mut(), &body) {
             match body {
-                OutgoingBody::Shared { data, offset, end } => recording.shared(&data[*offset..*end]),
+                OutgoingBody::Shared { data, offset, end } => {
+                    recording.shared(&data[*offset..*end])
+                }
                 OutgoingBody::File { .. } => recording.spoil(),
             }
         }
         self.sink.body = body;
     }
-
 
     #[inline]
     fn is_full(&self) -> bool {

@@ -189,7 +189,12 @@ impl ResponseWriter for StreamWriter<'_> {
         }
         if let Some(recording) = self.stream.unit.recording.as_deref_mut() {
             let head_only = head.context.head_only;
-            recording.head(head.status, head.length, head_only, pairs.iter().copied());
+            recording.head(
+                head.status,
+                head.length.declared(),
+                head_only,
+                pairs.iter().copied(),
+            );
         }
         if let BodyLength::Known(length) = head.length {
             pairs.push((b"content-length", length_text.format(length).as_bytes()));
@@ -212,6 +217,7 @@ impl ResponseWriter for StreamWriter<'_> {
     where
         I: Iterator<Item = (&'f [u8], &'f [u8])>,
     {
+        let mut added_etag: Option<Box<[u8]>> = None;
         let mut length_text = itoa::Buffer::new();
         let mut pairs: Vec<(&[u8], &[u8])> = Vec::with_capacity(8);
         if !response.content_type.is_empty() {
@@ -228,7 +234,10 @@ impl ResponseWriter for StreamWriter<'_> {
         }
         if let Some(recording) = self.stream.unit.recording.as_deref_mut() {
             // The content type is the first pair, as `Recording::whole` adds it.
-            let fields = pairs.iter().copied().skip(usize::from(!response.content_type.is_empty()));
+            let fields = pairs
+                .iter()
+                .copied()
+                .skip(usize::from(!response.content_type.is_empty()));
             recording.whole(
                 response.status,
                 response.content_type,
@@ -236,6 +245,12 @@ impl ResponseWriter for StreamWriter<'_> {
                 response.context.head_only,
                 fields,
             );
+            // Frames cannot be taken back to add the cache's ETag after the
+            // fact (HTTP/1.1 rewrites its unsent bytes): it goes out now.
+            added_etag = recording.etag_to_add();
+        }
+        if let Some(etag) = &added_etag {
+            pairs.push((b"etag", etag));
         }
         let bodyless = status_has_no_body(response.status);
         if !bodyless {
@@ -373,7 +388,9 @@ impl ResponseWriter for StreamWriter<'_> {
     fn set_body(&mut self, body: Option<OutgoingBody>) {
         if let (Some(recording), Some(body)) = (self.stream.unit.recording.as_deref_mut(), &body) {
             match body {
-                OutgoingBody::Shared { data, offset, end } => recording.shared(&data[*offset..*end]),
+                OutgoingBody::Shared { data, offset, end } => {
+                    recording.shared(&data[*offset..*end])
+                }
                 OutgoingBody::File { .. } => recording.spoil(),
             }
         }
@@ -401,7 +418,6 @@ impl ResponseWriter for StreamWriter<'_> {
             }
         }
     }
-
 
     fn is_full(&self) -> bool {
         self.conn.pending_send(self.id) >= STREAM_HIGH_WATER || self.sink.is_full()

@@ -212,7 +212,10 @@ impl AppServer {
         // The key may name a newer connection by now: only a parked
         // request is woken.
         if key.stream != 0
-            || !matches!(connection.request.in_flight, Some(InFlight::AwaitingFill(None)))
+            || !matches!(
+                connection.request.in_flight,
+                Some(InFlight::AwaitingFill(None))
+            )
         {
             return;
         }
@@ -516,7 +519,7 @@ impl AppServer {
             .response_cache
             .borrow_mut()
             .release_overdue_fills(now);
-        self.core.woken.get_mut().extend(released);
+        self.core.wake(released);
         self.drop_overdue_refreshes(py);
         let mut expired = Vec::new();
         let mut woken = Vec::new();
