@@ -13,7 +13,7 @@ it (issues 21 and 24), over real sockets:
   expired gets it at once while the handler is held (the test holds it with
   a file and releases it only after that answer arrived), the handler runs
   once, and the refreshed answer is served after; a refresh that fails
-  keeps the stale answer; for each interface that can be cached
+  keeps the stale answer and is logged; for each interface that can be cached
   (tests/apps/cached_refresh.py)."""
 
 from __future__ import annotations
@@ -278,6 +278,7 @@ def test_a_failed_detached_refresh_keeps_serving_the_stale_answer(
             stale = client.get(path)
             assert stale.status_code == 200 and stale.content == first.content
         wait_for(lambda: calls() >= before + 2, "the refresh to run")
+        wait_for(lambda: "a cache refresh failed (status 500)" in server.stderr_text(), "the failure logged")
         # It answered 500: the stale answer stays (and each stale hit may
         # try again, one refresh at a time).
         for _ in range(3):

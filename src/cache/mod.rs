@@ -241,6 +241,33 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_request_that_may_not_fill_still_gets_the_stale_answer_and_starts_the_refresh() {
+        let mut policy = policy();
+        policy.stale = Duration::from_secs(30);
+        let mut cache = ResponseCache::new(1 << 20, Default::default());
+        let start = Instant::now();
+        let mut key = key_for(&policy, b"arch=x86");
+        cache.look_up(&policy, &mut key, &[], true, waiter(1), start);
+        cache.complete_fill(&policy, &key, Some(&rec(OK)), &[], start);
+        let expired = start + Duration::from_secs(61);
+        // A HEAD (or conditional) request: the refresh is a GET of its own.
+        assert_eq!(
+            is(&cache.look_up(&policy, &mut key, &[], false, waiter(1), expired)),
+            "refresh"
+        );
+        assert_eq!(
+            is(&cache.look_up(&policy, &mut key, &[], true, waiter(2), expired)),
+            "stale"
+        );
+        assert_eq!(cache.fills(), 1, "one refresh of the entry");
+        cache.complete_fill(&policy, &key, Some(&rec(OK)), &[], expired);
+        assert_eq!(
+            is(&cache.look_up(&policy, &mut key, &[], true, waiter(2), expired)),
+            "hit"
+        );
+    }
+
+    #[test]
     fn overdue_fills_release_their_waiters_to_the_handler() {
         let policy = policy();
         let mut cache = ResponseCache::new(1 << 20, Default::default());
