@@ -267,17 +267,6 @@ impl Core {
         write: AsgiWrite,
         line: &RequestLine<'_>,
     ) -> Option<Outcome> {
-        self.write_asgi_parts(py, connection, exchange, write, line)
-    }
-
-    fn write_asgi_parts<W: ResponseWriter>(
-        &mut self,
-        py: Python<'_>,
-        connection: &mut W,
-        exchange: &AsgiExchange,
-        write: AsgiWrite,
-        line: &RequestLine<'_>,
-    ) -> Option<Outcome> {
         let send = exchange.send.bind(py);
         let mut send = send.borrow_mut();
         if send.pathsend.is_some() {

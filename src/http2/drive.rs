@@ -9,6 +9,11 @@
 //! leaves the chunks here, unreleased, so the client waits), or as it is
 //! stored (a complete body, bounded by `--max-body-size`: past it, 413).
 //! A `Reset` tells the running app its client is gone (`http.disconnect`).
+//!
+//! A request without a body that must wait for another request's cache
+//! fill of its key is parked on its stream (its head kept in the request
+//! unit) and dispatched again when the fill completes (`http2_wake`); the
+//! connection's other streams go on meanwhile.
 
 use std::io::{self, Read};
 
