@@ -65,7 +65,16 @@ impl Core {
     ) -> CacheLookup {
         if let Some(fill) = connection.detached_fill() {
             // A detached refresh: its lookup was made by the request that
-            // found the stale answer.
+            // found the stale answer. Another machine may have refreshed
+            // the shared level already.
+            if let Some(level) = router.shared_level(fill.policy.route) {
+                if self
+                    .answer_from_shared_level(py, connection, router, level, &fill, context)
+                    .is_some()
+                {
+                    return CacheLookup::Answered(keep_or_close(context.keep_alive));
+                }
+            }
             *connection.recording() = Some(Box::new(Recording::for_fill(fill.policy.clone())));
             return CacheLookup::Handler(Some(fill));
         }
