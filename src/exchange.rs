@@ -40,6 +40,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use crate::cache::{CacheFill, Recording, Stored};
 use crate::conn::TlsInfo;
 use crate::forwarding::RequestOrigin;
 use crate::http_write::{OutgoingBody, ResponseContext, TEXT_PLAIN};
@@ -96,6 +97,18 @@ pub(crate) enum BodyLength {
     /// Unknown length and the client cannot take parts (HTTP/1.0): the
     /// body ends when the connection does.
     UntilClose,
+}
+
+impl BodyLength {
+    /// The body's length as announced: 0 for a bodyless status, `None`
+    /// when it is not known before the body ends.
+    pub(crate) fn declared(self) -> Option<u64> {
+        match self {
+            BodyLength::Known(length) => Some(length),
+            BodyLength::Empty => Some(0),
+            BodyLength::Streamed | BodyLength::UntilClose => None,
+        }
+    }
 }
 
 /// A response head as values: what an interface hands the writer instead
@@ -183,24 +196,33 @@ pub(crate) trait ResponseWriter {
     /// it is never made to look complete. HTTP/1.1 then closes the
     /// connection (the caller's outcome); HTTP/2 resets the stream.
     fn abort_body(&mut self);
-    /// The protocol bytes owed, in order. Only the response cache uses
-    /// it, to record HTTP/1.1 answers and replay stored ones (its entries
-    /// are HTTP/1.1 bytes today); everything else goes through the values
-    /// above.
-    fn output(&mut self) -> &mut Vec<u8>;
-    /// The bytes owed so far, read only (see [`ResponseWriter::output`]).
-    fn pending_output(&self) -> &[u8];
-    /// Whether the response cache may answer and record through this
-    /// writer: its entries are HTTP/1.1 bytes, so HTTP/2 says no and its
-    /// requests go to the app.
-    fn caches(&self) -> bool {
-        true
+    /// Whether [`ResponseWriter::retract`] back to `mark` would take back
+    /// everything since, without a trace (HTTP/1.1 before its output was
+    /// flushed; never HTTP/2, whose frames are queued as they come).
+    fn retractable(&self, mark: usize) -> bool;
+    /// The recording of this request's answer, for a response-cache fill
+    /// (`crate::cache::Recording`): while it is `Some`, every head, body
+    /// part and end the writer frames is recorded into it as values.
+    fn recording(&mut self) -> &mut Option<Box<Recording>>;
+    /// Sends an answer the response cache stored (a 304 for it when
+    /// `not_modified`), with `Age` when given. HTTP/1.1 copies the
+    /// pre-rendered head; HTTP/2 encodes the stored fields.
+    fn send_stored(
+        &mut self,
+        stored: &Stored,
+        not_modified: bool,
+        age: Option<u64>,
+        context: &ResponseContext<'_>,
+    );
+    /// A writer that belongs to no client (a detached cache refresh,
+    /// `crate::dispatch::refresh`) hands over, once, the cache fill its
+    /// request is to complete; every other writer has none.
+    fn detached_fill(&mut self) -> Option<CacheFill> {
+        None
     }
     /// A large body (a file, shared memory) that follows `output` on the
     /// wire, sent without copying it into `output`.
     fn set_body(&mut self, body: Option<OutgoingBody>);
-    /// Whether a large body is set to follow the output.
-    fn has_body(&self) -> bool;
     /// At or over the high-water mark: a producer stops (a streamed body
     /// pauses, an ASGI `send()` waits).
     fn is_full(&self) -> bool;
@@ -219,9 +241,6 @@ pub(crate) trait ResponseWriter {
     fn streaming_started(&mut self);
     /// The request unit: the request's Python side in flight, if any.
     fn request(&mut self) -> &mut Option<InFlight>;
-    /// The request unit and the output together (a streamed body is
-    /// encoded from the one into the other).
-    fn request_and_output(&mut self) -> (&mut Option<InFlight>, &mut Vec<u8>);
     /// The request unit, read only.
     fn request_ref(&self) -> Option<&InFlight>;
     /// The peer's address (`None`: a Unix socket).

@@ -89,22 +89,6 @@ pub fn write_response<'h>(
     }
 }
 
-/// Appends `Date`, the `Connection` header when one is needed, and the blank line.
-pub fn finish_head(out: &mut Vec<u8>, context: &ResponseContext<'_>, close: bool) {
-    finish_head_after(out, context, close, AppFields::default());
-}
-
-/// [`finish_head`] for a head stored by the response cache, which kept the
-/// server's fixed fields (`--server-header`, `--header`) as they were
-/// rendered: only a fresh `Date` and the `Connection` header are added.
-pub fn finish_stored_head(out: &mut Vec<u8>, context: &ResponseContext<'_>) {
-    let date_only = ResponseContext {
-        date_line: rush_proto::date_field_of(context.date_line),
-        ..*context
-    };
-    finish_head(out, &date_only, false);
-}
-
 /// The header fields the server adds unless the app set them itself: an
 /// app's own `Date` or `Allow` is sent once, not beside the server's.
 #[derive(Default, Clone, Copy)]

@@ -37,6 +37,9 @@ pub struct RequestUnit {
     pub started: Instant,
     /// Request header values `--access-log-format` shows (copied at dispatch).
     pub log_headers: Vec<Option<String>>,
+    /// The answer as the writer frames it, recorded while it fills a
+    /// response-cache entry (`crate::cache::Recording`); `None` otherwise.
+    pub recording: Option<Box<crate::cache::Recording>>,
 }
 
 impl RequestUnit {
@@ -46,6 +49,7 @@ impl RequestUnit {
             origin: None,
             started: now,
             log_headers: Vec::new(),
+            recording: None,
         }
     }
 }
@@ -57,8 +61,9 @@ pub enum InFlight {
     /// A WSGI body being streamed.
     Stream(Box<WsgiStream>),
     /// A request parked until another request's answer fills the cache
-    /// entry it wants (its bytes wait in the connection's input).
-    AwaitingFill,
+    /// entry it wants. HTTP/1.1: its bytes wait in the connection's input
+    /// (`None`); HTTP/2: its head is kept here, to be dispatched again.
+    AwaitingFill(Option<Box<[u8]>>),
 }
 
 impl InFlight {

@@ -4,8 +4,10 @@ Hypothesis draws sequences of requests (paths and path parameters, query
 parameters in any order with extra ones, Host, trusted ``X-Forwarded-*``,
 ``Accept-Encoding``, ``Origin``, ``Accept-Language``, ``Range``,
 ``If-None-Match``, ``Authorization``, ``Cookie``, HEAD) and sends each one to
-two servers of the same deterministic app (tests/apps/cache_keyed.py): one
-with the cache (``--cache`` paths, or ``Cache(...)`` on the rush App's
+two servers of the same deterministic app (tests/apps/cache_keyed.py), over
+HTTP/1.1 or, for about a third of the requests, HTTP/2 (h2c: ``Host`` as
+``:authority``; both servers asked over the same protocol; one cache entry
+serves both): one with the cache (``--cache`` paths, or ``Cache(...)`` on the rush App's
 routes) and one without. Every answer of the cached server must be the
 uncached server's answer: the same status, header fields and body, except
 for what a cache adds on purpose:
@@ -29,10 +31,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 import urllib.parse
 from collections import Counter
 from dataclasses import dataclass, field
 
+import h2.config
+import h2.connection
+import h2.events
 import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -94,6 +100,7 @@ class Request:
     path: str
     query: tuple[tuple[str, str], ...]
     headers: tuple[tuple[str, str], ...]
+    http2: bool = False
 
     @property
     def target(self) -> str:
@@ -130,10 +137,45 @@ def requests_for(paths: list[str]) -> st.SearchStrategy[Request]:
         optional("Authorization", "Bearer alice"),
         optional("Cookie", "session=bob"),
     ).map(lambda groups: tuple(pair for group in groups for pair in group))
-    return st.builds(Request, st.sampled_from(["GET", "GET", "GET", "HEAD"]), st.sampled_from(paths), query, headers)
+    methods = st.sampled_from(["GET", "GET", "GET", "HEAD"])
+    protocols = st.sampled_from([False, False, True])
+    return st.builds(Request, methods, st.sampled_from(paths), query, headers, protocols)
+
+
+def fetch_h2(server: RushServer, request: Request, if_none_match: str | None) -> HTTPResponse:
+    """One request on a new h2c connection (prior knowledge)."""
+    fields = dict(request.headers)
+    pseudo = [(":method", request.method), (":path", request.target), (":scheme", "http")]
+    pseudo.append((":authority", fields.pop("Host")))
+    others = [(name.lower(), value) for name, value in fields.items()]
+    if if_none_match is not None:
+        others.append(("if-none-match", if_none_match))
+    connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+    status, headers, body = 0, [], b""
+    with socket.create_connection(server.address, timeout=GUARD_TIMEOUT) as sock:
+        connection.initiate_connection()
+        connection.send_headers(1, pseudo + others, end_stream=True)
+        sock.sendall(connection.data_to_send())
+        ended = False
+        while not ended:
+            data = sock.recv(65536)
+            assert data, "the connection closed before the answer"
+            for event in connection.receive_data(data):
+                if isinstance(event, h2.events.ResponseReceived):
+                    status = int(dict(event.headers)[":status"])
+                    headers = [(name, value) for name, value in event.headers if not name.startswith(":")]
+                elif isinstance(event, h2.events.DataReceived):
+                    body += event.data
+                    connection.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                elif isinstance(event, (h2.events.StreamEnded, h2.events.StreamReset)):
+                    ended = True
+            sock.sendall(connection.data_to_send())
+    return HTTPResponse("HTTP/2", status, "", headers, body)
 
 
 def fetch(server: RushServer, request: Request, if_none_match: str | None) -> HTTPResponse:
+    if request.http2:
+        return fetch_h2(server, request, if_none_match)
     with Connection(server.address) as connection:
         connection.send(request.raw(if_none_match))
         return connection.read_response(request.method)
@@ -152,7 +194,8 @@ def opaque(tag: str) -> str:
 def reproduction(sequence: list[tuple[Request, str | None]], index: int) -> str:
     lines = ["requests, in order (the last one differs):"]
     for request, if_none_match in sequence[: index + 1]:
-        lines.append("  " + request.raw(if_none_match).decode().replace("\r\n", " | ").rstrip(" |"))
+        over = "(h2) " if request.http2 else ""
+        lines.append("  " + over + request.raw(if_none_match).decode().replace("\r\n", " | ").rstrip(" |"))
     return "\n".join(lines)
 
 
@@ -209,8 +252,8 @@ def test_the_cached_server_answers_what_the_uncached_one_does(
 ) -> None:
     app, paths, cache_flags = APPS[name]
     twins = Twins(
-        module_servers(app, "--forwarded-host", *cache_flags),
-        module_servers(app, "--forwarded-host", env=clean_environment({"NATIVE_UNCACHED": "1"})),
+        module_servers(app, "--http", "auto", "--forwarded-host", *cache_flags),
+        module_servers(app, "--http", "auto", "--forwarded-host", env=clean_environment({"NATIVE_UNCACHED": "1"})),
     )
 
     @settings(

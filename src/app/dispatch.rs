@@ -10,7 +10,7 @@ use rush_proto::{Method, RequestHead, Version};
 
 use crate::body::RequestBody;
 use crate::coroutine::CoroutineStart;
-use crate::dispatch::cached::{CacheLookup, FillAnswer};
+use crate::dispatch::cached::CacheLookup;
 use crate::dispatch::{call_handler, keep_or_close, AppInterface, Core, Outcome, RequestLine};
 use crate::exchange::{BodyLength, ResponseHead, ResponseWriter, StreamKey};
 use crate::inflight::{AwaitingResponse, InFlight};
@@ -124,14 +124,7 @@ impl Core {
                 let mut fill = None;
                 if let Some(policy) = router.cached_path(&path) {
                     match self.look_up_cached(
-                        py,
-                        connection,
-                        key.connection,
-                        &router,
-                        policy,
-                        head_bytes,
-                        head,
-                        &context,
+                        py, connection, key, &router, policy, head_bytes, head, &context,
                     ) {
                         CacheLookup::Answered(outcome) => return outcome,
                         CacheLookup::Parked => return Outcome::Parked,
@@ -189,14 +182,7 @@ impl Core {
             } => {
                 if let Some(policy) = &handler.cache {
                     match self.look_up_cached(
-                        py,
-                        connection,
-                        key.connection,
-                        &router,
-                        policy,
-                        head_bytes,
-                        head,
-                        &context,
+                        py, connection, key, &router, policy, head_bytes, head, &context,
                     ) {
                         CacheLookup::Answered(outcome) => return outcome,
                         CacheLookup::Parked => return Outcome::Parked,
@@ -269,13 +255,7 @@ impl Core {
             }
             Ok(value) => self.finish(py, connection, &awaiting, head_bytes, &line, Ok(value)),
         };
-        self.complete_cache_fill(
-            py,
-            connection,
-            cache_fill,
-            FillAnswer::InOutput(start),
-            &outcome,
-        );
+        self.complete_cache_fill(py, connection, cache_fill, Some(start), &outcome);
         outcome
     }
 }

@@ -12,7 +12,6 @@ use super::objects::{address_object, build_scope, AsgiReceive, AsgiSend, SendSta
 use crate::body::RequestBody;
 use crate::cache::CacheFill;
 use crate::coroutine::CoroutineStart;
-use crate::dispatch::cached::{FillAnswer, RECORD_LIMIT};
 use crate::dispatch::{keep_or_close, AppInterface, Core, Outcome, RequestLine};
 use crate::exchange::{BodyLength, ResponseHead, ResponseWriter, StreamKey};
 use crate::http_write::ResponseContext;
@@ -57,17 +56,15 @@ impl Core {
         let start = connection.response_mark();
         let outcome = self.run_asgi(py, connection, key, head_bytes, head, body, keep_alive);
         if !matches!(outcome, Outcome::Pending) {
-            // Answered within this call: the whole response is in the output.
-            self.complete_cache_fill(py, connection, fill, FillAnswer::InOutput(start), &outcome);
+            // Answered within this call.
+            self.complete_cache_fill(py, connection, fill, Some(start), &outcome);
         } else if let Some(fill) = fill {
-            // Sent in parts from now on: recorded as written, completed when done.
-            let (request, output) = connection.request_and_output();
-            if let Some(InFlight::Handler(awaiting)) = request {
-                if let Some(exchange) = &awaiting.asgi {
-                    let recorded = output[start..].to_vec();
-                    exchange.send.bind(py).borrow_mut().recorded = Some(recorded);
-                }
+            // Sent in parts from now on: the writer records them into the
+            // request unit; the fill completes with the response.
+            if let Some(InFlight::Handler(awaiting)) = connection.request() {
                 awaiting.cache_fill = Some(fill);
+            } else {
+                self.complete_cache_fill(py, connection, Some(fill), None, &outcome);
             }
         }
         outcome
@@ -279,31 +276,7 @@ impl Core {
 
     /// Writes what the app has sent so far. Returns the outcome once the
     /// response is complete (or can never be), `None` while it goes on.
-    /// A response that fills a cache entry is recorded as it is written.
     pub(crate) fn write_asgi<W: ResponseWriter>(
-        &mut self,
-        py: Python<'_>,
-        connection: &mut W,
-        exchange: &AsgiExchange,
-        write: AsgiWrite,
-        line: &RequestLine<'_>,
-    ) -> Option<Outcome> {
-        let before = connection.response_mark();
-        let outcome = self.write_asgi_parts(py, connection, exchange, write, line);
-        let mut send = exchange.send.bind(py).borrow_mut();
-        if let Some(recorded) = &mut send.recorded {
-            let output = connection.pending_output();
-            let written = &output[before.min(output.len())..];
-            if recorded.len() + written.len() > RECORD_LIMIT {
-                send.recorded = None;
-            } else {
-                recorded.extend_from_slice(written);
-            }
-        }
-        outcome
-    }
-
-    fn write_asgi_parts<W: ResponseWriter>(
         &mut self,
         py: Python<'_>,
         connection: &mut W,
@@ -515,8 +488,8 @@ impl Core {
     ) -> Outcome {
         let mut send = exchange.send.bind(py).borrow_mut();
         let path = send.pathsend.take().unwrap_or_default();
-        // The body is a file, not recorded: the response is not cached.
-        send.recorded = None;
+        // The body is a file: the writer does not record it, and the
+        // response is not cached.
         let loaded = load_app_file(
             std::path::Path::new(&path),
             send.app_header(b"content-type"),

@@ -478,9 +478,6 @@ pub struct AsgiSend {
     /// The future a waiting `send()` returned: resolved when the output
     /// drains, or failed when the client is gone.
     drain_waiter: Option<Py<PyAny>>,
-    /// The response as written so far, kept while it fills a cache entry
-    /// (`None` when it does not, or once it grew past what is kept).
-    pub recorded: Option<Vec<u8>>,
     /// The file the app asked to send as the body (`http.response.pathsend`).
     pub pathsend: Option<String>,
     /// The scope's `headers` list: a file sent for `pathsend` honours the
@@ -508,7 +505,6 @@ impl AsgiSend {
             head_written: false,
             body_written: 0,
             framing_close: false,
-            recorded: None,
             bodyless: false,
             notify: None,
             disconnected: false,

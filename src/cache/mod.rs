@@ -5,16 +5,19 @@
 //! `Cache(...)` has a [`CachePolicy`]. For a GET or HEAD request of it the
 //! dispatcher makes a [`CacheKey`] (`key.rs`), asks the worker's
 //! [`ResponseCache`] (`store.rs`) and acts on the [`Lookup`]:
-//! * a hit is written from the stored head and the shared body bytes, with
-//!   `Age` and the server's own `Date`/`Connection`; a matching
-//!   `If-None-Match` gets a 304 (`stored.rs` keeps the app's `ETag`, or
-//!   makes a strong one);
-//! * a miss calls the handler; its rendered answer is stored if it may be
-//!   (`stored.rs`), and requests of the same key that arrived meanwhile,
-//!   parked on their connection, are woken to be answered from it (single
-//!   flight);
-//! * an expired answer within `stale=` seconds is served while one request
-//!   refreshes it, and kept when the refresh fails.
+//! * a hit is written through the response writer of the protocol that
+//!   asked (HTTP/1.1 copies the pre-rendered head, HTTP/2 encodes the
+//!   stored fields), with `Age` and the server's own `Date`/`Connection`;
+//!   a matching `If-None-Match` gets a 304 (`stored.rs` keeps the app's
+//!   `ETag`, or makes a strong one);
+//! * a miss calls the handler; its answer, recorded as values as it goes
+//!   through the writer, is stored if it may be (`stored.rs`), and requests
+//!   of the same key that arrived meanwhile (HTTP/1.1 requests or HTTP/2
+//!   streams, parked by `StreamKey`) are woken to be answered from it
+//!   (single flight);
+//! * an expired answer within `stale=` seconds is served at once while one
+//!   refresh of it runs detached from every client, and kept when the
+//!   refresh fails.
 //!
 //! Invalidation (`app.cache.invalidate`, `app.cache.clear`) reaches every
 //! worker through generation counters in shared memory (`generations.rs`).
@@ -51,9 +54,10 @@ pub use key::{
     RequestIdentity,
 };
 pub use store::{CacheCounters, Lookup, ResponseCache};
-pub use stored::Stored;
+pub use stored::{Recording, Stored};
 
 /// How one route's answers are cached.
+#[derive(Debug)]
 pub struct CachePolicy {
     /// Which route: part of every key, and what route invalidation names.
     pub route: u32,
@@ -87,6 +91,8 @@ pub struct CacheFill {
     /// names are read from): a copy, made only for a request that goes to
     /// the handler, which costs far more.
     pub request_head: Box<[u8]>,
+    /// A detached refresh of a stale answer (no client waits for it).
+    pub refresh: bool,
 }
 
 #[cfg(test)]
@@ -109,6 +115,15 @@ pub(crate) mod tests {
     }
 
     const OK: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi";
+
+    /// A rendered answer as the writer seam would have recorded it.
+    fn rec(rendered: &[u8]) -> Recording {
+        Recording::from_http1(rendered).expect("a whole answer")
+    }
+
+    fn waiter(number: u64) -> u64 {
+        number
+    }
     const FAILED: &[u8] = b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n";
     const NOT_FOUND: &[u8] = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
 
@@ -140,26 +155,26 @@ pub(crate) mod tests {
         let now = Instant::now();
         let mut key = key_for(&policy, b"arch=x86");
         assert_eq!(
-            is(&cache.look_up(&policy, &mut key, &[], true, 1, now)),
+            is(&cache.look_up(&policy, &mut key, &[], true, waiter(1), now)),
             "fill"
         );
-        for waiter in 2..=100 {
+        for number in 2..=100 {
             let mut same = key_for(&policy, b"arch=x86");
             assert_eq!(
-                is(&cache.look_up(&policy, &mut same, &[], true, waiter, now)),
+                is(&cache.look_up(&policy, &mut same, &[], true, waiter(number), now)),
                 "wait"
             );
         }
         let mut other = key_for(&policy, b"arch=arm");
         assert_eq!(
-            is(&cache.look_up(&policy, &mut other, &[], true, 101, now)),
+            is(&cache.look_up(&policy, &mut other, &[], true, waiter(101), now)),
             "fill"
         );
-        let done = cache.complete_fill(&policy, &key, Some(OK), &[], now);
-        assert_eq!(done.waiters, (2..=100).collect::<Vec<_>>());
+        let done = cache.complete_fill(&policy, &key, Some(&rec(OK)), &[], now);
+        assert_eq!(done.waiters, (2..=100).map(waiter).collect::<Vec<_>>());
         assert_eq!(cache.counters.snapshot()[3], ("coalesced", 99));
         assert_eq!(
-            is(&cache.look_up(&policy, &mut key, &[], true, 2, now)),
+            is(&cache.look_up(&policy, &mut key, &[], true, waiter(2), now)),
             "hit"
         );
         assert_eq!(cache.fills(), 1, "only the other key's fill is left");
@@ -171,23 +186,23 @@ pub(crate) mod tests {
         let mut cache = ResponseCache::new(1 << 20, Default::default());
         let now = Instant::now();
         let mut key = key_for(&policy, b"arch=x86");
-        cache.look_up(&policy, &mut key, &[], true, 1, now);
-        cache.look_up(&policy, &mut key.clone(), &[], true, 2, now);
-        let done = cache.complete_fill(&policy, &key, Some(NOT_FOUND), &[], now);
-        assert_eq!(done.waiters, vec![2]);
+        cache.look_up(&policy, &mut key, &[], true, waiter(1), now);
+        cache.look_up(&policy, &mut key.clone(), &[], true, waiter(2), now);
+        let done = cache.complete_fill(&policy, &key, Some(&rec(NOT_FOUND)), &[], now);
+        assert_eq!(done.waiters, vec![waiter(2)]);
         // The woken waiter and later requests go to the handler at once...
         assert_eq!(
-            is(&cache.look_up(&policy, &mut key, &[], true, 2, now)),
+            is(&cache.look_up(&policy, &mut key, &[], true, waiter(2), now)),
             "pass"
         );
         assert_eq!(
-            is(&cache.look_up(&policy, &mut key, &[], true, 3, now)),
+            is(&cache.look_up(&policy, &mut key, &[], true, waiter(3), now)),
             "pass"
         );
         // ...and a cacheable answer replaces the pass.
-        cache.complete_fill(&policy, &key, Some(OK), &[], now);
+        cache.complete_fill(&policy, &key, Some(&rec(OK)), &[], now);
         assert_eq!(
-            is(&cache.look_up(&policy, &mut key, &[], true, 3, now)),
+            is(&cache.look_up(&policy, &mut key, &[], true, waiter(3), now)),
             "hit"
         );
     }
@@ -199,29 +214,56 @@ pub(crate) mod tests {
         let mut cache = ResponseCache::new(1 << 20, Default::default());
         let start = Instant::now();
         let mut key = key_for(&policy, b"arch=x86");
-        cache.look_up(&policy, &mut key, &[], true, 1, start);
-        cache.complete_fill(&policy, &key, Some(OK), &[], start);
+        cache.look_up(&policy, &mut key, &[], true, waiter(1), start);
+        cache.complete_fill(&policy, &key, Some(&rec(OK)), &[], start);
         let expired = start + Duration::from_secs(61);
         assert_eq!(
-            is(&cache.look_up(&policy, &mut key, &[], true, 1, expired)),
+            is(&cache.look_up(&policy, &mut key, &[], true, waiter(1), expired)),
             "refresh"
         );
         assert_eq!(
-            is(&cache.look_up(&policy, &mut key, &[], true, 2, expired)),
+            is(&cache.look_up(&policy, &mut key, &[], true, waiter(2), expired)),
             "stale"
         );
-        let done = cache.complete_fill(&policy, &key, Some(FAILED), &[], expired);
-        assert!(done.answer_instead.is_some(), "stale-if-error");
+        let done = cache.complete_fill(&policy, &key, Some(&rec(FAILED)), &[], expired);
+        assert!(done.kept_stale, "stale-if-error");
         assert_eq!(
-            is(&cache.look_up(&policy, &mut key, &[], true, 1, expired)),
+            is(&cache.look_up(&policy, &mut key, &[], true, waiter(1), expired)),
             "refresh"
         );
         let done = cache.complete_fill(&policy, &key, None, &[], expired);
-        assert!(done.answer_instead.is_some(), "an exception too");
+        assert!(done.kept_stale, "an exception too");
         let past_grace = start + Duration::from_secs(91);
         assert_eq!(
-            is(&cache.look_up(&policy, &mut key, &[], true, 1, past_grace)),
+            is(&cache.look_up(&policy, &mut key, &[], true, waiter(1), past_grace)),
             "fill"
+        );
+    }
+
+    #[test]
+    fn a_request_that_may_not_fill_still_gets_the_stale_answer_and_starts_the_refresh() {
+        let mut policy = policy();
+        policy.stale = Duration::from_secs(30);
+        let mut cache = ResponseCache::new(1 << 20, Default::default());
+        let start = Instant::now();
+        let mut key = key_for(&policy, b"arch=x86");
+        cache.look_up(&policy, &mut key, &[], true, waiter(1), start);
+        cache.complete_fill(&policy, &key, Some(&rec(OK)), &[], start);
+        let expired = start + Duration::from_secs(61);
+        // A HEAD (or conditional) request: the refresh is a GET of its own.
+        assert_eq!(
+            is(&cache.look_up(&policy, &mut key, &[], false, waiter(1), expired)),
+            "refresh"
+        );
+        assert_eq!(
+            is(&cache.look_up(&policy, &mut key, &[], true, waiter(2), expired)),
+            "stale"
+        );
+        assert_eq!(cache.fills(), 1, "one refresh of the entry");
+        cache.complete_fill(&policy, &key, Some(&rec(OK)), &[], expired);
+        assert_eq!(
+            is(&cache.look_up(&policy, &mut key, &[], true, waiter(2), expired)),
+            "hit"
         );
     }
 
@@ -231,19 +273,19 @@ pub(crate) mod tests {
         let mut cache = ResponseCache::new(1 << 20, Default::default());
         let now = Instant::now();
         let mut key = key_for(&policy, b"arch=x86");
-        cache.look_up(&policy, &mut key, &[], true, 1, now);
-        cache.look_up(&policy, &mut key.clone(), &[], true, 2, now);
+        cache.look_up(&policy, &mut key, &[], true, waiter(1), now);
+        cache.look_up(&policy, &mut key.clone(), &[], true, waiter(2), now);
         assert!(cache.release_overdue_fills(now).is_empty());
         let late = now + Duration::from_secs(6);
-        assert_eq!(cache.release_overdue_fills(late), vec![2]);
+        assert_eq!(cache.release_overdue_fills(late), vec![waiter(2)]);
         assert_eq!(
-            is(&cache.look_up(&policy, &mut key, &[], true, 2, late)),
+            is(&cache.look_up(&policy, &mut key, &[], true, waiter(2), late)),
             "pass"
         );
         // The hung handler's answer, should it come, is still stored.
-        cache.complete_fill(&policy, &key, Some(OK), &[], late);
+        cache.complete_fill(&policy, &key, Some(&rec(OK)), &[], late);
         assert_eq!(
-            is(&cache.look_up(&policy, &mut key, &[], true, 3, late)),
+            is(&cache.look_up(&policy, &mut key, &[], true, waiter(3), late)),
             "hit"
         );
     }
@@ -255,7 +297,7 @@ pub(crate) mod tests {
         let now = Instant::now();
         let mut key = key_for(&policy, b"arch=x86");
         assert_eq!(
-            is(&cache.look_up(&policy, &mut key, &[], false, 1, now)),
+            is(&cache.look_up(&policy, &mut key, &[], false, waiter(1), now)),
             "pass"
         );
         assert_eq!(cache.fills(), 0);
@@ -268,18 +310,18 @@ pub(crate) mod tests {
         let mut cache = ResponseCache::new(1 << 20, Default::default());
         let now = Instant::now();
         let mut key = key_for(&policy, b"arch=x86&build=1");
-        cache.look_up(&policy, &mut key, &[], true, 1, now);
-        cache.complete_fill(&policy, &key, Some(OK), &[], now);
+        cache.look_up(&policy, &mut key, &[], true, waiter(1), now);
+        cache.complete_fill(&policy, &key, Some(&rec(OK)), &[], now);
         invalidate_entry(key.entry());
         assert_eq!(
-            is(&cache.look_up(&policy, &mut key, &[], true, 1, now)),
+            is(&cache.look_up(&policy, &mut key, &[], true, waiter(1), now)),
             "fill"
         );
         // Invalidated while the handler ran: stored, but already out of date.
         invalidate_route(policy.route);
-        cache.complete_fill(&policy, &key, Some(OK), &[], now);
+        cache.complete_fill(&policy, &key, Some(&rec(OK)), &[], now);
         assert_eq!(
-            is(&cache.look_up(&policy, &mut key, &[], true, 1, now)),
+            is(&cache.look_up(&policy, &mut key, &[], true, waiter(1), now)),
             "fill"
         );
     }
@@ -293,8 +335,8 @@ pub(crate) mod tests {
         response.extend_from_slice(&[b'x'; 1000]);
         for index in 0..10_000u32 {
             let mut key = key_for(&policy, format!("arch={index}").as_bytes());
-            cache.look_up(&policy, &mut key, &[], true, 1, now);
-            cache.complete_fill(&policy, &key, Some(&response), &[], now);
+            cache.look_up(&policy, &mut key, &[], true, waiter(1), now);
+            cache.complete_fill(&policy, &key, Some(&rec(&response)), &[], now);
         }
         assert!(cache.weight() <= 64 * 1024, "{}", cache.weight());
         assert!(cache.len() < 100);
@@ -316,25 +358,25 @@ pub(crate) mod tests {
         let varies = b"HTTP/1.1 200 OK\r\nVary: Accept-Encoding\r\nContent-Length: 1\r\n\r\nz";
         let mut key = key_for(&policy, b"arch=x86");
         assert_eq!(
-            is(&cache.look_up(&policy, &mut key, gzip, true, 1, now)),
+            is(&cache.look_up(&policy, &mut key, gzip, true, waiter(1), now)),
             "fill"
         );
-        cache.complete_fill(&policy, &key, Some(varies), gzip, now);
+        cache.complete_fill(&policy, &key, Some(&rec(varies)), gzip, now);
         assert_eq!(
-            is(&cache.look_up(&policy, &mut key, gzip, true, 1, now)),
+            is(&cache.look_up(&policy, &mut key, gzip, true, waiter(1), now)),
             "hit"
         );
         // Another value of the field is another variant: a miss, then a hit.
         assert_eq!(
-            is(&cache.look_up(&policy, &mut key, plain, true, 1, now)),
+            is(&cache.look_up(&policy, &mut key, plain, true, waiter(1), now)),
             "fill"
         );
-        cache.complete_fill(&policy, &key, Some(OK_VARYING), plain, now);
-        match cache.look_up(&policy, &mut key, plain, true, 1, now) {
+        cache.complete_fill(&policy, &key, Some(&rec(OK_VARYING)), plain, now);
+        match cache.look_up(&policy, &mut key, plain, true, waiter(1), now) {
             Lookup::Hit(stored) => assert_eq!(&*stored.body, b"hi"),
             other => panic!("{}", is(&other)),
         }
-        match cache.look_up(&policy, &mut key, gzip, true, 1, now) {
+        match cache.look_up(&policy, &mut key, gzip, true, waiter(1), now) {
             Lookup::Hit(stored) => assert_eq!(&*stored.body, b"z"),
             other => panic!("{}", is(&other)),
         }
@@ -345,15 +387,15 @@ pub(crate) mod tests {
         let mut stored = 0;
         for value in &values {
             let fields: &[(&[u8], &[u8])] = &[(b"accept-encoding", value.as_bytes())];
-            cache.look_up(&policy, &mut key, fields, true, 1, now);
-            let done = cache.complete_fill(&policy, &key, Some(varies), fields, now);
+            cache.look_up(&policy, &mut key, fields, true, waiter(1), now);
+            let done = cache.complete_fill(&policy, &key, Some(&rec(varies)), fields, now);
             stored += usize::from(done.stored.is_some());
         }
         assert_eq!(stored, usize::from(store::MAX_VARIANTS) - 2);
         // Refreshing a stored variant is not a new one.
-        cache.look_up(&policy, &mut key, gzip, true, 1, now);
+        cache.look_up(&policy, &mut key, gzip, true, waiter(1), now);
         assert!(cache
-            .complete_fill(&policy, &key, Some(varies), gzip, now)
+            .complete_fill(&policy, &key, Some(&rec(varies)), gzip, now)
             .stored
             .is_some());
     }

@@ -15,10 +15,11 @@
 //!   lock timeout (a hung handler, a client that left) releases its
 //!   waiters to the handler, as nginx's `proxy_cache_lock_timeout` does.
 //! * An expired answer still inside its `stale` window is served to every
-//!   request while one request refreshes it (a fill whose waiters are
-//!   answered stale). When the refresh fails (a 5xx or an exception), the
-//!   stale answer stays and is served until its window ends
-//!   (`stale-if-error`).
+//!   request at once; the first of them also starts one refresh of the
+//!   entry (a fill that no request waits for: the dispatcher runs it
+//!   detached from every client, src/dispatch/refresh.rs). When the
+//!   refresh fails (a 5xx, an exception, a timeout), the stale answer stays
+//!   and is served until its window ends (`stale-if-error`).
 //! * Every answer carries the invalidation generation of its entry
 //!   (`generations.rs`); an answer from an older generation is absent.
 //! * An answer whose `Vary` names request fields is stored as a variant,
@@ -28,7 +29,9 @@
 //!   A lookup that finds the marker adds the request's own values and looks
 //!   again. At most [`MAX_VARIANTS`] variants are stored per primary key.
 //!
-//! Waiters are connection keys; this module never touches connections.
+//! Waiters are opaque numbers (the dispatcher's `StreamKey` tokens: a
+//! connection and its stream, an HTTP/1.1 request or an HTTP/2 stream);
+//! this module never touches connections.
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -40,7 +43,7 @@ use quick_cache::{DefaultHashBuilder, Lifecycle, Weighter};
 
 use super::generations;
 use super::key::{push_variant, CacheKey};
-use super::stored::{cacheable, Stored};
+use super::stored::{cacheable, Recording, Stored};
 use super::CachePolicy;
 
 /// How long at most a key whose answer could not be stored skips single
@@ -78,8 +81,8 @@ enum Slot {
 struct Fill {
     /// After this, waiting requests stop waiting.
     lock_until: Instant,
-    /// Connections whose request waits for this fill.
-    waiters: Vec<usize>,
+    /// Requests that wait for this fill.
+    waiters: Vec<u64>,
     /// The entry's generation when the fill started.
     generation: u64,
 }
@@ -88,15 +91,16 @@ struct Fill {
 pub enum Lookup {
     /// A fresh answer.
     Hit(Rc<Stored>),
-    /// An expired answer inside its stale window, while another request
-    /// refreshes it.
+    /// An expired answer inside its stale window, while a refresh of it
+    /// runs.
     Stale(Rc<Stored>),
-    /// An expired answer inside its stale window: this request refreshes it
-    /// (and is answered with it should the refresh fail).
+    /// An expired answer inside its stale window, to be served at once: a
+    /// refresh of it is due (a fill was started; the caller runs it
+    /// detached from this request and completes it).
     Refresh(Rc<Stored>),
     /// A miss: this request's answer fills the entry; others wait for it.
     Fill,
-    /// A miss that waits for another request's fill (the connection was
+    /// A miss that waits for another request's fill (the request was
     /// added to its waiters).
     Wait,
     /// Call the handler without single flight; store its answer if it may
@@ -106,10 +110,10 @@ pub enum Lookup {
 
 /// What a completed fill leaves for the caller to do.
 pub struct FillDone {
-    /// Connections to wake: their requests look the key up again.
-    pub waiters: Vec<usize>,
-    /// A stale answer to send instead of the failed refresh's answer.
-    pub answer_instead: Option<Rc<Stored>>,
+    /// Requests to wake: they look the key up again.
+    pub waiters: Vec<u64>,
+    /// The answer was not stored and a stale one stays (a failed refresh).
+    pub kept_stale: bool,
     /// The answer as stored, if it was.
     pub stored: Option<Rc<Stored>>,
 }
@@ -121,9 +125,7 @@ struct ByBytes;
 impl Weighter<Vec<u8>, Slot> for ByBytes {
     fn weight(&self, key: &Vec<u8>, slot: &Slot) -> u64 {
         let held = match slot {
-            Slot::Answer(stored) => {
-                stored.head.len() + stored.body.len() + stored.not_modified_head.len()
-            }
+            Slot::Answer(stored) => stored.weight(),
             Slot::Pass { .. } => 0,
             Slot::Varies { names, .. } => names.iter().map(|name| name.len()).sum(),
         };
@@ -207,7 +209,7 @@ impl ResponseCache {
         }
     }
 
-    /// Decides what request `waiter` (a connection key) gets for `key`.
+    /// Decides what request `waiter` gets for `key`.
     /// `Fill` and `Refresh` oblige the caller to [`complete_fill`] later.
     ///
     /// [`complete_fill`]: ResponseCache::complete_fill
@@ -221,7 +223,7 @@ impl ResponseCache {
         key: &mut CacheKey,
         fields: Fields<'_>,
         may_fill: bool,
-        waiter: usize,
+        waiter: u64,
         now: Instant,
     ) -> Lookup {
         let generation = generations::of_entry(policy.route, key.entry());
@@ -258,10 +260,10 @@ impl ResponseCache {
                     add(&self.counters.stale_hits, 1);
                     return Lookup::Stale(stored);
                 }
-                add(&self.counters.misses, 1);
-                if !may_fill {
-                    return Lookup::Pass;
-                }
+                // Served stale at once all the same; the refresh is a GET
+                // of its own, so even a HEAD or conditional request may
+                // start it.
+                add(&self.counters.stale_hits, 1);
                 self.start_fill(key, policy, generation, now);
                 return Lookup::Refresh(stored);
             }
@@ -303,9 +305,10 @@ impl ResponseCache {
         self.update_gauges();
     }
 
-    /// The handler of a `Fill`, `Refresh` or `Pass` answered: `rendered` is
-    /// the response as written (`None` when it cannot be stored: a file or
-    /// streamed body), `fields` the header fields of the request it
+    /// The handler of a `Fill`, `Refresh` or `Pass` answered: `recorded` is
+    /// its whole answer as recorded (`None` when there is none that can be
+    /// stored: a file or streamed body, an exception), `fields` the header
+    /// fields of the request it
     /// answered (what its `Vary` names are read from). The answer is stored
     /// under the generation of the lookup: an invalidation while the
     /// handler ran makes it out of date.
@@ -313,7 +316,7 @@ impl ResponseCache {
         &mut self,
         policy: &CachePolicy,
         key: &CacheKey,
-        rendered: Option<&[u8]>,
+        recorded: Option<&Recording>,
         fields: Fields<'_>,
         now: Instant,
     ) -> FillDone {
@@ -323,26 +326,25 @@ impl ResponseCache {
             .remove(&key.bytes)
             .map(|fill| fill.waiters)
             .unwrap_or_default();
-        let stored = rendered.and_then(|rendered| cacheable(policy, rendered, now, generation));
+        let stored = recorded.and_then(|recorded| cacheable(policy, recorded, now, generation));
         if let Some(stored) = stored {
             let stored = Rc::new(stored);
             let kept = self.store_answer(key.primary(), &stored, fields);
             return FillDone {
                 waiters,
-                answer_instead: None,
+                kept_stale: false,
                 stored: kept.then_some(stored),
             };
         }
         // Not stored. A failed refresh keeps the stale answer serving; any
         // other answer makes the key a pass for a while.
-        let failed = rendered.is_none_or(|rendered| rendered.get(9) == Some(&b'5'));
+        let failed = recorded.is_none_or(|recorded| recorded.status >= 500);
         if let Some(Slot::Answer(stale)) = self.entries.peek(&key.bytes) {
             if failed && stale.generation == generation && now < stale.stale_until {
-                let stale = stale.clone();
                 self.update_gauges();
                 return FillDone {
                     waiters,
-                    answer_instead: Some(stale),
+                    kept_stale: true,
                     stored: None,
                 };
             }
@@ -351,7 +353,7 @@ impl ResponseCache {
         self.insert(key.bytes.clone(), Slot::Pass { until, generation });
         FillDone {
             waiters,
-            answer_instead: None,
+            kept_stale: false,
             stored: None,
         }
     }
@@ -417,8 +419,8 @@ impl ResponseCache {
 
     /// Releases the waiters of fills past their lock timeout (to the
     /// handler: the key becomes a pass unless an answer is there); returns
-    /// the connections to wake. Called from the loop's periodic sweep.
-    pub fn release_overdue_fills(&mut self, now: Instant) -> Vec<usize> {
+    /// the requests to wake. Called from the loop's periodic sweep.
+    pub fn release_overdue_fills(&mut self, now: Instant) -> Vec<u64> {
         let mut woken = Vec::new();
         let overdue: Vec<Vec<u8>> = self
             .fills

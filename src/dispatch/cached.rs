@@ -1,16 +1,23 @@
 //! The response cache on the dispatch path (the rules are in src/cache/).
 //!
 //! Before a cached route's handler is called, [`Core::look_up_cached`]
-//! answers from the cache (a hit, a stale answer, a 304), parks the request
-//! (another request of its key is being answered: single flight), or lets
-//! the handler run with a [`CacheFill`] to complete. Once that handler's
-//! response is written, [`Core::complete_cache_fill`] stores it, wakes the
-//! parked requests of its key and, when a refresh failed, sends the stale
-//! answer instead.
+//! answers from the cache (a hit, a stale answer, a 304) through the
+//! request's response writer, whatever its protocol; parks the request
+//! (another request of its key is being answered: single flight); or lets
+//! the handler run with a [`CacheFill`] to complete, the writer recording
+//! its answer as values. Once that handler's response is written,
+//! [`Core::complete_cache_fill`] stores the recording, and wakes the parked
+//! requests of its key.
 //!
-//! A parked request stays unconsumed in its connection's input: waking it
-//! means processing that input again, which now finds the stored answer (or
-//! goes to the handler when it could not be stored).
+//! A parked request is named by its `StreamKey`: an HTTP/1.1 request
+//! stays unconsumed in its connection's input and waking it means
+//! processing that input again; an HTTP/2 stream keeps its head in its
+//! request unit and is dispatched again (`crate::http2`). Either finds the
+//! stored answer then (or goes to the handler when it could not be stored).
+//!
+//! An answer found past its TTL but within `stale=` is served at once, and
+//! the request queues one refresh of the entry that runs detached from
+//! every client (`refresh.rs`).
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -19,19 +26,17 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use rush_proto::{Method, RequestHead};
 
-use super::{keep_or_close, Core, Outcome, RequestLine};
-use crate::cache::{self, CacheFill, CachePolicy, Lookup, Stored};
-use crate::exchange::ResponseWriter;
-use crate::http_write::{finish_head, finish_stored_head, OutgoingBody, ResponseContext};
+use super::refresh::RefreshJob;
+use super::{Core, Outcome, RequestLine};
+use crate::cache::{self, CacheFill, CachePolicy, Lookup, Recording, Stored};
+use crate::exchange::{ResponseWriter, StreamKey};
+use crate::http_write::ResponseContext;
 use crate::metrics;
 use crate::request::header_fields;
 use crate::router::Router;
 use crate::static_files::etag_list_matches;
 
-/// Bodies up to this size are copied into the output with the head (one
-/// write, pipelined answers together); larger ones are sent from the
-/// shared stored bytes.
-const COPY_LIMIT: usize = 16 * 1024;
+use super::keep_or_close;
 
 /// What the cache said about a request.
 pub(crate) enum CacheLookup {
@@ -45,20 +50,35 @@ pub(crate) enum CacheLookup {
 
 impl Core {
     /// Looks a request of a cached route up (see the module's comment).
-    /// `connection_key` names the connection should it be parked.
+    /// `stream` names the request should it be parked.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn look_up_cached<W: ResponseWriter>(
         &self,
         py: Python<'_>,
         connection: &mut W,
-        connection_key: usize,
+        stream: StreamKey,
         router: &Router,
         policy: &Arc<CachePolicy>,
         head_bytes: &[u8],
         head: &RequestHead,
         context: &ResponseContext<'_>,
     ) -> CacheLookup {
-        if !matches!(head.method, Method::Get | Method::Head) || !connection.caches() {
+        if let Some(fill) = connection.detached_fill() {
+            // A detached refresh: its lookup was made by the request that
+            // found the stale answer. Another machine may have refreshed
+            // the shared level already.
+            if let Some(level) = router.shared_level(fill.policy.route) {
+                if self
+                    .answer_from_shared_level(py, connection, router, level, &fill, context)
+                    .is_some()
+                {
+                    return CacheLookup::Answered(keep_or_close(context.keep_alive));
+                }
+            }
+            *connection.recording() = Some(Box::new(Recording::for_fill(fill.policy.clone())));
+            return CacheLookup::Handler(Some(fill));
+        }
+        if !matches!(head.method, Method::Get | Method::Head) {
             return CacheLookup::Handler(None);
         }
         // The head's fields are split once; the key, the credentials check,
@@ -86,10 +106,11 @@ impl Core {
         }
         let conditional = if_none_match.is_some() || if_modified_since;
         let origin = connection.origin();
+        let https = origin
+            .and_then(|origin| origin.https)
+            .unwrap_or_else(|| connection.tls().is_some());
         let request = cache::RequestIdentity {
-            https: origin
-                .and_then(|origin| origin.https)
-                .unwrap_or_else(|| connection.tls().is_some()),
+            https,
             host: origin
                 .and_then(|origin| origin.host.as_deref())
                 .map(str::as_bytes)
@@ -107,16 +128,13 @@ impl Core {
             &mut key,
             &fields,
             may_fill,
-            connection_key,
+            stream.token(),
             self.now,
         );
-        let fill = || CacheFill {
-            policy: policy.clone(),
-            key,
-            http10: context.http10,
-            request_head: head_bytes[..head.head_len.min(head_bytes.len())].into(),
-        };
-        let hit = matches!(lookup, Lookup::Hit(_) | Lookup::Stale(_));
+        let hit = matches!(
+            lookup,
+            Lookup::Hit(_) | Lookup::Stale(_) | Lookup::Refresh(_)
+        );
         metrics::count(
             if hit {
                 metrics::Counter::CacheHits
@@ -125,11 +143,23 @@ impl Core {
             },
             1,
         );
+        let refresh = matches!(lookup, Lookup::Refresh(_));
         match lookup {
-            Lookup::Hit(stored) | Lookup::Stale(stored) => {
+            Lookup::Hit(stored) | Lookup::Stale(stored) | Lookup::Refresh(stored) => {
                 let status = self.write_stored(connection, &stored, if_none_match, context, true);
                 let line = RequestLine::Raw(head_bytes, head);
                 self.access_log(py, connection, &line, status, stored.body.len());
+                if refresh {
+                    let fill = CacheFill {
+                        policy: policy.clone(),
+                        key,
+                        http10: false,
+                        request_head: head_bytes[..head.head_len.min(head_bytes.len())].into(),
+                        refresh: true,
+                    };
+                    let job = RefreshJob::new(fill, head_bytes, head, connection, https);
+                    self.refresh_jobs.borrow_mut().push(job);
+                }
                 CacheLookup::Answered(keep_or_close(context.keep_alive))
             }
             Lookup::Wait if self.may_park => CacheLookup::Parked,
@@ -137,23 +167,26 @@ impl Core {
             // handler answers it, uncached.
             Lookup::Wait => CacheLookup::Handler(None),
             Lookup::Pass if !may_fill => CacheLookup::Handler(None),
-            Lookup::Fill | Lookup::Refresh(_) | Lookup::Pass => {
-                let fill = fill();
-                match router.shared_level(policy.route) {
-                    Some(level) => {
-                        match self
-                            .answer_from_shared_level(py, connection, router, level, &fill, context)
-                        {
-                            Some(status) => {
-                                let line = RequestLine::Raw(head_bytes, head);
-                                self.access_log(py, connection, &line, status, 0);
-                                CacheLookup::Answered(keep_or_close(context.keep_alive))
-                            }
-                            None => CacheLookup::Handler(Some(fill)),
-                        }
+            Lookup::Fill | Lookup::Pass => {
+                let fill = CacheFill {
+                    policy: policy.clone(),
+                    key,
+                    http10: context.http10,
+                    request_head: head_bytes[..head.head_len.min(head_bytes.len())].into(),
+                    refresh: false,
+                };
+                if let Some(level) = router.shared_level(policy.route) {
+                    let found = self
+                        .answer_from_shared_level(py, connection, router, level, &fill, context);
+                    if let Some(status) = found {
+                        let line = RequestLine::Raw(head_bytes, head);
+                        self.access_log(py, connection, &line, status, 0);
+                        return CacheLookup::Answered(keep_or_close(context.keep_alive));
                     }
-                    _ => CacheLookup::Handler(Some(fill)),
                 }
+                // The writer records the handler's answer from here on.
+                *connection.recording() = Some(Box::new(Recording::for_fill(policy.clone())));
+                CacheLookup::Handler(Some(fill))
             }
         }
     }
@@ -188,17 +221,24 @@ impl Core {
         {
             return None;
         }
+        let recorded = Recording::from_http1(bytes.as_bytes());
         let fields: Vec<(&[u8], &[u8])> = header_fields(&fill.request_head).collect();
         let done = router.response_cache.borrow_mut().complete_fill(
             &fill.policy,
             &fill.key,
-            Some(bytes.as_bytes()),
+            recorded.as_ref(),
             &fields,
             self.now,
         );
-        self.woken.borrow_mut().extend(done.waiters);
+        self.wake(done.waiters);
         let stored = done.stored?;
         Some(self.write_stored(connection, &stored, None, context, true))
+    }
+
+    /// Wakes the parked requests a completed fill names (by token).
+    pub(crate) fn wake(&self, waiters: Vec<u64>) {
+        let mut woken = self.woken.borrow_mut();
+        woken.extend(waiters.into_iter().map(StreamKey::from_token));
     }
 
     /// Puts an answer a handler just gave into the route's shared second
@@ -232,127 +272,89 @@ impl Core {
         context: &ResponseContext<'_>,
         from_cache: bool,
     ) -> u16 {
-        let out = connection.output();
-        let not_modified = !stored.not_modified_head.is_empty()
+        let not_modified = !stored.not_modified_fields.is_empty()
             && if_none_match.is_some_and(|candidates| etag_list_matches(candidates, &stored.etag));
-        out.extend_from_slice(if not_modified {
-            &stored.not_modified_head
-        } else {
-            &stored.head
-        });
-        if from_cache {
-            let age = self
-                .now
+        let age = from_cache.then(|| {
+            self.now
                 .saturating_duration_since(stored.stored_at)
-                .as_secs();
-            out.extend_from_slice(b"Age: ");
-            out.extend_from_slice(itoa::Buffer::new().format(age).as_bytes());
-            out.extend_from_slice(b"\r\n");
-        }
+                .as_secs()
+        });
+        connection.send_stored(stored, not_modified, age, context);
         if not_modified {
-            // A 304 head is built from a few stored fields only.
-            finish_head(out, context, false);
+            304
         } else {
-            finish_stored_head(out, context);
+            stored.status
         }
-        if not_modified {
-            return 304;
-        }
-        if !context.head_only {
-            if stored.body.len() <= COPY_LIMIT {
-                out.extend_from_slice(&stored.body);
-            } else {
-                connection.set_body(Some(OutgoingBody::Shared {
-                    data: stored.body.clone(),
-                    offset: 0,
-                    end: stored.body.len(),
-                }));
-            }
-        }
-        stored.status
     }
 
-    /// The handler of a cache fill answered (`answer` says where its whole
-    /// response is). Stores it if it may be, wakes the requests parked on
-    /// its key, and answers with the stale entry instead when a refresh
-    /// failed and its answer has not left yet. `outcome` is what the
-    /// response did to the connection.
+    /// The handler of a cache fill answered, its answer recorded by the
+    /// writer. Stores it if it may be and wakes the requests parked on its
+    /// key. `rewrite_from` is where the response began when it was
+    /// answered within the dispatch: when the cache added an `ETag`, the
+    /// stored answer replaces the handler's own bytes there if the writer
+    /// can still take them back, so the first answer already carries the
+    /// validator the later ones do. `outcome` is what the response did to
+    /// the connection.
     pub(crate) fn complete_cache_fill<W: ResponseWriter>(
         &mut self,
         py: Python<'_>,
         connection: &mut W,
         fill: Option<CacheFill>,
-        answer: FillAnswer<'_>,
+        rewrite_from: Option<usize>,
         outcome: &Outcome,
     ) {
         let Some(fill) = fill else {
             return;
         };
-        // A file body is not kept.
-        let start = match answer {
-            FillAnswer::InOutput(start)
-                if !connection.has_body() && start <= connection.output().len() =>
-            {
-                Some(start)
-            }
-            _ => None,
-        };
-        let rendered = match answer {
-            FillAnswer::Recorded(bytes) => Some(bytes),
-            _ => start.map(|start| &connection.output()[start..]),
-        };
+        let recorded = connection
+            .recording()
+            .take()
+            .and_then(|recording| recording.finished());
         let router = self.router.bind(py).borrow();
         let fields: Vec<(&[u8], &[u8])> = header_fields(&fill.request_head).collect();
         let done = router.response_cache.borrow_mut().complete_fill(
             &fill.policy,
             &fill.key,
-            rendered,
+            recorded.as_ref(),
             &fields,
             self.now,
         );
-        if let (Some(level), Some(stored), Some(rendered)) = (
+        if let (Some(level), Some(stored)) = (
             router.shared_level(fill.policy.route),
             done.stored.as_ref().filter(|stored| stored.vary.is_empty()),
-            rendered,
         ) {
             let ttl = stored.expires.saturating_duration_since(self.now);
-            self.share_answer(py, level, &fill, rendered, ttl.as_secs_f64());
+            self.share_answer(py, level, &fill, &stored.to_http1(), ttl.as_secs_f64());
         }
         drop(router);
-        self.woken.borrow_mut().extend(done.waiters);
-        // The stale answer instead of a failed refresh; or the stored answer
-        // instead of the handler's own bytes when it gained an `ETag`, so the
-        // first answer already carries the validator the later ones do.
-        let instead = match (done.answer_instead, done.stored) {
-            (Some(stale), _) => Some((stale, true)),
-            (None, Some(stored)) if stored.etag_added => Some((stored, false)),
-            _ => None,
-        };
-        if let (Some((answer, from_cache)), Some(start)) = (instead, start) {
-            connection.output().truncate(start);
-            let context = ResponseContext {
-                date_line: self.date.header_line(),
-                head_only: false,
-                keep_alive: matches!(outcome, Outcome::KeepAlive),
-                http10: fill.http10,
-                request_head: &[],
-                allow: None,
+        self.wake(done.waiters);
+        if fill.refresh && done.stored.is_none() {
+            let why = match &recorded {
+                Some(recorded) => format!("status {}", recorded.status),
+                None => "no answer that can be stored".to_owned(),
             };
-            self.write_stored(connection, &answer, None, &context, from_cache);
+            let kept = if done.kept_stale {
+                "the stale answer stays"
+            } else {
+                "nothing stored"
+            };
+            self.log_warning(py, &format!("a cache refresh failed ({why}): {kept}"));
         }
+        let Some(stored) = done.stored.filter(|stored| stored.etag_added) else {
+            return;
+        };
+        let Some(start) = rewrite_from.filter(|&start| connection.retractable(start)) else {
+            return;
+        };
+        connection.retract(start);
+        let context = ResponseContext {
+            date_line: self.date.header_line(),
+            head_only: false,
+            keep_alive: matches!(outcome, Outcome::KeepAlive),
+            http10: fill.http10,
+            request_head: &[],
+            allow: None,
+        };
+        self.write_stored(connection, &stored, None, &context, false);
     }
-}
-
-/// The most of a response sent in parts that is recorded to fill a cache
-/// entry; a larger one is not stored.
-pub(crate) const RECORD_LIMIT: usize = 16 * 1024 * 1024;
-
-/// Where the whole response of a cache fill's handler is.
-pub(crate) enum FillAnswer<'a> {
-    /// In the connection's output, from this offset (nothing of it sent).
-    InOutput(usize),
-    /// Copied as it was written (a response sent in parts).
-    Recorded(&'a [u8]),
-    /// Not kept (a streamed body, or one too large to record).
-    NotStorable,
 }

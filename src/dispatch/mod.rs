@@ -13,10 +13,12 @@
 //! that is still running (a suspended coroutine, a pool thread) is
 //! `Outcome::Pending`, finished later through `resume.rs` (called by
 //! `crate::server::Server::complete`); `cached.rs` answers from and fills
-//! the response cache for every interface.
+//! the response cache for every interface and protocol, and `refresh.rs`
+//! runs the detached refreshes of stale answers.
 
 pub(crate) mod cached;
 mod events;
+pub(crate) mod refresh;
 mod resume;
 
 use std::time::Instant;
@@ -79,13 +81,17 @@ pub(crate) struct Core {
     /// Unsent output summed over the worker's connections (as of each
     /// connection's last drive).
     pub(crate) output_total: usize,
-    /// While a request is answered: it is still whole in its connection's
-    /// input, so it may be parked there to wait for a cache fill.
+    /// While a request is answered: it can be dispatched again as it is
+    /// (whole in its HTTP/1.1 connection's input, or an HTTP/2 stream with
+    /// no body), so it may be parked to wait for a cache fill.
     pub(crate) may_park: bool,
-    /// Connections whose parked request may go on now (its cache fill
-    /// completed): the server drives them after the current event.
+    /// Parked requests that may go on now (their cache fill completed):
+    /// the server dispatches them again after the current event.
     /// (A `RefCell`: the cache lookup, which holds `&self`, may wake some.)
-    pub(crate) woken: std::cell::RefCell<Vec<usize>>,
+    pub(crate) woken: std::cell::RefCell<Vec<StreamKey>>,
+    /// Refreshes of stale cache answers that lookups asked for, started by
+    /// the server after the current event (`refresh.rs`).
+    pub(crate) refresh_jobs: std::cell::RefCell<Vec<refresh::RefreshJob>>,
     /// The page this worker shares with its supervisor (`--timeout`,
     /// `--max-requests`), if it has one: each request is counted there.
     pub(crate) liveness: Option<Py<Liveness>>,
@@ -124,8 +130,9 @@ pub(crate) enum Outcome {
     Close,
     /// An async handler is still running.
     Pending,
-    /// Not answered: the request waits, unconsumed, for a cache fill
-    /// (`cached.rs`) and is processed again when woken.
+    /// Not answered: the request waits for a cache fill (`cached.rs`) and
+    /// is dispatched again when woken (HTTP/1.1: it stays unconsumed in
+    /// the input; HTTP/2: its stream keeps its head).
     Parked,
 }
 impl Core {

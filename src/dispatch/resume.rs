@@ -5,7 +5,6 @@
 
 use pyo3::prelude::*;
 
-use super::cached::FillAnswer;
 use super::{Core, Outcome, RequestLine};
 use crate::asgi::dispatch::AsgiWrite;
 use crate::exchange::ResponseWriter;
@@ -50,7 +49,7 @@ impl Core {
         self.detached_requests.insert(request_id, request_line);
         if let Some(InFlight::Handler(awaiting)) = connection.request() {
             let fill = awaiting.cache_fill.take();
-            self.complete_recorded_fill(py, connection, fill, &exchange, &outcome);
+            self.complete_cache_fill(py, connection, fill, None, &outcome);
         }
         Some(outcome)
     }
@@ -72,7 +71,7 @@ impl Core {
         let fill = awaiting.cache_fill.take();
         if let Some(exchange) = &awaiting.asgi {
             let outcome = self.complete_asgi(py, connection, &awaiting, exchange, &line, result);
-            self.complete_recorded_fill(py, connection, fill, exchange, &outcome);
+            self.complete_cache_fill(py, connection, fill, None, &outcome);
             return outcome;
         }
         if let Ok(value) = &result {
@@ -81,14 +80,9 @@ impl Core {
                 if response.channel.is_some() {
                     let outcome =
                         self.start_wsgi_stream(py, connection, &awaiting, &line, &mut response);
-                    // A streamed body is not stored.
-                    self.complete_cache_fill(
-                        py,
-                        connection,
-                        fill,
-                        FillAnswer::NotStorable,
-                        &outcome,
-                    );
+                    // A streamed body is not stored (its recording is not
+                    // complete).
+                    self.complete_cache_fill(py, connection, fill, None, &outcome);
                     return outcome;
                 }
             }
@@ -96,28 +90,7 @@ impl Core {
         let request_head = &awaiting.request_head;
         let start = connection.response_mark();
         let outcome = self.finish(py, connection, &awaiting, request_head, &line, result);
-        self.complete_cache_fill(py, connection, fill, FillAnswer::InOutput(start), &outcome);
+        self.complete_cache_fill(py, connection, fill, Some(start), &outcome);
         outcome
-    }
-
-    /// An ASGI response that was sent in parts is complete: the cache fill
-    /// it was recorded for (if any) completes with the recording.
-    fn complete_recorded_fill<W: ResponseWriter>(
-        &mut self,
-        py: Python<'_>,
-        connection: &mut W,
-        fill: Option<crate::cache::CacheFill>,
-        exchange: &AsgiExchange,
-        outcome: &Outcome,
-    ) {
-        if fill.is_none() {
-            return;
-        }
-        let recorded = exchange.send.bind(py).borrow_mut().recorded.take();
-        let answer = match &recorded {
-            Some(bytes) => FillAnswer::Recorded(bytes),
-            None => FillAnswer::NotStorable,
-        };
-        self.complete_cache_fill(py, connection, fill, answer, outcome);
     }
 }

@@ -207,7 +207,7 @@ impl Core {
             }
             Outcome::Parked => {
                 connection.state.request_parked();
-                connection.request.in_flight = Some(crate::inflight::InFlight::AwaitingFill);
+                connection.request.in_flight = Some(crate::inflight::InFlight::AwaitingFill(None));
                 // No timer: the cache fill's lock timeout releases it.
                 connection.deadline = None;
                 return;

@@ -6,19 +6,32 @@
 //! writer of the request it is answering: pipelined requests wait in the
 //! input until the response before them is complete, and the request unit
 //! (`Connection::in_flight`) holds at most one request.
+//!
+//! A response that fills a cache entry is also recorded as values into the
+//! request unit's `recording` as it is framed; a cache hit is the stored
+//! pre-rendered head copied into the output, then `Age`, the server's own
+//! fields, and the shared body bytes.
 
 use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use rush_proto::encode::is_framing_header;
+use rush_proto::encode::{is_framing_header, status_has_no_body};
 use rush_proto::response::{write_content_length, write_status_line};
 
+use crate::cache::{Recording, Stored};
 use crate::conn::{BodyFraming, Connection, TlsInfo};
 use crate::exchange::{BodyLength, Peer, ResponseHead, ResponseWriter, WholeResponse};
 use crate::forwarding::RequestOrigin;
-use crate::http_write::{finish_head_after, write_response, AppFields, OutgoingBody};
+use crate::http_write::{
+    finish_head_after, write_response, AppFields, OutgoingBody, ResponseContext,
+};
 use crate::inflight::{InFlight, PeerObjects};
+
+/// Stored bodies up to this size are copied into the output with the head
+/// (one write, pipelined answers together); larger ones are sent from the
+/// shared stored bytes.
+const COPY_LIMIT: usize = 16 * 1024;
 
 /// Appends one chunk of a chunked body: its size in hex, the bytes, CRLF
 /// (formatted in place: no allocation per chunk).
@@ -41,11 +54,13 @@ fn write_chunk(out: &mut Vec<u8>, data: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
-impl ResponseWriter for Connection {
-    fn send_head<'f, I>(&mut self, head: &ResponseHead<'_>, fields: I)
-    where
-        I: Iterator<Item = (&'f [u8], &'f [u8])>,
-    {
+impl Connection {
+    /// Frames a response head into the output (see `send_head`).
+    fn write_head<'f>(
+        &mut self,
+        head: &ResponseHead<'_>,
+        fields: impl Iterator<Item = (&'f [u8], &'f [u8])>,
+    ) {
         let out = &mut self.sink.output;
         write_status_line(out, head.status);
         let mut app = AppFields::default();
@@ -66,11 +81,13 @@ impl ResponseWriter for Connection {
         };
     }
 
+    /// Frames a whole response into the output (see `send_whole`).
     #[inline]
-    fn send_whole<'f, I>(&mut self, response: &WholeResponse<'_>, fields: I)
-    where
-        I: Iterator<Item = (&'f [u8], &'f [u8])>,
-    {
+    fn write_whole<'f>(
+        &mut self,
+        response: &WholeResponse<'_>,
+        fields: impl Iterator<Item = (&'f [u8], &'f [u8])>,
+    ) {
         write_response(
             &mut self.sink.output,
             response.status,
@@ -81,18 +98,106 @@ impl ResponseWriter for Connection {
             response.close,
         );
     }
+}
+
+impl ResponseWriter for Connection {
+    fn send_head<'f, I>(&mut self, head: &ResponseHead<'_>, fields: I)
+    where
+        I: Iterator<Item = (&'f [u8], &'f [u8])>,
+    {
+        if let Some(recording) = self.request.recording.as_deref_mut() {
+            let fields: Vec<(&[u8], &[u8])> = fields.collect();
+            let head_only = head.context.head_only;
+            recording.head(
+                head.status,
+                head.length.declared(),
+                head_only,
+                fields.iter().copied(),
+            );
+            return self.write_head(head, fields.into_iter());
+        }
+        self.write_head(head, fields);
+    }
+
+    #[inline]
+    fn send_whole<'f, I>(&mut self, response: &WholeResponse<'_>, fields: I)
+    where
+        I: Iterator<Item = (&'f [u8], &'f [u8])>,
+    {
+        if let Some(recording) = self.request.recording.as_deref_mut() {
+            let fields: Vec<(&[u8], &[u8])> = fields.collect();
+            recording.whole(
+                response.status,
+                response.content_type,
+                response.body,
+                response.context.head_only,
+                fields.iter().copied(),
+            );
+            return self.write_whole(response, fields.into_iter());
+        }
+        self.write_whole(response, fields);
+    }
 
     #[inline]
     fn response_mark(&self) -> usize {
         self.sink.output.len()
     }
 
+    fn retractable(&self, mark: usize) -> bool {
+        self.sink.body.is_none() && mark <= self.sink.output.len()
+    }
+
     fn retract(&mut self, mark: usize) {
         self.sink.output.truncate(mark);
         self.sink.framing = BodyFraming::default();
+        if let Some(recording) = self.request.recording.as_deref_mut() {
+            recording.reset();
+        }
+    }
+
+    fn recording(&mut self) -> &mut Option<Box<Recording>> {
+        &mut self.request.recording
+    }
+
+    fn send_stored(
+        &mut self,
+        stored: &Stored,
+        not_modified: bool,
+        age: Option<u64>,
+        context: &ResponseContext<'_>,
+    ) {
+        let out = &mut self.sink.output;
+        let mut app = AppFields::default();
+        if not_modified {
+            out.extend_from_slice(&stored.http1_not_modified_head);
+        } else {
+            out.extend_from_slice(&stored.http1_head);
+            app.server = stored.app_server;
+        }
+        if let Some(age) = age {
+            out.extend_from_slice(b"Age: ");
+            out.extend_from_slice(itoa::Buffer::new().format(age).as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        finish_head_after(out, context, false, app);
+        if not_modified || context.head_only || status_has_no_body(stored.status) {
+            return;
+        }
+        if stored.body.len() <= COPY_LIMIT {
+            out.extend_from_slice(&stored.body);
+        } else {
+            self.sink.body = Some(OutgoingBody::Shared {
+                data: stored.body.clone(),
+                offset: 0,
+                end: stored.body.len(),
+            });
+        }
     }
 
     fn send_body(&mut self, data: &[u8]) {
+        if let Some(recording) = self.request.recording.as_deref_mut() {
+            recording.body(data);
+        }
         let framing = self.sink.framing;
         if framing.discard || data.is_empty() {
             return;
@@ -104,12 +209,15 @@ impl ResponseWriter for Connection {
         }
     }
 
-    fn end_body<'f, I>(&mut self, _trailers: I)
+    fn end_body<'f, I>(&mut self, trailers: I)
     where
         I: Iterator<Item = (&'f [u8], &'f [u8])>,
     {
         // Trailers are dropped: `accepts_trailers` says no over HTTP/1.1
         // (see the trait), so no interface hands any here.
+        if let Some(recording) = self.request.recording.as_deref_mut() {
+            recording.end(trailers.count() > 0);
+        }
         let framing = std::mem::take(&mut self.sink.framing);
         if framing.chunked && !framing.discard {
             self.sink.output.extend_from_slice(b"0\r\n\r\n");
@@ -136,26 +244,22 @@ impl ResponseWriter for Connection {
         // No last chunk: a cut-short body must not look complete; the
         // caller's outcome closes the connection.
         self.sink.framing = BodyFraming::default();
-    }
-
-    #[inline]
-    fn output(&mut self) -> &mut Vec<u8> {
-        &mut self.sink.output
-    }
-
-    #[inline]
-    fn pending_output(&self) -> &[u8] {
-        &self.sink.output
+        if let Some(recording) = self.request.recording.as_deref_mut() {
+            recording.spoil();
+        }
     }
 
     #[inline]
     fn set_body(&mut self, body: Option<OutgoingBody>) {
+        if let (Some(recording), Some(body)) = (self.request.recording.as_deref_mut(), &body) {
+            match body {
+                OutgoingBody::Shared { data, offset, end } => {
+                    recording.shared(&data[*offset..*end])
+                }
+                OutgoingBody::File { .. } => recording.spoil(),
+            }
+        }
         self.sink.body = body;
-    }
-
-    #[inline]
-    fn has_body(&self) -> bool {
-        self.sink.body.is_some()
     }
 
     #[inline]
@@ -192,11 +296,6 @@ impl ResponseWriter for Connection {
     #[inline]
     fn request(&mut self) -> &mut Option<InFlight> {
         &mut self.request.in_flight
-    }
-
-    #[inline]
-    fn request_and_output(&mut self) -> (&mut Option<InFlight>, &mut Vec<u8>) {
-        (&mut self.request.in_flight, &mut self.sink.output)
     }
 
     #[inline]

@@ -9,6 +9,11 @@
 //! leaves the chunks here, unreleased, so the client waits), or as it is
 //! stored (a complete body, bounded by `--max-body-size`: past it, 413).
 //! A `Reset` tells the running app its client is gone (`http.disconnect`).
+//!
+//! A request without a body that must wait for another request's cache
+//! fill of its key is parked on its stream (its head kept in the request
+//! unit) and dispatched again when the fill completes (`http2_wake`); the
+//! connection's other streams go on meanwhile.
 
 use std::io::{self, Read};
 
@@ -559,7 +564,16 @@ impl Core {
             connection: key,
             stream: id,
         };
+        // A request with no body can be dispatched again from its head: it
+        // may wait for another request's cache fill of its key.
+        self.may_park = matches!(body, RequestBody::Bytes(bytes) if bytes.is_empty());
         let outcome = self.dispatch(py, &mut writer, stream, head_bytes, head, body);
+        self.may_park = false;
+        if let Outcome::Parked = outcome {
+            // The stream waits, its head kept; the other streams go on.
+            writer.stream.unit.in_flight = Some(InFlight::AwaitingFill(Some(head_bytes.into())));
+            return;
+        }
         self.http2_after_outcome(connection, id, outcome);
     }
 
@@ -607,6 +621,35 @@ impl Core {
         h2_session(connection).scratch_ids = overdue;
     }
 
+    /// A parked stream's cache fill completed (or its lock timed out): its
+    /// request is dispatched again from the head it kept.
+    pub(crate) fn http2_wake(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        key: usize,
+        id: u32,
+    ) {
+        let Some(writer) = stream_writer(connection, id) else {
+            return;
+        };
+        let head_bytes = match writer.stream.unit.in_flight.take() {
+            Some(InFlight::AwaitingFill(Some(head_bytes))) => head_bytes,
+            other => {
+                writer.stream.unit.in_flight = other;
+                return;
+            }
+        };
+        let parsed = parse_request_head(&head_bytes, &self.config.limits, &mut self.header_scratch);
+        let Ok(HeadStatus::Complete(mut head)) = parsed else {
+            // It parsed when it came; it cannot fail now.
+            return self.http2_refuse(py, connection, id, 400);
+        };
+        head.version = Version::Http2;
+        let body = RequestBody::Bytes(&[]);
+        self.http2_dispatch(py, connection, key, id, &head_bytes, &head, body);
+    }
+
     /// Answers stream `id` with a status page of rush's own (a refused
     /// head or body), and lets the rest of its body go.
     fn http2_refuse(&mut self, _py: Python<'_>, connection: &mut Connection, id: u32, status: u16) {
@@ -645,8 +688,9 @@ impl Core {
             return;
         };
         match outcome {
+            // A parked stream keeps its head (`http2_dispatch`); here it
+            // can only be a dispatch that did not park it: done.
             Outcome::Pending => {}
-            // Never over HTTP/2 (the cache is bypassed); answered as done.
             Outcome::Parked | Outcome::KeepAlive | Outcome::Close => {
                 stream.unit.in_flight = None;
                 stream.answered = true;

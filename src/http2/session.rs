@@ -203,7 +203,4 @@ pub(crate) struct StreamOut {
     pub(crate) file: Option<(std::rc::Rc<std::fs::File>, u64, u64)>,
     /// Sends so far, for `response_mark`/`retract`.
     pub(crate) sends: usize,
-    /// Always empty: the response cache, the only user of protocol bytes,
-    /// is bypassed over HTTP/2.
-    pub(crate) no_bytes: Vec<u8>,
 }

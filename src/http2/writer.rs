@@ -10,6 +10,11 @@
 //! (`pending_send`): the peer's flow-control windows, not the socket, are
 //! what a stream waits for.
 //!
+//! A response that fills a cache entry is recorded as values into the
+//! stream's request unit (`recording`) as it is framed; a cache hit is
+//! encoded from the stored fields like any head, its body the stored
+//! bytes, shared.
+//!
 //! What HTTP/1.1 has and HTTP/2 does not: no `Connection` or
 //! `Transfer-Encoding` fields (the stream's end delimits the body), no
 //! sendfile (a file body is read and framed, a bounded amount at a time),
@@ -26,6 +31,7 @@ use rush_h2::{Bytes, H2Connection, Reason};
 use rush_proto::encode::{is_framing_header, status_has_no_body};
 
 use super::H2Stream;
+use crate::cache::{Recording, Stored};
 use crate::conn::{ResponseSink, Stream, TlsInfo};
 use crate::exchange::{BodyLength, Peer, ResponseHead, ResponseWriter, WholeResponse};
 use crate::forwarding::RequestOrigin;
@@ -181,6 +187,15 @@ impl ResponseWriter for StreamWriter<'_> {
             app_server |= name.eq_ignore_ascii_case(b"server");
             pairs.push((name, value));
         }
+        if let Some(recording) = self.stream.unit.recording.as_deref_mut() {
+            let head_only = head.context.head_only;
+            recording.head(
+                head.status,
+                head.length.declared(),
+                head_only,
+                pairs.iter().copied(),
+            );
+        }
         if let BodyLength::Known(length) = head.length {
             pairs.push((b"content-length", length_text.format(length).as_bytes()));
         }
@@ -202,6 +217,7 @@ impl ResponseWriter for StreamWriter<'_> {
     where
         I: Iterator<Item = (&'f [u8], &'f [u8])>,
     {
+        let mut added_etag: Option<Box<[u8]>> = None;
         let mut length_text = itoa::Buffer::new();
         let mut pairs: Vec<(&[u8], &[u8])> = Vec::with_capacity(8);
         if !response.content_type.is_empty() {
@@ -215,6 +231,26 @@ impl ResponseWriter for StreamWriter<'_> {
             app_date |= name.eq_ignore_ascii_case(b"date");
             app_server |= name.eq_ignore_ascii_case(b"server");
             pairs.push((name, value));
+        }
+        if let Some(recording) = self.stream.unit.recording.as_deref_mut() {
+            // The content type is the first pair, as `Recording::whole` adds it.
+            let fields = pairs
+                .iter()
+                .copied()
+                .skip(usize::from(!response.content_type.is_empty()));
+            recording.whole(
+                response.status,
+                response.content_type,
+                response.body,
+                response.context.head_only,
+                fields,
+            );
+            // Frames cannot be taken back to add the cache's ETag after the
+            // fact (HTTP/1.1 rewrites its unsent bytes): it goes out now.
+            added_etag = recording.etag_to_add();
+        }
+        if let Some(etag) = &added_etag {
+            pairs.push((b"etag", etag));
         }
         let bodyless = status_has_no_body(response.status);
         if !bodyless {
@@ -232,7 +268,57 @@ impl ResponseWriter for StreamWriter<'_> {
         self.stream.out.sends
     }
 
+    fn retractable(&self, _mark: usize) -> bool {
+        false
+    }
+
+    fn recording(&mut self) -> &mut Option<Box<Recording>> {
+        &mut self.stream.unit.recording
+    }
+
+    fn send_stored(
+        &mut self,
+        stored: &Stored,
+        not_modified: bool,
+        age: Option<u64>,
+        context: &ResponseContext<'_>,
+    ) {
+        let bodyless = not_modified || status_has_no_body(stored.status);
+        let (status, fields, length) = if not_modified {
+            (304, &stored.not_modified_fields, BodyLength::Empty)
+        } else if bodyless {
+            (stored.status, &stored.fields, BodyLength::Empty)
+        } else {
+            let length = stored.body.len() as u64;
+            (stored.status, &stored.fields, BodyLength::Known(length))
+        };
+        let head = ResponseHead {
+            status,
+            length,
+            close: false,
+            context: *context,
+        };
+        let mut age_text = itoa::Buffer::new();
+        let age = age.map(|age| (&b"age"[..], age_text.format(age).as_bytes()));
+        let fields = fields.iter().map(|(name, value)| (&name[..], &value[..]));
+        self.send_head(&head, fields.chain(age));
+        if !bodyless && !context.head_only && !stored.body.is_empty() {
+            self.set_body(Some(OutgoingBody::Shared {
+                data: stored.body.clone(),
+                offset: 0,
+                end: stored.body.len(),
+            }));
+        }
+    }
+
     fn retract(&mut self, mark: usize) {
+        if let Some(recording) = self.stream.unit.recording.as_deref_mut() {
+            if self.stream.out.sends > mark {
+                recording.spoil();
+            } else {
+                recording.reset();
+            }
+        }
         if self.stream.out.sends > mark {
             // Queued frames cannot be taken back: the stream is reset
             // rather than left with half a response.
@@ -241,6 +327,9 @@ impl ResponseWriter for StreamWriter<'_> {
     }
 
     fn send_body(&mut self, data: &[u8]) {
+        if let Some(recording) = self.stream.unit.recording.as_deref_mut() {
+            recording.body(data);
+        }
         let out = &mut self.stream.out;
         if out.discard || out.ended || data.is_empty() {
             return;
@@ -260,6 +349,10 @@ impl ResponseWriter for StreamWriter<'_> {
     where
         I: Iterator<Item = (&'f [u8], &'f [u8])>,
     {
+        let trailers: Vec<(&[u8], &[u8])> = trailers.collect();
+        if let Some(recording) = self.stream.unit.recording.as_deref_mut() {
+            recording.end(!trailers.is_empty());
+        }
         if self.stream.out.ended {
             return;
         }
@@ -273,7 +366,6 @@ impl ResponseWriter for StreamWriter<'_> {
             self.fail(Reason::INTERNAL_ERROR);
             return;
         }
-        let trailers: Vec<(&[u8], &[u8])> = trailers.collect();
         if trailers.is_empty() || self.stream.out.discard {
             self.data(Bytes::new(), true);
         } else {
@@ -308,24 +400,23 @@ impl ResponseWriter for StreamWriter<'_> {
     }
 
     fn abort_body(&mut self) {
+        if let Some(recording) = self.stream.unit.recording.as_deref_mut() {
+            recording.spoil();
+        }
         if !self.stream.out.ended {
             self.fail(Reason::INTERNAL_ERROR);
         }
     }
 
-    fn output(&mut self) -> &mut Vec<u8> {
-        &mut self.stream.out.no_bytes
-    }
-
-    fn pending_output(&self) -> &[u8] {
-        &self.stream.out.no_bytes
-    }
-
-    fn caches(&self) -> bool {
-        false
-    }
-
     fn set_body(&mut self, body: Option<OutgoingBody>) {
+        if let (Some(recording), Some(body)) = (self.stream.unit.recording.as_deref_mut(), &body) {
+            match body {
+                OutgoingBody::Shared { data, offset, end } => {
+                    recording.shared(&data[*offset..*end])
+                }
+                OutgoingBody::File { .. } => recording.spoil(),
+            }
+        }
         let Some(body) = body else {
             self.stream.out.file = None;
             return;
@@ -349,10 +440,6 @@ impl ResponseWriter for StreamWriter<'_> {
                 }
             }
         }
-    }
-
-    fn has_body(&self) -> bool {
-        self.stream.out.file.is_some()
     }
 
     fn is_full(&self) -> bool {
@@ -382,13 +469,6 @@ impl ResponseWriter for StreamWriter<'_> {
 
     fn request(&mut self) -> &mut Option<InFlight> {
         &mut self.stream.unit.in_flight
-    }
-
-    fn request_and_output(&mut self) -> (&mut Option<InFlight>, &mut Vec<u8>) {
-        (
-            &mut self.stream.unit.in_flight,
-            &mut self.stream.out.no_bytes,
-        )
     }
 
     fn request_ref(&self) -> Option<&InFlight> {

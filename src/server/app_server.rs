@@ -65,6 +65,11 @@ pub(crate) struct AppServer {
     /// Pool threads signal finished work here; `completion_drain()` returns
     /// `(key, request_id, future)` tuples to complete.
     pub(super) completion_source: Option<(RawFd, Py<PyAny>)>,
+    /// Detached cache refreshes still running (an async handler, a pool
+    /// thread), by their number (`crate::dispatch::refresh`).
+    pub(super) refreshes: std::collections::HashMap<u32, crate::dispatch::refresh::DetachedRefresh>,
+    /// The number of the last refresh started.
+    pub(super) next_refresh: u32,
 }
 
 impl AppServer {
@@ -229,6 +234,7 @@ impl AppServer {
                 output_total: 0,
                 may_park: false,
                 woken: Default::default(),
+                refresh_jobs: Default::default(),
                 liveness: None,
                 ws_flush: Default::default(),
             },
@@ -240,6 +246,8 @@ impl AppServer {
             drain_deadline: None,
             next_sweep: now + Duration::from_secs(1),
             completion_source: None,
+            refreshes: std::collections::HashMap::new(),
+            next_refresh: 0,
         })
     }
 

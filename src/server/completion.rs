@@ -12,6 +12,7 @@ use slab::Slab;
 use super::app_server::AppServer;
 use super::listener::{ACCEPT_BATCH, BACKLOG_DRAIN_BATCHES};
 use crate::conn::{Connection, Protocol, ReadState, WriteState};
+use crate::dispatch::refresh::REFRESH_CONNECTION;
 use crate::exchange::StreamKey;
 use crate::inflight::{InFlight, RequestUnit};
 
@@ -24,6 +25,15 @@ impl AppServer {
     pub(super) fn write_asgi_progress(&mut self, py: Python<'_>, key: StreamKey, request_id: u64) {
         self.core.now = Instant::now();
         self.core.date.refresh(SystemTime::now());
+        if key.connection == REFRESH_CONNECTION {
+            if let Some(refresh) = self.refreshes.get_mut(&key.stream) {
+                if self.core.asgi_progress(py, refresh, request_id).is_some() {
+                    self.refreshes.remove(&key.stream);
+                }
+            }
+            self.wake_parked(py);
+            return;
+        }
         if let Some(connection) = self.connections.get_mut(key.connection) {
             if let Protocol::Http2(_) = connection.protocol {
                 self.core
@@ -46,6 +56,9 @@ impl AppServer {
 
     /// The request unit a completion names (see [`stream_writer`]).
     pub(super) fn request_unit(&self, key: StreamKey) -> Option<&RequestUnit> {
+        if key.connection == REFRESH_CONNECTION {
+            return self.refreshes.get(&key.stream).map(|refresh| &refresh.unit);
+        }
         let connection = self.connections.get(key.connection)?;
         if let Protocol::Http2(session) = &connection.protocol {
             return session.unit(key.stream);
@@ -167,6 +180,11 @@ impl AppServer {
     ) {
         self.core.now = Instant::now();
         self.core.date.refresh(SystemTime::now());
+        if key.connection == REFRESH_CONNECTION {
+            self.complete_refresh(py, key.stream, request_id, task);
+            self.wake_parked(py);
+            return;
+        }
         if let Some(connection) = self.connections.get_mut(key.connection) {
             if let Protocol::WebSocket(session) = &mut connection.protocol {
                 if session.id == request_id {
@@ -204,6 +222,34 @@ impl AppServer {
         self.core.pipelined_after = false;
         self.drive_connection(py, key.connection);
         self.wake_parked(py);
+    }
+}
+
+impl AppServer {
+    /// The handler of detached refresh `number` finished (see
+    /// `crate::dispatch::refresh`).
+    fn complete_refresh(
+        &mut self,
+        py: Python<'_>,
+        number: u32,
+        request_id: u64,
+        task: &Bound<'_, PyAny>,
+    ) {
+        let current = self.refreshes.get(&number).is_some_and(|refresh| {
+            matches!(&refresh.unit.in_flight, Some(InFlight::Handler(awaiting)) if awaiting.request_id == request_id)
+        });
+        if !current {
+            // Given up already, or an ASGI app working on after its answer.
+            self.core.log_late_failure(py, request_id, task);
+            return;
+        }
+        let Some(mut refresh) = self.refreshes.remove(&number) else {
+            return;
+        };
+        let outcome = self.core.handler_finished(py, &mut refresh, task);
+        if matches!(outcome, crate::dispatch::Outcome::Pending) {
+            self.refreshes.insert(number, refresh);
+        }
     }
 }
 

@@ -14,6 +14,8 @@ use super::listener::{
 };
 use crate::conn::{Connection, Disposition, Protocol, ReadState, Stream, TlsStream, WriteState};
 use crate::dispatch::client_text;
+use crate::dispatch::refresh::{DetachedRefresh, RefreshJob, REFRESH_CONNECTION};
+use crate::dispatch::Outcome;
 use crate::exchange::StreamKey;
 use crate::inflight::InFlight;
 use crate::metrics;
@@ -174,25 +176,91 @@ impl AppServer {
         }
     }
 
-    /// Drives the connections whose parked request may go on (a cache fill
-    /// it waited for completed, or its lock timed out): their buffered
-    /// request is processed again. Driving one may complete another fill,
-    /// so this runs until none is left.
+    /// Dispatches again the parked requests that may go on (a cache fill
+    /// they waited for completed, or its lock timed out): an HTTP/1.1
+    /// connection's buffered request is processed again, an HTTP/2 stream's
+    /// kept head dispatched again. Then starts the detached refreshes the
+    /// lookups asked for. Either may complete another fill, so this runs
+    /// until none is left.
     pub(crate) fn wake_parked(&mut self, py: Python<'_>) {
-        while !self.core.woken.get_mut().is_empty() {
-            for key in std::mem::take(self.core.woken.get_mut()) {
-                let Some(connection) = self.connections.get_mut(key) else {
-                    continue;
-                };
-                // The key may name a newer connection by now: only a parked
-                // request is woken.
-                if !matches!(connection.request.in_flight, Some(InFlight::AwaitingFill)) {
-                    continue;
+        loop {
+            let woken = std::mem::take(self.core.woken.get_mut());
+            let jobs = std::mem::take(self.core.refresh_jobs.get_mut());
+            if woken.is_empty() && jobs.is_empty() {
+                return;
+            }
+            for key in woken {
+                self.wake_request(py, key);
+            }
+            for job in jobs {
+                self.start_refresh(py, job);
+            }
+        }
+    }
+
+    /// Dispatches one parked request again (see [`Self::wake_parked`]).
+    fn wake_request(&mut self, py: Python<'_>, key: StreamKey) {
+        let Some(connection) = self.connections.get_mut(key.connection) else {
+            return;
+        };
+        if let Protocol::Http2(_) = connection.protocol {
+            self.core
+                .http2_wake(py, connection, key.connection, key.stream);
+            self.drive_connection(py, key.connection);
+            return;
+        }
+        // The key may name a newer connection by now: only a parked
+        // request is woken.
+        if key.stream != 0
+            || !matches!(
+                connection.request.in_flight,
+                Some(InFlight::AwaitingFill(None))
+            )
+        {
+            return;
+        }
+        connection.request.in_flight = None;
+        let timer = connection.state.request_unparked();
+        connection.start_timer(Some(timer), self.core.now, &self.core.config);
+        self.drive_connection(py, key.connection);
+    }
+
+    /// Starts a detached cache refresh; one whose handler goes on off the
+    /// loop is kept until it completes.
+    fn start_refresh(&mut self, py: Python<'_>, job: RefreshJob) {
+        self.next_refresh = self.next_refresh.wrapping_add(1).max(1);
+        let number = self.next_refresh;
+        let key = StreamKey {
+            connection: REFRESH_CONNECTION,
+            stream: number,
+        };
+        let mut refresh = DetachedRefresh::new(job, self.core.now);
+        let outcome = self.core.run_refresh(py, &mut refresh, key);
+        if matches!(outcome, Outcome::Pending) {
+            self.refreshes.insert(number, refresh);
+        }
+    }
+
+    /// From the sweep: refreshes still running past their lock timeout are
+    /// given up (their app is told its client left); the stale answer stays,
+    /// and the next stale hit may start another.
+    pub(crate) fn drop_overdue_refreshes(&mut self, py: Python<'_>) {
+        let now = self.core.now;
+        let overdue: Vec<u32> = self
+            .refreshes
+            .iter()
+            .filter(|(_, refresh)| refresh.deadline <= now)
+            .map(|(&number, _)| number)
+            .collect();
+        for number in overdue {
+            if let Some(refresh) = self.refreshes.remove(&number) {
+                if let Some(in_flight) = &refresh.unit.in_flight {
+                    in_flight.client_gone();
                 }
-                connection.request.in_flight = None;
-                let timer = connection.state.request_unparked();
-                connection.start_timer(Some(timer), self.core.now, &self.core.config);
-                self.drive_connection(py, key);
+                self.core.log_warning(
+                    py,
+                    "a cache refresh outlived the route's lock timeout: given up, the stale answer stays",
+                );
             }
         }
     }
@@ -451,7 +519,8 @@ impl AppServer {
             .response_cache
             .borrow_mut()
             .release_overdue_fills(now);
-        self.core.woken.get_mut().extend(released);
+        self.core.wake(released);
+        self.drop_overdue_refreshes(py);
         let mut expired = Vec::new();
         let mut woken = Vec::new();
         // Refused (408) mid-request: logged once the scan is over.

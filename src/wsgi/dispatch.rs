@@ -18,7 +18,6 @@ use rush_proto::encode::{BodyEncoder, EncodeError, FramingHeader, FramingPlan};
 use super::objects::{build_environ, call_wsgi, WsgiResponse};
 use crate::body::RequestBody;
 use crate::cache::CacheFill;
-use crate::dispatch::cached::FillAnswer;
 use crate::dispatch::{keep_or_close, AppInterface, Core, Outcome, RequestLine};
 use crate::exchange::{BodyLength, ResponseHead, ResponseWriter, StreamKey};
 use crate::http_write::ResponseContext;
@@ -45,12 +44,10 @@ impl Core {
         let outcome = self.run_wsgi(
             py, connection, key, head_bytes, head, body, keep_alive, &mut fill,
         );
-        let answer = match outcome {
-            // Handed to the pool with the fill, or streamed (not stored).
-            Outcome::Pending => FillAnswer::NotStorable,
-            _ => FillAnswer::InOutput(start),
-        };
-        self.complete_cache_fill(py, connection, fill, answer, &outcome);
+        // Handed to the pool with the fill (it completes there), or
+        // streamed (not stored: the recording is not complete).
+        let rewrite_from = (!matches!(outcome, Outcome::Pending)).then_some(start);
+        self.complete_cache_fill(py, connection, fill, rewrite_from, &outcome);
         outcome
     }
 
