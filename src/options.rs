@@ -65,13 +65,12 @@ pub(crate) enum HttpMode {
 }
 
 impl HttpMode {
-    /// The mode `--http` names; `None` (not given) is HTTP/1.1, the
-    /// default of this release.
+    /// The mode `--http` names; `None` (not given) is `auto`, the default.
     pub(crate) fn parse(value: Option<&str>) -> PyResult<HttpMode> {
         match value {
-            None | Some("1") => Ok(HttpMode::Http1),
+            Some("1") => Ok(HttpMode::Http1),
             Some("2") => Ok(HttpMode::Http2),
-            Some("auto") => Ok(HttpMode::Auto),
+            None | Some("auto") => Ok(HttpMode::Auto),
             Some(other) => Err(PyValueError::new_err(format!(
                 "--http takes 1, 2 or auto (got {other:?})"
             ))),

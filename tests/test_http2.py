@@ -12,7 +12,7 @@ window into ASGI ``receive()``, a streamed response, a client reset seen as
 suspended async handlers and the access log, ``Expect: 100-continue``,
 ``--max-body-size`` per stream, GOAWAY for an idle connection and on TERM
 (the stream in flight finishing), the ASGI scope against hypercorn's, and
-the default (``--http 1``) staying HTTP/1.1 (no ``h2`` in ALPN, the h2c
+``--http 1`` staying HTTP/1.1 (no ``h2`` in ALPN, the h2c
 preface refused with 505 as before)."""
 
 from __future__ import annotations
@@ -246,15 +246,15 @@ def test_http2_only_serves_h2_and_refuses_http1(rush_server: ServerFactory) -> N
     assert b"hello" not in answer
 
 
-def test_the_default_stays_http1(rush_server: ServerFactory, pki: dict[str, Path]) -> None:
-    server = rush_server(f"{APPS}:asgi", *tls_args(pki))
+def test_http_1_stays_http1(rush_server: ServerFactory, pki: dict[str, Path]) -> None:
+    server = rush_server(f"{APPS}:asgi", "--http", "1", *tls_args(pki))
     context = ssl.create_default_context(cafile=str(pki["ca"]))
     context.set_alpn_protocols(["h2", "http/1.1"])
     with context.wrap_socket(
         socket.create_connection(("127.0.0.1", server.port), timeout=GUARD_TIMEOUT), server_hostname="localhost"
     ) as sock:
         assert sock.selected_alpn_protocol() == "http/1.1"
-    plain = rush_server(f"{APPS}:asgi")
+    plain = rush_server(f"{APPS}:asgi", "--http", "1")
     with socket.create_connection(("127.0.0.1", plain.port), timeout=GUARD_TIMEOUT) as sock:
         sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
         answer = b""
@@ -262,6 +262,23 @@ def test_the_default_stays_http1(rush_server: ServerFactory, pki: dict[str, Path
             answer += chunk
     # As before HTTP/2 existed: an HTTP/1.1 refusal (505), then the close.
     assert answer.startswith(b"HTTP/1.1 505 ")
+    assert httpx.get(f"{plain.url}/hello", timeout=GUARD_TIMEOUT).http_version == "HTTP/1.1"
+
+
+def test_the_default_serves_both(rush_server: ServerFactory, pki: dict[str, Path]) -> None:
+    """No --http: ALPN picks h2 over TLS (http/1.1 for a client that offers only
+    that), and one cleartext port serves h2c prior knowledge and HTTP/1.1."""
+    server = rush_server(f"{APPS}:asgi", *tls_args(pki))
+    for offered, chosen in ((["h2", "http/1.1"], "h2"), (["http/1.1"], "http/1.1")):
+        context = ssl.create_default_context(cafile=str(pki["ca"]))
+        context.set_alpn_protocols(offered)
+        with context.wrap_socket(
+            socket.create_connection(("127.0.0.1", server.port), timeout=GUARD_TIMEOUT), server_hostname="localhost"
+        ) as sock:
+            assert sock.selected_alpn_protocol() == chosen
+    plain = rush_server(f"{APPS}:asgi")
+    with httpx.Client(http1=False, http2=True, timeout=GUARD_TIMEOUT) as h2c:
+        assert h2c.get(f"{plain.url}/hello").http_version == "HTTP/2"
     assert httpx.get(f"{plain.url}/hello", timeout=GUARD_TIMEOUT).http_version == "HTTP/1.1"
 
 

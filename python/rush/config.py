@@ -137,9 +137,9 @@ class Config:
     max_headers: int = _option(100, "most header fields per request (431 beyond)")
     interface: str = _option("auto", "how to call the app: auto, rush (rush.App), wsgi or asgi")
     http: str = _option(
-        "1",
-        "HTTP versions served: 1 (HTTP/1.1), 2 (HTTP/2 only) or auto (both: h2c prior knowledge on a "
-        "cleartext port, ALPN h2 then http/1.1 over TLS); HTTP/2 is new, hence the default 1",
+        "auto",
+        "HTTP versions served: auto (both: h2c prior knowledge on a cleartext port, ALPN h2 then "
+        "http/1.1 over TLS), 1 (HTTP/1.1 only) or 2 (HTTP/2 only)",
     )
     threads: int = _option(0, "run a blocking (WSGI) app on a pool of N threads per worker; 0 = on the event loop")
     root_path: str = _option("", "the path prefix the app is mounted under (WSGI SCRIPT_NAME, ASGI root_path)")
