@@ -22,7 +22,7 @@ use rush_proto::proxy::{
 };
 use rush_proto::{BodyFraming, ChunkedDecoder, HeaderSpan, Limits, Method};
 
-use super::conn::{read_if_readable, InputHint};
+use super::input_hint::{read_if_readable, InputHint};
 
 /// Most bytes buffered in each direction before reading that side pauses.
 pub(crate) const HIGH_WATER: usize = 256 * 1024;

@@ -33,6 +33,7 @@
 mod auth;
 mod conn;
 mod forward;
+mod input_hint;
 mod offload;
 mod policy;
 mod pool;

@@ -14,10 +14,9 @@ use std::net::{IpAddr, SocketAddr};
 use mio::net::TcpStream;
 use mio::Interest;
 
-use super::conn::{
-    upstream_token, Close, InputHint, Pending, Phase, ProxyConn, Step, Tunnel, Upstream,
-};
+use super::conn::{upstream_token, Close, Pending, Phase, ProxyConn, Step, Tunnel, Upstream};
 use super::forward::{Io, Outcome};
+use super::input_hint::InputHint;
 use super::policy::Refusal;
 use super::relay::Direction;
 use super::Worker;
