@@ -175,7 +175,7 @@ def test_an_app_changing_its_scope_leaves_the_next_one_alone(server: RushServer)
     """Every scope starts from one per-worker template: an app changing its
     own scope in place must not change the template."""
     with server.connect() as connection:
-        connection.send(request("GET", "/scope-taint"))
+        connection.send(request("GET", "/taint-scope"))
         assert connection.read_response().json() == {"tainted": True}
         connection.send(request("GET", "/scope"))
         scope = connection.read_response().json()

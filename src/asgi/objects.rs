@@ -156,12 +156,11 @@ unsafe extern "C" fn ready_send(
 /// Per-worker ASGI settings.
 pub struct AsgiSettings {
     pub app: Py<PyAny>,
-    pub root_path: String,
     /// The lifespan `state` dict; each scope gets a shallow copy.
     pub state: Option<Py<PyDict>>,
-    asgi_version: Py<PyDict>,
-    /// `(host, port)` of the listening socket, or None: the same for every scope.
-    server: Py<PyAny>,
+    /// Every key of an `http` scope, in order, with the values that are
+    /// the same for every request (see [`build_scope`]).
+    scope_template: Py<PyDict>,
 }
 
 impl AsgiSettings {
@@ -175,17 +174,38 @@ impl AsgiSettings {
         let asgi_version = PyDict::new(py);
         asgi_version.set_item("version", "3.0")?;
         asgi_version.set_item("spec_version", "2.3")?;
+        // The order is the scope's key order; `None` marks the values each
+        // request sets. `state` is a fresh copy per request, so it is last.
+        let template = PyDict::new(py);
+        template.set_item(pyo3::intern!(py, "type"), pyo3::intern!(py, "http"))?;
+        template.set_item(pyo3::intern!(py, "asgi"), asgi_version)?;
+        template.set_item(pyo3::intern!(py, "http_version"), pyo3::intern!(py, "1.1"))?;
+        template.set_item(pyo3::intern!(py, "method"), py.None())?;
+        template.set_item(pyo3::intern!(py, "scheme"), pyo3::intern!(py, "http"))?;
+        template.set_item(pyo3::intern!(py, "path"), py.None())?;
+        template.set_item(pyo3::intern!(py, "raw_path"), py.None())?;
+        template.set_item(pyo3::intern!(py, "query_string"), py.None())?;
+        template.set_item(pyo3::intern!(py, "root_path"), &root_path)?;
+        template.set_item(pyo3::intern!(py, "headers"), py.None())?;
+        template.set_item(pyo3::intern!(py, "client"), py.None())?;
+        template.set_item(pyo3::intern!(py, "server"), address_object(py, server)?)?;
+        if state.is_some() {
+            template.set_item(pyo3::intern!(py, "state"), py.None())?;
+        }
         Ok(AsgiSettings {
             app,
-            root_path,
             state,
-            asgi_version: asgi_version.unbind(),
-            server: address_object(py, server)?,
+            scope_template: template.unbind(),
         })
     }
 }
 
 /// Builds the `http` connection scope for one request.
+///
+/// How: a copy of the worker's template (one C call that clones the key
+/// table, already sized for every key, so no insertion ever resizes it),
+/// then the request's own values set over the placeholders. Building it
+/// key by key cost about a fifth of a raw ASGI hello's CPU.
 pub fn build_scope<'py>(
     py: Python<'py>,
     settings: &AsgiSettings,
@@ -194,37 +214,30 @@ pub fn build_scope<'py>(
     client: &Py<PyAny>,
     origin: Option<&RequestOrigin>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let scope = PyDict::new(py);
-    scope.set_item(pyo3::intern!(py, "type"), pyo3::intern!(py, "http"))?;
-    scope.set_item(pyo3::intern!(py, "asgi"), settings.asgi_version.bind(py))?;
-    scope.set_item(
-        pyo3::intern!(py, "http_version"),
-        match head.version {
-            Version::Http10 => pyo3::intern!(py, "1.0"),
-            Version::Http11 => pyo3::intern!(py, "1.1"),
-            Version::Http2 => pyo3::intern!(py, "2"),
-        },
-    )?;
+    let scope = settings.scope_template.bind(py).copy()?;
+    match head.version {
+        Version::Http11 => {}
+        Version::Http10 => {
+            scope.set_item(pyo3::intern!(py, "http_version"), pyo3::intern!(py, "1.0"))?
+        }
+        Version::Http2 => {
+            scope.set_item(pyo3::intern!(py, "http_version"), pyo3::intern!(py, "2"))?
+        }
+    }
     scope.set_item(
         pyo3::intern!(py, "method"),
-        PyString::new(
-            py,
-            std::str::from_utf8(head.method_span.of(head_bytes)).unwrap_or("GET"),
-        ),
+        method_object(py, head.method_span.of(head_bytes)),
     )?;
-    let scheme = match scheme_of(origin) {
-        "https" => pyo3::intern!(py, "https"),
-        _ => pyo3::intern!(py, "http"),
-    };
-    scope.set_item(pyo3::intern!(py, "scheme"), scheme)?;
+    if scheme_of(origin) == "https" {
+        scope.set_item(pyo3::intern!(py, "scheme"), pyo3::intern!(py, "https"))?;
+    }
     let forwarded_host = origin.and_then(|origin| origin.host.as_deref());
     let raw_path = head.path.of(head_bytes);
     scope.set_item(pyo3::intern!(py, "path"), decode_path(raw_path).as_ref())?;
     scope.set_item(pyo3::intern!(py, "raw_path"), PyBytes::new(py, raw_path))?;
     let query = head.query.map(|query| query.of(head_bytes)).unwrap_or(b"");
     scope.set_item(pyo3::intern!(py, "query_string"), PyBytes::new(py, query))?;
-    scope.set_item(pyo3::intern!(py, "root_path"), &settings.root_path)?;
-    let headers = PyList::empty(py);
+    let mut fields = Vec::with_capacity(16);
     let mut lowered = Vec::with_capacity(64);
     for (name, value) in header_fields(head_bytes) {
         lowered.clear();
@@ -234,12 +247,12 @@ pub fn build_scope<'py>(
             Some(host) if lowered == b"host" => host.as_bytes(),
             _ => value,
         };
-        headers.append(PyTuple::new(
+        fields.push(PyTuple::new(
             py,
             [PyBytes::new(py, &lowered), PyBytes::new(py, value)],
-        )?)?;
+        )?);
     }
-    scope.set_item(pyo3::intern!(py, "headers"), headers)?;
+    scope.set_item(pyo3::intern!(py, "headers"), PyList::new(py, fields)?)?;
     match origin
         .map(|origin| origin.client_tuple(py))
         .transpose()?
@@ -248,11 +261,26 @@ pub fn build_scope<'py>(
         Some(forwarded) => scope.set_item(pyo3::intern!(py, "client"), forwarded)?,
         None => scope.set_item(pyo3::intern!(py, "client"), client.bind(py))?,
     }
-    scope.set_item(pyo3::intern!(py, "server"), settings.server.bind(py))?;
     if let Some(state) = &settings.state {
         scope.set_item(pyo3::intern!(py, "state"), state.bind(py).copy()?)?;
     }
     Ok(scope)
+}
+
+/// The scope's `method`: the usual ones are shared interned strings, so
+/// they cost no allocation.
+fn method_object<'py>(py: Python<'py>, method: &[u8]) -> Bound<'py, PyString> {
+    let shared = match method {
+        b"GET" => pyo3::intern!(py, "GET"),
+        b"POST" => pyo3::intern!(py, "POST"),
+        b"HEAD" => pyo3::intern!(py, "HEAD"),
+        b"PUT" => pyo3::intern!(py, "PUT"),
+        b"DELETE" => pyo3::intern!(py, "DELETE"),
+        b"PATCH" => pyo3::intern!(py, "PATCH"),
+        b"OPTIONS" => pyo3::intern!(py, "OPTIONS"),
+        other => return PyString::new(py, std::str::from_utf8(other).unwrap_or("GET")),
+    };
+    shared.clone()
 }
 
 /// Largest body piece handed over in one `http.request` message.

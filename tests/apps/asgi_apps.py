@@ -336,7 +336,7 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
         await respond(send, 200, b"released", b"text/plain")
     elif path == "/violation":
         await violation(params["kind"], "suspend" in params, send)
-    elif path == "/scope-taint":
+    elif path == "/taint-scope":
         # Changes its own scope in place: the next request's must not show it.
         scope["scheme"] = "tainted"
         scope["tainted"] = True
