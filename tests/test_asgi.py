@@ -200,6 +200,14 @@ def test_awaiting_receive_and_send_gives_the_message_and_none(server: RushServer
     }
 
 
+@pytest.mark.parametrize("shape", ["list", "tuple", "generator", "subclass", "bytearray"])
+def test_response_headers_in_any_iterable_of_byte_pairs(server: RushServer, shape: str) -> None:
+    response = fetch(server, f"/header-shapes?shape={shape}")
+    assert response.status == 200, response
+    assert response.header("x-shape") == shape
+    assert response.body == b"shaped"
+
+
 def test_scope_for_http10_and_methods(server: RushServer) -> None:
     with server.connect() as connection:
         connection.send(request("GET", "/scope", version="HTTP/1.0"))

@@ -666,8 +666,14 @@ impl AsgiSend {
                 }
                 let mut headers = Vec::new();
                 if let Some(fields) = message.get_item(pyo3::intern!(py, "headers"))? {
-                    for field in fields.try_iter()? {
-                        let (name, value): (Vec<u8>, Vec<u8>) = field?.extract()?;
+                    let fields: Vec<Bound<'_, PyAny>> = match fields.cast::<PyList>() {
+                        // The usual list is read by index, without an iterator object.
+                        Ok(list) => list.iter().collect(),
+                        Err(_) => fields.try_iter()?.collect::<PyResult<_>>()?,
+                    };
+                    headers.reserve(fields.len());
+                    for field in fields {
+                        let (name, value) = header_pair(&field)?;
                         if !is_valid_header_name(&name) || !is_valid_header_value(&value) {
                             return Err(PyValueError::new_err(format!(
                                 "invalid response header {:?}: {:?}",
@@ -779,6 +785,23 @@ impl AsgiSend {
         }
         Ok(ready(py, py.None())?.into_any())
     }
+}
+
+/// One `(name, value)` of `http.response.start`'s headers. The usual
+/// tuple of two `bytes` is read directly (a generic extraction cost twice
+/// as much); anything else goes through PyO3's, which accepts what it
+/// always did and raises as it always did.
+fn header_pair(field: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, Vec<u8>)> {
+    if let Ok(pair) = field.cast::<PyTuple>() {
+        if pair.len() == 2 {
+            if let (Ok(name), Ok(value)) = (pair.get_item(0), pair.get_item(1)) {
+                if let (Ok(name), Ok(value)) = (name.cast::<PyBytes>(), value.cast::<PyBytes>()) {
+                    return Ok((name.as_bytes().to_vec(), value.as_bytes().to_vec()));
+                }
+            }
+        }
+    }
+    field.extract()
 }
 
 impl AsgiSend {

@@ -206,6 +206,10 @@ async def violation(kind: str, suspend: bool, send: Send) -> None:
         raise ValueError(f"unknown violation {kind}")
 
 
+class Name(bytes):
+    """A bytes subclass, as some frameworks use for header names."""
+
+
 async def await_results(receive: Receive, send: Send, suspend: bool) -> None:
     """What awaiting ``receive()`` and ``send()`` gives: directly, and through
     asyncio's wrapper for awaitables (``wait_for`` drives the awaitable's
@@ -342,6 +346,19 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
         scope["tainted"] = True
         scope["headers"].append((b"x-tainted", b"1"))
         await respond_json(send, {"tainted": True})
+    elif path == "/header-shapes":
+        # The response headers as an app may shape them: a list of tuples
+        # (the usual), a tuple, a generator, bytes subclasses, a bytearray.
+        pairs = [(b"content-type", b"text/plain"), (b"x-shape", params["shape"].encode())]
+        shaped: Any = {
+            "list": pairs,
+            "tuple": tuple(pairs),
+            "generator": (pair for pair in pairs),
+            "subclass": [(Name(name), Name(value)) for name, value in pairs],
+            "bytearray": [(name, bytearray(value)) for name, value in pairs],
+        }[params["shape"]]
+        await send({"type": "http.response.start", "status": 200, "headers": shaped})
+        await send({"type": "http.response.body", "body": b"shaped"})
     elif path == "/await-results":
         await await_results(receive, send, "suspend" in params)
     elif path == "/cookies":
