@@ -151,6 +151,63 @@ def test_absolute_form_target_sets_the_host_header(server: RushServer) -> None:
     assert scope["query_string"] == "a=1"
 
 
+def test_scope_key_order(server: RushServer) -> None:
+    # The order rush has always built it in; "state" (lifespan) is left out by the app.
+    assert list(scope_of(server)) == [
+        "type",
+        "asgi",
+        "http_version",
+        "method",
+        "scheme",
+        "path",
+        "raw_path",
+        "query_string",
+        "root_path",
+        "headers",
+        "client",
+        "server",
+        "extensions",
+        "has_state",
+    ]
+
+
+def test_an_app_changing_its_scope_leaves_the_next_one_alone(server: RushServer) -> None:
+    """Every scope starts from one per-worker template: an app changing its
+    own scope in place must not change the template."""
+    with server.connect() as connection:
+        connection.send(request("GET", "/taint-scope"))
+        assert connection.read_response().json() == {"tainted": True}
+        connection.send(request("GET", "/scope"))
+        scope = connection.read_response().json()
+    assert scope["scheme"] == "http"
+    assert "tainted" not in scope
+    assert ["x-tainted", "1"] not in scope["headers"]
+
+
+@pytest.mark.parametrize("method", ["GET", "PATCH", "OPTIONS", "PROPFIND"])
+def test_scope_method_as_sent(server: RushServer, method: str) -> None:
+    assert scope_of(server, method=method)["method"] == method
+
+
+@pytest.mark.parametrize("suspend", [False, True], ids=["inline", "suspended"])
+def test_awaiting_receive_and_send_gives_the_message_and_none(server: RushServer, suspend: bool) -> None:
+    target = "/await-results?suspend=1" if suspend else "/await-results"
+    response = fetch(server, target, method="POST", body=b"payload")
+    assert response.status == 200, response
+    assert response.json() == {
+        "received": {"type": "http.request", "body": "payload", "more_body": False},
+        "started": "None",
+    }
+
+
+@pytest.mark.parametrize("shape", ["list", "tuple", "generator", "subclass", "bytearray"])
+def test_response_headers_in_any_iterable_of_byte_pairs(server: RushServer, shape: str) -> None:
+    response = fetch(server, f"/header-shapes?shape={shape}")
+    assert response.status == 200, response
+    assert response.header("x-shape") == shape
+    assert response.body == b"shaped"
+
+
 def test_scope_for_http10_and_methods(server: RushServer) -> None:
     with server.connect() as connection:
         connection.send(request("GET", "/scope", version="HTTP/1.0"))

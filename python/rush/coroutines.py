@@ -80,6 +80,10 @@ async def _adopt(assignment: asyncio.Future[tuple[Any, Any, contextvars.Context]
 class CoroutineRunner:
     """Starts coroutines for the native loop (see the module docstring)."""
 
+    # The loop reads `spare` and `loop` for every coroutine it starts: slots
+    # make those reads a descriptor's, not an instance dict lookup.
+    __slots__ = ("assignment", "loop", "on_done", "spare")
+
     def __init__(self, loop: asyncio.AbstractEventLoop, on_done: Callable[[int, int, asyncio.Task[Any]], None]) -> None:
         self.loop = loop
         self.on_done = on_done

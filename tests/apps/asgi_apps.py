@@ -206,6 +206,29 @@ async def violation(kind: str, suspend: bool, send: Send) -> None:
         raise ValueError(f"unknown violation {kind}")
 
 
+class Name(bytes):
+    """A bytes subclass, as some frameworks use for header names."""
+
+
+async def await_results(receive: Receive, send: Send, suspend: bool) -> None:
+    """What awaiting ``receive()`` and ``send()`` gives: directly, and through
+    asyncio's wrapper for awaitables (``wait_for`` drives the awaitable's
+    ``__await__`` iterator with ``yield from``), before or after a suspension.
+    The results go back as the body; the last send's result cannot, so a
+    wrong one raises (and the request becomes a logged error)."""
+    if suspend:
+        await asyncio.sleep(0)
+    received = await asyncio.wait_for(receive(), 5)
+    start = {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]}
+    started = await send(start)
+    if suspend:
+        await asyncio.sleep(0)
+    body = json.dumps(jsonable({"received": received, "started": repr(started)})).encode()
+    finished = await asyncio.wait_for(send({"type": "http.response.body", "body": body}), 5)
+    if finished is not None:
+        raise AssertionError(f"await send(...) gave {finished!r}")
+
+
 async def app(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["type"] == "lifespan":
         await lifespan(scope, receive, send)
@@ -317,6 +340,27 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
         await respond(send, 200, b"released", b"text/plain")
     elif path == "/violation":
         await violation(params["kind"], "suspend" in params, send)
+    elif path == "/taint-scope":
+        # Changes its own scope in place: the next request's must not show it.
+        scope["scheme"] = "tainted"
+        scope["tainted"] = True
+        scope["headers"].append((b"x-tainted", b"1"))
+        await respond_json(send, {"tainted": True})
+    elif path == "/header-shapes":
+        # The response headers as an app may shape them: a list of tuples
+        # (the usual), a tuple, a generator, bytes subclasses, a bytearray.
+        pairs = [(b"content-type", b"text/plain"), (b"x-shape", params["shape"].encode())]
+        shaped: Any = {
+            "list": pairs,
+            "tuple": tuple(pairs),
+            "generator": (pair for pair in pairs),
+            "subclass": [(Name(name), Name(value)) for name, value in pairs],
+            "bytearray": [(name, bytearray(value)) for name, value in pairs],
+        }[params["shape"]]
+        await send({"type": "http.response.start", "status": 200, "headers": shaped})
+        await send({"type": "http.response.body", "body": b"shaped"})
+    elif path == "/await-results":
+        await await_results(receive, send, "suspend" in params)
     elif path == "/cookies":
         await send(
             {

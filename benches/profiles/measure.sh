@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Instructions per request of one rush worker, counted exactly by callgrind.
+#
+# Why callgrind: this machine's VM exposes no hardware counters (`perf stat
+# -e instructions` says "not supported"), and timings on a shared machine
+# move by tens of percent. Callgrind counts every instruction the worker
+# executes, so a change's effect shows to a fraction of a percent.
+#
+# How it works: starts `rush APP ARGS...` (one worker) under valgrind with
+# instrumentation off, so start-up is quick; checks the answer with curl;
+# turns instrumentation on; warms up with 2,000 requests; zeroes the
+# counters; sends REQUESTS requests with h2load over CONNECTIONS
+# keep-alive connections; dumps. It prints instructions per request, and
+# keeps the dump (callgrind.out.*, for callgrind_annotate or the flamegraph
+# script beside this one) in OUT if set.
+#
+#   benches/profiles/measure.sh PATH APP [rush args...]
+#   e.g. benches/profiles/measure.sh / benches.apps.asgi_app:app --interface asgi
+# Env: REQUESTS (default 20000), CONNECTIONS (20), PORT (18765),
+#      RUSH (.venv/bin/rush), OUT (a file to keep the callgrind dump in).
+set -euo pipefail
+path=$1; shift
+app=$1; shift
+requests=${REQUESTS:-20000}
+connections=${CONNECTIONS:-20}
+port=${PORT:-18765}
+rush=${RUSH:-.venv/bin/rush}
+url="http://127.0.0.1:${port}${path}"
+work=$(mktemp -d)
+
+valgrind --tool=callgrind --trace-children=yes --instr-atstart=no \
+  --callgrind-out-file="$work/callgrind.out.%p" -q \
+  "$rush" "$app" --host 127.0.0.1 --port "$port" --workers 1 --log-level warning "$@" &
+server=$!
+trap 'kill "$server" 2>/dev/null; wait "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
+for _ in $(seq 1200); do
+  curl -fsS -o /dev/null "$url" 2>/dev/null && break
+  sleep 0.1
+done
+curl -sS -i "$url" | head -12 >&2
+echo >&2
+worker=$(pgrep -P "$server" | head -1)
+load() {
+  h2load --h1 -n "$1" -c "$connections" "$url" > "$work/h2load" 2>&1
+  grep -E "^requests:" "$work/h2load" >&2
+  grep -q " $1 succeeded" "$work/h2load" || { echo "not every request succeeded" >&2; exit 1; }
+}
+callgrind_control -i on "$worker" > /dev/null
+load 2000
+callgrind_control -z "$worker" > /dev/null
+load "$requests"
+callgrind_control -d "$worker" > /dev/null
+dump=$(ls -S "$work"/callgrind.out."$worker".* | head -1)
+total=$(awk '/^summary:|^totals:/ { print $2; exit }' "$dump")
+echo "instructions/request: $((total / requests))"
+[ -z "${OUT:-}" ] || cp "$dump" "$OUT"
