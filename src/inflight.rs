@@ -130,7 +130,7 @@ impl AwaitingResponse {
 }
 
 pub struct AsgiExchange {
-    pub send: pyo3::Py<crate::asgi::objects::AsgiSend>,
+    pub send: pyo3::Py<crate::asgi::send::AsgiSend>,
     pub receive: pyo3::Py<crate::asgi::objects::AsgiReceive>,
 }
 

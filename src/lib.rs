@@ -109,7 +109,7 @@ fn _rush(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<response::Response>()?;
     module.add_class::<wsgi::FileWrapper>()?;
     module.add_class::<asgi::Ready>()?;
-    asgi::objects::install_fast_await(module.py())?;
+    asgi::awaitables::install_fast_await(module.py())?;
     module.add_class::<asgi::AsgiSend>()?;
     module.add_class::<asgi::AsgiReceive>()?;
     module.add_class::<asgi::ReceiveWait>()?;

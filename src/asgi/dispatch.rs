@@ -8,7 +8,8 @@ use pyo3::types::PyDict;
 use rush_proto::encode::{connection_has_close, is_framing_header, status_has_no_body};
 use rush_proto::{RequestHead, Version};
 
-use super::objects::{address_object, build_scope, AsgiReceive, AsgiSend, SendState};
+use super::objects::{address_object, build_scope, AsgiReceive};
+use super::send::{AsgiSend, SendState};
 use crate::body::RequestBody;
 use crate::cache::CacheFill;
 use crate::coroutine::CoroutineStart;

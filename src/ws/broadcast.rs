@@ -15,7 +15,7 @@ use pyo3::types::{PyBytes, PyString};
 use rush_proto::ws::{close, MessageKind, PreparedMessage};
 
 use super::channel::{Phase, WebSocket};
-use crate::asgi::objects::ready;
+use crate::asgi::awaitables::ready;
 use crate::options::OUTPUT_HIGH_WATER;
 
 /// Unsent bytes a member may hold before a broadcast closes it.

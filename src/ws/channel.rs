@@ -34,7 +34,7 @@ use rush_proto::ws::handshake::{write_accept_response, AcceptKey};
 use rush_proto::ws::{self, DeflateParams, MessageKind, Role, SendError};
 
 use super::flush::FlushQueue;
-use crate::asgi::objects::{ready, settle};
+use crate::asgi::awaitables::{ready, settle};
 use crate::asgi::websocket::{read_app_message, AppMessage};
 use crate::options::OUTPUT_HIGH_WATER;
 
