@@ -368,6 +368,7 @@ impl Core {
             } else {
                 None
             };
+            drop(writer); // commits what the call sent
             if let Some(outcome) = outcome {
                 self.http2_after_outcome(connection, id, outcome);
             } else {
@@ -495,6 +496,7 @@ impl Core {
                 Vec::new(),
                 keep_alive,
             );
+            drop(writer); // commits what the call sent
             return self.http2_after_outcome(connection, id, outcome);
         }
         let expected = match head.framing {
@@ -554,6 +556,7 @@ impl Core {
             stream: id,
         };
         let outcome = self.dispatch(py, &mut writer, stream, head_bytes, head, body);
+        drop(writer); // commits what the call sent
         self.http2_after_outcome(connection, id, outcome);
     }
 
@@ -590,6 +593,7 @@ impl Core {
                 in_flight.client_gone();
             }
             writer.conn.stop_request_body(id);
+            drop(writer); // commits what the call sent
             if head_sent {
                 let session = h2_session(connection);
                 session.streams.remove(&id);
@@ -619,6 +623,7 @@ impl Core {
             allow: None,
         };
         write_status_page(&mut writer, status, std::iter::empty(), &context, false);
+        drop(writer); // commits what the call sent
         self.http2_after_outcome(connection, id, Outcome::KeepAlive);
     }
 
@@ -682,6 +687,7 @@ impl Core {
             return;
         };
         if let Some(outcome) = self.asgi_progress(py, &mut writer, request_id) {
+            drop(writer); // commits what the call sent
             self.http2_after_outcome(connection, id, outcome);
         }
     }
@@ -708,6 +714,7 @@ impl Core {
             return false;
         }
         let outcome = self.handler_finished(py, &mut writer, task);
+        drop(writer); // commits what the call sent
         self.http2_after_outcome(connection, id, outcome);
         true
     }

@@ -146,10 +146,27 @@ pub(crate) enum StreamBody {
     Discard,
 }
 
+/// A final head, and the body parts after it, not yet handed to
+/// `H2Connection`, so that a retract can still take them back (see
+/// `super::writer`).
+pub(crate) struct HeldResponse {
+    pub(crate) head: rush_h2::ResponseHead,
+    /// The head ends the stream (no body follows).
+    pub(crate) head_ends: bool,
+    /// The stream's send count before the head: a retract to a mark at or
+    /// before it takes all of this back.
+    pub(crate) first_send: usize,
+    pub(crate) body: Vec<Bytes>,
+    /// The body bytes in `body` (counted against the stream's water marks).
+    pub(crate) body_bytes: usize,
+    /// The last part in `body` ends the stream.
+    pub(crate) body_ends: bool,
+}
+
 /// Where one stream's response stands.
 #[derive(Default)]
 pub(crate) struct StreamOut {
-    /// The final head went out.
+    /// The final head was sent (it may still be held).
     pub(crate) head_sent: bool,
     /// The response ended (END_STREAM queued) or the stream was reset:
     /// later sends are dropped.
@@ -161,6 +178,9 @@ pub(crate) struct StreamOut {
     pub(crate) remaining: Option<u64>,
     /// A file body still being read into DATA frames.
     pub(crate) file: Option<(std::rc::Rc<std::fs::File>, u64, u64)>,
+    /// A final head and body parts not yet handed to `H2Connection`, so
+    /// that a retract can still take them back (`super::writer`).
+    pub(crate) held: Option<Box<HeldResponse>>,
     /// Sends so far, for `response_mark`/`retract`.
     pub(crate) sends: usize,
     /// Always empty: the response cache, the only user of protocol bytes,
