@@ -190,6 +190,10 @@ pub(crate) trait ResponseWriter {
     fn output(&mut self) -> &mut Vec<u8>;
     /// The bytes owed so far, read only (see [`ResponseWriter::output`]).
     fn pending_output(&self) -> &[u8];
+    /// The protocol the request came over (for the metrics).
+    fn protocol(&self) -> crate::metrics::WireProtocol {
+        crate::metrics::WireProtocol::Http1
+    }
     /// Whether the response cache may answer and record through this
     /// writer: its entries are HTTP/1.1 bytes, so HTTP/2 says no and its
     /// requests go to the app.

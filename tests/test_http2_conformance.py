@@ -6,26 +6,44 @@ checks).
   404 page replaces, a failed render or a failed 404 page replaced by a 500)
   reaches an HTTP/2 client as the replacement, never as a reset stream, and
   the same as over HTTP/1.1. (``/bad-value`` is a guard only: a value that
-  cannot be rendered fails before anything is sent, so it never reset.)"""
+  cannot be rendered fails before anything is sent, so it never reset.)
+* The access log and the metrics name the protocol: the same request logs
+  ``HTTP/2`` where HTTP/1.1 logs ``HTTP/1.1`` (status and length alike),
+  ``rush_requests_total`` counts by ``protocol``, and a body refused with
+  413 over HTTP/2 is a logged refusal as over HTTP/1.1.
+* After a 413 the rest of the body is drained while it keeps coming, and the
+  stream reset with NO_ERROR (RFC 9113 section 8.1) once the client stalls,
+  so a client that stops sending does not hold it open; httpx and curl get
+  the 413 for an upload far past the limit."""
 
 from __future__ import annotations
 
 import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
 
 import h2.config
 import h2.connection
+import h2.errors
 import h2.events
 import httpx
 import pytest
-from support import GUARD_TIMEOUT, RushServer, ServerFactory, clean_environment
+from support import GUARD_TIMEOUT, RushServer, ServerFactory, clean_environment, free_port
+
+# Under the 64 KiB a client may send before the server's SETTINGS arrive.
+MAX_BODY = 50_000
 
 
 @pytest.fixture(scope="module")
 def fallbacks(module_servers: ServerFactory, tmp_path_factory: pytest.TempPathFactory) -> RushServer:
     site = tmp_path_factory.mktemp("fallback-site")
     (site / "here.txt").write_text("a static file\n")
-    env = clean_environment({"RUSHTEST_STATIC_DIR": str(site)})
-    return module_servers("h2_fallbacks", "--http", "auto", env=env)
+    return module_servers("h2_fallbacks", "--http", "auto", "--max-body-size", str(MAX_BODY), env=site_env(site))
+
+
+def site_env(site: Path) -> dict[str, str]:
+    return clean_environment({"RUSHTEST_STATIC_DIR": str(site)})
 
 
 def fetch_both(server: RushServer, path: str) -> tuple[httpx.Response, httpx.Response]:
@@ -91,3 +109,129 @@ def test_the_replacement_is_the_streams_only_answer(fallbacks: RushServer) -> No
         if isinstance(event, h2.events.DataReceived):
             bodies[event.stream_id] += event.data
     assert bodies == {1: b"the app's own 404 for /static/missing.txt", 3: b"a static file\n"}
+
+
+def scrape(port: int) -> dict[str, float]:
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=GUARD_TIMEOUT).text
+    return {
+        name: float(value)
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+        for name, value in [line.rsplit(" ", 1)]
+    }
+
+
+def test_access_log_and_metrics_name_the_protocol(rush_server: ServerFactory, tmp_path: Path) -> None:
+    metrics_port = free_port()
+    server = rush_server(
+        "h2_fallbacks",
+        "--http",
+        "auto",
+        "--access-log",
+        "--metrics",
+        f"127.0.0.1:{metrics_port}",
+        env=site_env(tmp_path),
+    )
+    # The start-up check's own requests are counted too: compare with a baseline.
+    before = scrape(metrics_port)
+    http1, http2 = fetch_both(server, "/hello?from=both")
+    assert http1.text == http2.text == "hello"
+    lines = server.wait_for_log(r'"GET /hello\?from=both (HTTP/[0-9.]+)" (\d+) (\d+)', count=2, stream="stdout")
+    assert sorted(match.groups() for match in lines) == [("HTTP/1.1", "200", "5"), ("HTTP/2", "200", "5")]
+    samples = scrape(metrics_port)
+
+    def grew(name: str) -> float:
+        return samples[name] - before.get(name, 0)
+
+    assert grew('rush_requests_total{protocol="http/1.1"}') == 1
+    assert grew('rush_requests_total{protocol="h2"}') == 1
+
+
+def test_a_413_over_h2_is_a_logged_refusal_as_over_http1(rush_server: ServerFactory, tmp_path: Path) -> None:
+    metrics_port = free_port()
+    server = rush_server(
+        "h2_fallbacks",
+        "--http",
+        "auto",
+        "--max-body-size",
+        "1000",
+        "--metrics",
+        f"127.0.0.1:{metrics_port}",
+        env=site_env(tmp_path),
+    )
+    before = scrape(metrics_port)
+
+    # A body past --max-body-size, sent without a length: refused with 413
+    # and logged as a refusal over either protocol.
+    def parts() -> Iterator[bytes]:
+        yield b"x" * 600
+        yield b"x" * 600
+
+    with httpx.Client(base_url=server.url, timeout=GUARD_TIMEOUT) as client:
+        assert client.post("/echo", content=parts()).status_code == 413
+    with httpx.Client(base_url=server.url, http2=True, http1=False, timeout=GUARD_TIMEOUT) as client:
+        answer = client.post("/echo", content=parts())
+        assert (answer.http_version, answer.status_code) == ("HTTP/2", 413)
+    refusals = server.wait_for_log(r"refused a request from 127\.0\.0\.1:\d+: 413 request body too large", count=2)
+    assert len(refusals) == 2
+    refused = 'rush_requests_refused_total{status="413"}'
+    assert scrape(metrics_port)[refused] - before[refused] == 2
+
+
+def test_after_a_413_the_stream_is_reset_with_no_error(fallbacks: RushServer) -> None:
+    """The client sends part of a body past the limit, then nothing more: the
+    413 comes, then RST_STREAM(NO_ERROR) once the client stalled (rush drains
+    a refused body only while it keeps coming), not at the idle timeout."""
+    connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    connection.initiate_connection()
+    with socket.create_connection(("127.0.0.1", fallbacks.port), timeout=GUARD_TIMEOUT) as sock:
+        sock.sendall(connection.data_to_send())
+        headers = [(":method", "POST"), (":scheme", "http"), (":authority", "localhost"), (":path", "/echo")]
+        connection.send_headers(1, headers)
+        # Past --max-body-size; the body never ends.
+        for _ in range(4):
+            connection.send_data(1, b"x" * 15_000)
+        sock.sendall(connection.data_to_send())
+        events: list[h2.events.Event] = []
+        while not any(isinstance(event, h2.events.StreamReset | h2.events.ConnectionTerminated) for event in events):
+            data = sock.recv(65536)
+            assert data, "the server closed the connection"
+            events += connection.receive_data(data)
+            sock.sendall(connection.data_to_send())
+    statuses = [dict(event.headers)[b":status"] for event in events if isinstance(event, h2.events.ResponseReceived)]
+    assert statuses == [b"413"]
+    assert any(isinstance(event, h2.events.StreamEnded) and event.stream_id == 1 for event in events)
+    resets = [(event.stream_id, event.error_code) for event in events if isinstance(event, h2.events.StreamReset)]
+    assert resets == [(1, h2.errors.ErrorCodes.NO_ERROR)]
+    fallbacks.assert_running("after the 413")
+
+
+def test_httpx_and_curl_take_the_413_and_reset_as_an_answer(fallbacks: RushServer, tmp_path: Path) -> None:
+    # Far past the limit, so the client is still sending when the 413 comes
+    # (the rest is drained: httpx fails an upload whose stream is reset).
+    body = b"y" * (600 * 1024)
+    with httpx.Client(base_url=fallbacks.url, http2=True, http1=False, timeout=GUARD_TIMEOUT) as client:
+        answer = client.post("/echo", content=body)
+        assert (answer.http_version, answer.status_code) == ("HTTP/2", 413)
+        # The connection goes on.
+        assert client.get("/hello").text == "hello"
+    upload = tmp_path / "upload.bin"
+    upload.write_bytes(body)
+    done = subprocess.run(
+        [
+            "curl",
+            "-sS",
+            "--max-time",
+            str(GUARD_TIMEOUT),
+            "--http2-prior-knowledge",
+            "--data-binary",
+            f"@{upload}",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code} %{http_version}",
+            f"{fallbacks.url}/echo",
+        ],
+        capture_output=True,
+    )
+    assert (done.returncode, done.stdout.decode(), done.stderr.decode()) == (0, "413 2", "")

@@ -11,6 +11,7 @@ use rush_proto::RequestHead;
 
 use crate::body::BodyBuffer;
 use crate::inflight::RequestUnit;
+use crate::options::LINGER_TIMEOUT;
 
 /// One HTTP/2 connection's state beside its transport: the protocol
 /// engine and the streams being answered.
@@ -118,7 +119,9 @@ impl H2Stream {
         let waits_on_client = match &self.body {
             StreamBody::Collect { .. } => true,
             StreamBody::ToApp { waiting, ended } => waiting.is_empty() && !ended,
-            StreamBody::Done | StreamBody::Discard => false,
+            // Drained after a refusal only while the client keeps sending.
+            StreamBody::Discard { .. } => return Some(self.body_progress + LINGER_TIMEOUT),
+            StreamBody::Done => false,
         };
         waits_on_client.then(|| self.body_progress + body_timeout)
     }
@@ -142,8 +145,16 @@ pub(crate) enum StreamBody {
         waiting: VecDeque<Bytes>,
         ended: bool,
     },
-    /// Refused (413): what still comes is released and dropped.
-    Discard,
+    /// Refused (413) before the client finished sending it: what still
+    /// comes is released and dropped, as HTTP/1.1's lingering close does,
+    /// so that a client still uploading (httpx cannot take a reset while it
+    /// sends) reads the answer. The stream stays until the body ends, or
+    /// the client stalls for `LINGER_TIMEOUT` or sends more than
+    /// `LINGER_MAX_BYTES`; then `h2` resets it with NO_ERROR.
+    Discard {
+        /// Bytes dropped since the refusal.
+        discarded: usize,
+    },
 }
 
 /// A final head, and the body parts after it, not yet handed to

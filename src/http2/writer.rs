@@ -429,6 +429,10 @@ impl ResponseWriter for StreamWriter<'_> {
         false
     }
 
+    fn protocol(&self) -> crate::metrics::WireProtocol {
+        crate::metrics::WireProtocol::Http2
+    }
+
     fn set_body(&mut self, body: Option<OutgoingBody>) {
         let Some(body) = body else {
             self.stream.out.file = None;

@@ -6,7 +6,7 @@ and 500 pages. A file the mount does not have gets the static 404 first,
 which the app's 404 page replaces; ``/static/explode...`` makes that 404
 page raise, so the app's 500 page replaces it in turn. ``/bad-value``
 returns a value the server cannot send (a render failure: the 500 page),
-``/hello`` plain text.
+``/hello`` plain text, ``POST /echo`` the length of the body it got.
 """
 
 from __future__ import annotations
@@ -22,6 +22,11 @@ app.static("/static", os.environ["RUSHTEST_STATIC_DIR"])
 @app.get("/hello")
 def hello(request: Request) -> str:
     return "hello"
+
+
+@app.post("/echo")
+def echo(request: Request) -> dict[str, int]:
+    return {"length": len(request.body)}
 
 
 @app.get("/bad-value")

@@ -495,6 +495,13 @@ impl H2Connection {
         self.forget_if_done(stream);
     }
 
+    /// Whether `stream`'s request body may still bring data: it has not
+    /// ended and [`stop_request_body`](Self::stop_request_body) was not
+    /// called.
+    pub fn request_body_open(&self, stream: u32) -> bool {
+        self.streams.get(&stream).is_some_and(|s| !s.recv_ended)
+    }
+
     /// The application consumed `len` bytes of `stream`'s request body:
     /// open the windows by that much (`h2` sends WINDOW_UPDATE frames once
     /// enough was released to be worth a frame). Unreleased bytes hold the
