@@ -50,7 +50,7 @@ cargo-test:
 # apt-get run. PostgreSQL, which the catalog's tests start too, keeps its programs off PATH
 # (/usr/lib/postgresql/N/bin), so it is looked for there.
 TEST_TOOLS := wrk:wrk redis-server:redis-server curl:curl openssl:openssl mariadbd:mariadb-server nginx:nginx \
-	systemd-socket-activate:systemd h2load:nghttp2-client
+	systemd-socket-activate:systemd h2load:nghttp2-client nghttp:nghttp2-client
 
 test-tools:
 	@missing=""; for tool in $(TEST_TOOLS); do \

@@ -14,10 +14,15 @@ checks).
 * After a 413 the rest of the body is drained while it keeps coming, and the
   stream reset with NO_ERROR (RFC 9113 section 8.1) once the client stalls,
   so a client that stops sending does not hold it open; httpx and curl get
-  the 413 for an upload far past the limit."""
+  the 413 for an upload far past the limit.
+* nghttp (nghttp2-client) fetches a page and its 31 assets concurrently on
+  one connection (one of them missing: the app's own 404), and one URL 50
+  times at once; every status is checked, and the access log shows each
+  request over HTTP/2."""
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -235,3 +240,56 @@ def test_httpx_and_curl_take_the_413_and_reset_as_an_answer(fallbacks: RushServe
         capture_output=True,
     )
     assert (done.returncode, done.stdout.decode(), done.stderr.decode()) == (0, "413 2", "")
+
+
+ASSETS = [f"s{index}.css" for index in range(10)] + [f"j{index}.js" for index in range(10)]
+ASSETS += [f"i{index}.png" for index in range(10)]
+# A 1x1 PNG.
+PIXEL = bytes.fromhex(
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+    "0000000d4944415478da6364f8cf500f00038601805a347d6b0000000049454e44ae426082"
+)
+
+
+def write_page_with_assets(site: Path) -> None:
+    """index.html linking 10 stylesheets, 10 scripts and 10 images (and one
+    image that is missing)."""
+    for index in range(10):
+        (site / f"s{index}.css").write_text(f".c{index} {{ color: #{index}{index}{index}; }}\n")
+        (site / f"j{index}.js").write_text(f"window.loaded{index} = true;\n")
+        (site / f"i{index}.png").write_bytes(PIXEL)
+    styles = "".join(f'<link rel="stylesheet" href="s{index}.css">' for index in range(10))
+    scripts = "".join(f'<script src="j{index}.js"></script><img src="i{index}.png">' for index in range(10))
+    (site / "index.html").write_text(
+        f"<!doctype html><html><head>{styles}</head>"
+        f'<body><p id="page">page</p>{scripts}<img src="gone.png"></body></html>'
+    )
+
+
+def nghttp_statuses(*args: str) -> list[tuple[int, str]]:
+    """Runs ``nghttp -ns`` and returns (status, path) of every response from
+    its statistics table."""
+    done = subprocess.run(["nghttp", "-ns", "-t", str(int(GUARD_TIMEOUT)), *args], capture_output=True, timeout=60)
+    output = done.stdout.decode()
+    assert done.returncode == 0, output + done.stderr.decode()
+    rows = re.findall(r"^\s*\d+\s+\S+\s+\S+\s+\S+\s+(\d+)\s+\d+\s+(\S+)$", output, re.M)
+    return [(int(code), path) for code, path in rows]
+
+
+def test_nghttp_fetches_a_page_and_its_assets_concurrently(rush_server: ServerFactory, tmp_path: Path) -> None:
+    write_page_with_assets(tmp_path)
+    server = rush_server("h2_fallbacks", "--http", "auto", "--access-log", env=site_env(tmp_path))
+    found = nghttp_statuses("-a", f"{server.url}/static/index.html")
+    expected = [(200, "/static/index.html")] + [(200, f"/static/{name}") for name in ASSETS]
+    expected.append((404, "/static/gone.png"))
+    assert sorted(found) == sorted(expected)
+    # One URL, 50 streams at once on the one connection.
+    assert nghttp_statuses("-m", "50", f"{server.url}/hello") == [(200, "/hello")] * 50
+    # (The start-up readiness probe is the one HTTP/1.1 request.)
+    pattern = r'"GET (/static/\S+|/hello) (HTTP/[0-9.]+)" (\d+)'
+    logged = server.wait_for_log(pattern, count=len(expected) + 50, stream="stdout")
+    assert {match.group(2) for match in logged} == {"HTTP/2"}
+    assert sorted((int(match.group(3)), match.group(1)) for match in logged) == sorted(
+        expected + [(200, "/hello")] * 50
+    )
+    server.assert_running("after nghttp")
