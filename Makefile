@@ -64,6 +64,13 @@ test-tools:
 		if [ -z "$$GO" ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q golang-go; GO=go; fi; \
 		GO=$$GO nice -n 10 sh tests/h2spec/install.sh; }
 
+# Opt-in: Debian's chromium (about 300 MB installed) for the browser test in
+# tests/test_http2_conformance.py, which skips without it under `make test`.
+.PHONY: test-browser
+test-browser: build test-tools
+	@command -v chromium >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
+	$(BIN)/python -m pytest -q tests/test_http2_conformance.py -k chromium
+
 pytest: build test-tools
 	$(BIN)/python -m pytest -q
 

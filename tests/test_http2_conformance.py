@@ -18,11 +18,16 @@ checks).
 * nghttp (nghttp2-client) fetches a page and its 31 assets concurrently on
   one connection (one of them missing: the app's own 404), and one URL 50
   times at once; every status is checked, and the access log shows each
-  request over HTTP/2."""
+  request over HTTP/2.
+* Chromium (headless) loads the same page over TLS from an ``--http auto``
+  server: the scripts ran (the dumped DOM shows it) and the access log shows
+  every asset fetched over HTTP/2. Skipped when chromium is missing (about
+  300 MB: ``make test-browser`` installs it and runs this test)."""
 
 from __future__ import annotations
 
 import re
+import shutil
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -34,6 +39,7 @@ import h2.errors
 import h2.events
 import httpx
 import pytest
+import trustme
 from support import GUARD_TIMEOUT, RushServer, ServerFactory, clean_environment, free_port
 
 # Under the 64 KiB a client may send before the server's SETTINGS arrive.
@@ -256,7 +262,7 @@ def write_page_with_assets(site: Path) -> None:
     image that is missing)."""
     for index in range(10):
         (site / f"s{index}.css").write_text(f".c{index} {{ color: #{index}{index}{index}; }}\n")
-        (site / f"j{index}.js").write_text(f"window.loaded{index} = true;\n")
+        (site / f"j{index}.js").write_text(f'document.getElementById("page").dataset.ran{index} = "yes";\n')
         (site / f"i{index}.png").write_bytes(PIXEL)
     styles = "".join(f'<link rel="stylesheet" href="s{index}.css">' for index in range(10))
     scripts = "".join(f'<script src="j{index}.js"></script><img src="i{index}.png">' for index in range(10))
@@ -293,3 +299,46 @@ def test_nghttp_fetches_a_page_and_its_assets_concurrently(rush_server: ServerFa
         expected + [(200, "/hello")] * 50
     )
     server.assert_running("after nghttp")
+
+
+def test_chromium_loads_a_page_with_many_assets_over_h2_and_tls(rush_server: ServerFactory, tmp_path: Path) -> None:
+    browser = shutil.which("chromium")
+    if browser is None:
+        pytest.skip("chromium is missing (Debian's chromium, about 300 MB): `make test-browser` installs it")
+    site = tmp_path / "site"
+    site.mkdir()
+    write_page_with_assets(site)
+    authority = trustme.CA()
+    chain, key = tmp_path / "chain.pem", tmp_path / "key.pem"
+    issued = authority.issue_cert("localhost", "127.0.0.1")
+    issued.private_key_pem.write_to_path(key)
+    chain.write_bytes(b"".join(blob.bytes() for blob in issued.cert_chain_pems))
+    tls = ["--ssl-certfile", str(chain), "--ssl-keyfile", str(key)]
+    server = rush_server("h2_fallbacks", "--http", "auto", "--access-log", *tls, env=site_env(site))
+    done = subprocess.run(
+        [
+            browser,
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--ignore-certificate-errors",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--dump-dom",
+            f"https://127.0.0.1:{server.port}/static/index.html",
+        ],
+        capture_output=True,
+        timeout=120,
+    )
+    dom = done.stdout.decode()
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    # Every script was fetched and ran before the page's load was dumped.
+    ran = re.search(r'<p id="page"([^>]*)>page</p>', dom)
+    assert ran, dom[-3000:]
+    assert sorted(re.findall(r'data-ran(\d)="yes"', ran.group(1))) == [str(index) for index in range(10)]
+    expected = [(200, "/static/index.html")] + [(200, f"/static/{name}") for name in ASSETS]
+    expected.append((404, "/static/gone.png"))
+    logged = server.wait_for_log(r'"GET (/static/\S+) (HTTP/[0-9.]+)" (\d+)', count=len(expected), stream="stdout")
+    assert sorted((int(match.group(3)), match.group(1), match.group(2)) for match in logged) == sorted(
+        (status, path, "HTTP/2") for status, path in expected
+    )
