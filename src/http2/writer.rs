@@ -33,7 +33,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rush_h2::{Bytes, H2Connection, Reason, ResponseHead as H2Head};
-
 use rush_proto::encode::{is_framing_header, status_has_no_body};
 
 use super::session::HeldResponse;
