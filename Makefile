@@ -50,7 +50,7 @@ cargo-test:
 # apt-get run. PostgreSQL, which the catalog's tests start too, keeps its programs off PATH
 # (/usr/lib/postgresql/N/bin), so it is looked for there.
 TEST_TOOLS := wrk:wrk redis-server:redis-server curl:curl openssl:openssl mariadbd:mariadb-server nginx:nginx \
-	systemd-socket-activate:systemd h2load:nghttp2-client
+	systemd-socket-activate:systemd h2load:nghttp2-client nghttp:nghttp2-client
 
 test-tools:
 	@missing=""; for tool in $(TEST_TOOLS); do \
@@ -63,6 +63,13 @@ test-tools:
 		GO=$$(command -v go || ls /usr/local/go/bin/go 2>/dev/null) || true; \
 		if [ -z "$$GO" ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q golang-go; GO=go; fi; \
 		GO=$$GO nice -n 10 sh tests/h2spec/install.sh; }
+
+# Opt-in: Debian's chromium (about 300 MB installed) for the browser test in
+# tests/test_http2_conformance.py, which skips without it under `make test`.
+.PHONY: test-browser
+test-browser: build test-tools
+	@command -v chromium >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
+	$(BIN)/python -m pytest -q tests/test_http2_conformance.py -k chromium
 
 pytest: build test-tools
 	$(BIN)/python -m pytest -q

@@ -198,7 +198,8 @@ pub(crate) trait ResponseWriter {
     fn abort_body(&mut self);
     /// Whether [`ResponseWriter::retract`] back to `mark` would take back
     /// everything since, without a trace (HTTP/1.1 before its output was
-    /// flushed; never HTTP/2, whose frames are queued as they come).
+    /// flushed; HTTP/2 before the writer committed its held head and body
+    /// parts to `h2`).
     fn retractable(&self, mark: usize) -> bool;
     /// The recording of this request's answer, for a response-cache fill
     /// (`crate::cache::Recording`): while it is `Some`, every head, body
@@ -219,6 +220,10 @@ pub(crate) trait ResponseWriter {
     /// request is to complete; every other writer has none.
     fn detached_fill(&mut self) -> Option<CacheFill> {
         None
+    }
+    /// The protocol the request came over (for the metrics).
+    fn protocol(&self) -> crate::metrics::WireProtocol {
+        crate::metrics::WireProtocol::Http1
     }
     /// A large body (a file, shared memory) that follows `output` on the
     /// wire, sent without copying it into `output`.

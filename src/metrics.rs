@@ -46,9 +46,20 @@ pub enum Counter {
     StaticMisses,
     CacheHits,
     CacheMisses,
+    RequestsHttp1,
+    RequestsHttp2,
 }
 
-const COUNTERS: usize = 8;
+const COUNTERS: usize = 10;
+
+/// The protocol a request came over, for `rush_requests_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WireProtocol {
+    /// HTTP/1.0 or HTTP/1.1.
+    Http1,
+    /// HTTP/2 (over TLS or cleartext).
+    Http2,
+}
 const FIRST_REFUSAL: usize = CLASSES * PER_CLASS;
 const FIRST_COUNTER: usize = FIRST_REFUSAL + REFUSALS.len() + 1;
 /// u64 counters per worker slot.
@@ -83,11 +94,17 @@ pub fn enabled() -> bool {
     !BLOCK.load(Ordering::Relaxed).is_null()
 }
 
-/// A response: its status and how long the request took.
-pub fn response(status: u16, took: Duration) {
+/// A response: its status, how long the request took and the protocol
+/// it came over.
+pub fn response(status: u16, took: Duration, protocol: WireProtocol) {
     let Some(block) = block() else {
         return;
     };
+    let counter = match protocol {
+        WireProtocol::Http1 => Counter::RequestsHttp1,
+        WireProtocol::Http2 => Counter::RequestsHttp2,
+    };
+    block[FIRST_COUNTER + counter as usize].fetch_add(1, Ordering::Relaxed);
     let class = usize::from(status / 100).clamp(1, CLASSES) - 1;
     let base = class * PER_CLASS;
     let seconds = took.as_secs_f64();
@@ -208,6 +225,21 @@ fn render(sum: &[u64]) -> String {
         sum[FIRST_REFUSAL + REFUSALS.len()]
     );
     let counter = |which: Counter| sum[FIRST_COUNTER + which as usize];
+    let _ = writeln!(
+        out,
+        "# HELP rush_requests_total Requests answered (not refused), by the protocol they came over."
+    );
+    let _ = writeln!(out, "# TYPE rush_requests_total counter");
+    for (label, which) in [
+        ("http/1.1", Counter::RequestsHttp1),
+        ("h2", Counter::RequestsHttp2),
+    ] {
+        let _ = writeln!(
+            out,
+            "rush_requests_total{{protocol=\"{label}\"}} {}",
+            counter(which)
+        );
+    }
     let accepted = counter(Counter::ConnectionsAccepted);
     let closed = counter(Counter::ConnectionsClosed);
     let rows: [(&str, &str, &str, u64); 7] = [

@@ -320,7 +320,11 @@ impl Core {
         length: usize,
     ) {
         if crate::metrics::enabled() {
-            crate::metrics::response(status, connection.started().elapsed());
+            crate::metrics::response(
+                status,
+                connection.started().elapsed(),
+                connection.protocol(),
+            );
         }
         let Some(logger) = &self.access_logger else {
             return;

@@ -292,14 +292,30 @@ impl Core {
                             session.conn.release(stream, data.len());
                             !stored
                         }
-                        StreamBody::Done | StreamBody::Discard => {
+                        StreamBody::Done => {
                             session.conn.release(stream, data.len());
+                            false
+                        }
+                        StreamBody::Discard { discarded } => {
+                            session.conn.release(stream, data.len());
+                            *discarded += data.len();
+                            if *discarded > LINGER_MAX_BYTES {
+                                // Enough drained: `h2` resets the stream
+                                // (NO_ERROR, the answer is out).
+                                session.conn.stop_request_body(stream);
+                                session.streams.remove(&stream);
+                            }
                             false
                         }
                     };
                     if refuse {
                         // Past --max-body-size (or unstorable): 413, and
-                        // the rest of the body is let go.
+                        // the rest of the body is let go. Logged as
+                        // HTTP/1.1 logs it.
+                        if let Some(writer) = stream_writer(connection, stream) {
+                            let what = rush_proto::ProtoError::PayloadTooLarge.to_string();
+                            self.log_refusal(py, &writer, &what);
+                        }
                         self.http2_refuse(py, connection, stream, 413);
                     }
                 }
@@ -331,6 +347,8 @@ impl Core {
                                 ended: true,
                             };
                         }
+                        // A refused body drained to its end.
+                        StreamBody::Discard { .. } => finish_if_sent(connection, stream),
                         other => entry.body = other,
                     }
                 }
@@ -378,6 +396,7 @@ impl Core {
             } else {
                 None
             };
+            drop(writer); // commits what the call sent
             if let Some(outcome) = outcome {
                 self.http2_after_outcome(connection, id, outcome);
             } else {
@@ -506,6 +525,7 @@ impl Core {
                 Vec::new(),
                 keep_alive,
             );
+            drop(writer); // commits what the call sent
             return self.http2_after_outcome(connection, id, outcome);
         }
         let expected = match head.framing {
@@ -574,6 +594,7 @@ impl Core {
             writer.stream.unit.in_flight = Some(InFlight::AwaitingFill(Some(head_bytes.into())));
             return;
         }
+        drop(writer); // commits what the call sent
         self.http2_after_outcome(connection, id, outcome);
     }
 
@@ -599,6 +620,14 @@ impl Core {
             let Some(writer) = stream_writer(connection, id) else {
                 continue;
             };
+            if let StreamBody::Discard { .. } = writer.stream.body {
+                // A refused body the client stopped sending: no more
+                // draining; `h2` resets the stream with NO_ERROR.
+                writer.conn.stop_request_body(id);
+                drop(writer);
+                h2_session(connection).streams.remove(&id);
+                continue;
+            }
             let head_sent = writer.stream.out.head_sent;
             let what = if head_sent {
                 "the request body did not arrive in time; its stream was reset"
@@ -610,6 +639,7 @@ impl Core {
                 in_flight.client_gone();
             }
             writer.conn.stop_request_body(id);
+            drop(writer); // commits what the call sent
             if head_sent {
                 let session = h2_session(connection);
                 session.streams.remove(&id);
@@ -640,6 +670,7 @@ impl Core {
                 return;
             }
         };
+        drop(writer); // nothing held: a parked stream sent nothing
         let parsed = parse_request_head(&head_bytes, &self.config.limits, &mut self.header_scratch);
         let Ok(HeadStatus::Complete(mut head)) = parsed else {
             // It parsed when it came; it cannot fail now.
@@ -651,14 +682,21 @@ impl Core {
     }
 
     /// Answers stream `id` with a status page of rush's own (a refused
-    /// head or body), and lets the rest of its body go.
+    /// head or body), and lets the rest of its body go: drained while the
+    /// client keeps sending (`StreamBody::Discard`), then `h2` resets the
+    /// stream with NO_ERROR (RFC 9113 section 8.1), so a client that stops
+    /// sending does not hold the stream open until the idle timeout.
     fn http2_refuse(&mut self, _py: Python<'_>, connection: &mut Connection, id: u32, status: u16) {
         metrics::refused(status);
         let date_line = self.date.header_line().to_vec();
         let Some(mut writer) = stream_writer(connection, id) else {
             return;
         };
-        writer.stream.body = StreamBody::Discard;
+        writer.stream.body = if writer.conn.request_body_open(id) {
+            StreamBody::Discard { discarded: 0 }
+        } else {
+            StreamBody::Done
+        };
         let context = ResponseContext {
             date_line: &date_line,
             head_only: false,
@@ -668,6 +706,7 @@ impl Core {
             allow: None,
         };
         write_status_page(&mut writer, status, std::iter::empty(), &context, false);
+        drop(writer); // commits what the call sent
         self.http2_after_outcome(connection, id, Outcome::KeepAlive);
     }
 
@@ -708,7 +747,8 @@ fn finish_if_sent(connection: &mut Connection, id: u32) {
     let Some(stream) = session.streams.get(&id) else {
         return;
     };
-    if !stream.answered || stream.out.file.is_some() {
+    let draining = matches!(stream.body, StreamBody::Discard { .. });
+    if !stream.answered || stream.out.file.is_some() || draining {
         return;
     }
     let ended = stream.out.ended;
@@ -732,6 +772,7 @@ impl Core {
             return;
         };
         if let Some(outcome) = self.asgi_progress(py, &mut writer, request_id) {
+            drop(writer); // commits what the call sent
             self.http2_after_outcome(connection, id, outcome);
         }
     }
@@ -758,6 +799,7 @@ impl Core {
             return false;
         }
         let outcome = self.handler_finished(py, &mut writer, task);
+        drop(writer); // commits what the call sent
         self.http2_after_outcome(connection, id, outcome);
         true
     }

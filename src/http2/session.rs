@@ -11,6 +11,7 @@ use rush_proto::RequestHead;
 
 use crate::body::BodyBuffer;
 use crate::inflight::RequestUnit;
+use crate::options::LINGER_TIMEOUT;
 
 /// One HTTP/2 connection's state beside its transport: the protocol
 /// engine and the streams being answered.
@@ -158,7 +159,9 @@ impl H2Stream {
         let waits_on_client = match &self.body {
             StreamBody::Collect { .. } => true,
             StreamBody::ToApp { waiting, ended } => waiting.is_empty() && !ended,
-            StreamBody::Done | StreamBody::Discard => false,
+            // Drained after a refusal only while the client keeps sending.
+            StreamBody::Discard { .. } => return Some(self.body_progress + LINGER_TIMEOUT),
+            StreamBody::Done => false,
         };
         waits_on_client.then(|| self.body_progress + body_timeout)
     }
@@ -182,14 +185,39 @@ pub(crate) enum StreamBody {
         waiting: VecDeque<Bytes>,
         ended: bool,
     },
-    /// Refused (413): what still comes is released and dropped.
-    Discard,
+    /// Refused (413) before the client finished sending it: what still
+    /// comes is released and dropped, as HTTP/1.1's lingering close does,
+    /// so that a client still uploading (httpx cannot take a reset while it
+    /// sends) reads the answer. The stream stays until the body ends, or
+    /// the client stalls for `LINGER_TIMEOUT` or sends more than
+    /// `LINGER_MAX_BYTES`; then `h2` resets it with NO_ERROR.
+    Discard {
+        /// Bytes dropped since the refusal.
+        discarded: usize,
+    },
+}
+
+/// A final head, and the body parts after it, not yet handed to
+/// `H2Connection`, so that a retract can still take them back (see
+/// `super::writer`).
+pub(crate) struct HeldResponse {
+    pub(crate) head: rush_h2::ResponseHead,
+    /// The head ends the stream (no body follows).
+    pub(crate) head_ends: bool,
+    /// The stream's send count before the head: a retract to a mark at or
+    /// before it takes all of this back.
+    pub(crate) first_send: usize,
+    pub(crate) body: Vec<Bytes>,
+    /// The body bytes in `body` (counted against the stream's water marks).
+    pub(crate) body_bytes: usize,
+    /// The last part in `body` ends the stream.
+    pub(crate) body_ends: bool,
 }
 
 /// Where one stream's response stands.
 #[derive(Default)]
 pub(crate) struct StreamOut {
-    /// The final head went out.
+    /// The final head was sent (it may still be held).
     pub(crate) head_sent: bool,
     /// The response ended (END_STREAM queued) or the stream was reset:
     /// later sends are dropped.
@@ -201,6 +229,9 @@ pub(crate) struct StreamOut {
     pub(crate) remaining: Option<u64>,
     /// A file body still being read into DATA frames.
     pub(crate) file: Option<(std::rc::Rc<std::fs::File>, u64, u64)>,
+    /// A final head and body parts not yet handed to `H2Connection`, so
+    /// that a retract can still take them back (`super::writer`).
+    pub(crate) held: Option<Box<HeldResponse>>,
     /// Sends so far, for `response_mark`/`retract`.
     pub(crate) sends: usize,
 }

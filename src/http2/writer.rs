@@ -16,10 +16,20 @@
 //! bytes, shared.
 //!
 //! What HTTP/1.1 has and HTTP/2 does not: no `Connection` or
-//! `Transfer-Encoding` fields (the stream's end delimits the body), no
-//! sendfile (a file body is read and framed, a bounded amount at a time),
-//! and no taking back what was sent: `retract` after a head went out
-//! resets the stream (HTTP/1.1 could still cut its unflushed bytes).
+//! `Transfer-Encoding` fields (the stream's end delimits the body), and no
+//! sendfile (a file body is read and framed, a bounded amount at a time).
+//!
+//! Taking a response back (`retract`: a static 404 the app's own 404 page
+//! replaces, a failed render replaced by a 500) works as HTTP/1.1's does,
+//! where the bytes wait in the output buffer until flushed: a final head
+//! and the body parts after it are held in the stream's [`HeldResponse`]
+//! rather than handed to `H2Connection`, whose frames cannot be taken
+//! back. They are committed (handed over, in order) when the writer is
+//! done with this call into the interfaces (it is dropped), when it
+//! flushes, and before anything that is never taken back (a file or
+//! shared body, trailers). A retract before that drops them: no frame of
+//! the abandoned response ever goes out. Only a retract of something
+//! already committed resets the stream.
 
 use std::io;
 use std::net::SocketAddr;
@@ -27,9 +37,10 @@ use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rush_h2::{Bytes, H2Connection, Reason};
+use rush_h2::{Bytes, H2Connection, Reason, ResponseHead as H2Head};
 use rush_proto::encode::{is_framing_header, status_has_no_body};
 
+use super::session::HeldResponse;
 use super::H2Stream;
 use crate::cache::{Recording, Stored};
 use crate::conn::{ResponseSink, Stream, TlsInfo};
@@ -84,19 +95,33 @@ fn server_fields<'c>(
 }
 
 impl StreamWriter<'_> {
-    /// Queues a response head; `Err`: the stream is gone or the fields
-    /// cannot be carried (then it is reset).
+    /// Takes a final response head, held until the response is committed;
+    /// `false`: the stream is gone or the fields cannot be carried (then
+    /// it is reset).
     fn head<'f>(&mut self, status: u16, fields: Vec<(&'f [u8], &'f [u8])>, end: bool) -> bool {
-        self.stream.out.sends += 1;
-        if self.stream.out.ended {
+        let out = &mut self.stream.out;
+        let first_send = out.sends;
+        out.sends += 1;
+        if out.ended {
             return false;
         }
-        match self.conn.send_response(self.id, status, fields, end) {
-            Ok(()) => {
-                if status >= 200 {
-                    self.stream.out.head_sent = true;
-                    self.stream.out.ended = end;
-                }
+        if out.head_sent {
+            // A second final head: the response cannot be made whole.
+            self.fail(Reason::INTERNAL_ERROR);
+            return false;
+        }
+        match H2Head::new(status, fields) {
+            Ok(head) => {
+                out.head_sent = true;
+                out.ended = end;
+                out.held = Some(Box::new(HeldResponse {
+                    head,
+                    head_ends: end,
+                    first_send,
+                    body: Vec::new(),
+                    body_bytes: 0,
+                    body_ends: false,
+                }));
                 true
             }
             Err(_) => {
@@ -106,28 +131,78 @@ impl StreamWriter<'_> {
         }
     }
 
-    /// Queues body data, ending the stream with it if `end`.
+    /// Queues body data (held with the head while that is held), ending
+    /// the stream with it if `end`.
     fn data(&mut self, data: Bytes, end: bool) {
-        self.stream.out.sends += 1;
-        if self.stream.out.ended {
+        let out = &mut self.stream.out;
+        out.sends += 1;
+        if out.ended {
             return;
         }
-        self.stream.out.ended = end;
+        out.ended = end;
+        if let Some(held) = &mut out.held {
+            held.body_bytes += data.len();
+            held.body.push(data);
+            held.body_ends = end;
+            return;
+        }
         if self.conn.send_data(self.id, data, end).is_err() {
             self.fail(Reason::INTERNAL_ERROR);
         }
     }
 
-    /// Resets the stream: nothing more is framed for it.
+    /// Hands a held response to `H2Connection`: from here on it cannot be
+    /// taken back.
+    pub(crate) fn commit(&mut self) {
+        let Some(held) = self.stream.out.held.take() else {
+            return;
+        };
+        let HeldResponse {
+            head,
+            head_ends,
+            body,
+            body_ends,
+            ..
+        } = *held;
+        if self.conn.send_head(self.id, head, head_ends).is_err() {
+            self.fail(Reason::INTERNAL_ERROR);
+            return;
+        }
+        let parts = body.len();
+        for (index, part) in body.into_iter().enumerate() {
+            let end = body_ends && index + 1 == parts;
+            if self.conn.send_data(self.id, part, end).is_err() {
+                self.fail(Reason::INTERNAL_ERROR);
+                return;
+            }
+        }
+    }
+
+    /// Response bytes queued for the stream: in `H2Connection` and held.
+    fn queued(&self) -> usize {
+        let held = self
+            .stream
+            .out
+            .held
+            .as_ref()
+            .map_or(0, |held| held.body_bytes);
+        self.conn.pending_send(self.id) + held
+    }
+
+    /// Resets the stream: nothing more is framed for it (a held response
+    /// is dropped unsent).
     fn fail(&mut self, reason: Reason) {
         self.stream.out.ended = true;
         self.stream.out.file = None;
+        self.stream.out.held = None;
         self.conn.reset(self.id, reason);
     }
 
     /// Reads more of a file body into DATA frames while the stream's queue
     /// is under its high-water mark; the last part ends the stream.
     pub(crate) fn pump_file(&mut self) {
+        // Paced on what `H2Connection` queues: nothing may be held.
+        self.commit();
         while let Some((file, offset, end)) = self.stream.out.file.take() {
             if self.stream.out.ended || self.conn.pending_send(self.id) >= STREAM_HIGH_WATER {
                 if !self.stream.out.ended {
@@ -155,6 +230,14 @@ impl StreamWriter<'_> {
                 }
             }
         }
+    }
+}
+
+impl Drop for StreamWriter<'_> {
+    /// The call into the interfaces that this writer was made for is over:
+    /// whatever it sent is no longer taken back.
+    fn drop(&mut self) {
+        self.commit();
     }
 }
 
@@ -268,8 +351,15 @@ impl ResponseWriter for StreamWriter<'_> {
         self.stream.out.sends
     }
 
-    fn retractable(&self, _mark: usize) -> bool {
-        false
+    fn retractable(&self, mark: usize) -> bool {
+        // What the writer still holds (not committed to `h2`) can be taken
+        // back; a frame handed over cannot.
+        let out = &self.stream.out;
+        out.sends <= mark
+            || out
+                .held
+                .as_ref()
+                .is_some_and(|held| held.first_send >= mark)
     }
 
     fn recording(&mut self) -> &mut Option<Box<Recording>> {
@@ -312,15 +402,33 @@ impl ResponseWriter for StreamWriter<'_> {
     }
 
     fn retract(&mut self, mark: usize) {
-        if let Some(recording) = self.stream.unit.recording.as_deref_mut() {
-            if self.stream.out.sends > mark {
-                recording.spoil();
-            } else {
+        let out = &mut self.stream.out;
+        if out.sends <= mark {
+            if let Some(recording) = self.stream.unit.recording.as_deref_mut() {
                 recording.reset();
             }
+            return;
         }
-        if self.stream.out.sends > mark {
-            // Queued frames cannot be taken back: the stream is reset
+        if out
+            .held
+            .as_ref()
+            .is_some_and(|held| held.first_send >= mark)
+        {
+            // Nothing of it went out: the next head starts afresh.
+            out.held = None;
+            out.head_sent = false;
+            out.ended = false;
+            out.discard = false;
+            out.remaining = None;
+            out.sends = mark;
+            if let Some(recording) = self.stream.unit.recording.as_deref_mut() {
+                recording.reset();
+            }
+        } else {
+            if let Some(recording) = self.stream.unit.recording.as_deref_mut() {
+                recording.spoil();
+            }
+            // Committed frames cannot be taken back: the stream is reset
             // rather than left with half a response.
             self.fail(Reason::INTERNAL_ERROR);
         }
@@ -369,6 +477,10 @@ impl ResponseWriter for StreamWriter<'_> {
         if trailers.is_empty() || self.stream.out.discard {
             self.data(Bytes::new(), true);
         } else {
+            self.commit();
+            if self.stream.out.ended {
+                return;
+            }
             self.stream.out.ended = true;
             if self.conn.send_trailers(self.id, trailers).is_err() {
                 self.fail(Reason::INTERNAL_ERROR);
@@ -408,6 +520,10 @@ impl ResponseWriter for StreamWriter<'_> {
         }
     }
 
+    fn protocol(&self) -> crate::metrics::WireProtocol {
+        crate::metrics::WireProtocol::Http2
+    }
+
     fn set_body(&mut self, body: Option<OutgoingBody>) {
         if let (Some(recording), Some(body)) = (self.stream.unit.recording.as_deref_mut(), &body) {
             match body {
@@ -424,8 +540,13 @@ impl ResponseWriter for StreamWriter<'_> {
         if self.stream.out.ended || self.stream.out.discard {
             return;
         }
-        // The body completes the known length the head announced.
+        // The body completes the known length the head announced, and is
+        // never taken back.
         self.stream.out.remaining = None;
+        self.commit();
+        if self.stream.out.ended {
+            return;
+        }
         match body {
             OutgoingBody::Shared { data, offset, end } => {
                 let range = SharedRange { data, offset, end };
@@ -443,14 +564,15 @@ impl ResponseWriter for StreamWriter<'_> {
     }
 
     fn is_full(&self) -> bool {
-        self.conn.pending_send(self.id) >= STREAM_HIGH_WATER || self.sink.is_full()
+        self.queued() >= STREAM_HIGH_WATER || self.sink.is_full()
     }
 
     fn has_room(&self) -> bool {
-        self.conn.pending_send(self.id) < STREAM_LOW_WATER && self.sink.has_room()
+        self.queued() < STREAM_LOW_WATER && self.sink.has_room()
     }
 
     fn flush(&mut self, now: Instant, send_timeout: Duration) -> io::Result<()> {
+        self.commit();
         self.conn.take_output(&mut self.sink.output);
         self.sink.write_to(self.transport)?;
         self.transport.flush_records()?;

@@ -66,6 +66,40 @@ impl RequestHead {
     }
 }
 
+/// A response head checked and built, not yet sent: a status and fields
+/// HTTP/2 can carry (see [`H2Connection::send_response`] for the fields
+/// left out). Sent with [`H2Connection::send_head`].
+#[derive(Debug)]
+pub struct ResponseHead(Response<()>);
+
+impl ResponseHead {
+    /// Builds a head; refuses a status outside 100..=999 and fields HTTP/2
+    /// cannot carry.
+    pub fn new<'a, I>(status: u16, headers: I) -> Result<ResponseHead, H2Error>
+    where
+        I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    {
+        let status = StatusCode::from_u16(status).map_err(|_| H2Error::InvalidStatus(status))?;
+        let mut response = Response::new(());
+        *response.status_mut() = status;
+        let map = response.headers_mut();
+        for (name, value) in headers {
+            let name = HeaderName::from_bytes(name).map_err(|_| H2Error::InvalidHeader)?;
+            if is_connection_specific(&name) {
+                continue;
+            }
+            let value = HeaderValue::from_bytes(value).map_err(|_| H2Error::InvalidHeader)?;
+            map.append(name, value);
+        }
+        Ok(ResponseHead(response))
+    }
+
+    /// The status code.
+    pub fn status(&self) -> u16 {
+        self.0.status().as_u16()
+    }
+}
+
 /// What happened on the connection, in the order it happened.
 #[derive(Debug)]
 pub enum Event {
@@ -345,18 +379,22 @@ impl H2Connection {
     where
         I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
     {
-        let status = StatusCode::from_u16(status).map_err(|_| H2Error::InvalidStatus(status))?;
-        let mut response = Response::new(());
-        *response.status_mut() = status;
-        let map = response.headers_mut();
-        for (name, value) in headers {
-            let name = HeaderName::from_bytes(name).map_err(|_| H2Error::InvalidHeader)?;
-            if is_connection_specific(&name) {
-                continue;
-            }
-            let value = HeaderValue::from_bytes(value).map_err(|_| H2Error::InvalidHeader)?;
-            map.append(name, value);
-        }
+        let head = ResponseHead::new(status, headers)?;
+        self.send_head(stream, head, end_stream)
+    }
+
+    /// Sends a head built beforehand with [`ResponseHead::new`] (see
+    /// [`send_response`](Self::send_response)): an application that may
+    /// still take a response back keeps it until it commits, without
+    /// holding on to the fields it was made of.
+    pub fn send_head(
+        &mut self,
+        stream: u32,
+        head: ResponseHead,
+        end_stream: bool,
+    ) -> Result<(), H2Error> {
+        let response = head.0;
+        let informational = response.status().is_informational();
         let s = self
             .streams
             .get_mut(&stream)
@@ -365,7 +403,7 @@ impl H2Connection {
             "the final response head was already sent",
         ))?;
         self.dirty = true;
-        if status.is_informational() {
+        if informational {
             return respond
                 .send_informational(response)
                 .map_err(H2Error::Protocol);
@@ -473,6 +511,13 @@ impl H2Connection {
         s.unreleased = 0;
         self.dirty = true;
         self.forget_if_done(stream);
+    }
+
+    /// Whether `stream`'s request body may still bring data: it has not
+    /// ended and [`stop_request_body`](Self::stop_request_body) was not
+    /// called.
+    pub fn request_body_open(&self, stream: u32) -> bool {
+        self.streams.get(&stream).is_some_and(|s| !s.recv_ended)
     }
 
     /// The application consumed `len` bytes of `stream`'s request body:

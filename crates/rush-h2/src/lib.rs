@@ -36,7 +36,7 @@ pub mod io;
 mod preface;
 mod settings;
 
-pub use connection::{Event, H2Connection, H2Error, RequestHead};
+pub use connection::{Event, H2Connection, H2Error, RequestHead, ResponseHead};
 pub use preface::{detect_preface, Preface, PREFACE};
 pub use settings::H2Settings;
 

@@ -817,3 +817,34 @@ fn extended_connect_is_off_by_default() {
     let pair = Pair::new(H2Settings::default());
     assert!(!pair.client.is_extended_connect_protocol_enabled());
 }
+
+/// A head built ahead (`ResponseHead::new`, refusing fields HTTP/2 cannot
+/// carry at once) goes out only when sent: until then nothing of it is on
+/// the wire, so an application may still drop it and answer otherwise.
+/// `request_body_open` follows the request body until it ends or is stopped.
+#[test]
+fn a_head_built_ahead_goes_out_only_when_sent() {
+    assert!(rush_h2::ResponseHead::new(200, [(&b"bad name"[..], &b"x"[..])]).is_err());
+    assert!(rush_h2::ResponseHead::new(1000, []).is_err());
+    let mut raw = Raw::new(H2Settings::default());
+    let mut input = client_start();
+    input.extend(frame(SETTINGS, ACK, 0, &[]));
+    let mut block = get_block();
+    block[0] = 0x83; // POST
+    input.extend(frame(HEADERS, END_HEADERS, 1, &block));
+    raw.feed(&input);
+    raw.output.clear();
+    assert!(raw.server.request_body_open(1));
+    let dropped = rush_h2::ResponseHead::new(404, [(&b"x-page"[..], &b"first"[..])]).unwrap();
+    assert_eq!(dropped.status(), 404);
+    drop(dropped);
+    raw.settle();
+    assert!(raw.frames().is_empty(), "{:?}", raw.frames());
+    let head = rush_h2::ResponseHead::new(200, [(&b"x-page"[..], &b"second"[..])]).unwrap();
+    raw.server.send_head(1, head, true).unwrap();
+    raw.feed(&frame(DATA, END_STREAM, 1, b"body"));
+    assert!(!raw.server.request_body_open(1));
+    raw.settle();
+    let kinds: Vec<(u8, u32)> = raw.frames().iter().map(|f| (f.ty, f.stream)).collect();
+    assert_eq!(kinds, [(HEADERS, 1)]);
+}
