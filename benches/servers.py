@@ -495,6 +495,8 @@ SERVERS: list[Server] = [
             "starlette-file": rush_baseline(
                 "benches.apps.starlette_file_app:app", "--interface", "asgi", "--workers", "1"
             ),
+            "tls-hello": rush_baseline("benches.apps.rush_app:app", "--workers", "1", *RUSH_TLS),
+            "proxy": ("/usr/bin/env", f"PYTHONPATH={RUSH_BASELINE}", "{bin}/python", "-m", "rush", *RUSH_PROXY[1:]),
         },
         probe="import rush._rush",
         version_argv=("{bin}/rush", "--version"),
