@@ -23,6 +23,8 @@
 //! the parameters to the app in the order sent (a JSON echo of them differs
 //! by order), so only requests that spell their query alike share answers.
 
+use std::borrow::Cow;
+
 use super::CachePolicy;
 
 /// What names the resource a request asks for, as the app sees it.
@@ -111,7 +113,8 @@ pub fn key<'h>(
     request: &RequestIdentity<'_>,
     fields: impl Iterator<Item = (&'h [u8], &'h [u8])> + Clone,
 ) -> CacheKey {
-    let mut bytes = entry_key(policy, form_urlencoded::parse(request.raw_query));
+    let parameters = parse_query(request.raw_query);
+    let mut bytes = entry_key(policy, parameters.iter().map(|(name, value)| (name, value)));
     let entry_len = bytes.len();
     bytes.push(if request.https { b'S' } else { b's' });
     push_value(&mut bytes, request.host);
@@ -196,6 +199,29 @@ where
         }
     }
     bytes
+}
+
+/// A query's `(name, value)` pairs, decoded exactly as
+/// `form_urlencoded::parse` decodes them, split once: a hit's key reads
+/// them once per `vary_query` name. A pair of plain ASCII (no `%`, no `+`)
+/// is its own decoding and is borrowed as it is; only the others go
+/// through the decoder (which also makes invalid UTF-8 U+FFFD).
+fn parse_query(raw: &[u8]) -> Vec<(Cow<'_, str>, Cow<'_, str>)> {
+    let mut pairs = Vec::with_capacity(8);
+    for pair in raw.split(|&byte| byte == b'&') {
+        let plain = pair
+            .iter()
+            .all(|&byte| byte.is_ascii() && byte != b'%' && byte != b'+');
+        match std::str::from_utf8(pair) {
+            _ if pair.is_empty() => {}
+            Ok(text) if plain => {
+                let (name, value) = text.split_once('=').unwrap_or((text, ""));
+                pairs.push((Cow::Borrowed(name), Cow::Borrowed(value)));
+            }
+            _ => pairs.extend(form_urlencoded::parse(pair)),
+        }
+    }
+    pairs
 }
 
 fn push_value(key: &mut Vec<u8>, value: &[u8]) {
@@ -353,6 +379,28 @@ mod tests {
         assert!(name
             .bytes()
             .all(|byte| byte.is_ascii_hexdigit() || byte == b':'));
+    }
+
+    #[test]
+    fn the_query_is_decoded_as_form_urlencoded_decodes_it() {
+        for raw in [
+            &b""[..],
+            b"a=1&b=2",
+            b"&&a=1&&b&=3&c==4&",
+            b"name=a+b&x%20y=%41%zz&plus=%2B",
+            b"utf=\xc3\xa9&raw=\xc3\xa9&bad=\xff\xfe&bad%FF=1",
+            b"only",
+            b"=v",
+        ] {
+            let ours: Vec<(String, String)> = parse_query(raw)
+                .into_iter()
+                .map(|(name, value)| (name.into_owned(), value.into_owned()))
+                .collect();
+            let theirs: Vec<(String, String)> = form_urlencoded::parse(raw)
+                .map(|(name, value)| (name.into_owned(), value.into_owned()))
+                .collect();
+            assert_eq!(ours, theirs, "{}", String::from_utf8_lossy(raw));
+        }
     }
 
     #[test]
