@@ -327,12 +327,22 @@ mod properties {
             for hop in ["connection", "keep-alive", "te", "trailer", "upgrade"] {
                 prop_assert!(!names.contains(&hop.as_bytes().to_vec()));
             }
+            // The proxy adds a Via of its own, whatever the client's
+            // Connection named (a client's Via listed there is dropped; the
+            // proxy's stays).
+            prop_assert!(names.contains(&b"via".to_vec()));
             for name in &named {
+                if name.eq_ignore_ascii_case("via") {
+                    continue;
+                }
                 prop_assert!(!names.contains(&name.to_ascii_lowercase().into_bytes()));
             }
             prop_assert!(names.iter().all(|name| !name.starts_with(b"proxy-")));
             for (name, _) in &fields {
                 let lower = name.to_ascii_lowercase();
+                if lower == "via" {
+                    continue;
+                }
                 let hop = ["connection", "keep-alive", "te", "trailer", "upgrade", "host"].contains(&lower.as_str())
                     || lower.starts_with("proxy-")
                     || named.iter().any(|n| n.eq_ignore_ascii_case(name));
@@ -340,6 +350,43 @@ mod properties {
             }
         }
     }
+}
+
+/// The property test's shrunk case (`Connection: vIA`): a client's Via that
+/// its Connection names is dropped, and the proxy's own Via is still added.
+#[test]
+fn a_via_named_in_connection_is_dropped_and_the_proxys_own_is_added() {
+    let input = b"GET http://origin.example/ HTTP/1.1\r\nHost: other\r\nConnection: vIA\r\nVia: 1.0 client-side\r\n\r\n";
+    let mut headers = Vec::new();
+    let Ok(HeadStatus::Complete(parsed)) =
+        parse_proxy_request_head(input, &Limits::default(), &mut headers)
+    else {
+        panic!("a valid head");
+    };
+    let Ok(ProxyTarget::Forward {
+        authority,
+        origin_form,
+        ..
+    }) = proxy_target(input, &parsed)
+    else {
+        panic!("a forward");
+    };
+    let mut out = Vec::new();
+    write_forward_head(
+        &mut out,
+        input,
+        &parsed,
+        &headers,
+        authority.as_bytes(),
+        &origin_form,
+        b"1.1 rush",
+    );
+    let text = String::from_utf8(out).unwrap();
+    assert!(!text.contains("client-side"), "{text}");
+    assert!(
+        text.to_ascii_lowercase().contains("via: 1.1 rush\r\n"),
+        "{text}"
+    );
 }
 
 #[test]
