@@ -27,6 +27,7 @@ import threading
 from collections import Counter
 
 import hpack
+import pytest
 from hyperframe.frame import (
     DataFrame,
     Frame,
@@ -58,8 +59,10 @@ class H2Load:
     9113 sections 6.8 and 8.7 allow. A stream that ends any other way is a
     failure."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, path: str, body: bytes) -> None:
         self.port = port
+        self.path = path
+        self.body = body
         self.left = REQUESTS
         self.done = 0
         self.retries = 0
@@ -90,7 +93,8 @@ class H2Load:
         self.connections += 1
         writer.write(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + SettingsFrame(0).serialize())
         encoder, decoder = hpack.Encoder(), hpack.Decoder()
-        request = [(":method", "GET"), (":scheme", "http"), (":authority", f"127.0.0.1:{self.port}"), (":path", "/")]
+        authority = f"127.0.0.1:{self.port}"
+        request = [(":method", "GET"), (":scheme", "http"), (":authority", authority), (":path", self.path)]
         in_flight: dict[int, tuple[str, bytes]] = {}  # stream -> (status, body so far)
         next_stream = 1
         last_stream: int | None = None
@@ -109,7 +113,7 @@ class H2Load:
             status, body = in_flight.pop(stream)
             self.statuses[status] += 1
             self.done += 1
-            if body != b"Hello, World!":
+            if body != self.body:
                 self.failures.append(f"stream {stream}: body {body[:60]!r}")
 
         def handle(frame: Frame) -> None:
@@ -170,10 +174,20 @@ class H2Load:
             writer.close()
 
 
-def test_two_reloads_and_a_worker_stop_under_h2_load_fail_no_request(rush_server: ServerFactory) -> None:
-    server = rush_server("basic", "--workers", "2", "--http", "auto", bind="port", allow_worker_deaths=True)
+# A sync handler answered within the loop's turn, and an async one that
+# suspends, so that streams are in flight (and unanswered) at each signal.
+LOADS = {
+    "sync": ("basic", "/", b"Hello, World!"),
+    "async": ("async_app", "/sleep?ms=2&id=h2", b'{"id":"h2","slept":true}'),
+}
+
+
+@pytest.mark.parametrize("handler", sorted(LOADS))
+def test_two_reloads_and_a_worker_stop_under_h2_load_fail_no_request(rush_server: ServerFactory, handler: str) -> None:
+    app, path, body = LOADS[handler]
+    server = rush_server(app, "--workers", "2", "--http", "auto", bind="port", allow_worker_deaths=True)
     first = server.wait_for_workers(2)
-    load = H2Load(server.port)
+    load = H2Load(server.port, path, body)
     load.thread.start()
     try:
         wait_for(lambda: load.done > 500, "the h2 load to reach the server")
