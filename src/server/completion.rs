@@ -16,6 +16,10 @@ use crate::dispatch::refresh::REFRESH_CONNECTION;
 use crate::exchange::StreamKey;
 use crate::inflight::{InFlight, RequestUnit};
 
+/// At most this much of `--graceful-timeout` is kept back from the drain
+/// for the worker to end it and exit before the supervisor's SIGKILL.
+const DRAIN_END_MARGIN: Duration = Duration::from_millis(250);
+
 /// How long a draining worker keeps an idle keep-alive connection open for
 /// a request its client may already have sent.
 const DRAIN_IDLE_GRACE: Duration = Duration::from_secs(1);
@@ -87,7 +91,12 @@ impl AppServer {
             return;
         }
         self.core.draining = true;
-        self.drain_deadline = Some(Instant::now() + graceful_timeout);
+        // The supervisor's SIGKILL falls due `graceful_timeout` after it sent
+        // the signal, a little before this worker started counting: ending
+        // the drain a margin earlier lets the worker close its connections
+        // (GOAWAY over HTTP/2, apps told the client left) and exit on its own.
+        let margin = DRAIN_END_MARGIN.min(graceful_timeout / 10);
+        self.drain_deadline = Some(Instant::now() + graceful_timeout - margin);
         // Connections already queued on the listening socket were accepted by
         // the kernel: serve them (with `Connection: close`) rather than let
         // them be reset when this worker's copy of the socket closes.

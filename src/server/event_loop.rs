@@ -1,7 +1,7 @@
 //! The app server's loop (`AppServer`): wait in epoll, accept, route
 //! each event to its connection, sweep deadlines.
 
-use std::io;
+use std::io::{self, Read};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -20,6 +20,10 @@ use crate::exchange::StreamKey;
 use crate::inflight::InFlight;
 use crate::metrics;
 
+/// Most reads that discard a closing HTTP/2 client's input at the drain's
+/// deadline (of the read buffer's size each).
+const CLOSE_READ_ROUNDS: usize = 16;
+
 /// Most one warning per this interval about idle connections closed at the cap.
 pub(crate) const EVICTION_WARNING_INTERVAL: Duration = Duration::from_secs(10);
 
@@ -31,7 +35,31 @@ impl AppServer {
         }
     }
 
+    /// Ends the drain: every connection left is closed. An HTTP/2 one first
+    /// gets GOAWAY with the last stream it took (its streams still running
+    /// are cut: the deadline passed), written as far as the socket takes
+    /// it; its FIN follows, and what the client still sent is read away so
+    /// the close is not a reset that could discard the GOAWAY on its side.
+    /// Dropping a connection tells its running apps the client is gone
+    /// (ASGI `http.disconnect`).
     pub(crate) fn close_all(&mut self) {
+        for (_, connection) in self.connections.iter_mut() {
+            let Protocol::Http2(session) = &mut connection.protocol else {
+                continue;
+            };
+            session.conn.abrupt_shutdown(rush_h2::Reason::NO_ERROR);
+            session.conn.take_output(&mut connection.sink.output);
+            if connection.write_output().is_err() {
+                continue;
+            }
+            connection.stream.shutdown_write();
+            for _ in 0..CLOSE_READ_ROUNDS {
+                match connection.stream.read(&mut self.core.read_buffer) {
+                    Ok(count) if count > 0 => {}
+                    _ => break,
+                }
+            }
+        }
         self.connections.clear();
     }
 

@@ -23,6 +23,8 @@
     body; notes X if ``http.disconnect`` comes first;
   - ``/hints-then-wait?id=X``: suspends, sends an early hint, then waits until
     ``/release?id=X`` before its response (``released``);
+  - ``/endless``: a response that never ends; logs to stderr when the app is
+    told ``http.disconnect``;
   - ``/hints``: two ``http.response.early_hint`` messages (three links), then
     ``hinted``, with the scope's extension names in ``x-extensions``.
 """
@@ -32,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import parse_qs
@@ -148,6 +151,23 @@ async def asgi(scope: dict[str, Any], receive: Callable[[], Any], send: Callable
         for index in range(int(query.get("parts", "10"))):
             await send({"type": "http.response.body", "body": bytes([65 + index % 26]) * 1000, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
+    elif path == "/endless":
+        # Never ends on its own: only the client leaving (or the drain's
+        # deadline closing the connection) stops it.
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        await _read_body(receive)
+        told = asyncio.ensure_future(receive())
+        # Logged as soon as receive() says so: at the drain's deadline the
+        # worker cancels this task right after.
+        told.add_done_callback(
+            lambda done: print(f"endless stream told {done.result()['type']}", file=sys.stderr, flush=True)
+        )
+        while not told.done():
+            try:
+                await send({"type": "http.response.body", "body": b"x" * 1000, "more_body": True})
+            except OSError:
+                pass  # the client is gone; receive() says so next
+            await asyncio.sleep(0.02)
     elif path == "/wait":
         await _read_body(receive)
         message = await receive()
