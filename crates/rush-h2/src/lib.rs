@@ -33,10 +33,12 @@
 
 mod connection;
 pub mod io;
+mod messages;
 mod preface;
 mod settings;
 
-pub use connection::{Event, H2Connection, H2Error, RequestHead, ResponseHead};
+pub use connection::H2Connection;
+pub use messages::{Event, H2Error, RequestHead, ResponseHead};
 pub use preface::{detect_preface, Preface, PREFACE};
 pub use settings::H2Settings;
 
