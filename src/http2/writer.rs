@@ -254,6 +254,25 @@ impl AsRef<[u8]> for SharedRange {
     }
 }
 
+/// Appends the app's fields to `pairs`, leaving out the framing ones
+/// (HTTP/2 frames the body itself); says whether the app set `Date` and
+/// `Server`, which the server's own fields then leave alone.
+fn push_app_fields<'p, 'f: 'p, I>(fields: I, pairs: &mut Vec<(&'p [u8], &'p [u8])>) -> (bool, bool)
+where
+    I: Iterator<Item = (&'f [u8], &'f [u8])>,
+{
+    let (mut app_date, mut app_server) = (false, false);
+    for (name, value) in fields {
+        if is_framing_header(name) {
+            continue;
+        }
+        app_date |= name.eq_ignore_ascii_case(b"date");
+        app_server |= name.eq_ignore_ascii_case(b"server");
+        pairs.push((name, value));
+    }
+    (app_date, app_server)
+}
+
 impl ResponseWriter for StreamWriter<'_> {
     fn send_head<'f, I>(&mut self, head: &ResponseHead<'_>, fields: I)
     where
@@ -261,15 +280,7 @@ impl ResponseWriter for StreamWriter<'_> {
     {
         let mut length_text = itoa::Buffer::new();
         let mut pairs: Vec<(&[u8], &[u8])> = Vec::with_capacity(8);
-        let (mut app_date, mut app_server) = (false, false);
-        for (name, value) in fields {
-            if is_framing_header(name) {
-                continue;
-            }
-            app_date |= name.eq_ignore_ascii_case(b"date");
-            app_server |= name.eq_ignore_ascii_case(b"server");
-            pairs.push((name, value));
-        }
+        let (app_date, app_server) = push_app_fields(fields, &mut pairs);
         if let Some(recording) = self.stream.unit.recording.as_deref_mut() {
             let head_only = head.context.head_only;
             recording.head(
@@ -306,15 +317,7 @@ impl ResponseWriter for StreamWriter<'_> {
         if !response.content_type.is_empty() {
             pairs.push((b"content-type", response.content_type));
         }
-        let (mut app_date, mut app_server) = (false, false);
-        for (name, value) in fields {
-            if is_framing_header(name) {
-                continue;
-            }
-            app_date |= name.eq_ignore_ascii_case(b"date");
-            app_server |= name.eq_ignore_ascii_case(b"server");
-            pairs.push((name, value));
-        }
+        let (app_date, app_server) = push_app_fields(fields, &mut pairs);
         if let Some(recording) = self.stream.unit.recording.as_deref_mut() {
             // The content type is the first pair, as `Recording::whole` adds it.
             let fields = pairs
