@@ -17,7 +17,13 @@
 #   benches/profiles/measure.sh PATH APP [rush args...]
 #   e.g. benches/profiles/measure.sh / benches.apps.asgi_app:app --interface asgi
 # Env: REQUESTS (default 20000), CONNECTIONS (20), PORT (18765),
-#      RUSH (.venv/bin/rush), OUT (a file to keep the callgrind dump in).
+#      RUSH (.venv/bin/rush), OUT (a file to keep the callgrind dump in),
+#      TLS (set to 1: serve https with the bench's certificate,
+#      benches/tls.py, and load over TLS 1.3 with TLS_CIPHER, by default
+#      TLS_AES_256_GCM_SHA384: what wrk and curl (OpenSSL's default order)
+#      negotiate in the benchmark, where h2load would pick AES-128. Each
+#      load opens its connections afresh, so the count includes
+#      CONNECTIONS handshakes: raise REQUESTS to make them negligible).
 set -euo pipefail
 path=$1; shift
 app=$1; shift
@@ -25,23 +31,33 @@ requests=${REQUESTS:-20000}
 connections=${CONNECTIONS:-20}
 port=${PORT:-18765}
 rush=${RUSH:-.venv/bin/rush}
-url="http://127.0.0.1:${port}${path}"
+scheme=http
+tls_args=()
+load_args=()
+if [ -n "${TLS:-}" ]; then
+  scheme=https
+  read -r certfile keyfile < <(.venv/bin/python -c \
+    'from benches.tls import ensure_certificate; print(*ensure_certificate())')
+  tls_args=(--ssl-certfile "$certfile" --ssl-keyfile "$keyfile")
+  load_args=(--tls13-ciphers "${TLS_CIPHER:-TLS_AES_256_GCM_SHA384}")
+fi
+url="${scheme}://127.0.0.1:${port}${path}"
 work=$(mktemp -d)
 
 valgrind --tool=callgrind --trace-children=yes --instr-atstart=no \
   --callgrind-out-file="$work/callgrind.out.%p" -q \
-  "$rush" "$app" --host 127.0.0.1 --port "$port" --workers 1 --log-level warning "$@" &
+  "$rush" "$app" --host 127.0.0.1 --port "$port" --workers 1 --log-level warning "${tls_args[@]}" "$@" &
 server=$!
 trap 'kill "$server" 2>/dev/null; wait "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
 for _ in $(seq 1200); do
-  curl -fsS -o /dev/null "$url" 2>/dev/null && break
+  curl -kfsS -o /dev/null "$url" 2>/dev/null && break
   sleep 0.1
 done
-curl -sS -i "$url" | head -12 >&2
+curl -ksS -i "$url" | head -12 >&2
 echo >&2
 worker=$(pgrep -P "$server" | head -1)
 load() {
-  h2load --h1 -n "$1" -c "$connections" "$url" > "$work/h2load" 2>&1
+  h2load --h1 -n "$1" -c "$connections" "${load_args[@]}" "$url" > "$work/h2load" 2>&1
   grep -E "^requests:" "$work/h2load" >&2
   grep -q " $1 succeeded" "$work/h2load" || { echo "not every request succeeded" >&2; exit 1; }
 }
