@@ -23,7 +23,9 @@
 #      TLS_AES_256_GCM_SHA384: what wrk and curl (OpenSSL's default order)
 #      negotiate in the benchmark, where h2load would pick AES-128. Each
 #      load opens its connections afresh, so the count includes
-#      CONNECTIONS handshakes: raise REQUESTS to make them negligible).
+#      CONNECTIONS handshakes: raise REQUESTS to make them negligible),
+#      CALLGRIND_ARGS (more valgrind options, e.g. "--dump-line=yes" with
+#      a build that has line tables, CARGO_PROFILE_RELEASE_DEBUG=line-tables-only).
 set -euo pipefail
 path=$1; shift
 app=$1; shift
@@ -44,7 +46,7 @@ fi
 url="${scheme}://127.0.0.1:${port}${path}"
 work=$(mktemp -d)
 
-valgrind --tool=callgrind --trace-children=yes --instr-atstart=no \
+valgrind --tool=callgrind ${CALLGRIND_ARGS:-} --trace-children=yes --instr-atstart=no \
   --callgrind-out-file="$work/callgrind.out.%p" -q \
   "$rush" "$app" --host 127.0.0.1 --port "$port" --workers 1 --log-level warning "${tls_args[@]}" "$@" &
 server=$!
