@@ -8,8 +8,34 @@
 //! suspends is handed to the runner (python/rush/coroutines.py), which
 //! continues it as that same task and reports its end to the loop.
 
+use std::cell::RefCell;
+
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
+
+/// The worker's `CoroutineRunner` (python/rush/coroutines.py), with the
+/// two attributes every coroutine start needs read once: its event loop,
+/// which never changes, and its spare task, which changes only when
+/// `adopt(...)` takes it (and is read again then). Reading both as Python
+/// attributes cost ~330 instructions a request.
+pub(crate) struct Runner {
+    object: Py<PyAny>,
+    event_loop: Py<PyAny>,
+    spare: RefCell<Py<PyAny>>,
+}
+
+impl Runner {
+    pub(crate) fn new(py: Python<'_>, object: Py<PyAny>) -> PyResult<Runner> {
+        let runner = object.bind(py);
+        let event_loop = runner.getattr(pyo3::intern!(py, "loop"))?.unbind();
+        let spare = RefCell::new(runner.getattr(pyo3::intern!(py, "spare"))?.unbind());
+        Ok(Runner {
+            object,
+            event_loop,
+            spare,
+        })
+    }
+}
 
 /// Runs a coroutine's first step inline, as the runner's spare asyncio
 /// task (see python/rush/coroutines.py), in a fresh context copy. A
@@ -18,7 +44,7 @@ use pyo3::sync::PyOnceLock;
 /// finishes at once is still fine; one that would suspend is an error.
 pub(crate) fn start<'py>(
     py: Python<'py>,
-    runner: Option<&Py<PyAny>>,
+    runner: Option<&Runner>,
     coroutine: &Bound<'py, PyAny>,
     key: u64,
     request_id: u64,
@@ -34,14 +60,13 @@ pub(crate) fn start<'py>(
             }
         };
     };
-    let runner = runner.bind(py);
-    let task = runner.getattr(pyo3::intern!(py, "spare"))?;
-    let event_loop = runner.getattr(pyo3::intern!(py, "loop"))?;
+    let task = runner.spare.borrow().clone_ref(py).into_bound(py);
+    let event_loop = runner.event_loop.bind(py);
     let (enter_task, leave_task) = task_switchers(py)?;
     // SAFETY: called with the GIL held; returns a new reference or NULL
     // with an exception set, which from_owned_ptr_or_err turns into Err.
     let context = unsafe { Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyContext_CopyCurrent())? };
-    enter_task.call1((&event_loop, &task))?;
+    enter_task.call1((event_loop, &task))?;
     // SAFETY: `context` is a live Context object; Enter/Exit are paired
     // below whatever the step does, on this thread, with the GIL held.
     let entered = unsafe { pyo3::ffi::PyContext_Enter(context.as_ptr()) };
@@ -53,14 +78,20 @@ pub(crate) fn start<'py>(
     } else {
         Err(PyErr::fetch(py))
     };
-    leave_task.call1((&event_loop, &task))?;
+    leave_task.call1((event_loop, &task))?;
     match step? {
         Step::Returned(value) => Ok(CoroutineStart::Finished(value)),
         Step::Yielded(yielded) => {
-            runner.call_method1(
+            let runner_object = runner.object.bind(py);
+            let adopted = runner_object.call_method1(
                 pyo3::intern!(py, "adopt"),
                 (coroutine, yielded, context, key, request_id),
-            )?;
+            );
+            // `adopt` made a new spare (unless it failed before that): the
+            // next coroutine starts as that one.
+            let spare = runner_object.getattr(pyo3::intern!(py, "spare"))?;
+            *runner.spare.borrow_mut() = spare.unbind();
+            adopted?;
             Ok(CoroutineStart::Continuing)
         }
     }

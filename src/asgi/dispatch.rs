@@ -118,8 +118,8 @@ impl Core {
         let client = peer.objects.address.as_ref().expect("set just above");
         let origin = peer.origin;
         let tls = peer.tls;
-        let started =
-            build_scope(py, settings, head_bytes, head, client, origin).and_then(|scope| {
+        let started = build_scope(py, settings, head_bytes, head, client, origin).and_then(
+            |(scope, headers)| {
                 // The extensions rush implements for http (and tls, below):
                 // trailers where the protocol carries them (HTTP/2, as
                 // hypercorn offers them; sent only if the request said
@@ -140,9 +140,7 @@ impl Core {
                     )?;
                 }
                 scope.set_item(pyo3::intern!(py, "extensions"), extensions)?;
-                let request_headers = scope
-                    .get_item(pyo3::intern!(py, "headers"))?
-                    .map(Bound::unbind);
+                let request_headers = Some(headers.into_any().unbind());
                 if let Some(tls) = &tls {
                     // A proxy's word on the scheme wins; else the transport's.
                     if origin.is_none_or(|origin| origin.https.is_none()) {
@@ -159,7 +157,8 @@ impl Core {
                     app.bind(py)
                         .call1((scope, receive.clone_ref(py), send.clone_ref(py)))?;
                 Ok((coroutine, AsgiExchange { send, receive }))
-            });
+            },
+        );
         let (coroutine, exchange) = match started {
             Ok(started) => started,
             Err(error) => {

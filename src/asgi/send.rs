@@ -27,7 +27,7 @@ pub enum SendState {
 }
 
 /// The `send` callable: validates and collects the app's response messages.
-#[pyclass(module = "rush._rush")]
+#[pyclass(module = "rush._rush", freelist = 32)]
 pub struct AsgiSend {
     pub state: SendState,
     pub status: u16,

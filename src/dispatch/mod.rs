@@ -55,7 +55,7 @@ pub(crate) struct Core {
     pub(crate) body_scratch: Vec<u8>,
     pub(crate) error_logger: Py<PyAny>,
     pub(crate) access_logger: Option<Py<PyAny>>,
-    pub(crate) async_scheduler: Option<Py<PyAny>>,
+    pub(crate) async_scheduler: Option<coroutine::Runner>,
     /// Runs `call_wsgi(app, environ)` on a thread pool (`--threads`):
     /// called as `scheduler(app, environ, key, request_id)`.
     pub(crate) blocking_scheduler: Option<Py<PyAny>>,

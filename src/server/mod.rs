@@ -207,10 +207,11 @@ impl Server {
     /// task is current while a coroutine's first step runs here, and its
     /// `adopt(...)` continues a coroutine that suspended, as that task,
     /// which later calls [`Server::complete`].
-    fn set_async_scheduler(&mut self, runner: Py<PyAny>) {
+    fn set_async_scheduler(&mut self, py: Python<'_>, runner: Py<PyAny>) -> PyResult<()> {
         if let Some(app) = self.worker().app() {
-            app.core.async_scheduler = Some(runner);
+            app.core.async_scheduler = Some(crate::coroutine::Runner::new(py, runner)?);
         }
+        Ok(())
     }
 
     /// Sets the no-argument callable a WebSocket calls when it leaves work
