@@ -9,7 +9,7 @@ use rush_proto::encode::{connection_has_close, is_framing_header, status_has_no_
 use rush_proto::{RequestHead, Version};
 
 use super::objects::{address_object, build_scope, AsgiReceive};
-use super::send::{AsgiSend, SendState};
+use super::send::{send_callable, AsgiSend, SendState};
 use crate::body::RequestBody;
 use crate::cache::CacheFill;
 use crate::coroutine::CoroutineStart;
@@ -153,9 +153,10 @@ impl Core {
                 send.early_hints_offered = early_hints;
                 let send = Py::new(py, send)?;
                 receive.bind(py).borrow_mut().send = Some(send.clone_ref(py));
+                let send_function = send_callable(send.bind(py))?;
                 let coroutine =
                     app.bind(py)
-                        .call1((scope, receive.clone_ref(py), send.clone_ref(py)))?;
+                        .call1((scope, receive.clone_ref(py), send_function))?;
                 Ok((coroutine, AsgiExchange { send, receive }))
             },
         );
