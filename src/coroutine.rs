@@ -22,6 +22,9 @@ pub(crate) struct Runner {
     object: Py<PyAny>,
     event_loop: Py<PyAny>,
     spare: RefCell<Py<PyAny>>,
+    /// The spare, while it stays the current task between coroutine starts
+    /// (see [`start`]'s `hold`); [`Runner::release`] ends that.
+    held: RefCell<Option<Py<PyAny>>>,
 }
 
 impl Runner {
@@ -33,7 +36,25 @@ impl Runner {
             object,
             event_loop,
             spare,
+            held: RefCell::new(None),
         })
+    }
+
+    /// Stops holding the spare as the current task (see [`start`]). Called
+    /// when the loop hands control back to asyncio, so that no task seems
+    /// current while asyncio runs its own.
+    pub(crate) fn release(&self, py: Python<'_>) {
+        let Some(task) = self.held.borrow_mut().take() else {
+            return;
+        };
+        let left = task_switchers(py)
+            .and_then(|(_, leave_task)| leave_task.call1((self.event_loop.bind(py), task)));
+        if let Err(error) = left {
+            // Only if something else changed the current task meanwhile,
+            // which nothing in the loop does; asyncio would then refuse to
+            // run its next task step, so say why.
+            error.write_unraisable(py, None);
+        }
     }
 }
 
@@ -42,12 +63,23 @@ impl Runner {
 /// coroutine that suspends is handed to `runner.adopt(...)` and goes on
 /// as that task. Without a runner (no asyncio loop), a coroutine that
 /// finishes at once is still fine; one that would suspend is an error.
+///
+/// With `hold`, the spare stays the current task after a step that
+/// finished, until the next step needs it or [`Runner::release`] (when the
+/// loop returns to asyncio): the requests answered in one pass of the
+/// loop then make it current once, not once each (`_enter_task` and
+/// `_leave_task` cost ~780 instructions a request). Only for workers whose
+/// Python code is all the ASGI app's: its steps see the same current task
+/// as before, and what else runs meanwhile (its own synchronous call, the
+/// loggers) runs inside a task, as under uvicorn, where a rush `App`'s
+/// synchronous handlers must see none.
 pub(crate) fn start<'py>(
     py: Python<'py>,
     runner: Option<&Runner>,
     coroutine: &Bound<'py, PyAny>,
     key: u64,
     request_id: u64,
+    hold: bool,
 ) -> PyResult<CoroutineStart<'py>> {
     let Some(runner) = runner else {
         return match send_none(py, coroutine)? {
@@ -66,7 +98,18 @@ pub(crate) fn start<'py>(
     // SAFETY: called with the GIL held; returns a new reference or NULL
     // with an exception set, which from_owned_ptr_or_err turns into Err.
     let context = unsafe { Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyContext_CopyCurrent())? };
-    enter_task.call1((event_loop, &task))?;
+    // A held task is always the spare: the spare changes only in `adopt`,
+    // and the hold is released before that.
+    let already_current = runner.held.borrow().is_some();
+    if already_current && !hold {
+        runner.release(py);
+    }
+    if !already_current || !hold {
+        enter_task.call1((event_loop, &task))?;
+        if hold {
+            *runner.held.borrow_mut() = Some(task.clone().unbind());
+        }
+    }
     // SAFETY: `context` is a live Context object; Enter/Exit are paired
     // below whatever the step does, on this thread, with the GIL held.
     let entered = unsafe { pyo3::ffi::PyContext_Enter(context.as_ptr()) };
@@ -78,10 +121,15 @@ pub(crate) fn start<'py>(
     } else {
         Err(PyErr::fetch(py))
     };
-    leave_task.call1((event_loop, &task))?;
+    if !hold {
+        leave_task.call1((event_loop, &task))?;
+    }
     match step? {
         Step::Returned(value) => Ok(CoroutineStart::Finished(value)),
         Step::Yielded(yielded) => {
+            // The spare goes on with this coroutine: asyncio makes it
+            // current whenever it runs it from now on.
+            runner.release(py);
             let runner_object = runner.object.bind(py);
             let adopted = runner_object.call_method1(
                 pyo3::intern!(py, "adopt"),

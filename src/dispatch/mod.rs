@@ -155,12 +155,14 @@ impl Core {
     ) -> PyResult<CoroutineStart<'py>> {
         // Completions name the stream (its key as a token) and the request
         // id, which the stream's request must still carry.
+        let hold = matches!(self.app, AppInterface::Asgi(_));
         coroutine::start(
             py,
             self.async_scheduler.as_ref(),
             coroutine,
             key.token(),
             request_id,
+            hold,
         )
     }
 

@@ -108,6 +108,9 @@ trait Worker {
     /// After a panic in work for connection `key` (or for the loop): log it,
     /// and close that connection.
     fn recover(&mut self, py: Python<'_>, key: Option<usize>);
+    /// Control goes back to Python: an asyncio task the loop kept current
+    /// for its coroutines stops being current (`coroutine::Runner::release`).
+    fn release_current_task(&mut self, _py: Python<'_>) {}
     /// The app server, for the calls only it answers (schedulers, ASGI and
     /// WebSocket progress, finished handlers).
     fn app(&mut self) -> Option<&mut AppServer> {
@@ -125,13 +128,15 @@ fn guarded<W: Worker + ?Sized, R>(
     key: Option<usize>,
     work: impl FnOnce(&mut W) -> R,
 ) -> Option<R> {
-    match catch_unwind(AssertUnwindSafe(|| work(&mut *worker))) {
+    let result = match catch_unwind(AssertUnwindSafe(|| work(&mut *worker))) {
         Ok(result) => Some(result),
         Err(_) => {
             worker.recover(py, key);
             None
         }
-    }
+    };
+    worker.release_current_task(py);
+    result
 }
 
 /// What this worker serves.
