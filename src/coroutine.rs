@@ -4,7 +4,9 @@
 //! thread ([`start`]), with `PyIter_Send` (no StopIteration is raised for a
 //! coroutine that returns) and with the runner's spare asyncio task made
 //! current, so libraries that ask for `current_task()` (anyio) see a real
-//! task. A coroutine that returns is answered in the same pass; one that
+//! task (an ASGI worker keeps it current from one start to the next
+//! within a pass of the loop, see [`start`]'s `hold`). A coroutine that
+//! returns is answered in the same pass; one that
 //! suspends is handed to the runner (python/rush/coroutines.py), which
 //! continues it as that same task and reports its end to the loop.
 
@@ -68,11 +70,11 @@ impl Runner {
 /// finished, until the next step needs it or [`Runner::release`] (when the
 /// loop returns to asyncio): the requests answered in one pass of the
 /// loop then make it current once, not once each (`_enter_task` and
-/// `_leave_task` cost ~780 instructions a request). Only for workers whose
-/// Python code is all the ASGI app's: its steps see the same current task
-/// as before, and what else runs meanwhile (its own synchronous call, the
-/// loggers) runs inside a task, as under uvicorn, where a rush `App`'s
-/// synchronous handlers must see none.
+/// `_leave_task` cost ~780 instructions a request). Only for ASGI workers:
+/// the app's steps see the same current task as before, and the Python
+/// code that runs between them (the app's own synchronous call, the
+/// loggers) runs inside a task, as all of it does under uvicorn. A rush
+/// `App` does not hold: its plain handlers must see no task.
 pub(crate) fn start<'py>(
     py: Python<'py>,
     runner: Option<&Runner>,
