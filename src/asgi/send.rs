@@ -437,6 +437,7 @@ struct MethodDefinition(pyo3::ffi::PyMethodDef);
 
 // SAFETY: see the type's comment: nothing in it is ever mutated.
 unsafe impl Sync for MethodDefinition {}
+// SAFETY: as for Sync: it points only at statics, which outlive any thread.
 unsafe impl Send for MethodDefinition {}
 
 static SEND_DEFINITION: PyOnceLock<MethodDefinition> = PyOnceLock::new();
