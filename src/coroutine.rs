@@ -4,24 +4,84 @@
 //! thread ([`start`]), with `PyIter_Send` (no StopIteration is raised for a
 //! coroutine that returns) and with the runner's spare asyncio task made
 //! current, so libraries that ask for `current_task()` (anyio) see a real
-//! task. A coroutine that returns is answered in the same pass; one that
+//! task (an ASGI worker keeps it current from one start to the next
+//! within a pass of the loop, see [`start`]'s `hold`). A coroutine that
+//! returns is answered in the same pass; one that
 //! suspends is handed to the runner (python/rush/coroutines.py), which
 //! continues it as that same task and reports its end to the loop.
 
+use std::cell::RefCell;
+
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
+
+/// The worker's `CoroutineRunner` (python/rush/coroutines.py), with the
+/// two attributes every coroutine start needs read once: its event loop,
+/// which never changes, and its spare task, which changes only when
+/// `adopt(...)` takes it (and is read again then). Reading both as Python
+/// attributes cost ~330 instructions a request.
+pub(crate) struct Runner {
+    object: Py<PyAny>,
+    event_loop: Py<PyAny>,
+    spare: RefCell<Py<PyAny>>,
+    /// The spare, while it stays the current task between coroutine starts
+    /// (see [`start`]'s `hold`); [`Runner::release`] ends that.
+    held: RefCell<Option<Py<PyAny>>>,
+}
+
+impl Runner {
+    pub(crate) fn new(py: Python<'_>, object: Py<PyAny>) -> PyResult<Runner> {
+        let runner = object.bind(py);
+        let event_loop = runner.getattr(pyo3::intern!(py, "loop"))?.unbind();
+        let spare = RefCell::new(runner.getattr(pyo3::intern!(py, "spare"))?.unbind());
+        Ok(Runner {
+            object,
+            event_loop,
+            spare,
+            held: RefCell::new(None),
+        })
+    }
+
+    /// Stops holding the spare as the current task (see [`start`]). Called
+    /// when the loop hands control back to asyncio, so that no task seems
+    /// current while asyncio runs its own.
+    pub(crate) fn release(&self, py: Python<'_>) {
+        let Some(task) = self.held.borrow_mut().take() else {
+            return;
+        };
+        let left = task_switchers(py)
+            .and_then(|(_, leave_task)| leave_task.call1((self.event_loop.bind(py), task)));
+        if let Err(error) = left {
+            // Only if something else changed the current task meanwhile,
+            // which nothing in the loop does; asyncio would then refuse to
+            // run its next task step, so say why.
+            error.write_unraisable(py, None);
+        }
+    }
+}
 
 /// Runs a coroutine's first step inline, as the runner's spare asyncio
 /// task (see python/rush/coroutines.py), in a fresh context copy. A
 /// coroutine that suspends is handed to `runner.adopt(...)` and goes on
 /// as that task. Without a runner (no asyncio loop), a coroutine that
 /// finishes at once is still fine; one that would suspend is an error.
+///
+/// With `hold`, the spare stays the current task after a step that
+/// finished, until the next step needs it or [`Runner::release`] (when the
+/// loop returns to asyncio): the requests answered in one pass of the
+/// loop then make it current once, not once each (`_enter_task` and
+/// `_leave_task` cost ~780 instructions a request). Only for ASGI workers:
+/// the app's steps see the same current task as before, and the Python
+/// code that runs between them (the app's own synchronous call, the
+/// loggers) runs inside a task, as all of it does under uvicorn. A rush
+/// `App` does not hold: its plain handlers must see no task.
 pub(crate) fn start<'py>(
     py: Python<'py>,
-    runner: Option<&Py<PyAny>>,
+    runner: Option<&Runner>,
     coroutine: &Bound<'py, PyAny>,
     key: u64,
     request_id: u64,
+    hold: bool,
 ) -> PyResult<CoroutineStart<'py>> {
     let Some(runner) = runner else {
         return match send_none(py, coroutine)? {
@@ -34,14 +94,24 @@ pub(crate) fn start<'py>(
             }
         };
     };
-    let runner = runner.bind(py);
-    let task = runner.getattr(pyo3::intern!(py, "spare"))?;
-    let event_loop = runner.getattr(pyo3::intern!(py, "loop"))?;
+    let task = runner.spare.borrow().clone_ref(py).into_bound(py);
+    let event_loop = runner.event_loop.bind(py);
     let (enter_task, leave_task) = task_switchers(py)?;
     // SAFETY: called with the GIL held; returns a new reference or NULL
     // with an exception set, which from_owned_ptr_or_err turns into Err.
     let context = unsafe { Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyContext_CopyCurrent())? };
-    enter_task.call1((&event_loop, &task))?;
+    // A held task is always the spare: the spare changes only in `adopt`,
+    // and the hold is released before that.
+    let already_current = runner.held.borrow().is_some();
+    if already_current && !hold {
+        runner.release(py);
+    }
+    if !already_current || !hold {
+        enter_task.call1((event_loop, &task))?;
+        if hold {
+            *runner.held.borrow_mut() = Some(task.clone().unbind());
+        }
+    }
     // SAFETY: `context` is a live Context object; Enter/Exit are paired
     // below whatever the step does, on this thread, with the GIL held.
     let entered = unsafe { pyo3::ffi::PyContext_Enter(context.as_ptr()) };
@@ -53,14 +123,25 @@ pub(crate) fn start<'py>(
     } else {
         Err(PyErr::fetch(py))
     };
-    leave_task.call1((&event_loop, &task))?;
+    if !hold {
+        leave_task.call1((event_loop, &task))?;
+    }
     match step? {
         Step::Returned(value) => Ok(CoroutineStart::Finished(value)),
         Step::Yielded(yielded) => {
-            runner.call_method1(
+            // The spare goes on with this coroutine: asyncio makes it
+            // current whenever it runs it from now on.
+            runner.release(py);
+            let runner_object = runner.object.bind(py);
+            let adopted = runner_object.call_method1(
                 pyo3::intern!(py, "adopt"),
                 (coroutine, yielded, context, key, request_id),
-            )?;
+            );
+            // `adopt` made a new spare (unless it failed before that): the
+            // next coroutine starts as that one.
+            let spare = runner_object.getattr(pyo3::intern!(py, "spare"))?;
+            *runner.spare.borrow_mut() = spare.unbind();
+            adopted?;
             Ok(CoroutineStart::Continuing)
         }
     }

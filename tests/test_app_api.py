@@ -417,6 +417,17 @@ def test_pipelined_requests_behind_a_suspended_handler_keep_their_order(async_se
     assert fifth.json() == {"id": "5", "slept": False}
 
 
+def test_a_plain_handler_after_an_async_one_runs_outside_any_task(async_server: RushServer) -> None:
+    """The loop may keep the task it runs coroutines as current between the
+    ASGI requests it answers in one pass; a rush App's plain handlers, even
+    pipelined right behind an async one, must not see it."""
+    with async_server.connect() as connection:
+        connection.send(request("GET", "/no-suspend") + request("GET", "/task") + request("GET", "/task"))
+        first, second, third = connection.read_responses(3)
+    assert first.text == "finished without suspending"
+    assert second.json() == third.json() == {"task": False}
+
+
 def test_many_pipelined_async_and_sync_requests_keep_their_order(async_server: RushServer) -> None:
     requests = [
         request("GET", f"/sleep?id={number}&ms={(number * 7) % 5}")

@@ -208,6 +208,38 @@ def test_response_headers_in_any_iterable_of_byte_pairs(server: RushServer, shap
     assert response.body == b"shaped"
 
 
+def test_every_request_runs_as_a_task_also_when_pipelined(server: RushServer) -> None:
+    """Requests answered in one pass of the loop (pipelined on one
+    connection, and on two at once) each run as an asyncio task, one that
+    suspends included; and asyncio's own tasks run between passes (the
+    suspended request is answered)."""
+    targets = ["/current-task", "/current-task", "/current-task?suspend=1", "/current-task"]
+    pipelined = b"".join(request("GET", target) for target in targets)
+    with server.connect() as first, server.connect() as second:
+        first.send(pipelined)
+        second.send(pipelined)
+        for connection in (first, second):
+            for _ in targets:
+                response = connection.read_response()
+                assert response.status == 200, response
+                assert response.json() == {"task": True, "same": True}
+
+
+def test_send_takes_its_message_as_uvicorns_does(server: RushServer) -> None:
+    """``send`` is a native function: wrong calls raise TypeError (the app
+    goes on), ``message=`` works as a keyword, and message keys that are
+    not the interned literals are read by their text."""
+    response = fetch(server, "/send-calls")
+    assert response.status == 200, response
+    assert response.header("content-type") == "application/json"
+    assert response.json() == {
+        "no-argument": "TypeError",
+        "two-arguments": "TypeError",
+        "list": "TypeError",
+        "none": "TypeError",
+    }
+
+
 def test_scope_for_http10_and_methods(server: RushServer) -> None:
     with server.connect() as connection:
         connection.send(request("GET", "/scope", version="HTTP/1.0"))

@@ -10,8 +10,9 @@ Code such as anyio (used by Starlette and FastAPI) needs
 ``asyncio.current_task()`` to be a real task, the same one before and after
 a suspension. So the first step runs *as* a task: a spare task, created
 ahead and parked on a future, is entered (``_enter_task``) for the step,
-which the native loop runs itself (``Server.start_coroutine`` in
-src/server.rs, without the StopIteration a Python-level ``send`` raises). If
+which the native loop runs itself (``coroutine::start`` in src/coroutine.rs,
+without the StopIteration a Python-level ``send`` raises; an ASGI worker
+keeps the spare entered across the steps of one pass of its loop). If
 the coroutine finishes, the spare stays spare for the next request. If it
 suspends, :meth:`CoroutineRunner.adopt` lets the spare continue it from where
 it stopped, and a new spare is made. Each coroutine runs in its own copy of the context, in
@@ -80,8 +81,8 @@ async def _adopt(assignment: asyncio.Future[tuple[Any, Any, contextvars.Context]
 class CoroutineRunner:
     """Starts coroutines for the native loop (see the module docstring)."""
 
-    # The loop reads `spare` and `loop` for every coroutine it starts: slots
-    # make those reads a descriptor's, not an instance dict lookup.
+    # The loop reads `spare` and `loop` once, and `spare` again after each
+    # `adopt` (src/coroutine.rs, `Runner`).
     __slots__ = ("assignment", "loop", "on_done", "spare")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, on_done: Callable[[int, int, asyncio.Task[Any]], None]) -> None:

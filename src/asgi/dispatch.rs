@@ -9,7 +9,7 @@ use rush_proto::encode::{connection_has_close, is_framing_header, status_has_no_
 use rush_proto::{RequestHead, Version};
 
 use super::objects::{address_object, build_scope, AsgiReceive};
-use super::send::{AsgiSend, SendState};
+use super::send::{send_callable, AsgiSend, SendState};
 use crate::body::RequestBody;
 use crate::cache::CacheFill;
 use crate::coroutine::CoroutineStart;
@@ -118,8 +118,8 @@ impl Core {
         let client = peer.objects.address.as_ref().expect("set just above");
         let origin = peer.origin;
         let tls = peer.tls;
-        let started =
-            build_scope(py, settings, head_bytes, head, client, origin).and_then(|scope| {
+        let started = build_scope(py, settings, head_bytes, head, client, origin).and_then(
+            |(scope, headers)| {
                 // The extensions rush implements for http (and tls, below):
                 // trailers where the protocol carries them (HTTP/2, as
                 // hypercorn offers them; sent only if the request said
@@ -140,9 +140,7 @@ impl Core {
                     )?;
                 }
                 scope.set_item(pyo3::intern!(py, "extensions"), extensions)?;
-                let request_headers = scope
-                    .get_item(pyo3::intern!(py, "headers"))?
-                    .map(Bound::unbind);
+                let request_headers = Some(headers.into_any().unbind());
                 if let Some(tls) = &tls {
                     // A proxy's word on the scheme wins; else the transport's.
                     if origin.is_none_or(|origin| origin.https.is_none()) {
@@ -155,11 +153,13 @@ impl Core {
                 send.early_hints_offered = early_hints;
                 let send = Py::new(py, send)?;
                 receive.bind(py).borrow_mut().send = Some(send.clone_ref(py));
+                let send_function = send_callable(send.bind(py))?;
                 let coroutine =
                     app.bind(py)
-                        .call1((scope, receive.clone_ref(py), send.clone_ref(py)))?;
+                        .call1((scope, receive.clone_ref(py), send_function))?;
                 Ok((coroutine, AsgiExchange { send, receive }))
-            });
+            },
+        );
         let (coroutine, exchange) = match started {
             Ok(started) => started,
             Err(error) => {

@@ -12,6 +12,8 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use rush_proto::encode::is_final_status;
 use rush_proto::response::{is_valid_header_name, is_valid_header_value};
 
+use pyo3::sync::PyOnceLock;
+
 use super::awaitables::{ready, settle};
 use crate::options::OUTPUT_HIGH_WATER;
 
@@ -27,7 +29,7 @@ pub enum SendState {
 }
 
 /// The `send` callable: validates and collects the app's response messages.
-#[pyclass(module = "rush._rush")]
+#[pyclass(module = "rush._rush", freelist = 32)]
 pub struct AsgiSend {
     pub state: SendState,
     pub status: u16,
@@ -126,22 +128,23 @@ impl AsgiSend {
     }
 }
 
-#[pymethods]
 impl AsgiSend {
-    fn __call__(&mut self, py: Python<'_>, message: &Bound<'_, PyDict>) -> PyResult<Py<PyAny>> {
+    /// `send(message)`: validates one message and takes what it carries.
+    fn send_message(&mut self, py: Python<'_>, message: &Bound<'_, PyDict>) -> PyResult<Py<PyAny>> {
         if self.disconnected {
             return Err(pyo3::exceptions::PyConnectionResetError::new_err(
                 "the client disconnected",
             ));
         }
+        let message = MessageFields::read(message);
         let kind = message
-            .get_item(pyo3::intern!(py, "type"))?
+            .get(Field::Type)
             .ok_or_else(|| PyValueError::new_err("ASGI message without 'type'"))?;
         let kind = kind.cast::<PyString>()?.to_str()?;
         match (kind, self.state) {
             ("http.response.start", SendState::AwaitingStart) => {
                 let status: u16 = message
-                    .get_item(pyo3::intern!(py, "status"))?
+                    .get(Field::Status)
                     .ok_or_else(|| PyValueError::new_err("http.response.start without status"))?
                     .extract()?;
                 if !is_final_status(status) {
@@ -150,14 +153,10 @@ impl AsgiSend {
                     )));
                 }
                 let mut headers = Vec::new();
-                if let Some(fields) = message.get_item(pyo3::intern!(py, "headers"))? {
-                    let fields: Vec<Bound<'_, PyAny>> = match fields.cast::<PyList>() {
-                        // The usual list is read by index, without an iterator object.
-                        Ok(list) => list.iter().collect(),
-                        Err(_) => fields.try_iter()?.collect::<PyResult<_>>()?,
-                    };
-                    headers.reserve(fields.len());
-                    for field in fields {
+                if let Some(fields) = message.get(Field::Headers) {
+                    let list = fields.cast::<PyList>().ok();
+                    headers.reserve(list.map_or(0, |list| list.len()));
+                    let mut take = |field: Bound<'_, PyAny>| -> PyResult<()> {
                         let (name, value) = header_pair(&field)?;
                         if !is_valid_header_name(&name) || !is_valid_header_value(&value) {
                             return Err(PyValueError::new_err(format!(
@@ -174,9 +173,16 @@ impl AsgiSend {
                             self.declared_length = Some(length);
                         }
                         headers.push((name, value));
+                        Ok(())
+                    };
+                    match list {
+                        // The usual list is read by index, without an iterator
+                        // object or a copy of its items.
+                        Some(list) => list.iter().try_for_each(&mut take)?,
+                        None => fields.try_iter()?.try_for_each(|field| take(field?))?,
                     }
                 }
-                self.trailers_announced = match message.get_item(pyo3::intern!(py, "trailers"))? {
+                self.trailers_announced = match message.get(Field::Trailers) {
                     Some(flag) => flag.is_truthy()?,
                     None => false,
                 };
@@ -190,11 +196,11 @@ impl AsgiSend {
                 ));
             }
             ("http.response.body", SendState::SendingBody) => {
-                if let Some(body) = message.get_item(pyo3::intern!(py, "body"))? {
+                if let Some(body) = message.get(Field::Body) {
                     self.pending_body
                         .extend_from_slice(body.cast::<PyBytes>()?.as_bytes());
                 }
-                let more_body = match message.get_item(pyo3::intern!(py, "more_body"))? {
+                let more_body = match message.get(Field::MoreBody) {
                     Some(flag) => flag.is_truthy()?,
                     None => false,
                 };
@@ -215,7 +221,7 @@ impl AsgiSend {
                 }
             }
             ("http.response.trailers", SendState::SendingTrailers) => {
-                if let Some(fields) = message.get_item(pyo3::intern!(py, "headers"))? {
+                if let Some(fields) = message.get(Field::Headers) {
                     for field in fields.try_iter()? {
                         let (name, value): (Vec<u8>, Vec<u8>) = field?.extract()?;
                         if !is_valid_header_name(&name) || !is_valid_header_value(&value) {
@@ -228,7 +234,7 @@ impl AsgiSend {
                         self.trailers.push((name, value));
                     }
                 }
-                let more = match message.get_item(pyo3::intern!(py, "more_trailers"))? {
+                let more = match message.get(Field::MoreTrailers) {
                     Some(flag) => flag.is_truthy()?,
                     None => false,
                 };
@@ -244,11 +250,9 @@ impl AsgiSend {
                 }));
             }
             ("http.response.early_hint", SendState::AwaitingStart | SendState::SendingBody) => {
-                let links = message
-                    .get_item(pyo3::intern!(py, "links"))?
-                    .ok_or_else(|| {
-                        PyValueError::new_err("http.response.early_hint without links")
-                    })?;
+                let links = message.get(Field::Links).ok_or_else(|| {
+                    PyValueError::new_err("http.response.early_hint without links")
+                })?;
                 let mut values = Vec::new();
                 for link in links.try_iter()? {
                     let link: Vec<u8> = link?.extract()?;
@@ -274,7 +278,7 @@ impl AsgiSend {
                     ));
                 }
                 let path: String = message
-                    .get_item(pyo3::intern!(py, "path"))?
+                    .get(Field::Path)
                     .ok_or_else(|| PyValueError::new_err("http.response.pathsend without path"))?
                     .extract()?;
                 if !std::path::Path::new(&path).is_absolute() {
@@ -330,6 +334,174 @@ impl AsgiSend {
             return Ok(future);
         }
         Ok(ready(py, py.None())?.into_any())
+    }
+}
+
+/// The message keys `send()` reads.
+#[derive(Clone, Copy)]
+enum Field {
+    Type,
+    Status,
+    Headers,
+    Trailers,
+    Body,
+    MoreBody,
+    MoreTrailers,
+    Links,
+    Path,
+}
+
+const FIELD_NAMES: [&str; 9] = [
+    "type",
+    "status",
+    "headers",
+    "trailers",
+    "body",
+    "more_body",
+    "more_trailers",
+    "links",
+    "path",
+];
+
+static INTERNED_FIELD_NAMES: PyOnceLock<[Py<PyString>; 9]> = PyOnceLock::new();
+
+/// A message's values for the keys `send()` reads, found in one pass over
+/// the dict: a lookup per key cost ~120 instructions, and a response is
+/// two messages of two or three keys each. Keys written as literals in the
+/// app are the interned strings, so an identity check settles most; any
+/// other `str` key is compared by its text, as a lookup would.
+struct MessageFields<'py> {
+    values: [Option<Bound<'py, PyAny>>; 9],
+}
+
+impl<'py> MessageFields<'py> {
+    fn read(message: &Bound<'py, PyDict>) -> MessageFields<'py> {
+        let py = message.py();
+        let interned = INTERNED_FIELD_NAMES.get_or_init(py, || {
+            FIELD_NAMES.map(|name| PyString::intern(py, name).unbind())
+        });
+        let mut values: [Option<Bound<'py, PyAny>>; 9] = Default::default();
+        for (key, value) in message.iter() {
+            let index = interned.iter().position(|name| key.is(name)).or_else(|| {
+                let text = key.cast::<PyString>().ok()?.to_str().ok()?;
+                FIELD_NAMES.iter().position(|name| *name == text)
+            });
+            if let Some(index) = index {
+                values[index] = Some(value);
+            }
+        }
+        MessageFields { values }
+    }
+
+    fn get(&self, field: Field) -> Option<&Bound<'py, PyAny>> {
+        self.values[field as usize].as_ref()
+    }
+}
+
+/// The `send` callable an app gets: a builtin function bound to its
+/// request's [`AsgiSend`], called with the vectorcall convention
+/// (`METH_FASTCALL`): Python hands it the message directly. Calling the
+/// `AsgiSend` object itself went through `tp_call`, which packs the
+/// argument into a new tuple that PyO3 then unpacks (about 300
+/// instructions a call, two calls a response).
+pub(crate) fn send_callable<'py>(send: &Bound<'py, AsgiSend>) -> PyResult<Bound<'py, PyAny>> {
+    let py = send.py();
+    let definition = SEND_DEFINITION.get_or_init(py, || {
+        MethodDefinition(pyo3::ffi::PyMethodDef {
+            ml_name: c"send".as_ptr(),
+            ml_meth: pyo3::ffi::PyMethodDefPointer {
+                PyCFunctionFastWithKeywords: send_entry,
+            },
+            ml_flags: pyo3::ffi::METH_FASTCALL | pyo3::ffi::METH_KEYWORDS,
+            ml_doc: c"send(message): the ASGI send callable of one request.".as_ptr(),
+        })
+    });
+    // SAFETY: the GIL is held; the definition is a static that lives as
+    // long as the process, and `send` a live object the function keeps a
+    // reference to. A new reference or NULL with an exception set.
+    unsafe {
+        Bound::from_owned_ptr_or_err(
+            py,
+            pyo3::ffi::PyCFunction_NewEx(
+                std::ptr::from_ref(&definition.0).cast_mut(),
+                send.as_ptr(),
+                std::ptr::null_mut(),
+            ),
+        )
+    }
+}
+
+/// A `PyMethodDef` for a static: its pointers are to static C strings and
+/// a function, never written, so sharing it between threads is sound.
+struct MethodDefinition(pyo3::ffi::PyMethodDef);
+
+// SAFETY: see the type's comment: nothing in it is ever mutated.
+unsafe impl Sync for MethodDefinition {}
+// SAFETY: as for Sync: it points only at statics, which outlive any thread.
+unsafe impl Send for MethodDefinition {}
+
+static SEND_DEFINITION: PyOnceLock<MethodDefinition> = PyOnceLock::new();
+
+/// What CPython calls for `send(message)` (or `send(message=...)`):
+/// `slf` is the bound `AsgiSend`, `args` the positional arguments and then
+/// the values of the keywords named in `kwnames`.
+unsafe extern "C" fn send_entry(
+    slf: *mut pyo3::ffi::PyObject,
+    args: *const *mut pyo3::ffi::PyObject,
+    nargs: pyo3::ffi::Py_ssize_t,
+    kwnames: *mut pyo3::ffi::PyObject,
+) -> *mut pyo3::ffi::PyObject {
+    // SAFETY: CPython calls a METH_FASTCALL function with the GIL held,
+    // `slf` the object it was bound to (an `AsgiSend`, see
+    // `send_callable`), `args` holding `nargs` positional values followed
+    // by one value per name in `kwnames` (a tuple of str, or NULL).
+    let py = unsafe { Python::assume_attached() };
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: as above.
+        let keywords = unsafe { Borrowed::from_ptr_or_opt(py, kwnames) };
+        let keywords = keywords.map_or(Ok(0), |names| names.len())?;
+        let only_argument = match (nargs, keywords) {
+            (1, 0) => true,
+            (0, 1) => {
+                // SAFETY: kwnames is a tuple of one str (see above).
+                let name = unsafe { Borrowed::from_ptr(py, kwnames) }.get_item(0)?;
+                name.cast::<PyString>()?.to_str()? == "message"
+            }
+            _ => false,
+        };
+        if !only_argument {
+            return Err(pyo3::exceptions::PyTypeError::new_err(
+                "send() takes one argument, the message",
+            ));
+        }
+        // SAFETY: as above; there is exactly one value in `args`.
+        let (send, message) = unsafe {
+            (
+                Borrowed::from_ptr(py, slf).cast_unchecked::<AsgiSend>(),
+                Borrowed::from_ptr(py, *args),
+            )
+        };
+        let message = message.cast::<PyDict>().map_err(|_| {
+            pyo3::exceptions::PyTypeError::new_err(format!(
+                "an ASGI message is a dict, not {}",
+                message
+                    .get_type()
+                    .name()
+                    .map_or_else(|_| "that".to_owned(), |name| name.to_string())
+            ))
+        })?;
+        send.try_borrow_mut()?.send_message(py, &message)
+    }));
+    match result {
+        Ok(Ok(value)) => value.into_ptr(),
+        Ok(Err(error)) => {
+            error.restore(py);
+            std::ptr::null_mut()
+        }
+        Err(_) => {
+            pyo3::panic::PanicException::new_err("rush's ASGI send() panicked").restore(py);
+            std::ptr::null_mut()
+        }
     }
 }
 

@@ -55,7 +55,7 @@ pub(crate) struct Core {
     pub(crate) body_scratch: Vec<u8>,
     pub(crate) error_logger: Py<PyAny>,
     pub(crate) access_logger: Option<Py<PyAny>>,
-    pub(crate) async_scheduler: Option<Py<PyAny>>,
+    pub(crate) async_scheduler: Option<coroutine::Runner>,
     /// Runs `call_wsgi(app, environ)` on a thread pool (`--threads`):
     /// called as `scheduler(app, environ, key, request_id)`.
     pub(crate) blocking_scheduler: Option<Py<PyAny>>,
@@ -155,12 +155,14 @@ impl Core {
     ) -> PyResult<CoroutineStart<'py>> {
         // Completions name the stream (its key as a token) and the request
         // id, which the stream's request must still carry.
+        let hold = matches!(self.app, AppInterface::Asgi(_));
         coroutine::start(
             py,
             self.async_scheduler.as_ref(),
             coroutine,
             key.token(),
             request_id,
+            hold,
         )
     }
 

@@ -310,6 +310,12 @@ impl Worker for AppServer {
         self.core.liveness = Some(liveness);
     }
 
+    fn release_current_task(&mut self, py: Python<'_>) {
+        if let Some(runner) = &self.core.async_scheduler {
+            runner.release(py);
+        }
+    }
+
     fn recover(&mut self, py: Python<'_>, key: Option<usize>) {
         let message = match key {
             Some(_) => "internal error while serving a connection; closing it",

@@ -108,6 +108,9 @@ trait Worker {
     /// After a panic in work for connection `key` (or for the loop): log it,
     /// and close that connection.
     fn recover(&mut self, py: Python<'_>, key: Option<usize>);
+    /// Control goes back to Python: an asyncio task the loop kept current
+    /// for its coroutines stops being current (`coroutine::Runner::release`).
+    fn release_current_task(&mut self, _py: Python<'_>) {}
     /// The app server, for the calls only it answers (schedulers, ASGI and
     /// WebSocket progress, finished handlers).
     fn app(&mut self) -> Option<&mut AppServer> {
@@ -125,13 +128,15 @@ fn guarded<W: Worker + ?Sized, R>(
     key: Option<usize>,
     work: impl FnOnce(&mut W) -> R,
 ) -> Option<R> {
-    match catch_unwind(AssertUnwindSafe(|| work(&mut *worker))) {
+    let result = match catch_unwind(AssertUnwindSafe(|| work(&mut *worker))) {
         Ok(result) => Some(result),
         Err(_) => {
             worker.recover(py, key);
             None
         }
-    }
+    };
+    worker.release_current_task(py);
+    result
 }
 
 /// What this worker serves.
@@ -207,10 +212,11 @@ impl Server {
     /// task is current while a coroutine's first step runs here, and its
     /// `adopt(...)` continues a coroutine that suspended, as that task,
     /// which later calls [`Server::complete`].
-    fn set_async_scheduler(&mut self, runner: Py<PyAny>) {
+    fn set_async_scheduler(&mut self, py: Python<'_>, runner: Py<PyAny>) -> PyResult<()> {
         if let Some(app) = self.worker().app() {
-            app.core.async_scheduler = Some(runner);
+            app.core.async_scheduler = Some(crate::coroutine::Runner::new(py, runner)?);
         }
+        Ok(())
     }
 
     /// Sets the no-argument callable a WebSocket calls when it leaves work

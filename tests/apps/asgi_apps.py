@@ -22,6 +22,8 @@
   - ``/wait/K`` (suspends until ``/release/K``), ``/release/K``;
   - ``/violation?kind=...[&suspend=1]``: a protocol violation (see VIOLATIONS);
   - ``/cookies``: repeated Set-Cookie headers;
+  - ``/current-task[?suspend=1]``: whether ``asyncio.current_task()`` is a task, the same after a suspension;
+  - ``/send-calls``: ``send()`` called wrongly, with a keyword, with run-time keys;
   - anything else: 404.
 
 * ``no_lifespan_app``: fails on the lifespan scope (does not support it).
@@ -229,6 +231,31 @@ async def await_results(receive: Receive, send: Send, suspend: bool) -> None:
         raise AssertionError(f"await send(...) gave {finished!r}")
 
 
+async def send_calls(send: Send) -> None:
+    """``send()`` called as apps may call it: wrongly (each must raise
+    TypeError and leave the response unharmed), with the message as the
+    keyword ``message`` (as uvicorn's ``send(self, message)`` allows), and
+    with keys built at run time, which are not the interned strings that
+    literals in the source are, beside a key the server does not know."""
+    wrong_calls: dict[str, Any] = {
+        "no-argument": lambda: send(),  # type: ignore[call-arg]
+        "two-arguments": lambda: send({}, {}),  # type: ignore[call-arg]
+        "list": lambda: send([]),  # type: ignore[arg-type]
+        "none": lambda: send(None),  # type: ignore[arg-type]
+    }
+    raised = {}
+    for name, call in wrong_calls.items():
+        try:
+            await call()
+        except TypeError as error:
+            raised[name] = type(error).__name__
+    start = {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]}
+    await send(message={**start, "x-unknown": "ignored"})
+    built = "".join
+    body = json.dumps(raised).encode()
+    await send({built(["ty", "pe"]): built(["http.response.", "body"]), built(["bo", "dy"]): body})
+
+
 async def app(scope: Scope, receive: Receive, send: Send) -> None:
     if scope["type"] == "lifespan":
         await lifespan(scope, receive, send)
@@ -359,6 +386,16 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
         }[params["shape"]]
         await send({"type": "http.response.start", "status": 200, "headers": shaped})
         await send({"type": "http.response.body", "body": b"shaped"})
+    elif path == "/current-task":
+        # anyio and sniffio ask asyncio which task runs them: a task, the
+        # same one after a real suspension.
+        before = asyncio.current_task()
+        if "suspend" in params:
+            await asyncio.sleep(0)
+        after = asyncio.current_task()
+        await respond_json(send, {"task": isinstance(before, asyncio.Task), "same": before is after})
+    elif path == "/send-calls":
+        await send_calls(send)
     elif path == "/await-results":
         await await_results(receive, send, "suspend" in params)
     elif path == "/cookies":

@@ -62,6 +62,13 @@ def fast(request: Request) -> dict[str, Any]:
     return {"id": request.query.get("id"), "slept": False}
 
 
+@app.get("/task")
+def task(request: Request) -> dict[str, Any]:
+    # A plain handler runs outside any asyncio task, even right after an
+    # async one on the same connection.
+    return {"task": asyncio.current_task() is not None}
+
+
 @app.get("/no-suspend")
 async def no_suspend(request: Request) -> str:
     count()

@@ -58,6 +58,11 @@ def test_more_body_response(asgi: Pair) -> None:
     asgi.check("more-body", lambda side: raw_exchange(side, "GET", "/more-body"))
 
 
+def test_message_keys_built_at_run_time(asgi: Pair) -> None:
+    rush_view, _ = asgi.check("runtime-keys", lambda side: raw_exchange(side, "GET", "/runtime-keys"))
+    assert (rush_view["status"], rush_view["body"]) == (201, "one two"), rush_view
+
+
 def test_lifespan_state_reaches_requests(asgi: Pair) -> None:
     asgi.check("state", lambda side: raw_exchange(side, "GET", "/state"))
 

@@ -15,6 +15,7 @@
 * ``/until-disconnect``: one chunk, then ``receive()`` until the client leaves,
   then one more ``receive()`` (after the disconnect) and a ``send()`` (after
   the disconnect).
+* ``/runtime-keys``: a response whose message keys are built at run time.
 * ``/concurrent-receive``: one chunk, then two tasks wait in ``receive()``; one
   is cancelled, the other must still see the client leave.
 """
@@ -135,6 +136,14 @@ async def app(scope, receive, send):
         impatient.cancel()
         message = await watcher
         assert message["type"] == "http.disconnect", message
+    elif path == "/runtime-keys":
+        # Message keys built at run time (not the interned literals), and one no server knows.
+        built = "".join
+        start = {built(["ty", "pe"]): "http.response.start", built(["sta", "tus"]): 201, "x-unknown": 1}
+        start[built(["head", "ers"])] = [(b"content-type", b"text/plain")]
+        await send(start)
+        await send({built(["ty", "pe"]): "http.response.body", built(["bo", "dy"]): b"one ", "more_body": True})
+        await send({"type": built(["http.response.", "body"]), "body": b"two", built(["more_", "body"]): False})
     else:
         await respond(send, 404, b"not found")
 
