@@ -23,6 +23,7 @@
 
 use std::io::{self, Write};
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::time::Instant;
 
 use mio::net::TcpStream;
@@ -106,9 +107,10 @@ pub(crate) struct Upstream {
     pub(crate) address: SocketAddr,
     pub(crate) reused: bool,
     /// What epoll said about its input (see [`read_if_readable`]). Nothing
-    /// when the socket is put in place: registering it with epoll reports
-    /// bytes already there, so the first read waits for an event instead of
-    /// meeting EAGAIN right after the request went out.
+    /// when the socket is put in place: registering a new socket with epoll
+    /// reports bytes already there, and a pooled one holds none (`pool.rs`),
+    /// so the first read waits for an event instead of meeting EAGAIN right
+    /// after the request went out.
     pub(crate) input: InputHint,
 }
 
@@ -152,8 +154,10 @@ pub(crate) fn client_token(key: usize) -> Token {
     Token(super::FIRST_CONNECTION + 2 * key)
 }
 
-pub(crate) fn upstream_token(key: usize) -> Token {
-    Token(super::FIRST_CONNECTION + 2 * key + 1)
+/// An upstream socket's token names the socket (its descriptor), not its
+/// user, so a pooled socket changes hands without an `epoll_ctl` (`pool.rs`).
+pub(crate) fn upstream_token(stream: &TcpStream) -> Token {
+    Token(super::FIRST_CONNECTION + 2 * stream.as_raw_fd() as usize + 1)
 }
 
 impl ProxyConn {

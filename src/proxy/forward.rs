@@ -135,6 +135,12 @@ impl Exchange {
         }
     }
 
+    /// Whether the request can be sent again on a new origin connection
+    /// (it has no body): see [`Outcome::Retry`].
+    pub(crate) fn can_replay(&self) -> bool {
+        self.replay.is_some()
+    }
+
     /// Starts over on a new origin connection (after [`Outcome::Retry`]).
     pub(crate) fn restart(&mut self) {
         if let Some(head) = self.replay.take() {

@@ -1,25 +1,34 @@
-//! Keep-alive connections to origins, per worker.
+//! Keep-alive connections to origins, per worker, and who uses each
+//! upstream socket.
 //!
 //! After a forwarded exchange whose response the origin framed (length or
 //! chunked) and did not end with `Connection: close`, the upstream socket
 //! waits here, keyed by the exact address it is connected to, for the next
-//! request to that address. Idle sockets stay registered with epoll under
-//! the token of the connection that used them last (taking one moves it to
-//! the new user's token with one `epoll_ctl`, instead of a deregistration
-//! on the way in and a registration on the way out; an event on a pooled
-//! socket, the origin closing it, at worst wakes its former user for
-//! nothing). One taken out is checked first with a non-blocking peek (EOF
-//! or unexpected bytes mean the origin gave up on it), and sockets idle
-//! longer than [`IDLE_TIMEOUT`] are closed by the sweep (closing removes
-//! them from epoll).
+//! request to that address.
+//!
+//! An upstream socket's epoll token names the socket itself (its file
+//! descriptor, `conn::upstream_token`), not the client connection using
+//! it, and [`OriginPool`] keeps, per descriptor, who that is: a client
+//! connection, or the pool. So a pooled socket stays registered with epoll
+//! as it is, and changes hands with no syscall: taking it only writes down
+//! its new user (an `epoll_ctl` per request before). An event on a pooled
+//! socket can only mean the origin closed it or sent bytes nobody asked
+//! for: it is written down, and such a socket is checked with a
+//! non-blocking peek when taken (EOF or stray bytes: not reused). Sockets
+//! no event came for are taken without the peek, except for a request with
+//! a body, which cannot be sent again on a fresh connection if the origin
+//! closed this one at the last moment (a bodiless one can: `Retry`), so it
+//! is worth the peek's narrower window. Sockets idle longer than
+//! [`IDLE_TIMEOUT`] are closed by the sweep (closing removes them from
+//! epoll).
 
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
-use mio::Token;
 
 /// How long an idle origin connection is kept.
 pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -33,42 +42,99 @@ const PER_ORIGIN: usize = 256;
 /// Most idle connections kept in all.
 const TOTAL: usize = 1024;
 
+/// Who an upstream socket's events are for.
+#[derive(Clone, Copy, Default)]
+enum User {
+    /// No open upstream socket has this descriptor (or one closed since).
+    #[default]
+    Nobody,
+    /// The client connection with this slab key.
+    Connection(usize),
+    /// Idle in the pool; `signalled`: an event came for it since.
+    Pooled { signalled: bool },
+}
+
 #[derive(Default)]
 pub(crate) struct OriginPool {
-    /// Per address: the socket, since when it is idle, and the epoll token
-    /// it is still registered under.
-    idle: HashMap<SocketAddr, Vec<(TcpStream, Instant, Token)>>,
+    /// Per address: the socket, and since when it is idle.
+    idle: HashMap<SocketAddr, Vec<(TcpStream, Instant)>>,
     count: usize,
+    /// Per upstream socket, indexed by its file descriptor.
+    users: Vec<User>,
 }
 
 impl OriginPool {
-    /// Keeps `stream`, registered with epoll under `token`, for reuse;
-    /// drops it when full.
+    fn set_user(&mut self, stream: &TcpStream, user: User) {
+        let fd = stream.as_raw_fd() as usize;
+        if fd >= self.users.len() {
+            self.users.resize(fd + 1, User::Nobody);
+        }
+        self.users[fd] = user;
+    }
+
+    /// A new upstream socket, registered under its own token, now used by
+    /// connection `key`.
+    pub(crate) fn adopt(&mut self, stream: &TcpStream, key: usize) {
+        self.set_user(stream, User::Connection(key));
+    }
+
+    /// The connection an event on upstream socket `fd` is for. An event on a
+    /// pooled socket is written down (see the module docs) and is for nobody.
+    pub(crate) fn user_of(&mut self, fd: usize) -> Option<usize> {
+        match self.users.get_mut(fd)? {
+            User::Connection(key) => Some(*key),
+            User::Pooled { signalled } => {
+                *signalled = true;
+                None
+            }
+            User::Nobody => None,
+        }
+    }
+
+    /// Keeps `stream` for reuse (it stays registered with epoll); drops it
+    /// when full. `quiet`: no event came for it since its last read (one
+    /// that came while it was in use, a FIN right after the response, say,
+    /// raises no second one now that it is pooled).
     pub(crate) fn put(
         &mut self,
         address: SocketAddr,
         stream: TcpStream,
         now: Instant,
-        token: Token,
+        quiet: bool,
     ) {
         if self.count >= TOTAL {
             return;
         }
         let streams = self.idle.entry(address).or_default();
         if streams.len() < PER_ORIGIN {
-            streams.push((stream, now, token));
+            let fd = stream.as_raw_fd() as usize;
+            streams.push((stream, now));
             self.count += 1;
+            if let Some(user) = self.users.get_mut(fd) {
+                *user = User::Pooled { signalled: !quiet };
+            }
         }
     }
 
-    /// A live idle connection to `address`, most recently used first, with
-    /// the epoll token it is registered under.
-    pub(crate) fn take(&mut self, address: SocketAddr) -> Option<(TcpStream, Token)> {
+    /// A live idle connection to `address`, most recently used first, now
+    /// used by connection `key`. `check`: peek at it even if no event came
+    /// for it (a request that could not be sent again).
+    pub(crate) fn take(
+        &mut self,
+        address: SocketAddr,
+        key: usize,
+        check: bool,
+    ) -> Option<TcpStream> {
         let streams = self.idle.get_mut(&address)?;
-        while let Some((stream, _, token)) = streams.pop() {
+        while let Some((stream, _)) = streams.pop() {
             self.count -= 1;
-            if is_alive(&stream) {
-                return Some((stream, token));
+            let signalled = matches!(
+                self.users.get(stream.as_raw_fd() as usize),
+                Some(User::Pooled { signalled: true })
+            );
+            if !(check || signalled) || is_alive(&stream) {
+                self.set_user(&stream, User::Connection(key));
+                return Some(stream);
             }
         }
         None
@@ -78,7 +144,7 @@ impl OriginPool {
     pub(crate) fn sweep(&mut self, now: Instant) {
         let mut count = 0;
         self.idle.retain(|_, streams| {
-            streams.retain(|(_, since, _)| now.duration_since(*since) < IDLE_TIMEOUT);
+            streams.retain(|(_, since)| now.duration_since(*since) < IDLE_TIMEOUT);
             count += streams.len();
             !streams.is_empty()
         });
