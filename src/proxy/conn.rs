@@ -91,7 +91,8 @@ pub(crate) struct Tunnel {
     pub(crate) down: Direction,
 }
 
-/// What the access log line of the current request says.
+/// What the access log line of the current request says (kept only
+/// while access logging is on: otherwise nothing is formatted).
 pub(crate) struct Record {
     pub(crate) start: Instant,
     pub(crate) request: String,
@@ -311,13 +312,15 @@ impl Worker {
                 Ok(HeadStatus::Partial) => {}
                 Err(error) => {
                     // Not even a request line to log: the record says "-".
-                    conn.record = Some(Record {
-                        start: self.now,
-                        request: "-".into(),
-                        status: 0,
-                        up: 0,
-                        down: 0,
-                    });
+                    if self.log_access {
+                        conn.record = Some(Record {
+                            start: self.now,
+                            request: "-".into(),
+                            status: 0,
+                            up: 0,
+                            down: 0,
+                        });
+                    }
                     return self.refuse(conn, &error);
                 }
             }
@@ -358,28 +361,32 @@ impl Worker {
         head: RequestHead,
     ) -> Step {
         let buffer = &conn.input;
-        let request = format!(
-            "{} {}",
-            String::from_utf8_lossy(head.method_span.of(buffer)),
-            String::from_utf8_lossy(head.target.of(buffer))
-        );
-        conn.record = Some(Record {
-            start: self.now,
-            request,
-            status: 0,
-            up: 0,
-            down: 0,
-        });
-        let target = match proxy_target(buffer, &head) {
-            Ok(target) => target,
+        // The record is for the access log only: without one, no line to format.
+        if self.log_access {
+            let request = format!(
+                "{} {}",
+                String::from_utf8_lossy(head.method_span.of(buffer)),
+                String::from_utf8_lossy(head.target.of(buffer))
+            );
+            conn.record = Some(Record {
+                start: self.now,
+                request,
+                status: 0,
+                up: 0,
+                down: 0,
+            });
+        }
+        let (host, port, forward) = match proxy_target(buffer, &head) {
+            Ok(ProxyTarget::Tunnel { host, port }) => (host, port, None),
+            Ok(ProxyTarget::Forward {
+                host,
+                port,
+                authority,
+                origin_form,
+            }) => (host, port, Some((authority, origin_form))),
             Err(error) => return self.refuse(conn, &error),
         };
-        let (host, port) = match &target {
-            ProxyTarget::Tunnel { host, port } | ProxyTarget::Forward { host, port, .. } => {
-                (host.clone(), *port)
-            }
-        };
-        let tunnel = matches!(target, ProxyTarget::Tunnel { .. });
+        let tunnel = forward.is_none();
         match self.check_policy(py, conn, key, &host, port, tunnel) {
             Decision::Allow => {}
             Decision::Refuse(refusal) => {
@@ -393,13 +400,9 @@ impl Worker {
         }
         self.count_request(&conn.input[..head.head_len]);
         let buffer = &conn.input;
-        let exchange = match &target {
-            ProxyTarget::Tunnel { .. } => None,
-            ProxyTarget::Forward {
-                authority,
-                origin_form,
-                ..
-            } => {
+        let exchange = match forward {
+            None => None,
+            Some((authority, origin_form)) => {
                 let mut out = Vec::with_capacity(head.head_len + 64);
                 write_forward_head(
                     &mut out,
@@ -407,7 +410,7 @@ impl Worker {
                     &head,
                     &self.headers,
                     authority.as_bytes(),
-                    origin_form,
+                    &origin_form,
                     &self.via,
                 );
                 let keep_alive = head.keep_alive && !self.draining && !conn.client_eof;
