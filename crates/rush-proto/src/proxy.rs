@@ -58,8 +58,14 @@ pub fn proxy_target(buffer: &[u8], head: &RequestHead) -> Result<ProxyTarget, Pr
         let (host, port) = split_authority(target, None)?;
         return Ok(ProxyTarget::Tunnel { host, port });
     }
-    let Some(authority) = crate::absolute_form_authority(target) else {
-        return Err(NOT_A_PROXY_REQUEST);
+    // Not origin-form or `*`: the head parser took it for absolute-form,
+    // and its `host` is then the target's authority, already validated.
+    let authority = match (target.first(), head.host) {
+        (Some(b'/' | b'*') | None, _) | (_, None) => return Err(NOT_A_PROXY_REQUEST),
+        (_, Some(host)) if host.start < head.target.start || host.end > head.target.end => {
+            return Err(NOT_A_PROXY_REQUEST)
+        }
+        (_, Some(host)) => host.of(buffer),
     };
     // The head parser accepted only http and https schemes, case-insensitively.
     if target[..5].eq_ignore_ascii_case(b"https") {
