@@ -22,7 +22,7 @@
 //! progress resumes it.
 
 use std::io::{self, Write};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::time::Instant;
 
@@ -432,6 +432,10 @@ impl Worker {
             exchange,
         };
         conn.deadline = self.now + self.config.dns_timeout;
+        // An IP literal is its own answer (without the resolver's Vec).
+        if let Ok(ip) = pending.host.parse::<IpAddr>() {
+            return self.connect(conn, key, pending, &[ip]);
+        }
         match self.resolver.cached(&pending.host, self.now) {
             Some(addresses) => self.connect(conn, key, pending, &addresses),
             None => {
