@@ -86,7 +86,7 @@ pub fn proxy_target(buffer: &[u8], head: &RequestHead) -> Result<ProxyTarget, Pr
     Ok(ProxyTarget::Forward {
         host,
         port,
-        authority: String::from_utf8_lossy(authority).into_owned(),
+        authority: ascii_string(authority.to_vec()),
         origin_form,
     })
 }
@@ -114,7 +114,14 @@ fn split_authority(
         _ => return Err(BAD_PORT),
     };
     // Host names are case-insensitive; lower-casing makes cache keys and logs agree.
-    Ok((String::from_utf8_lossy(host).to_ascii_lowercase(), port))
+    Ok((ascii_string(host.to_ascii_lowercase()), port))
+}
+
+/// Bytes the head parser validated as ASCII (an authority, a host) as a
+/// String, in place, without `from_utf8_lossy`'s slow path for the valid case.
+fn ascii_string(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes)
+        .unwrap_or_else(|error| String::from_utf8_lossy(error.as_bytes()).into_owned())
 }
 
 /// The fields a proxy never passes on (RFC 9110 7.6.1), besides those the
