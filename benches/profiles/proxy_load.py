@@ -19,9 +19,7 @@ import sys
 
 
 def run(proxy_port: int, origin_port: int, total: int, connections: int, body: bytes) -> int:
-    request = (
-        f"GET http://127.0.0.1:{origin_port}/ HTTP/1.1\r\nHost: 127.0.0.1:{origin_port}\r\n\r\n"
-    ).encode()
+    request = (f"GET http://127.0.0.1:{origin_port}/ HTTP/1.1\r\nHost: 127.0.0.1:{origin_port}\r\n\r\n").encode()
     selector = selectors.DefaultSelector()
     buffers: dict[socket.socket, bytearray] = {}
     sent = 0
@@ -51,11 +49,7 @@ def run(proxy_port: int, origin_port: int, total: int, connections: int, body: b
                     break
                 head = bytes(buffer[:end]).split(b"\r\n")
                 length = next(
-                    (
-                        int(line.split(b":", 1)[1])
-                        for line in head[1:]
-                        if line.lower().startswith(b"content-length:")
-                    ),
+                    (int(line.split(b":", 1)[1]) for line in head[1:] if line.lower().startswith(b"content-length:")),
                     None,
                 )
                 if length is None or len(buffer) < end + 4 + length:
