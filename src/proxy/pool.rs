@@ -43,16 +43,37 @@ const PER_ORIGIN: usize = 256;
 /// Most idle connections kept in all.
 const TOTAL: usize = 1024;
 
-/// Who an upstream socket's events are for.
-#[derive(Clone, Copy, Default)]
-enum User {
+/// Who an upstream socket's events are for, in 4 bytes: the table has a
+/// slot per descriptor the worker has open, and an idle tunnel's memory
+/// counts (benches/README.md).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct User(u32);
+
+impl User {
     /// No open upstream socket has this descriptor (or one closed since).
-    #[default]
-    Nobody,
-    /// The client connection with this slab key.
-    Connection(usize),
-    /// Idle in the pool; `signalled`: an event came for it since.
-    Pooled { signalled: bool },
+    const NOBODY: User = User(0);
+    /// Idle in the pool, no event since it was put there.
+    const POOLED: User = User(u32::MAX);
+    /// Idle in the pool, and an event came for it.
+    const POOLED_SIGNALLED: User = User(u32::MAX - 1);
+
+    /// The client connection with this slab key (keys stay far below
+    /// 2^32: a worker holds `--max-connections` at most).
+    fn connection(key: usize) -> User {
+        let value = u32::try_from(key + 1).expect("a proxy connection key below 2^32");
+        assert!(
+            value < Self::POOLED_SIGNALLED.0,
+            "a proxy connection key below 2^32 - 2"
+        );
+        User(value)
+    }
+
+    fn key(self) -> Option<usize> {
+        match self {
+            User::NOBODY | User::POOLED | User::POOLED_SIGNALLED => None,
+            User(value) => Some(value as usize - 1),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -68,7 +89,7 @@ impl OriginPool {
     fn set_user(&mut self, stream: &TcpStream, user: User) {
         let fd = stream.as_raw_fd() as usize;
         if fd >= self.users.len() {
-            self.users.resize(fd + 1, User::Nobody);
+            self.users.resize(fd + 1, User::NOBODY);
         }
         self.users[fd] = user;
     }
@@ -76,20 +97,17 @@ impl OriginPool {
     /// A new upstream socket, registered under its own token, now used by
     /// connection `key`.
     pub(crate) fn adopt(&mut self, stream: &TcpStream, key: usize) {
-        self.set_user(stream, User::Connection(key));
+        self.set_user(stream, User::connection(key));
     }
 
     /// The connection an event on upstream socket `fd` is for. An event on a
     /// pooled socket is written down (see the module docs) and is for nobody.
     pub(crate) fn user_of(&mut self, fd: usize) -> Option<usize> {
-        match self.users.get_mut(fd)? {
-            User::Connection(key) => Some(*key),
-            User::Pooled { signalled } => {
-                *signalled = true;
-                None
-            }
-            User::Nobody => None,
+        let user = self.users.get_mut(fd)?;
+        if *user == User::POOLED {
+            *user = User::POOLED_SIGNALLED;
         }
+        user.key()
     }
 
     /// Keeps `stream` for reuse (it stays registered with epoll); drops it
@@ -112,7 +130,11 @@ impl OriginPool {
             streams.push((stream, now));
             self.count += 1;
             if let Some(user) = self.users.get_mut(fd) {
-                *user = User::Pooled { signalled: !quiet };
+                *user = if quiet {
+                    User::POOLED
+                } else {
+                    User::POOLED_SIGNALLED
+                };
             }
         }
     }
@@ -129,12 +151,10 @@ impl OriginPool {
         let streams = self.idle.get_mut(&address)?;
         while let Some((stream, _)) = streams.pop() {
             self.count -= 1;
-            let signalled = matches!(
-                self.users.get(stream.as_raw_fd() as usize),
-                Some(User::Pooled { signalled: true })
-            );
+            let signalled =
+                self.users.get(stream.as_raw_fd() as usize) == Some(&User::POOLED_SIGNALLED);
             if !(check || signalled) || is_alive(&stream) {
-                self.set_user(&stream, User::Connection(key));
+                self.set_user(&stream, User::connection(key));
                 return Some(stream);
             }
         }
@@ -236,6 +256,36 @@ fn is_alive(stream: &TcpStream) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A connected pair on loopback: the pool's side (non-blocking) and the origin's.
+    fn connected() -> (SocketAddr, TcpStream, std::net::TcpStream) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let ours = std::net::TcpStream::connect(address).unwrap();
+        ours.set_nonblocking(true).unwrap();
+        let (theirs, _) = listener.accept().unwrap();
+        (address, TcpStream::from_std(ours), theirs)
+    }
+
+    #[test]
+    fn events_go_to_the_user_and_mark_a_pooled_socket_for_a_check() {
+        let mut pool = OriginPool::default();
+        let now = Instant::now();
+        let (address, stream, origin) = connected();
+        let fd = stream.as_raw_fd() as usize;
+        pool.adopt(&stream, 7);
+        assert_eq!(pool.user_of(fd), Some(7));
+        pool.put(address, stream, now, true);
+        // Quiet and unsignalled: taken as it is, by its new user.
+        let stream = pool.take(address, 3, false).expect("pooled");
+        assert_eq!(pool.user_of(fd), Some(3));
+        pool.put(address, stream, now, true);
+        // The origin closes it; the event is for nobody, but written down...
+        drop(origin);
+        assert_eq!(pool.user_of(fd), None);
+        // ...so the take peeks, sees the EOF and does not hand it out.
+        assert!(pool.take(address, 3, false).is_none());
+    }
 
     #[test]
     fn addresses_hash_apart_and_alike() {
