@@ -90,6 +90,59 @@ def test_origin_connections_are_reused(proxy: Callable[..., RushServer], origin:
     assert len(ports) == 1
 
 
+def test_a_pooled_origin_connection_that_went_bad_is_not_reused(
+    proxy: Callable[..., RushServer], origins: Callable
+) -> None:
+    """A pooled origin connection is taken without a syscall unless an event
+    came for it (src/proxy/pool.rs): one on which the origin sent bytes
+    nobody asked for (a stale answer) or which it closed must not carry the
+    next request, with or without a body. Each answer names the origin
+    connection it came on."""
+    stale_sent, closed = threading.Event(), threading.Event()
+    send_stale = threading.Event()
+    count = iter(range(1, 100))
+
+    def serve(connection: socket.socket) -> None:
+        number = next(count)
+        reader = connection.makefile("rb")
+        while head := reader.readline():
+            length = 0
+            while (line := head) not in (b"\r\n", b""):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+                head = reader.readline()
+            reader.read(length)
+            connection.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n{number}".encode())
+            if number == 1:
+                # Bytes the proxy never asked for, on the connection it pooled.
+                send_stale.wait(GUARD_TIMEOUT)
+                connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale")
+                stale_sent.set()
+                connection.recv(1)
+                return
+            if number == 2:
+                connection.close()
+                closed.set()
+                return
+
+    origin = origins(serve)
+    server = proxy("--allow-private")
+    target = f"http://127.0.0.1:{origin.port}/"
+    with httpx.Client(proxy=server.url, timeout=GUARD_TIMEOUT) as client:
+        assert client.get(target).text == "1"
+        send_stale.set()
+        assert stale_sent.wait(GUARD_TIMEOUT)
+        # Not the stale answer: a new origin connection.
+        assert client.get(target).text == "2"
+        assert closed.wait(GUARD_TIMEOUT)
+        # A request with a body cannot be sent again if the pooled connection
+        # fails under it: it must not be sent on the closed one.
+        assert client.post(target, content=b"body").text == "3"
+        # And a healthy pooled connection is reused.
+        assert client.get(target).text == "3"
+    assert origin.accepted == 3
+
+
 def test_large_bodies_both_ways(proxy: Callable[..., RushServer], origin: RushServer) -> None:
     server = proxy("--allow-private")
     body = os.urandom(4 * 1024 * 1024)

@@ -22,7 +22,8 @@
 //! progress resumes it.
 
 use std::io::{self, Write};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
 use std::time::Instant;
 
 use mio::net::TcpStream;
@@ -90,7 +91,8 @@ pub(crate) struct Tunnel {
     pub(crate) down: Direction,
 }
 
-/// What the access log line of the current request says.
+/// What the access log line of the current request says (kept only
+/// while access logging is on: otherwise nothing is formatted).
 pub(crate) struct Record {
     pub(crate) start: Instant,
     pub(crate) request: String,
@@ -106,9 +108,10 @@ pub(crate) struct Upstream {
     pub(crate) address: SocketAddr,
     pub(crate) reused: bool,
     /// What epoll said about its input (see [`read_if_readable`]). Nothing
-    /// when the socket is put in place: registering it with epoll reports
-    /// bytes already there, so the first read waits for an event instead of
-    /// meeting EAGAIN right after the request went out.
+    /// when the socket is put in place: registering a new socket with epoll
+    /// reports bytes already there, and a pooled one holds none (`pool.rs`),
+    /// so the first read waits for an event instead of meeting EAGAIN right
+    /// after the request went out.
     pub(crate) input: InputHint,
 }
 
@@ -152,8 +155,10 @@ pub(crate) fn client_token(key: usize) -> Token {
     Token(super::FIRST_CONNECTION + 2 * key)
 }
 
-pub(crate) fn upstream_token(key: usize) -> Token {
-    Token(super::FIRST_CONNECTION + 2 * key + 1)
+/// An upstream socket's token names the socket (its descriptor), not its
+/// user, so a pooled socket changes hands without an `epoll_ctl` (`pool.rs`).
+pub(crate) fn upstream_token(stream: &TcpStream) -> Token {
+    Token(super::FIRST_CONNECTION + 2 * stream.as_raw_fd() as usize + 1)
 }
 
 impl ProxyConn {
@@ -307,13 +312,15 @@ impl Worker {
                 Ok(HeadStatus::Partial) => {}
                 Err(error) => {
                     // Not even a request line to log: the record says "-".
-                    conn.record = Some(Record {
-                        start: self.now,
-                        request: "-".into(),
-                        status: 0,
-                        up: 0,
-                        down: 0,
-                    });
+                    if self.log_access {
+                        conn.record = Some(Record {
+                            start: self.now,
+                            request: "-".into(),
+                            status: 0,
+                            up: 0,
+                            down: 0,
+                        });
+                    }
                     return self.refuse(conn, &error);
                 }
             }
@@ -354,28 +361,32 @@ impl Worker {
         head: RequestHead,
     ) -> Step {
         let buffer = &conn.input;
-        let request = format!(
-            "{} {}",
-            String::from_utf8_lossy(head.method_span.of(buffer)),
-            String::from_utf8_lossy(head.target.of(buffer))
-        );
-        conn.record = Some(Record {
-            start: self.now,
-            request,
-            status: 0,
-            up: 0,
-            down: 0,
-        });
-        let target = match proxy_target(buffer, &head) {
-            Ok(target) => target,
+        // The record is for the access log only: without one, no line to format.
+        if self.log_access {
+            let request = format!(
+                "{} {}",
+                String::from_utf8_lossy(head.method_span.of(buffer)),
+                String::from_utf8_lossy(head.target.of(buffer))
+            );
+            conn.record = Some(Record {
+                start: self.now,
+                request,
+                status: 0,
+                up: 0,
+                down: 0,
+            });
+        }
+        let (host, port, forward) = match proxy_target(buffer, &head) {
+            Ok(ProxyTarget::Tunnel { host, port }) => (host, port, None),
+            Ok(ProxyTarget::Forward {
+                host,
+                port,
+                authority,
+                origin_form,
+            }) => (host, port, Some((authority, origin_form))),
             Err(error) => return self.refuse(conn, &error),
         };
-        let (host, port) = match &target {
-            ProxyTarget::Tunnel { host, port } | ProxyTarget::Forward { host, port, .. } => {
-                (host.clone(), *port)
-            }
-        };
-        let tunnel = matches!(target, ProxyTarget::Tunnel { .. });
+        let tunnel = forward.is_none();
         match self.check_policy(py, conn, key, &host, port, tunnel) {
             Decision::Allow => {}
             Decision::Refuse(refusal) => {
@@ -389,13 +400,9 @@ impl Worker {
         }
         self.count_request(&conn.input[..head.head_len]);
         let buffer = &conn.input;
-        let exchange = match &target {
-            ProxyTarget::Tunnel { .. } => None,
-            ProxyTarget::Forward {
-                authority,
-                origin_form,
-                ..
-            } => {
+        let exchange = match forward {
+            None => None,
+            Some((authority, origin_form)) => {
                 let mut out = Vec::with_capacity(head.head_len + 64);
                 write_forward_head(
                     &mut out,
@@ -403,7 +410,7 @@ impl Worker {
                     &head,
                     &self.headers,
                     authority.as_bytes(),
-                    origin_form,
+                    &origin_form,
                     &self.via,
                 );
                 let keep_alive = head.keep_alive && !self.draining && !conn.client_eof;
@@ -425,6 +432,10 @@ impl Worker {
             exchange,
         };
         conn.deadline = self.now + self.config.dns_timeout;
+        // An IP literal is its own answer (without the resolver's Vec).
+        if let Ok(ip) = pending.host.parse::<IpAddr>() {
+            return self.connect(conn, key, pending, &[ip]);
+        }
         match self.resolver.cached(&pending.host, self.now) {
             Some(addresses) => self.connect(conn, key, pending, &addresses),
             None => {

@@ -75,10 +75,15 @@ pub(crate) struct Io<'a> {
 
 pub(crate) struct Exchange {
     method: Method,
+    /// Bytes for the origin; those before `sent` are written already.
     to_origin: Vec<u8>,
-    /// The head again, for a request without a body sent on a reused origin
-    /// connection that turns out closed (the race every keep-alive pool has).
-    replay: Option<Vec<u8>>,
+    /// How much of `to_origin` is written, while it is kept whole for a
+    /// replay (otherwise written bytes are dropped and this stays 0).
+    sent: usize,
+    /// A request without a body, on a reused origin connection that turns
+    /// out closed (the race every keep-alive pool has), is sent again on a
+    /// new one: its head stays whole in `to_origin` until then.
+    replayable: bool,
     request: RequestBody,
     response: ResponseBody,
     /// Response bytes before the end of the head.
@@ -117,8 +122,9 @@ impl Exchange {
         };
         Exchange {
             method,
-            replay: matches!(request, RequestBody::Done).then(|| head.clone()),
+            replayable: matches!(request, RequestBody::Done),
             to_origin: head,
+            sent: 0,
             request,
             response: ResponseBody::Head,
             from_origin: Vec::new(),
@@ -135,12 +141,24 @@ impl Exchange {
         }
     }
 
-    /// Starts over on a new origin connection (after [`Outcome::Retry`]).
+    /// Whether the request can be sent again on a new origin connection
+    /// (it has no body): see [`Outcome::Retry`].
+    pub(crate) fn can_replay(&self) -> bool {
+        self.replayable
+    }
+
+    /// Starts over on a new origin connection (after [`Outcome::Retry`]), once.
     pub(crate) fn restart(&mut self) {
-        if let Some(head) = self.replay.take() {
-            self.to_origin = head;
+        if self.replayable {
+            self.replayable = false;
+            self.sent = 0;
             self.up_bytes = 0;
         }
+    }
+
+    /// Request bytes not written to the origin yet.
+    fn unsent(&self) -> usize {
+        self.to_origin.len() - self.sent
     }
 
     /// Moves what can move now.
@@ -160,10 +178,14 @@ impl Exchange {
             Err(_) if self.head_sent => return Ok(Outcome::Abort),
             Err(_) => return Ok(Outcome::Failed(400, "malformed chunked request body")),
         };
-        while !self.to_origin.is_empty() {
-            match io.upstream.write(&self.to_origin) {
+        while self.unsent() > 0 {
+            match io.upstream.write(&self.to_origin[self.sent..]) {
                 Ok(written) => {
-                    self.to_origin.drain(..written);
+                    if self.replayable {
+                        self.sent += written;
+                    } else {
+                        self.to_origin.drain(..written);
+                    }
                     self.up_bytes += written as u64;
                     progress = true;
                 }
@@ -175,7 +197,7 @@ impl Exchange {
         if !matches!(self.request, RequestBody::Done)
             && !*io.client_eof
             && io.input.len() < HIGH_WATER
-            && self.to_origin.len() < HIGH_WATER
+            && self.unsent() < HIGH_WATER
         {
             match read_if_readable(io.client, io.client_input, io.scratch) {
                 Ok(0) => {
@@ -197,8 +219,11 @@ impl Exchange {
                 Ok(read) => {
                     self.origin_spoke = true;
                     progress = true;
-                    let bytes = io.scratch[..read].to_vec();
-                    if let Some(failed) = self.response_bytes(&bytes, io)? {
+                    // Lent out of `io` for the call, which needs the rest of `io`.
+                    let scratch = std::mem::take(&mut io.scratch);
+                    let outcome = self.response_bytes(&scratch[..read], io);
+                    io.scratch = scratch;
+                    if let Some(failed) = outcome? {
                         return Ok(failed);
                     }
                 }
@@ -219,8 +244,7 @@ impl Exchange {
             }
         }
         if matches!(self.response, ResponseBody::Done) {
-            let request_sent =
-                matches!(self.request, RequestBody::Done) && self.to_origin.is_empty();
+            let request_sent = matches!(self.request, RequestBody::Done) && self.unsent() == 0;
             if !request_sent {
                 // The origin answered before taking the whole body (a 413, say):
                 // the rest of the body cannot be told from a next request.
@@ -274,7 +298,7 @@ impl Exchange {
                     reuse_origin: false,
                 }
             }
-            ResponseBody::Head if !self.origin_spoke && self.replay.is_some() => Outcome::Retry,
+            ResponseBody::Head if !self.origin_spoke && self.replayable => Outcome::Retry,
             ResponseBody::Head if !self.origin_spoke => {
                 Outcome::Failed(502, "the origin closed the connection without answering")
             }
@@ -289,67 +313,77 @@ impl Exchange {
             self.body_bytes(bytes, io.output)?;
             return Ok(None);
         }
-        self.from_origin.extend_from_slice(bytes);
-        loop {
-            let head = match parse_response_head(
-                &self.from_origin,
-                self.method,
-                MAX_RESPONSE_HEAD,
-                io.headers,
-            ) {
-                Ok(ResponseStatus::Partial) => return Ok(None),
-                Ok(ResponseStatus::Complete(head)) => head,
-                Err(_) => {
-                    return Ok(Some(Outcome::Failed(
-                        502,
-                        "the origin sent a malformed response",
-                    )))
+        // A head usually comes whole in one read: it is parsed where it was
+        // read, and only a partial head is kept (in `from_origin`).
+        let mut buffered = std::mem::take(&mut self.from_origin);
+        let buffer = if buffered.is_empty() {
+            bytes
+        } else {
+            buffered.extend_from_slice(bytes);
+            &buffered[..]
+        };
+        let mut offset = 0;
+        while matches!(self.response, ResponseBody::Head) {
+            match self.response_head(&buffer[offset..], io) {
+                Ok(Some(length)) => offset += length,
+                Ok(None) => {
+                    self.from_origin = buffer[offset..].to_vec();
+                    return Ok(None);
                 }
-            };
-            let interim = (100..200).contains(&head.status);
-            if !interim && head.framing == ResponseFraming::UntilClose {
-                // The end of this body is the origin's FIN: the client's
-                // connection must end with it.
-                self.client_keep_alive = false;
+                Err(failed) => return Ok(Some(failed)),
             }
-            self.dechunk =
-                !interim && self.client_http10 && head.framing == ResponseFraming::Chunked;
-            if self.dechunk {
-                self.client_keep_alive = false;
-            }
-            write_client_response_head(
-                io.output,
-                &self.from_origin,
-                &head,
-                io.headers,
-                !interim && !self.client_keep_alive,
-                self.dechunk,
-                io.via,
-            );
-            let rest = self.from_origin.split_off(head.head_len);
-            self.from_origin.clear();
-            if interim {
-                // 100 Continue and friends: passed on, the final response follows.
-                self.from_origin = rest;
-                continue;
-            }
-            self.head_sent = true;
-            self.status = head.status;
-            self.origin_keep_alive = head.keep_alive;
-            self.response = match head.framing {
-                ResponseFraming::Empty | ResponseFraming::Length(0) => ResponseBody::Done,
-                ResponseFraming::Length(length) => ResponseBody::Length(length),
-                ResponseFraming::Chunked => {
-                    ResponseBody::Chunked(ChunkedDecoder::for_response(&Limits {
-                        max_body_size: u64::MAX,
-                        ..Limits::default()
-                    }))
-                }
-                ResponseFraming::UntilClose => ResponseBody::UntilClose,
-            };
-            self.body_bytes(&rest, io.output)?;
-            return Ok(None);
         }
+        self.body_bytes(&buffer[offset..], io.output)?;
+        Ok(None)
+    }
+
+    /// Parses a response head at the start of `buffer` and passes it on:
+    /// its length, or nothing if it is not complete yet. A final (not 1xx)
+    /// head moves the exchange on to the body.
+    fn response_head(&mut self, buffer: &[u8], io: &mut Io<'_>) -> Result<Option<usize>, Outcome> {
+        let head = match parse_response_head(buffer, self.method, MAX_RESPONSE_HEAD, io.headers) {
+            Ok(ResponseStatus::Partial) => return Ok(None),
+            Ok(ResponseStatus::Complete(head)) => head,
+            Err(_) => return Err(Outcome::Failed(502, "the origin sent a malformed response")),
+        };
+        let interim = (100..200).contains(&head.status);
+        if !interim && head.framing == ResponseFraming::UntilClose {
+            // The end of this body is the origin's FIN: the client's
+            // connection must end with it.
+            self.client_keep_alive = false;
+        }
+        self.dechunk = !interim && self.client_http10 && head.framing == ResponseFraming::Chunked;
+        if self.dechunk {
+            self.client_keep_alive = false;
+        }
+        write_client_response_head(
+            io.output,
+            buffer,
+            &head,
+            io.headers,
+            !interim && !self.client_keep_alive,
+            self.dechunk,
+            io.via,
+        );
+        if interim {
+            // 100 Continue and friends: passed on, the final response follows.
+            return Ok(Some(head.head_len));
+        }
+        self.head_sent = true;
+        self.status = head.status;
+        self.origin_keep_alive = head.keep_alive;
+        self.response = match head.framing {
+            ResponseFraming::Empty | ResponseFraming::Length(0) => ResponseBody::Done,
+            ResponseFraming::Length(length) => ResponseBody::Length(length),
+            ResponseFraming::Chunked => {
+                ResponseBody::Chunked(ChunkedDecoder::for_response(&Limits {
+                    max_body_size: u64::MAX,
+                    ..Limits::default()
+                }))
+            }
+            ResponseFraming::UntilClose => ResponseBody::UntilClose,
+        };
+        Ok(Some(head.head_len))
     }
 
     /// Passes response body bytes on as framed; bytes past the end mean the

@@ -27,6 +27,11 @@ impl InputHint {
         }
     }
 
+    /// Nothing was signalled since the socket was last read dry.
+    pub(crate) fn is_quiet(&self) -> bool {
+        !self.may_have_bytes && !self.ended
+    }
+
     /// An epoll event: `readable` (bytes), `ended` (the peer's FIN, a
     /// reset, an error).
     pub(crate) fn on_event(&mut self, readable: bool, ended: bool) {

@@ -6,10 +6,12 @@
 //!
 //! How it works:
 //! * Proxy connections live in a slab of their own. Connection `k`'s client
-//!   socket has token `PROXY_TOKENS + 2k` and its upstream socket
-//!   `PROXY_TOKENS + 2k + 1`, far above the listeners' tokens, so any event on
-//!   either drives the same connection (`conn.rs` for the client side and
-//!   the request's decisions, `upstream.rs` for the origin side).
+//!   socket has token `PROXY_TOKENS + 2k`, far above the listeners' tokens;
+//!   an upstream socket with descriptor `fd` has `PROXY_TOKENS + 2fd + 1`,
+//!   and the origin pool (`pool.rs`) knows which connection uses it, so a
+//!   pooled socket changes hands without an `epoll_ctl`. An event on either
+//!   socket drives the connection (`conn.rs` for the client side and the
+//!   request's decisions, `upstream.rs` for the origin side).
 //! * A request head is parsed by rush-proto (strict framing, CONNECT
 //!   allowed), its target and the head for the origin come from
 //!   `rush_proto::proxy`, and the access rules from `policy.rs`, all pure.
@@ -43,6 +45,7 @@ mod settings;
 mod upstream;
 
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -259,14 +262,31 @@ impl ProxyLoop {
         now: Instant,
     ) {
         self.worker.now = now;
-        let key = (token.0 - PROXY_TOKENS) / 2;
-        if let Some(connection) = self.connections.get_mut(key) {
-            if (token.0 - PROXY_TOKENS).is_multiple_of(2) {
+        let offset = token.0 - PROXY_TOKENS;
+        let key = if offset.is_multiple_of(2) {
+            let key = offset / 2;
+            if let Some(connection) = self.connections.get_mut(key) {
                 connection.client_input.on_event(readable, ended);
-            } else if let Some(upstream) = &mut connection.upstream {
-                upstream.input.on_event(readable, ended);
             }
-        }
+            key
+        } else {
+            // An upstream socket's token names the socket (pool.rs).
+            let fd = offset / 2;
+            let Some(key) = self.worker.origins.user_of(fd) else {
+                return;
+            };
+            match self.connections.get_mut(key) {
+                Some(connection) => match &mut connection.upstream {
+                    Some(upstream) if upstream.stream.as_raw_fd() as usize == fd => {
+                        upstream.input.on_event(readable, ended)
+                    }
+                    // A socket closed since, whose event came in the same batch.
+                    _ => return,
+                },
+                None => return,
+            }
+            key
+        };
         self.drive(py, key);
     }
 

@@ -53,30 +53,22 @@ impl Worker {
         // to it: no second lookup can send it elsewhere (DNS rebinding).
         let address = SocketAddr::new(ip, pending.port);
         conn.deadline = self.now + self.config.upstream_timeout;
-        if pending.exchange.is_some() {
-            if let Some((mut stream, token)) = self.origins.take(address) {
-                // Pooled sockets stay registered (pool.rs): only a new
-                // user's token needs a change.
-                if token == upstream_token(key)
-                    || self
-                        .registry
-                        .reregister(
-                            &mut stream,
-                            upstream_token(key),
-                            Interest::READABLE | Interest::WRITABLE,
-                        )
-                        .is_ok()
-                {
-                    conn.upstream = Some(Upstream {
-                        stream,
-                        address,
-                        reused: true,
-                        input: InputHint::default(),
-                    });
-                    conn.phase = Phase::Forward(pending.exchange.take().expect("checked above"));
-                    return Ok(true);
-                }
+        if let Some(exchange) = pending.exchange.take() {
+            // Pooled sockets stay registered under their own token: taking
+            // one is no syscall (pool.rs), and no peek unless an event came
+            // for it or the request could not be sent again.
+            let check = !exchange.can_replay();
+            if let Some(stream) = self.origins.take(address, key, check) {
+                conn.upstream = Some(Upstream {
+                    stream,
+                    address,
+                    reused: true,
+                    input: InputHint::default(),
+                });
+                conn.phase = Phase::Forward(exchange);
+                return Ok(true);
             }
+            pending.exchange = Some(exchange);
         }
         self.connect_fresh(conn, key, pending, address)
     }
@@ -208,9 +200,9 @@ impl Worker {
                 let keep_alive = exchange.client_keep_alive && !self.draining;
                 if let Some(upstream) = conn.upstream.take() {
                     if reuse_origin {
-                        let token = upstream_token(key);
+                        let quiet = upstream.input.is_quiet();
                         self.origins
-                            .put(upstream.address, upstream.stream, self.now, token);
+                            .put(upstream.address, upstream.stream, self.now, quiet);
                     }
                 }
                 self.log_record(conn);
@@ -266,17 +258,15 @@ impl Worker {
             Err(_) => return self.fail(conn, 502, "cannot connect to the target"),
         };
         let _ = stream.set_nodelay(true);
+        let token = upstream_token(&stream);
         if self
             .registry
-            .register(
-                &mut stream,
-                upstream_token(key),
-                Interest::READABLE | Interest::WRITABLE,
-            )
+            .register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)
             .is_err()
         {
             return self.fail(conn, 502, "cannot connect to the target");
         }
+        self.origins.adopt(&stream, key);
         conn.upstream = Some(Upstream {
             stream,
             address,

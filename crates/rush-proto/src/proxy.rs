@@ -58,8 +58,14 @@ pub fn proxy_target(buffer: &[u8], head: &RequestHead) -> Result<ProxyTarget, Pr
         let (host, port) = split_authority(target, None)?;
         return Ok(ProxyTarget::Tunnel { host, port });
     }
-    let Some(authority) = crate::absolute_form_authority(target) else {
-        return Err(NOT_A_PROXY_REQUEST);
+    // Not origin-form or `*`: the head parser took it for absolute-form,
+    // and its `host` is then the target's authority, already validated.
+    let authority = match (target.first(), head.host) {
+        (Some(b'/' | b'*') | None, _) | (_, None) => return Err(NOT_A_PROXY_REQUEST),
+        (_, Some(host)) if host.start < head.target.start || host.end > head.target.end => {
+            return Err(NOT_A_PROXY_REQUEST)
+        }
+        (_, Some(host)) => host.of(buffer),
     };
     // The head parser accepted only http and https schemes, case-insensitively.
     if target[..5].eq_ignore_ascii_case(b"https") {
@@ -80,7 +86,7 @@ pub fn proxy_target(buffer: &[u8], head: &RequestHead) -> Result<ProxyTarget, Pr
     Ok(ProxyTarget::Forward {
         host,
         port,
-        authority: String::from_utf8_lossy(authority).into_owned(),
+        authority: ascii_string(authority.to_vec()),
         origin_form,
     })
 }
@@ -108,30 +114,36 @@ fn split_authority(
         _ => return Err(BAD_PORT),
     };
     // Host names are case-insensitive; lower-casing makes cache keys and logs agree.
-    Ok((String::from_utf8_lossy(host).to_ascii_lowercase(), port))
+    Ok((ascii_string(host.to_ascii_lowercase()), port))
+}
+
+/// Bytes the head parser validated as ASCII (an authority, a host) as a
+/// String, in place, without `from_utf8_lossy`'s slow path for the valid case.
+fn ascii_string(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes)
+        .unwrap_or_else(|error| String::from_utf8_lossy(error.as_bytes()).into_owned())
 }
 
 /// The fields a proxy never passes on (RFC 9110 7.6.1), besides those the
 /// `Connection` fields name. `Proxy-*` covers Proxy-Authorization,
-/// Proxy-Authenticate and Proxy-Connection.
+/// Proxy-Authenticate and Proxy-Connection. Asked for every field of
+/// every forwarded head, so the length picks the candidates first.
 fn is_always_hop_by_hop(name: &[u8]) -> bool {
-    const FIXED: [&[u8]; 6] = [
-        b"connection",
-        b"keep-alive",
-        b"te",
-        b"trailer",
-        b"upgrade",
-        b"host",
-    ];
-    FIXED.iter().any(|fixed| name.eq_ignore_ascii_case(fixed))
+    let fixed: &[&[u8]] = match name.len() {
+        2 => &[b"te"],
+        4 => &[b"host"],
+        7 => &[b"trailer", b"upgrade"],
+        10 => &[b"connection", b"keep-alive"],
+        _ => &[],
+    };
+    fixed.iter().any(|fixed| name.eq_ignore_ascii_case(fixed))
         || (name.len() >= 6 && name[..6].eq_ignore_ascii_case(b"proxy-"))
 }
 
-/// The fields not to forward from a head in `buffer`: the fixed
-/// hop-by-hop set (and `Host`, which the proxy writes itself) plus every
-/// name listed in a `Connection` field. Returns one flag per header.
-pub fn hop_by_hop_mask(buffer: &[u8], headers: &[HeaderSpan]) -> Vec<bool> {
-    let mut named: Vec<&[u8]> = Vec::new();
+/// The names listed in the `Connection` fields of a head (no allocation
+/// when there is none, the usual case).
+fn connection_named<'a>(buffer: &'a [u8], headers: &[HeaderSpan]) -> Vec<&'a [u8]> {
+    let mut named = Vec::new();
     for header in headers {
         if header.name.of(buffer).eq_ignore_ascii_case(b"connection") {
             for token in header.value.of(buffer).split(|&byte| byte == b',') {
@@ -142,12 +154,24 @@ pub fn hop_by_hop_mask(buffer: &[u8], headers: &[HeaderSpan]) -> Vec<bool> {
             }
         }
     }
+    named
+}
+
+fn is_hop_by_hop(name: &[u8], connection_named: &[&[u8]]) -> bool {
+    is_always_hop_by_hop(name)
+        || connection_named
+            .iter()
+            .any(|token| token.eq_ignore_ascii_case(name))
+}
+
+/// The fields not to forward from a head in `buffer`: the fixed
+/// hop-by-hop set (and `Host`, which the proxy writes itself) plus every
+/// name listed in a `Connection` field. Returns one flag per header.
+pub fn hop_by_hop_mask(buffer: &[u8], headers: &[HeaderSpan]) -> Vec<bool> {
+    let named = connection_named(buffer, headers);
     headers
         .iter()
-        .map(|header| {
-            let name = header.name.of(buffer);
-            is_always_hop_by_hop(name) || named.iter().any(|token| token.eq_ignore_ascii_case(name))
-        })
+        .map(|header| is_hop_by_hop(header.name.of(buffer), &named))
         .collect()
 }
 
@@ -198,10 +222,12 @@ fn write_end_to_end(
     drop_transfer_encoding: bool,
     via: &[u8],
 ) {
-    let mask = hop_by_hop_mask(buffer, headers);
-    for (header, hop) in headers.iter().zip(mask) {
+    let named = connection_named(buffer, headers);
+    for header in headers {
         let name = header.name.of(buffer);
-        if hop || (drop_transfer_encoding && name.eq_ignore_ascii_case(b"transfer-encoding")) {
+        if is_hop_by_hop(name, &named)
+            || (drop_transfer_encoding && name.eq_ignore_ascii_case(b"transfer-encoding"))
+        {
             continue;
         }
         out.extend_from_slice(name);
@@ -257,6 +283,8 @@ const AMBIGUOUS_RESPONSE: ProtoError =
 
 /// Most fields in a response head the proxy accepts.
 pub const MAX_RESPONSE_HEADERS: usize = 128;
+/// Header slots tried first (see [`parse_response_head`]).
+const FEW_RESPONSE_HEADERS: usize = 24;
 
 /// Parses the response head at the start of `buffer` from an origin that
 /// was sent a request with `request_method`. Strict like the request
@@ -272,9 +300,19 @@ pub fn parse_response_head(
     headers: &mut Vec<HeaderSpan>,
 ) -> Result<ResponseStatus, ProtoError> {
     let window = &buffer[..buffer.len().min(max_head_size)];
-    let mut slots = [httparse::EMPTY_HEADER; MAX_RESPONSE_HEADERS];
-    let mut response = httparse::Response::new(&mut slots);
-    let head_len = match response.parse(window) {
+    // httparse wants initialised slots for a response (32 bytes each): a
+    // few first, which fit nearly every head, all of them only for a head
+    // with more fields.
+    let mut few = [httparse::EMPTY_HEADER; FEW_RESPONSE_HEADERS];
+    let mut many;
+    let mut response = httparse::Response::new(&mut few);
+    let mut parsed = response.parse(window);
+    if parsed == Err(httparse::Error::TooManyHeaders) {
+        many = [httparse::EMPTY_HEADER; MAX_RESPONSE_HEADERS];
+        response = httparse::Response::new(&mut many);
+        parsed = response.parse(window);
+    }
+    let head_len = match parsed {
         Ok(httparse::Status::Complete(length)) => length,
         Ok(httparse::Status::Partial) if window.len() < max_head_size => {
             return Ok(ResponseStatus::Partial)

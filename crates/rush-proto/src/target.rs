@@ -204,40 +204,58 @@ fn is_valid_authority(authority: &[u8], port: Port) -> bool {
 }
 
 /// A non-empty reg-name (RFC 3986 3.2.2): unreserved, sub-delims, `%HH`.
-/// RFC 9110 4.2.1 makes an empty host invalid in `http` URIs.
+/// RFC 9110 4.2.1 makes an empty host invalid in `http` URIs. Checked for
+/// every request's Host field (and a proxy's target), so a byte is looked
+/// up in a table rather than matched against ranges.
 fn is_reg_name(host: &[u8]) -> bool {
     let mut rest = host;
     while let [byte, tail @ ..] = rest {
-        rest = match byte {
-            b'%' => match tail {
+        rest = if REG_NAME_BYTES[usize::from(*byte)] {
+            tail
+        } else if *byte == b'%' {
+            match tail {
                 [high, low, after @ ..] if high.is_ascii_hexdigit() && low.is_ascii_hexdigit() => {
                     after
                 }
                 _ => return false,
-            },
-            b'A'..=b'Z'
-            | b'a'..=b'z'
-            | b'0'..=b'9'
-            | b'-'
-            | b'.'
-            | b'_'
-            | b'~'
-            | b'!'
-            | b'$'
-            | b'&'
-            | b'\''
-            | b'('
-            | b')'
-            | b'*'
-            | b'+'
-            | b','
-            | b';'
-            | b'=' => tail,
-            _ => return false,
+            }
+        } else {
+            return false;
         };
     }
     !host.is_empty()
 }
+
+/// The bytes a reg-name takes as they are: unreserved and sub-delims.
+const REG_NAME_BYTES: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        table[byte] = matches!(
+            byte as u8,
+            b'A'..=b'Z'
+                | b'a'..=b'z'
+                | b'0'..=b'9'
+                | b'-'
+                | b'.'
+                | b'_'
+                | b'~'
+                | b'!'
+                | b'$'
+                | b'&'
+                | b'\''
+                | b'('
+                | b')'
+                | b'*'
+                | b'+'
+                | b','
+                | b';'
+                | b'='
+        );
+        byte += 1;
+    }
+    table
+};
 
 /// The inside of an IP literal: an IPv6 address (no zone identifier, no IPvFuture).
 fn is_ipv6_address(literal: &[u8]) -> bool {

@@ -177,6 +177,36 @@ fn response_framing() {
 }
 
 #[test]
+fn response_heads_with_many_fields_up_to_the_limit() {
+    // More fields than the slots tried first, then more than the limit.
+    for (count, accepted) in [
+        (24, true),
+        (25, true),
+        (MAX_RESPONSE_HEADERS, true),
+        (MAX_RESPONSE_HEADERS + 1, false),
+    ] {
+        let mut input = b"HTTP/1.1 200 OK\r\n".to_vec();
+        for n in 0..count - 1 {
+            input.extend_from_slice(format!("X-Field-{n}: {n}\r\n").as_bytes());
+        }
+        input.extend_from_slice(b"Content-Length: 2\r\n\r\nok");
+        let mut headers = Vec::new();
+        let parsed = parse_response_head(&input, Method::Get, 16384, &mut headers);
+        match parsed {
+            Ok(ResponseStatus::Complete(head)) if accepted => {
+                assert_eq!(head.framing, ResponseFraming::Length(2));
+                assert_eq!(headers.len(), count);
+                // Cut short, it is partial (not an error) whatever its field count.
+                let cut = &input[..head.head_len - 10];
+                assert_eq!(response(cut, Method::Get), Ok(ResponseStatus::Partial));
+            }
+            Err(_) if !accepted => {}
+            other => panic!("{count} fields: {other:?}"),
+        }
+    }
+}
+
+#[test]
 fn response_keep_alive() {
     let keep = |input: &[u8]| match response(input, Method::Get) {
         Ok(ResponseStatus::Complete(head)) => head.keep_alive,
