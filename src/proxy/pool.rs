@@ -23,7 +23,6 @@
 //! epoll).
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hasher, RandomState};
 use std::mem::MaybeUninit;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -174,75 +173,12 @@ impl OriginPool {
 }
 
 /// Hashes the pool's addresses (twice a forwarded request: a take and a
-/// put) with a multiply-and-fold of the few words a `SocketAddr` writes,
-/// keyed at random per worker, instead of SipHash (450 instructions a
-/// request). SipHash's guarantee against chosen collisions matters little
-/// here: the pool holds at most [`TOTAL`] sockets, so the worst a client
-/// choosing targets can do is make a lookup compare that many keys.
-#[derive(Clone)]
-struct AddressHasher {
-    key: u64,
-}
-
-impl Default for AddressHasher {
-    fn default() -> Self {
-        AddressHasher {
-            key: RandomState::new().hash_one(0u64) | 1,
-        }
-    }
-}
-
-impl BuildHasher for AddressHasher {
-    type Hasher = FoldHasher;
-
-    fn build_hasher(&self) -> FoldHasher {
-        FoldHasher { state: self.key }
-    }
-}
-
-struct FoldHasher {
-    state: u64,
-}
-
-impl FoldHasher {
-    fn mix(&mut self, word: u64) {
-        // The 128-bit product folded to 64 bits: every input bit reaches
-        // every output bit within two rounds.
-        let product = u128::from(self.state ^ word) * 0x9e37_79b9_7f4a_7c15;
-        self.state = (product as u64) ^ ((product >> 64) as u64);
-    }
-}
-
-impl Hasher for FoldHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.mix(u64::from_le_bytes(word));
-        }
-    }
-
-    fn write_u16(&mut self, value: u16) {
-        self.mix(u64::from(value));
-    }
-
-    fn write_u32(&mut self, value: u32) {
-        self.mix(u64::from(value));
-    }
-
-    fn write_u64(&mut self, value: u64) {
-        self.mix(value);
-    }
-
-    fn write_usize(&mut self, value: usize) {
-        self.mix(value as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        let product = u128::from(self.state) * 0x9e37_79b9_7f4a_7c15;
-        (product as u64) ^ ((product >> 64) as u64)
-    }
-}
+/// put) with foldhash, keyed at random per process, instead of SipHash (450
+/// instructions a request). SipHash's guarantee against chosen collisions
+/// matters little here: the pool holds at most [`TOTAL`] sockets, so the
+/// worst a client choosing targets can do is make a lookup compare that
+/// many keys.
+type AddressHasher = foldhash::fast::RandomState;
 
 /// An idle connection is alive if reading would block: no EOF, no stray bytes.
 fn is_alive(stream: &TcpStream) -> bool {
@@ -285,22 +221,5 @@ mod tests {
         assert_eq!(pool.user_of(fd), None);
         // ...so the take peeks, sees the EOF and does not hand it out.
         assert!(pool.take(address, 3, false).is_none());
-    }
-
-    #[test]
-    fn addresses_hash_apart_and_alike() {
-        let hasher = AddressHasher::default();
-        let address = |text: &str| text.parse::<SocketAddr>().unwrap();
-        let same = hasher.hash_one(address("127.0.0.1:80"));
-        assert_eq!(same, hasher.hash_one(address("127.0.0.1:80")));
-        let others = [
-            "127.0.0.1:81",
-            "127.0.0.2:80",
-            "[::1]:80",
-            "[::ffff:127.0.0.1]:80",
-        ];
-        for other in others {
-            assert_ne!(same, hasher.hash_one(address(other)), "{other}");
-        }
     }
 }
