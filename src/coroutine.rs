@@ -24,6 +24,9 @@ pub(crate) struct Runner {
     object: Py<PyAny>,
     event_loop: Py<PyAny>,
     spare: RefCell<Py<PyAny>>,
+    /// The future the spare waits on; the spare's own `cancel()` cancels
+    /// it, which is how a cancelled spare is noticed (see [`start`]).
+    assignment: RefCell<Py<PyAny>>,
     /// The spare, while it stays the current task between coroutine starts
     /// (see [`start`]'s `hold`); [`Runner::release`] ends that.
     held: RefCell<Option<Py<PyAny>>>,
@@ -34,12 +37,41 @@ impl Runner {
         let runner = object.bind(py);
         let event_loop = runner.getattr(pyo3::intern!(py, "loop"))?.unbind();
         let spare = RefCell::new(runner.getattr(pyo3::intern!(py, "spare"))?.unbind());
+        let assignment = RefCell::new(runner.getattr(pyo3::intern!(py, "assignment"))?.unbind());
         Ok(Runner {
             object,
             event_loop,
             spare,
+            assignment,
             held: RefCell::new(None),
         })
+    }
+
+    /// Reads the spare and its future again, after the runner made new ones.
+    fn reread_spare(&self, py: Python<'_>) -> PyResult<()> {
+        let runner = self.object.bind(py);
+        *self.spare.borrow_mut() = runner.getattr(pyo3::intern!(py, "spare"))?.unbind();
+        *self.assignment.borrow_mut() = runner.getattr(pyo3::intern!(py, "assignment"))?.unbind();
+        Ok(())
+    }
+
+    /// After a first step that did not suspend: if the step cancelled its
+    /// own task (the spare), the spare is replaced, so that the cancellation
+    /// stays with that request (one call of a C method, ~60 instructions).
+    fn renew_spare_if_cancelled(&self, py: Python<'_>) -> PyResult<()> {
+        let cancelled = self
+            .assignment
+            .borrow()
+            .bind(py)
+            .call_method0(pyo3::intern!(py, "cancelled"))?;
+        if cancelled.is_truthy()? {
+            self.release(py);
+            self.object
+                .bind(py)
+                .call_method0(pyo3::intern!(py, "renew_spare"))?;
+            self.reread_spare(py)?;
+        }
+        Ok(())
     }
 
     /// Stops holding the spare as the current task (see [`start`]). Called
@@ -126,6 +158,9 @@ pub(crate) fn start<'py>(
     if !hold {
         leave_task.call1((event_loop, &task))?;
     }
+    if !matches!(step, Ok(Step::Yielded(_))) {
+        runner.renew_spare_if_cancelled(py)?;
+    }
     match step? {
         Step::Returned(value) => Ok(CoroutineStart::Finished(value)),
         Step::Yielded(yielded) => {
@@ -139,8 +174,7 @@ pub(crate) fn start<'py>(
             );
             // `adopt` made a new spare (unless it failed before that): the
             // next coroutine starts as that one.
-            let spare = runner_object.getattr(pyo3::intern!(py, "spare"))?;
-            *runner.spare.borrow_mut() = spare.unbind();
+            runner.reread_spare(py)?;
             adopted?;
             Ok(CoroutineStart::Continuing)
         }

@@ -101,9 +101,17 @@ class CoroutineRunner:
         task, assignment = self.spare, self.assignment
         if assignment.cancelled():
             # The coroutine cancelled its own (spare) task during the step:
-            # deliver that cancellation to it in a task of its own.
+            # deliver that cancellation to it in a task of its own. The
+            # cancelled spare ends by itself and is no one's any more.
             task = self.loop.create_task(_continue_cancelled(coroutine, context))
         else:
             assignment.set_result((coroutine, yielded, context))
-            self._make_spare()
+        self._make_spare()
         task.add_done_callback(partial(self.on_done, key, request_id))
+
+    def renew_spare(self) -> None:
+        """Replaces a spare whose first step, which then finished, cancelled
+        it (``current_task().cancel()``): the cancellation was that request's
+        alone, as it would be under a server with a task per request, and
+        must not reach the next coroutine that suspends."""
+        self._make_spare()

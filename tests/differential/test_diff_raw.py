@@ -63,6 +63,23 @@ def test_message_keys_built_at_run_time(asgi: Pair) -> None:
     assert (rush_view["status"], rush_view["body"]) == (201, "one two"), rush_view
 
 
+def test_a_request_that_cancels_its_own_task_leaves_the_next_alone(asgi: Pair) -> None:
+    """Under uvicorn each request has a task of its own, so cancelling it touches no other request.
+    rush runs first steps as one shared spare task: a cancellation it kept used to reach every
+    later request that suspended (each answered 500 with CancelledError)."""
+
+    def script(side: Side) -> list[tuple[int, str]]:
+        seen = []
+        paths = ["/cancel-own-task", "/yield-once", "/cancel-own-task", "/yield-once", "/yield-once"]
+        for path in [*paths, "/cancel-own-task-and-wait", "/yield-once", "/yield-once"]:
+            answer = raw_exchange(side, "GET", path)
+            seen.append((answer["status"], answer["body"]))
+        return seen
+
+    rush_view, _ = asgi.check("cancel-own-task", script)
+    assert rush_view[-1] == (200, "resumed"), rush_view
+
+
 def test_lifespan_state_reaches_requests(asgi: Pair) -> None:
     asgi.check("state", lambda side: raw_exchange(side, "GET", "/state"))
 

@@ -18,6 +18,11 @@
 * ``/runtime-keys``: a response whose message keys are built at run time.
 * ``/concurrent-receive``: one chunk, then two tasks wait in ``receive()``; one
   is cancelled, the other must still see the client leave.
+* ``/cancel-own-task``: cancels the task it runs in, then answers without
+  awaiting anything (the cancellation belongs to this request alone).
+* ``/cancel-own-task-and-wait``: cancels the task it runs in, then suspends
+  (where the cancellation reaches it).
+* ``/yield-once``: suspends once (``asyncio.sleep(0)``), then answers.
 """
 
 from __future__ import annotations
@@ -144,6 +149,18 @@ async def app(scope, receive, send):
         await send(start)
         await send({built(["ty", "pe"]): "http.response.body", built(["bo", "dy"]): b"one ", "more_body": True})
         await send({"type": built(["http.response.", "body"]), "body": b"two", built(["more_", "body"]): False})
+    elif path == "/cancel-own-task":
+        asyncio.current_task().cancel()
+        await respond(send, 200, b"cancelled its own task")
+    elif path == "/cancel-own-task-and-wait":
+        asyncio.current_task().cancel()
+        try:
+            await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            await respond(send, 200, b"cancelled while waiting")
+    elif path == "/yield-once":
+        await asyncio.sleep(0)
+        await respond(send, 200, b"resumed")
     else:
         await respond(send, 404, b"not found")
 
