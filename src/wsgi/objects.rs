@@ -23,7 +23,7 @@ use std::fs::File;
 use std::net::SocketAddr;
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
 
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyIterator, PyList, PyString, PyTuple};
@@ -309,7 +309,7 @@ impl StartResponse {
     fn __call__(
         mut slf: PyRefMut<'_, Self>,
         status: &str,
-        headers: Vec<(String, String)>,
+        headers: &Bound<'_, PyAny>,
         exc_info: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<WsgiWrite>> {
         let py = slf.py();
@@ -333,28 +333,66 @@ impl StartResponse {
                 "invalid WSGI status {status:?}: PEP 3333 wants 'NNN reason', NNN from 200 to 599"
             ))
         })?;
-        let mut encoded = Vec::with_capacity(headers.len());
-        for (name, value) in headers {
-            // PEP 3333: header values are str holding latin-1 code points only.
-            let bytes: Option<Vec<u8>> = value
-                .chars()
-                .map(|character| u8::try_from(u32::from(character)).ok())
-                .collect();
-            match bytes {
-                Some(bytes) if is_valid_header_name(name.as_bytes()) && is_valid_header_value(&bytes) => {
-                    encoded.push((name, bytes));
-                }
-                _ => {
-                    return Err(PyValueError::new_err(format!(
-                        "invalid response header {name:?}: {value:?} (values must be latin-1 without control characters)"
-                    )))
-                }
+        let encoded = if let Ok(list) = headers.cast::<PyList>() {
+            let mut encoded = Vec::with_capacity(list.len());
+            for item in list.iter() {
+                encoded.push(encode_header(&item)?);
             }
-        }
+            encoded
+        } else if headers.is_instance_of::<PyString>() {
+            return Err(PyTypeError::new_err(
+                "start_response's headers must be a list of (name, value) tuples, not a str",
+            ));
+        } else {
+            let mut encoded = Vec::new();
+            for item in headers.try_iter()? {
+                encoded.push(encode_header(&item?)?);
+            }
+            encoded
+        };
         slf.status = Some(code);
         slf.headers = encoded;
         let owner: Py<StartResponse> = slf.into();
         Py::new(py, WsgiWrite { owner })
+    }
+}
+
+/// One `(name, value)` header of `start_response`, checked and encoded:
+/// PEP 3333 wants `str` for both, the value holding latin-1 code points
+/// only. The bytes are read in place (an ASCII or latin-1 `str` stores one
+/// byte per character), so the only copies are the two owned results.
+fn encode_header(item: &Bound<'_, PyAny>) -> PyResult<(String, Vec<u8>)> {
+    let pair = item.cast::<PyTuple>().map_err(|_| {
+        PyTypeError::new_err("start_response's headers must be (name, value) tuples")
+    })?;
+    if pair.len() != 2 {
+        return Err(PyTypeError::new_err(
+            "start_response's headers must be (name, value) tuples",
+        ));
+    }
+    let name = pair.get_borrowed_item(0)?;
+    let value = pair.get_borrowed_item(1)?;
+    let (Ok(name), Ok(value)) = (name.cast::<PyString>(), value.cast::<PyString>()) else {
+        return Err(PyTypeError::new_err(
+            "start_response's header names and values must be str",
+        ));
+    };
+    let name_text = name.to_str()?;
+    // SAFETY: the GIL is held and `value` outlives the borrowed data; a
+    // `str` whose storage is wider than one byte a character holds a code
+    // point above 255 (CPython stores each string in its narrowest form).
+    let latin1 = match unsafe { value.data() }? {
+        pyo3::types::string::PyStringData::Ucs1(bytes) => Some(bytes),
+        _ => None,
+    };
+    match latin1 {
+        Some(bytes) if is_valid_header_name(name_text.as_bytes()) && is_valid_header_value(bytes) => {
+            Ok((name_text.to_owned(), bytes.to_vec()))
+        }
+        _ => Err(PyValueError::new_err(format!(
+            "invalid response header {name_text:?}: {:?} (values must be latin-1 without control characters)",
+            value.to_string_lossy()
+        ))),
     }
 }
 
