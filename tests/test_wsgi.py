@@ -277,6 +277,29 @@ def test_input_by_lines(client: httpx.Client) -> None:
     assert client.post("/lines-iter", content=body).json() == ["first line\n", "second line\n", "third\n", "fourth"]
 
 
+def test_bodiless_requests_each_get_a_fresh_input(server: RushServer) -> None:
+    """Requests without a body share one native empty reader: what one app
+    does to it (reading, seeking, closing) must not reach the next request,
+    with or without a body in between."""
+    empty = {"readinto": 0, "read": "", "readline": "", "rest": "", "iterated": [], "readlines": [], "at_end": ""}
+    with server.connect() as connection:
+        for method, target, body in [
+            ("GET", "/input?spoil=1", b""),
+            ("GET", "/input", b""),
+            ("POST", "/input?spoil=1", b"abcdefg\nsecond\nthird"),
+            ("POST", "/input", b""),
+            ("GET", "/input?spoil=1", b""),
+            ("DELETE", "/input", b""),
+        ]:
+            connection.send(request(method, target, body=body))
+            response = connection.read_response(method)
+            assert response.status == 200, (method, target)
+            expected = empty
+            if body:
+                expected = {**empty, "readinto": 4, "read": "efg", "readline": "\n", "rest": "second\nthird"}
+            assert response.json() == expected, (method, target)
+
+
 def test_wsgi_errors_goes_to_the_log(server: RushServer, client: httpx.Client) -> None:
     assert client.get("/errors", params={"marker": "m-5521"}).text == "written"
     server.wait_for_log(r"wsgi\.errors says m-5521")

@@ -17,6 +17,7 @@
 //! * A `wsgi.file_wrapper` body whose file has a real descriptor goes out
 //!   with sendfile.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fs::File;
@@ -32,11 +33,13 @@ use rush_proto::{BodyFraming, RequestHead, Version};
 
 use rush_proto::encode::{connection_has_close, is_final_status};
 
+use super::input::EmptyInput;
 use crate::body::RequestBody;
 use crate::forwarding::RequestOrigin;
 use crate::request::header_fields;
 
 static BYTES_IO: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static EMPTY_INPUT: PyOnceLock<Py<EmptyInput>> = PyOnceLock::new();
 static STDERR: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 /// What stays the same for every request of a worker.
@@ -118,6 +121,37 @@ fn latin1<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyString>> 
     }
 }
 
+/// The method as a `str`: the usual ones are interned, made once.
+fn method_string<'py>(py: Python<'py>, method: &[u8]) -> Bound<'py, PyString> {
+    match method {
+        b"GET" => pyo3::intern!(py, "GET").clone(),
+        b"POST" => pyo3::intern!(py, "POST").clone(),
+        b"HEAD" => pyo3::intern!(py, "HEAD").clone(),
+        b"PUT" => pyo3::intern!(py, "PUT").clone(),
+        b"DELETE" => pyo3::intern!(py, "DELETE").clone(),
+        b"PATCH" => pyo3::intern!(py, "PATCH").clone(),
+        b"OPTIONS" => pyo3::intern!(py, "OPTIONS").clone(),
+        // A method is a token (checked by the parser): ASCII.
+        other => PyString::new(py, std::str::from_utf8(other).unwrap_or("GET")),
+    }
+}
+
+/// `dict.setdefault(key, value)`: the value now under `key`, which is
+/// `value` itself unless the key was there already.
+fn set_default<'py>(
+    dict: &Bound<'py, PyDict>,
+    key: &Bound<'py, PyString>,
+    value: &Bound<'py, PyString>,
+) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: the GIL is held and all three are live objects; the result is
+    // a borrowed reference (owned by the dict), or NULL with an exception.
+    unsafe {
+        let present =
+            pyo3::ffi::PyDict_SetDefault(dict.as_ptr(), key.as_ptr(), value.as_ptr());
+        Bound::from_borrowed_ptr_or_err(dict.py(), present)
+    }
+}
+
 /// Builds the `environ` dict for one request.
 #[allow(clippy::too_many_arguments)]
 pub fn build_environ<'py>(
@@ -132,13 +166,15 @@ pub fn build_environ<'py>(
     let environ = settings.base_environ.bind(py).copy()?;
     environ.set_item(
         pyo3::intern!(py, "REQUEST_METHOD"),
-        PyString::new(
-            py,
-            std::str::from_utf8(head.method_span.of(head_bytes)).unwrap_or("GET"),
-        ),
+        method_string(py, head.method_span.of(head_bytes)),
     )?;
     // PATH_INFO is the decoded path as latin-1 "bytes in a str", minus SCRIPT_NAME.
-    let decoded: Vec<u8> = percent_encoding::percent_decode(head.path.of(head_bytes)).collect();
+    let raw_path = head.path.of(head_bytes);
+    let decoded: Cow<'_, [u8]> = if raw_path.contains(&b'%') {
+        Cow::Owned(percent_encoding::percent_decode(raw_path).collect())
+    } else {
+        Cow::Borrowed(raw_path)
+    };
     let mut path_info: &[u8] = &decoded;
     if !settings.root_path.is_empty() {
         if let Some(rest) = path_info.strip_prefix(settings.root_path.as_bytes()) {
@@ -207,13 +243,12 @@ pub fn build_environ<'py>(
             }
         };
         let value = latin1(py, value)?;
-        match environ.get_item(&key)? {
+        // One lookup that inserts the value unless the key is there already.
+        let present = set_default(&environ, &key, &value)?;
+        if !present.is(&value) {
             // Repeated fields are joined with commas (RFC 9110 5.3).
-            Some(previous) => {
-                let joined = format!("{},{}", previous.extract::<String>()?, value.to_str()?);
-                environ.set_item(&key, joined)?;
-            }
-            None => environ.set_item(&key, value)?,
+            let joined = format!("{},{}", present.extract::<String>()?, value.to_str()?);
+            environ.set_item(&key, joined)?;
         }
     }
     if let Some(host) = origin.and_then(|origin| origin.host.as_ref()) {
@@ -221,6 +256,12 @@ pub fn build_environ<'py>(
         environ.set_item(pyo3::intern!(py, "HTTP_HOST"), host)?;
     }
     let input = match body {
+        // Most requests have no body: they share one reader of nothing.
+        RequestBody::Bytes([]) => EMPTY_INPUT
+            .get_or_try_init(py, || Py::new(py, EmptyInput))?
+            .bind(py)
+            .clone()
+            .into_any(),
         RequestBody::Bytes(bytes) => BYTES_IO
             .get_or_try_init(py, || -> PyResult<Py<PyAny>> {
                 Ok(py.import("io")?.getattr("BytesIO")?.unbind())

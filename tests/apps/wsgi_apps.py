@@ -189,6 +189,24 @@ def app(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         second = stream.readline(3)
         rest = stream.readlines()
         return json_response(start_response, [line.decode() for line in [first, second, *rest]])
+    if path == "/input":
+        # Everything a file offers, in an order that would expose a reader
+        # whose position, or closing, carried over to the next request.
+        stream = environ["wsgi.input"]
+        buffer = bytearray(4)
+        report = {
+            "readinto": stream.readinto(buffer),
+            "read": stream.read(3).decode("latin-1"),
+            "readline": stream.readline().decode("latin-1"),
+            "rest": stream.read().decode("latin-1"),
+            "iterated": [line.decode("latin-1") for line in stream],
+            "readlines": [line.decode("latin-1") for line in stream.readlines()],
+            "at_end": stream.read(10).decode("latin-1"),
+        }
+        if "spoil" in params:
+            stream.seek(0, 2)
+            stream.close()
+        return json_response(start_response, report)
     if path == "/lines-iter":
         return json_response(start_response, [line.decode() for line in environ["wsgi.input"]])
     if path == "/errors":
