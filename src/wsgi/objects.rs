@@ -146,8 +146,7 @@ fn set_default<'py>(
     // SAFETY: the GIL is held and all three are live objects; the result is
     // a borrowed reference (owned by the dict), or NULL with an exception.
     unsafe {
-        let present =
-            pyo3::ffi::PyDict_SetDefault(dict.as_ptr(), key.as_ptr(), value.as_ptr());
+        let present = pyo3::ffi::PyDict_SetDefault(dict.as_ptr(), key.as_ptr(), value.as_ptr());
         Bound::from_borrowed_ptr_or_err(dict.py(), present)
     }
 }
@@ -336,7 +335,7 @@ impl FileWrapper {
 pub struct StartResponse {
     status: Option<u16>,
     /// Names, and values encoded as latin-1 (PEP 3333).
-    headers: Vec<(String, Vec<u8>)>,
+    headers: ResponseHeaders,
     /// Bytes passed to the legacy `write()` callable.
     written: Vec<u8>,
     /// The head is on its way to the client (a streamed body): from now on
@@ -374,23 +373,23 @@ impl StartResponse {
                 "invalid WSGI status {status:?}: PEP 3333 wants 'NNN reason', NNN from 200 to 599"
             ))
         })?;
-        let encoded = if let Ok(list) = headers.cast::<PyList>() {
-            let mut encoded = Vec::with_capacity(list.len());
+        let mut encoded = ResponseHeaders::default();
+        if let Ok(list) = headers.cast::<PyList>() {
+            encoded.fields.reserve_exact(list.len());
+            // Room for the usual fields, so the buffer is not grown per field.
+            encoded.bytes.reserve(64 * list.len());
             for item in list.iter() {
-                encoded.push(encode_header(&item)?);
+                encoded.push_checked(&item)?;
             }
-            encoded
         } else if headers.is_instance_of::<PyString>() {
             return Err(PyTypeError::new_err(
                 "start_response's headers must be a list of (name, value) tuples, not a str",
             ));
         } else {
-            let mut encoded = Vec::new();
             for item in headers.try_iter()? {
-                encoded.push(encode_header(&item?)?);
+                encoded.push_checked(&item?)?;
             }
-            encoded
-        };
+        }
         slf.status = Some(code);
         slf.headers = encoded;
         let owner: Py<StartResponse> = slf.into();
@@ -398,42 +397,80 @@ impl StartResponse {
     }
 }
 
-/// One `(name, value)` header of `start_response`, checked and encoded:
-/// PEP 3333 wants `str` for both, the value holding latin-1 code points
-/// only. The bytes are read in place (an ASCII or latin-1 `str` stores one
-/// byte per character), so the only copies are the two owned results.
-fn encode_header(item: &Bound<'_, PyAny>) -> PyResult<(String, Vec<u8>)> {
-    let pair = item.cast::<PyTuple>().map_err(|_| {
-        PyTypeError::new_err("start_response's headers must be (name, value) tuples")
-    })?;
-    if pair.len() != 2 {
-        return Err(PyTypeError::new_err(
-            "start_response's headers must be (name, value) tuples",
-        ));
+/// A response's header fields as the app gave them: names, and values
+/// as latin-1 bytes, kept in one buffer (two allocations for the list
+/// instead of two for every field).
+#[derive(Default)]
+pub struct ResponseHeaders {
+    bytes: Vec<u8>,
+    /// Where each field's name and value end in `bytes`.
+    fields: Vec<(usize, usize)>,
+}
+
+impl ResponseHeaders {
+    /// The fields in order, as (name, value).
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        let mut start = 0;
+        self.fields.iter().map(move |&(name_end, value_end)| {
+            let field = (
+                &self.bytes[start..name_end],
+                &self.bytes[name_end..value_end],
+            );
+            start = value_end;
+            field
+        })
     }
-    let name = pair.get_borrowed_item(0)?;
-    let value = pair.get_borrowed_item(1)?;
-    let (Ok(name), Ok(value)) = (name.cast::<PyString>(), value.cast::<PyString>()) else {
-        return Err(PyTypeError::new_err(
-            "start_response's header names and values must be str",
-        ));
-    };
-    let name_text = name.to_str()?;
-    // SAFETY: the GIL is held and `value` outlives the borrowed data; a
-    // `str` whose storage is wider than one byte a character holds a code
-    // point above 255 (CPython stores each string in its narrowest form).
-    let latin1 = match unsafe { value.data() }? {
-        pyo3::types::string::PyStringData::Ucs1(bytes) => Some(bytes),
-        _ => None,
-    };
-    match latin1 {
-        Some(bytes) if is_valid_header_name(name_text.as_bytes()) && is_valid_header_value(bytes) => {
-            Ok((name_text.to_owned(), bytes.to_vec()))
+
+    /// Adds one `(name, value)` of `start_response`, checked: PEP 3333
+    /// wants `str` for both, the value holding latin-1 code points only.
+    /// The characters are read in place (an ASCII or latin-1 `str` stores
+    /// one byte a character).
+    fn push_checked(&mut self, item: &Bound<'_, PyAny>) -> PyResult<()> {
+        let pair = item.cast::<PyTuple>().map_err(|_| {
+            PyTypeError::new_err("start_response's headers must be (name, value) tuples")
+        })?;
+        if pair.len() != 2 {
+            return Err(PyTypeError::new_err(
+                "start_response's headers must be (name, value) tuples",
+            ));
         }
-        _ => Err(PyValueError::new_err(format!(
-            "invalid response header {name_text:?}: {:?} (values must be latin-1 without control characters)",
-            value.to_string_lossy()
-        ))),
+        let name = pair.get_borrowed_item(0)?;
+        let value = pair.get_borrowed_item(1)?;
+        let (Ok(name), Ok(value)) = (name.cast::<PyString>(), value.cast::<PyString>()) else {
+            return Err(PyTypeError::new_err(
+                "start_response's header names and values must be str",
+            ));
+        };
+        let name_text = name.to_str()?;
+        // SAFETY: the GIL is held and `value` outlives the borrowed data; a
+        // `str` whose storage is wider than one byte a character holds a code
+        // point above 255 (CPython stores each string in its narrowest form).
+        let latin1 = match unsafe { value.data() }? {
+            pyo3::types::string::PyStringData::Ucs1(bytes) => Some(bytes),
+            _ => None,
+        };
+        match latin1 {
+            Some(bytes)
+                if is_valid_header_name(name_text.as_bytes()) && is_valid_header_value(bytes) =>
+            {
+                self.bytes.extend_from_slice(name_text.as_bytes());
+                let name_end = self.bytes.len();
+                self.bytes.extend_from_slice(bytes);
+                self.fields.push((name_end, self.bytes.len()));
+                Ok(())
+            }
+            _ => Err(PyValueError::new_err(format!(
+                "invalid response header {name_text:?}: {:?} (values must be latin-1 without control characters)",
+                value.to_string_lossy()
+            ))),
+        }
+    }
+
+    /// The first value of `name` (compared without regard to case).
+    fn get(&self, name: &str) -> Option<&[u8]> {
+        self.iter()
+            .find(|(field, _)| field.eq_ignore_ascii_case(name.as_bytes()))
+            .map(|(_, value)| value)
     }
 }
 
@@ -475,7 +512,7 @@ pub struct WsgiResponse {
     /// The status code; the reason phrase sent is the standard one for it.
     pub status: u16,
     /// Names, and values as latin-1 bytes.
-    pub headers: Vec<(String, Vec<u8>)>,
+    pub headers: ResponseHeaders,
     pub body: Vec<u8>,
     /// A file body (from `wsgi.file_wrapper`) to send with sendfile: (file, offset, length).
     pub file: Option<(File, u64, u64)>,
@@ -593,7 +630,7 @@ pub fn call_wsgi(
         py,
         StartResponse {
             status: None,
-            headers: Vec::new(),
+            headers: ResponseHeaders::default(),
             written: Vec::new(),
             head_sent: false,
         },
@@ -671,9 +708,8 @@ fn finish_response(
     }
     let declared_length = start
         .headers
-        .iter()
-        .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
-        .map(|(_, value)| {
+        .get("content-length")
+        .map(|value| {
             std::str::from_utf8(value)
                 .ok()
                 .and_then(|text| text.trim().parse::<u64>().ok())
@@ -742,7 +778,7 @@ impl WsgiResponse {
     /// Whether the app's headers ask to close the connection.
     pub fn requests_close(&self) -> bool {
         self.headers.iter().any(|(name, value)| {
-            name.eq_ignore_ascii_case("connection") && connection_has_close(value)
+            name.eq_ignore_ascii_case(b"connection") && connection_has_close(value)
         })
     }
 }

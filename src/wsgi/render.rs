@@ -47,10 +47,7 @@ pub(crate) fn render_collected<W: ResponseWriter>(
         close,
         context: *context,
     };
-    let fields = response
-        .headers
-        .iter()
-        .map(|(name, value)| (name.as_bytes(), value.as_slice()));
+    let fields = response.headers.iter();
     writer.send_head(&head, fields);
     let mut body = None;
     if !context.head_only && !bodyless {
