@@ -183,6 +183,19 @@ def test_headers_become_http_keys(server: RushServer) -> None:
     assert environ["HTTP_ACCEPT"] == "text/html"
 
 
+def test_repeated_identical_fields_are_joined_on_every_request(server: RushServer) -> None:
+    """A field's value string is remembered from one request to the next:
+    two fields with the same bytes (the same string) are still joined, and
+    a later request's new value replaces the remembered one."""
+    with server.connect() as connection:
+        for values in [["same", "same"], ["same", "same"], ["other"], ["same", "x", "same"]]:
+            headers = [("X-Twice", value) for value in values] + [("User-Agent", values[-1])]
+            connection.send(request("GET", "/environ", headers))
+            environ = connection.read_response().json()
+            assert environ["HTTP_X_TWICE"] == ",".join(values)
+            assert environ["HTTP_USER_AGENT"] == values[-1]
+
+
 def test_content_type_and_length_have_no_http_twins(server: RushServer) -> None:
     environ = environ_of(server, method="POST", headers=[("Content-Type", "text/plain; charset=utf-8")], body=b"hello")
     assert environ["REQUEST_METHOD"] == "POST"

@@ -49,14 +49,68 @@ pub struct WsgiSettings {
     pub root_path: String,
     /// A dict of the constant keys, copied per request.
     base_environ: Py<PyDict>,
-    /// Header name as sent -> its interned `HTTP_*` key, so the usual
-    /// headers cost one hash lookup instead of a new string per request.
-    header_keys: RefCell<HashMap<Vec<u8>, Py<PyString>>>,
+    /// Header name as sent -> its interned `HTTP_*` key and last value, so
+    /// the usual headers cost one hash lookup instead of new strings per
+    /// request.
+    header_keys: RefCell<HashMap<Vec<u8>, HeaderKey>>,
 }
 
 /// Most distinct header names whose `HTTP_*` keys are remembered (a client
 /// sending random names must not grow memory).
 const HEADER_KEY_CACHE_LIMIT: usize = 512;
+
+/// Longest header value remembered as a string (so the cache holds at most
+/// `HEADER_KEY_CACHE_LIMIT` times this many bytes).
+const HEADER_VALUE_CACHE_LIMIT: usize = 256;
+
+/// A header name's `HTTP_*` key, and the value it had last as a string.
+/// Clients send the same Host, User-Agent and Accept on every request, and
+/// a `str` never changes, so one string serves every request that sends
+/// the same bytes (a comparison instead of a decode, a new object and its
+/// release).
+struct HeaderKey {
+    key: Py<PyString>,
+    last_value: Option<(Vec<u8>, Py<PyString>)>,
+}
+
+impl HeaderKey {
+    fn new(py: Python<'_>, name: &[u8]) -> HeaderKey {
+        let mut text = String::with_capacity(name.len() + 5);
+        text.push_str("HTTP_");
+        for &byte in name {
+            text.push(if byte == b'-' {
+                '_'
+            } else {
+                byte.to_ascii_uppercase() as char
+            });
+        }
+        HeaderKey {
+            key: PyString::intern(py, &text).unbind(),
+            last_value: None,
+        }
+    }
+
+    /// `value` as a latin-1 string: the last one if the bytes are the same.
+    fn value<'py>(&mut self, py: Python<'py>, value: &[u8]) -> PyResult<Bound<'py, PyString>> {
+        if let Some((bytes, string)) = &self.last_value {
+            if bytes.as_slice() == value {
+                return Ok(string.bind(py).clone());
+            }
+        }
+        let string = latin1(py, value)?;
+        if value.len() <= HEADER_VALUE_CACHE_LIMIT {
+            match &mut self.last_value {
+                Some((bytes, last)) => {
+                    bytes.clear();
+                    bytes.extend_from_slice(value);
+                    *last = string.clone().unbind();
+                }
+                None => self.last_value = Some((value.to_vec(), string.clone().unbind())),
+            }
+        }
+        Ok(string)
+    }
+}
 
 impl WsgiSettings {
     pub fn new(
@@ -222,29 +276,23 @@ pub fn build_environ<'py>(
         if name.contains(&b'_') {
             continue;
         }
-        let key = match header_keys.get(name) {
-            Some(key) => key.bind(py).clone(),
+        let (key, value) = match header_keys.get_mut(name) {
+            Some(entry) => (entry.key.bind(py).clone(), entry.value(py, value)?),
             None => {
-                let mut text = String::with_capacity(name.len() + 5);
-                text.push_str("HTTP_");
-                for &byte in name {
-                    text.push(if byte == b'-' {
-                        '_'
-                    } else {
-                        byte.to_ascii_uppercase() as char
-                    });
-                }
-                let key = PyString::intern(py, &text);
+                let mut entry = HeaderKey::new(py, name);
+                let pair = (entry.key.bind(py).clone(), entry.value(py, value)?);
                 if header_keys.len() < HEADER_KEY_CACHE_LIMIT {
-                    header_keys.insert(name.to_vec(), key.clone().unbind());
+                    header_keys.insert(name.to_vec(), entry);
                 }
-                key
+                pair
             }
         };
-        let value = latin1(py, value)?;
-        // One lookup that inserts the value unless the key is there already.
+        // One lookup that inserts the value unless the key is there already
+        // (the dict grows only then: a repeated field may bring the same
+        // string object as the first, so identity would not tell).
+        let size = environ.len();
         let present = set_default(&environ, &key, &value)?;
-        if !present.is(&value) {
+        if environ.len() == size {
             // Repeated fields are joined with commas (RFC 9110 5.3).
             let joined = format!("{},{}", present.extract::<String>()?, value.to_str()?);
             environ.set_item(&key, joined)?;
