@@ -130,7 +130,7 @@ impl Core {
                 &awaiting,
                 head_bytes,
                 &line,
-                |context, writer| render_collected(&mut response, context, writer),
+                |context, writer| render_collected(py, &mut response, context, writer),
             ),
             Err(error) => self.finish(py, connection, &awaiting, head_bytes, &line, Err(error)),
         }
@@ -195,15 +195,16 @@ impl Core {
             unflushed: false,
         });
         // What the app passed to write(), and a generator's first chunk.
-        match stream.encoder.admit(response.body.len() as u64) {
-            Ok(true) => connection.send_body(&response.body),
+        let first = response.body.bytes(py);
+        match stream.encoder.admit(first.len() as u64) {
+            Ok(true) => connection.send_body(first),
             Ok(false) => {}
             Err(error) => {
                 connection.abort_body();
                 return self.end_wsgi_stream(py, connection, *stream, StreamEnd::Misframed(error));
             }
         }
-        stream.unflushed = !response.body.is_empty();
+        stream.unflushed = !first.is_empty();
         connection.streaming_started();
         *connection.request() = Some(InFlight::Stream(stream));
         self.pump_wsgi(py, connection).unwrap_or(Outcome::Pending)

@@ -561,7 +561,7 @@ pub struct WsgiResponse {
     pub status: u16,
     /// Names, and values as latin-1 bytes.
     pub headers: ResponseHeaders,
-    pub body: Vec<u8>,
+    pub body: CollectedBody,
     /// A file body (from `wsgi.file_wrapper`) to send with sendfile: (file, offset, length).
     pub file: Option<(File, u64, u64)>,
     /// The app's declared Content-Length, if any.
@@ -692,7 +692,7 @@ pub fn call_wsgi(
         match sendfile_source(py, &wrapper.borrow()) {
             Some(source) => {
                 file = Some(source);
-                Ok(Vec::new())
+                Ok(CollectedBody::default())
             }
             None => collect_body(&result),
         }
@@ -703,7 +703,7 @@ pub fn call_wsgi(
                     iterator: iter.unbind(),
                     result: Some(result.clone().unbind()),
                 });
-                Ok(Vec::new())
+                Ok(CollectedBody::default())
             }
             Err(error) => Err(error),
         }
@@ -723,12 +723,12 @@ pub fn call_wsgi(
         // No borrow of start_response may be held here: the app calls it.
         if let Some(stream) = &iterator {
             if let Some(first) = stream.next_chunk(py)? {
-                body.extend_from_slice(first.as_bytes());
+                body.append(py, first.as_bytes());
             }
             let status = start_response.borrow().status;
             if let Some(status) = status {
                 let mut start = start_response.borrow_mut();
-                return finish_response(&mut start, status, body, file, iterator);
+                return finish_response(py, &mut start, status, body, file, iterator);
             }
         }
         return Err(PyRuntimeError::new_err(
@@ -736,14 +736,15 @@ pub fn call_wsgi(
         ));
     };
     let mut start = start_response.borrow_mut();
-    finish_response(&mut start, status, body, file, iterator)
+    finish_response(py, &mut start, status, body, file, iterator)
 }
 
 /// Puts the `write()` bytes first and reads the declared length.
 fn finish_response(
+    py: Python<'_>,
     start: &mut StartResponse,
     status: u16,
-    mut body: Vec<u8>,
+    mut body: CollectedBody,
     file: Option<(File, u64, u64)>,
     stream: Option<BodyIterator>,
 ) -> PyResult<WsgiResponse> {
@@ -751,8 +752,8 @@ fn finish_response(
     start.head_sent = stream.is_some();
     if !start.written.is_empty() {
         let mut written = std::mem::take(&mut start.written);
-        written.extend_from_slice(&body);
-        body = written;
+        written.extend_from_slice(body.bytes(py));
+        body = CollectedBody::Joined(written);
     }
     let declared_length = start
         .headers
@@ -776,20 +777,56 @@ fn finish_response(
     })
 }
 
+/// A WSGI body collected in hand: the app's one `bytes` as it is (the
+/// usual `return [body]`, sent without a copy), or its chunks joined.
+pub enum CollectedBody {
+    Joined(Vec<u8>),
+    Single(Py<PyBytes>),
+}
+
+impl Default for CollectedBody {
+    fn default() -> Self {
+        CollectedBody::Joined(Vec::new())
+    }
+}
+
+impl CollectedBody {
+    pub fn bytes<'a>(&'a self, py: Python<'_>) -> &'a [u8] {
+        match self {
+            CollectedBody::Joined(bytes) => bytes,
+            CollectedBody::Single(bytes) => bytes.as_bytes(py),
+        }
+    }
+
+    /// Adds `more` after what is there (copying a single `bytes` first).
+    fn append(&mut self, py: Python<'_>, more: &[u8]) {
+        if let CollectedBody::Single(bytes) = self {
+            *self = CollectedBody::Joined(bytes.as_bytes(py).to_vec());
+        }
+        if let CollectedBody::Joined(joined) = self {
+            joined.extend_from_slice(more);
+        }
+    }
+}
+
 /// The body chunks of a WSGI result, joined.
-fn collect_body(result: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+fn collect_body(result: &Bound<'_, PyAny>) -> PyResult<CollectedBody> {
     let mut body = Vec::new();
     if let Ok(list) = result.cast::<PyList>() {
+        if list.len() == 1 {
+            let only = list.get_item(0)?;
+            return Ok(CollectedBody::Single(only.cast_into::<PyBytes>()?.unbind()));
+        }
         for item in list.iter() {
             body.extend_from_slice(item.cast::<PyBytes>()?.as_bytes());
         }
-        return Ok(body);
+        return Ok(CollectedBody::Joined(body));
     }
     if let Ok(tuple) = result.cast::<PyTuple>() {
         for item in tuple.iter() {
             body.extend_from_slice(item.cast::<PyBytes>()?.as_bytes());
         }
-        return Ok(body);
+        return Ok(CollectedBody::Joined(body));
     }
     for item in result.try_iter()? {
         let item = item?;
@@ -798,7 +835,7 @@ fn collect_body(result: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
         })?;
         body.extend_from_slice(chunk.as_bytes());
     }
-    Ok(body)
+    Ok(CollectedBody::Joined(body))
 }
 
 /// A file wrapper whose file has a descriptor: send the rest of the file
