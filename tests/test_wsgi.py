@@ -350,6 +350,27 @@ def test_start_response_twice_without_exc_info_is_a_500(server: RushServer) -> N
     server.wait_for_log("start_response called a second time")
 
 
+@pytest.mark.parametrize("keep", ["start_response", "write"])
+def test_a_kept_start_response_is_never_handed_to_a_later_request(server: RushServer, keep: str) -> None:
+    """rush reuses a start_response no one held on to; one the app kept (or
+    whose write() it kept) stays the app's: the next request gets its own,
+    and calling the old one cannot touch the new response."""
+    query = "?write=1" if keep == "write" else ""
+    with server.connect() as connection:
+        for _ in range(3):
+            connection.send(request("GET", "/keep-start-response" + query))
+            assert connection.read_response().body == b"kept"
+            connection.send(request("GET", "/use-kept" + query))
+            response = connection.read_response()
+            assert response.status == 200
+            assert b"X-Stolen" not in response.raw_head
+            expected = "refused" if keep == "start_response" else "accepted"
+            assert response.json() == {"same": False, "reused_call": expected}
+            # A plain request in between: its start_response is the one reused.
+            connection.send(request("GET", "/environ"))
+            assert connection.read_response().status == 200
+
+
 def test_legacy_write_callable(server: RushServer) -> None:
     response = fetch(server, "/write")
     assert response.status == 200

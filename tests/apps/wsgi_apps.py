@@ -58,6 +58,7 @@ BLOCK_LIMIT = 30.0
 closes: dict[str, int] = {}
 events: dict[str, threading.Event] = {}
 entered: set[str] = set()
+kept: list[Any] = []
 lock = threading.Lock()
 
 
@@ -207,6 +208,20 @@ def app(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
             stream.seek(0, 2)
             stream.close()
         return json_response(start_response, report)
+    if path == "/keep-start-response":
+        # An app that holds on to its start_response (or its write) after
+        # returning: a later request must not be handed the same object.
+        write = start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "4")])
+        kept.append(write if "write" in params else start_response)
+        return [b"kept"]
+    if path == "/use-kept":
+        previous = kept.pop()
+        try:
+            previous("500 Oops", [("X-Stolen", "yes")]) if "write" not in params else previous(b"stolen")
+            reused_call = "accepted"
+        except RuntimeError:
+            reused_call = "refused"
+        return json_response(start_response, {"same": previous is start_response, "reused_call": reused_call})
     if path == "/lines-iter":
         return json_response(start_response, [line.decode() for line in environ["wsgi.input"]])
     if path == "/errors":
