@@ -269,7 +269,7 @@ pub(crate) fn render_result<W: ResponseWriter>(
         return Ok(rendered(response.status, body.len(), response.close));
     }
     if let Ok(wsgi) = result.cast::<WsgiResponse>() {
-        return render_collected(&mut wsgi.borrow_mut(), context, writer);
+        return render_collected(py, &mut wsgi.borrow_mut(), context, writer);
     }
     if result.is_instance_of::<PyDict>() || result.is_instance_of::<PyList>() {
         let dumps = JSON_DUMPS

@@ -183,6 +183,19 @@ def test_headers_become_http_keys(server: RushServer) -> None:
     assert environ["HTTP_ACCEPT"] == "text/html"
 
 
+def test_repeated_identical_fields_are_joined_on_every_request(server: RushServer) -> None:
+    """A field's value string is remembered from one request to the next:
+    two fields with the same bytes (the same string) are still joined, and
+    a later request's new value replaces the remembered one."""
+    with server.connect() as connection:
+        for values in [["same", "same"], ["same", "same"], ["other"], ["same", "x", "same"]]:
+            headers = [("X-Twice", value) for value in values] + [("User-Agent", values[-1])]
+            connection.send(request("GET", "/environ", headers))
+            environ = connection.read_response().json()
+            assert environ["HTTP_X_TWICE"] == ",".join(values)
+            assert environ["HTTP_USER_AGENT"] == values[-1]
+
+
 def test_content_type_and_length_have_no_http_twins(server: RushServer) -> None:
     environ = environ_of(server, method="POST", headers=[("Content-Type", "text/plain; charset=utf-8")], body=b"hello")
     assert environ["REQUEST_METHOD"] == "POST"
@@ -277,6 +290,29 @@ def test_input_by_lines(client: httpx.Client) -> None:
     assert client.post("/lines-iter", content=body).json() == ["first line\n", "second line\n", "third\n", "fourth"]
 
 
+def test_bodiless_requests_each_get_a_fresh_input(server: RushServer) -> None:
+    """Requests without a body share one native empty reader: what one app
+    does to it (reading, seeking, closing) must not reach the next request,
+    with or without a body in between."""
+    empty = {"readinto": 0, "read": "", "readline": "", "rest": "", "iterated": [], "readlines": [], "at_end": ""}
+    with server.connect() as connection:
+        for method, target, body in [
+            ("GET", "/input?spoil=1", b""),
+            ("GET", "/input", b""),
+            ("POST", "/input?spoil=1", b"abcdefg\nsecond\nthird"),
+            ("POST", "/input", b""),
+            ("GET", "/input?spoil=1", b""),
+            ("DELETE", "/input", b""),
+        ]:
+            connection.send(request(method, target, body=body))
+            response = connection.read_response(method)
+            assert response.status == 200, (method, target)
+            expected = empty
+            if body:
+                expected = {**empty, "readinto": 4, "read": "efg", "readline": "\n", "rest": "second\nthird"}
+            assert response.json() == expected, (method, target)
+
+
 def test_wsgi_errors_goes_to_the_log(server: RushServer, client: httpx.Client) -> None:
     assert client.get("/errors", params={"marker": "m-5521"}).text == "written"
     server.wait_for_log(r"wsgi\.errors says m-5521")
@@ -312,6 +348,27 @@ def test_start_response_twice_without_exc_info_is_a_500(server: RushServer) -> N
     assert b"should never be sent" not in response.body
     assert after.body == b"hello legacy world"
     server.wait_for_log("start_response called a second time")
+
+
+@pytest.mark.parametrize("keep", ["start_response", "write"])
+def test_a_kept_start_response_is_never_handed_to_a_later_request(server: RushServer, keep: str) -> None:
+    """rush reuses a start_response no one held on to; one the app kept (or
+    whose write() it kept) stays the app's: the next request gets its own,
+    and calling the old one cannot touch the new response."""
+    query = "?write=1" if keep == "write" else ""
+    with server.connect() as connection:
+        for _ in range(3):
+            connection.send(request("GET", "/keep-start-response" + query))
+            assert connection.read_response().body == b"kept"
+            connection.send(request("GET", "/use-kept" + query))
+            response = connection.read_response()
+            assert response.status == 200
+            assert b"X-Stolen" not in response.raw_head
+            expected = "refused" if keep == "start_response" else "accepted"
+            assert response.json() == {"same": False, "reused_call": expected}
+            # A plain request in between: its start_response is the one reused.
+            connection.send(request("GET", "/environ"))
+            assert connection.read_response().status == 200
 
 
 def test_legacy_write_callable(server: RushServer) -> None:

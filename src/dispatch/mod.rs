@@ -233,6 +233,32 @@ impl Core {
         line: &RequestLine<'_>,
         result: PyResult<Bound<'_, PyAny>>,
     ) -> Outcome {
+        let default_status = awaiting.default_status;
+        self.finish_with(
+            py,
+            connection,
+            awaiting,
+            request_head,
+            line,
+            |context, connection| {
+                result.and_then(|value| {
+                    render_result(py, &value, default_status, context, connection)
+                })
+            },
+        )
+    }
+
+    /// [`Core::finish`] for an answer that is not a Python value (a WSGI
+    /// app's collected response): `render` writes it, or fails as a 500.
+    pub(crate) fn finish_with<W: ResponseWriter>(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut W,
+        awaiting: &AwaitingResponse,
+        request_head: &[u8],
+        line: &RequestLine<'_>,
+        render: impl FnOnce(&ResponseContext<'_>, &mut W) -> PyResult<crate::http_write::Rendered>,
+    ) -> Outcome {
         let context = ResponseContext {
             date_line: self.date.header_line(),
             head_only: awaiting.head_only,
@@ -243,9 +269,7 @@ impl Core {
             allow: awaiting.allow.as_deref(),
         };
         let mark = connection.response_mark();
-        let rendered = result.and_then(|value| {
-            render_result(py, &value, awaiting.default_status, &context, connection)
-        });
+        let rendered = render(&context, connection);
         let (status, length, close) = match rendered {
             Ok(rendered) => {
                 connection.set_body(rendered.body);

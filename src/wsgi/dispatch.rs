@@ -16,6 +16,7 @@ use rush_proto::RequestHead;
 use rush_proto::encode::{BodyEncoder, EncodeError, FramingHeader, FramingPlan};
 
 use super::objects::{build_environ, call_wsgi, WsgiResponse};
+use super::render::render_collected;
 use crate::body::RequestBody;
 use crate::cache::CacheFill;
 use crate::dispatch::{keep_or_close, AppInterface, Core, Outcome, RequestLine};
@@ -122,10 +123,16 @@ impl Core {
             Ok(mut response) if response.stream.is_some() => {
                 self.start_wsgi_stream(py, connection, &awaiting, &line, &mut response)
             }
-            result => {
-                let result = result.and_then(|response| Ok(Bound::new(py, response)?.into_any()));
-                self.finish(py, connection, &awaiting, head_bytes, &line, result)
-            }
+            // Rendered from the Rust value: no Python object to make and drop.
+            Ok(mut response) => self.finish_with(
+                py,
+                connection,
+                &awaiting,
+                head_bytes,
+                &line,
+                |context, writer| render_collected(py, &mut response, context, writer),
+            ),
+            Err(error) => self.finish(py, connection, &awaiting, head_bytes, &line, Err(error)),
         }
     }
 
@@ -176,10 +183,7 @@ impl Core {
             close: !keep_alive,
             context,
         };
-        let fields = response
-            .headers
-            .iter()
-            .map(|(name, value)| (name.as_bytes(), value.as_slice()));
+        let fields = response.headers.iter();
         connection.send_head(&head, fields);
         let mut stream = Box::new(WsgiStream {
             body,
@@ -191,15 +195,16 @@ impl Core {
             unflushed: false,
         });
         // What the app passed to write(), and a generator's first chunk.
-        match stream.encoder.admit(response.body.len() as u64) {
-            Ok(true) => connection.send_body(&response.body),
+        let first = response.body.bytes(py);
+        match stream.encoder.admit(first.len() as u64) {
+            Ok(true) => connection.send_body(first),
             Ok(false) => {}
             Err(error) => {
                 connection.abort_body();
                 return self.end_wsgi_stream(py, connection, *stream, StreamEnd::Misframed(error));
             }
         }
-        stream.unflushed = !response.body.is_empty();
+        stream.unflushed = !first.is_empty();
         connection.streaming_started();
         *connection.request() = Some(InFlight::Stream(stream));
         self.pump_wsgi(py, connection).unwrap_or(Outcome::Pending)

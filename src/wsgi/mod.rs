@@ -1,4 +1,4 @@
-//! WSGI (PEP 3333), the whole interface in one place, in two halves:
+//! WSGI (PEP 3333), the whole interface in one place, in two halves and a helper:
 //!
 //! * `objects.rs`, what the app sees: `environ`, `start_response`,
 //!   `wsgi.file_wrapper`, the body iterator, and `call_wsgi`, which calls
@@ -9,8 +9,10 @@
 //!   writes the answer through the response-writer seam
 //!   (`crate::exchange`), streaming a body that is not a list under the
 //!   seam's water marks.
+//! * `input.rs`: the one `wsgi.input` every request without a body shares.
 
 mod dispatch;
+pub(crate) mod input;
 pub(crate) mod objects;
 pub(crate) mod render;
 

@@ -17,13 +17,14 @@
 //! * A `wsgi.file_wrapper` body whose file has a real descriptor goes out
 //!   with sendfile.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fs::File;
 use std::net::SocketAddr;
 use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
 
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyDict, PyIterator, PyList, PyString, PyTuple};
@@ -32,12 +33,21 @@ use rush_proto::{BodyFraming, RequestHead, Version};
 
 use rush_proto::encode::{connection_has_close, is_final_status};
 
+use super::input::EmptyInput;
 use crate::body::RequestBody;
 use crate::forwarding::RequestOrigin;
 use crate::request::header_fields;
 
 static BYTES_IO: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static EMPTY_INPUT: PyOnceLock<Py<EmptyInput>> = PyOnceLock::new();
 static STDERR: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+thread_local! {
+    /// A `start_response` no one held on to after its request, for the
+    /// next request on this thread (one allocation and release fewer).
+    static SPARE_START_RESPONSE: std::cell::Cell<Option<Py<StartResponse>>> =
+        const { std::cell::Cell::new(None) };
+}
 
 /// What stays the same for every request of a worker.
 pub struct WsgiSettings {
@@ -46,14 +56,68 @@ pub struct WsgiSettings {
     pub root_path: String,
     /// A dict of the constant keys, copied per request.
     base_environ: Py<PyDict>,
-    /// Header name as sent -> its interned `HTTP_*` key, so the usual
-    /// headers cost one hash lookup instead of a new string per request.
-    header_keys: RefCell<HashMap<Vec<u8>, Py<PyString>>>,
+    /// Header name as sent -> its interned `HTTP_*` key and last value, so
+    /// the usual headers cost one hash lookup instead of new strings per
+    /// request.
+    header_keys: RefCell<HashMap<Vec<u8>, HeaderKey>>,
 }
 
 /// Most distinct header names whose `HTTP_*` keys are remembered (a client
 /// sending random names must not grow memory).
 const HEADER_KEY_CACHE_LIMIT: usize = 512;
+
+/// Longest header value remembered as a string (so the cache holds at most
+/// `HEADER_KEY_CACHE_LIMIT` times this many bytes).
+const HEADER_VALUE_CACHE_LIMIT: usize = 256;
+
+/// A header name's `HTTP_*` key, and the value it had last as a string.
+/// Clients send the same Host, User-Agent and Accept on every request, and
+/// a `str` never changes, so one string serves every request that sends
+/// the same bytes (a comparison instead of a decode, a new object and its
+/// release).
+struct HeaderKey {
+    key: Py<PyString>,
+    last_value: Option<(Vec<u8>, Py<PyString>)>,
+}
+
+impl HeaderKey {
+    fn new(py: Python<'_>, name: &[u8]) -> HeaderKey {
+        let mut text = String::with_capacity(name.len() + 5);
+        text.push_str("HTTP_");
+        for &byte in name {
+            text.push(if byte == b'-' {
+                '_'
+            } else {
+                byte.to_ascii_uppercase() as char
+            });
+        }
+        HeaderKey {
+            key: PyString::intern(py, &text).unbind(),
+            last_value: None,
+        }
+    }
+
+    /// `value` as a latin-1 string: the last one if the bytes are the same.
+    fn value<'py>(&mut self, py: Python<'py>, value: &[u8]) -> PyResult<Bound<'py, PyString>> {
+        if let Some((bytes, string)) = &self.last_value {
+            if bytes.as_slice() == value {
+                return Ok(string.bind(py).clone());
+            }
+        }
+        let string = latin1(py, value)?;
+        if value.len() <= HEADER_VALUE_CACHE_LIMIT {
+            match &mut self.last_value {
+                Some((bytes, last)) => {
+                    bytes.clear();
+                    bytes.extend_from_slice(value);
+                    *last = string.clone().unbind();
+                }
+                None => self.last_value = Some((value.to_vec(), string.clone().unbind())),
+            }
+        }
+        Ok(string)
+    }
+}
 
 impl WsgiSettings {
     pub fn new(
@@ -118,6 +182,36 @@ fn latin1<'py>(py: Python<'py>, bytes: &[u8]) -> PyResult<Bound<'py, PyString>> 
     }
 }
 
+/// The method as a `str`: the usual ones are interned, made once.
+fn method_string<'py>(py: Python<'py>, method: &[u8]) -> Bound<'py, PyString> {
+    match method {
+        b"GET" => pyo3::intern!(py, "GET").clone(),
+        b"POST" => pyo3::intern!(py, "POST").clone(),
+        b"HEAD" => pyo3::intern!(py, "HEAD").clone(),
+        b"PUT" => pyo3::intern!(py, "PUT").clone(),
+        b"DELETE" => pyo3::intern!(py, "DELETE").clone(),
+        b"PATCH" => pyo3::intern!(py, "PATCH").clone(),
+        b"OPTIONS" => pyo3::intern!(py, "OPTIONS").clone(),
+        // A method is a token (checked by the parser): ASCII.
+        other => PyString::new(py, std::str::from_utf8(other).unwrap_or("GET")),
+    }
+}
+
+/// `dict.setdefault(key, value)`: the value now under `key`, which is
+/// `value` itself unless the key was there already.
+fn set_default<'py>(
+    dict: &Bound<'py, PyDict>,
+    key: &Bound<'py, PyString>,
+    value: &Bound<'py, PyString>,
+) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: the GIL is held and all three are live objects; the result is
+    // a borrowed reference (owned by the dict), or NULL with an exception.
+    unsafe {
+        let present = pyo3::ffi::PyDict_SetDefault(dict.as_ptr(), key.as_ptr(), value.as_ptr());
+        Bound::from_borrowed_ptr_or_err(dict.py(), present)
+    }
+}
+
 /// Builds the `environ` dict for one request.
 #[allow(clippy::too_many_arguments)]
 pub fn build_environ<'py>(
@@ -132,13 +226,15 @@ pub fn build_environ<'py>(
     let environ = settings.base_environ.bind(py).copy()?;
     environ.set_item(
         pyo3::intern!(py, "REQUEST_METHOD"),
-        PyString::new(
-            py,
-            std::str::from_utf8(head.method_span.of(head_bytes)).unwrap_or("GET"),
-        ),
+        method_string(py, head.method_span.of(head_bytes)),
     )?;
     // PATH_INFO is the decoded path as latin-1 "bytes in a str", minus SCRIPT_NAME.
-    let decoded: Vec<u8> = percent_encoding::percent_decode(head.path.of(head_bytes)).collect();
+    let raw_path = head.path.of(head_bytes);
+    let decoded: Cow<'_, [u8]> = if raw_path.contains(&b'%') {
+        Cow::Owned(percent_encoding::percent_decode(raw_path).collect())
+    } else {
+        Cow::Borrowed(raw_path)
+    };
     let mut path_info: &[u8] = &decoded;
     if !settings.root_path.is_empty() {
         if let Some(rest) = path_info.strip_prefix(settings.root_path.as_bytes()) {
@@ -187,33 +283,26 @@ pub fn build_environ<'py>(
         if name.contains(&b'_') {
             continue;
         }
-        let key = match header_keys.get(name) {
-            Some(key) => key.bind(py).clone(),
+        let (key, value) = match header_keys.get_mut(name) {
+            Some(entry) => (entry.key.bind(py).clone(), entry.value(py, value)?),
             None => {
-                let mut text = String::with_capacity(name.len() + 5);
-                text.push_str("HTTP_");
-                for &byte in name {
-                    text.push(if byte == b'-' {
-                        '_'
-                    } else {
-                        byte.to_ascii_uppercase() as char
-                    });
-                }
-                let key = PyString::intern(py, &text);
+                let mut entry = HeaderKey::new(py, name);
+                let pair = (entry.key.bind(py).clone(), entry.value(py, value)?);
                 if header_keys.len() < HEADER_KEY_CACHE_LIMIT {
-                    header_keys.insert(name.to_vec(), key.clone().unbind());
+                    header_keys.insert(name.to_vec(), entry);
                 }
-                key
+                pair
             }
         };
-        let value = latin1(py, value)?;
-        match environ.get_item(&key)? {
+        // One lookup that inserts the value unless the key is there already
+        // (the dict grows only then: a repeated field may bring the same
+        // string object as the first, so identity would not tell).
+        let size = environ.len();
+        let present = set_default(&environ, &key, &value)?;
+        if environ.len() == size {
             // Repeated fields are joined with commas (RFC 9110 5.3).
-            Some(previous) => {
-                let joined = format!("{},{}", previous.extract::<String>()?, value.to_str()?);
-                environ.set_item(&key, joined)?;
-            }
-            None => environ.set_item(&key, value)?,
+            let joined = format!("{},{}", present.extract::<String>()?, value.to_str()?);
+            environ.set_item(&key, joined)?;
         }
     }
     if let Some(host) = origin.and_then(|origin| origin.host.as_ref()) {
@@ -221,6 +310,12 @@ pub fn build_environ<'py>(
         environ.set_item(pyo3::intern!(py, "HTTP_HOST"), host)?;
     }
     let input = match body {
+        // Most requests have no body: they share one reader of nothing.
+        RequestBody::Bytes([]) => EMPTY_INPUT
+            .get_or_try_init(py, || Py::new(py, EmptyInput))?
+            .bind(py)
+            .clone()
+            .into_any(),
         RequestBody::Bytes(bytes) => BYTES_IO
             .get_or_try_init(py, || -> PyResult<Py<PyAny>> {
                 Ok(py.import("io")?.getattr("BytesIO")?.unbind())
@@ -295,7 +390,7 @@ impl FileWrapper {
 pub struct StartResponse {
     status: Option<u16>,
     /// Names, and values encoded as latin-1 (PEP 3333).
-    headers: Vec<(String, Vec<u8>)>,
+    headers: ResponseHeaders,
     /// Bytes passed to the legacy `write()` callable.
     written: Vec<u8>,
     /// The head is on its way to the client (a streamed body): from now on
@@ -309,7 +404,7 @@ impl StartResponse {
     fn __call__(
         mut slf: PyRefMut<'_, Self>,
         status: &str,
-        headers: Vec<(String, String)>,
+        headers: &Bound<'_, PyAny>,
         exc_info: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<WsgiWrite>> {
         let py = slf.py();
@@ -333,28 +428,104 @@ impl StartResponse {
                 "invalid WSGI status {status:?}: PEP 3333 wants 'NNN reason', NNN from 200 to 599"
             ))
         })?;
-        let mut encoded = Vec::with_capacity(headers.len());
-        for (name, value) in headers {
-            // PEP 3333: header values are str holding latin-1 code points only.
-            let bytes: Option<Vec<u8>> = value
-                .chars()
-                .map(|character| u8::try_from(u32::from(character)).ok())
-                .collect();
-            match bytes {
-                Some(bytes) if is_valid_header_name(name.as_bytes()) && is_valid_header_value(&bytes) => {
-                    encoded.push((name, bytes));
-                }
-                _ => {
-                    return Err(PyValueError::new_err(format!(
-                        "invalid response header {name:?}: {value:?} (values must be latin-1 without control characters)"
-                    )))
-                }
+        let mut encoded = ResponseHeaders::default();
+        if let Ok(list) = headers.cast::<PyList>() {
+            encoded.fields.reserve_exact(list.len());
+            // Room for the usual fields, so the buffer is not grown per field.
+            encoded.bytes.reserve(64 * list.len());
+            for item in list.iter() {
+                encoded.push_checked(&item)?;
+            }
+        } else if headers.is_instance_of::<PyString>() {
+            return Err(PyTypeError::new_err(
+                "start_response's headers must be a list of (name, value) tuples, not a str",
+            ));
+        } else {
+            for item in headers.try_iter()? {
+                encoded.push_checked(&item?)?;
             }
         }
         slf.status = Some(code);
         slf.headers = encoded;
         let owner: Py<StartResponse> = slf.into();
         Py::new(py, WsgiWrite { owner })
+    }
+}
+
+/// A response's header fields as the app gave them: names, and values
+/// as latin-1 bytes, kept in one buffer (two allocations for the list
+/// instead of two for every field).
+#[derive(Default)]
+pub struct ResponseHeaders {
+    bytes: Vec<u8>,
+    /// Where each field's name and value end in `bytes`.
+    fields: Vec<(usize, usize)>,
+}
+
+impl ResponseHeaders {
+    /// The fields in order, as (name, value).
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        let mut start = 0;
+        self.fields.iter().map(move |&(name_end, value_end)| {
+            let field = (
+                &self.bytes[start..name_end],
+                &self.bytes[name_end..value_end],
+            );
+            start = value_end;
+            field
+        })
+    }
+
+    /// Adds one `(name, value)` of `start_response`, checked: PEP 3333
+    /// wants `str` for both, the value holding latin-1 code points only.
+    /// The characters are read in place (an ASCII or latin-1 `str` stores
+    /// one byte a character).
+    fn push_checked(&mut self, item: &Bound<'_, PyAny>) -> PyResult<()> {
+        let pair = item.cast::<PyTuple>().map_err(|_| {
+            PyTypeError::new_err("start_response's headers must be (name, value) tuples")
+        })?;
+        if pair.len() != 2 {
+            return Err(PyTypeError::new_err(
+                "start_response's headers must be (name, value) tuples",
+            ));
+        }
+        let name = pair.get_borrowed_item(0)?;
+        let value = pair.get_borrowed_item(1)?;
+        let (Ok(name), Ok(value)) = (name.cast::<PyString>(), value.cast::<PyString>()) else {
+            return Err(PyTypeError::new_err(
+                "start_response's header names and values must be str",
+            ));
+        };
+        let name_text = name.to_str()?;
+        // SAFETY: the GIL is held and `value` outlives the borrowed data; a
+        // `str` whose storage is wider than one byte a character holds a code
+        // point above 255 (CPython stores each string in its narrowest form).
+        let latin1 = match unsafe { value.data() }? {
+            pyo3::types::string::PyStringData::Ucs1(bytes) => Some(bytes),
+            _ => None,
+        };
+        match latin1 {
+            Some(bytes)
+                if is_valid_header_name(name_text.as_bytes()) && is_valid_header_value(bytes) =>
+            {
+                self.bytes.extend_from_slice(name_text.as_bytes());
+                let name_end = self.bytes.len();
+                self.bytes.extend_from_slice(bytes);
+                self.fields.push((name_end, self.bytes.len()));
+                Ok(())
+            }
+            _ => Err(PyValueError::new_err(format!(
+                "invalid response header {name_text:?}: {:?} (values must be latin-1 without control characters)",
+                value.to_string_lossy()
+            ))),
+        }
+    }
+
+    /// The first value of `name` (compared without regard to case).
+    fn get(&self, name: &str) -> Option<&[u8]> {
+        self.iter()
+            .find(|(field, _)| field.eq_ignore_ascii_case(name.as_bytes()))
+            .map(|(_, value)| value)
     }
 }
 
@@ -396,8 +567,8 @@ pub struct WsgiResponse {
     /// The status code; the reason phrase sent is the standard one for it.
     pub status: u16,
     /// Names, and values as latin-1 bytes.
-    pub headers: Vec<(String, Vec<u8>)>,
-    pub body: Vec<u8>,
+    pub headers: ResponseHeaders,
+    pub body: CollectedBody,
     /// A file body (from `wsgi.file_wrapper`) to send with sendfile: (file, offset, length).
     pub file: Option<(File, u64, u64)>,
     /// The app's declared Content-Length, if any.
@@ -510,16 +681,48 @@ pub fn call_wsgi(
     environ: &Bound<'_, PyDict>,
     stream: bool,
 ) -> PyResult<WsgiResponse> {
-    let start_response = Bound::new(
-        py,
-        StartResponse {
-            status: None,
-            headers: Vec::new(),
-            written: Vec::new(),
-            head_sent: false,
-        },
-    )?;
-    let result = app.call1((environ, &start_response))?;
+    let start_response = match SPARE_START_RESPONSE.take() {
+        Some(spare) => spare.into_bound(py),
+        None => Bound::new(
+            py,
+            StartResponse {
+                status: None,
+                headers: ResponseHeaders::default(),
+                written: Vec::new(),
+                head_sent: false,
+            },
+        )?,
+    };
+    let response = run_app(py, app, environ, stream, &start_response);
+    // Kept for this thread's next request when nothing else holds it: the
+    // app kept neither it nor its write(), and no streamed body is left
+    // that might call it. Otherwise the next request gets a new one.
+    let streamed = response
+        .as_ref()
+        .map_or(true, |response| response.stream.is_some());
+    // SAFETY: the GIL is held and the object is alive (we hold it).
+    let holders = unsafe { pyo3::ffi::Py_REFCNT(start_response.as_ptr()) };
+    if !streamed && holders == 1 {
+        let mut start = start_response.borrow_mut();
+        start.status = None;
+        start.headers = ResponseHeaders::default();
+        start.written.clear();
+        start.head_sent = false;
+        drop(start);
+        SPARE_START_RESPONSE.set(Some(start_response.unbind()));
+    }
+    response
+}
+
+/// [`call_wsgi`] with its `start_response`.
+fn run_app(
+    py: Python<'_>,
+    app: &Bound<'_, PyAny>,
+    environ: &Bound<'_, PyDict>,
+    stream: bool,
+    start_response: &Bound<'_, StartResponse>,
+) -> PyResult<WsgiResponse> {
+    let result = app.call1((environ, start_response))?;
     let mut file = None;
     let mut iterator = None;
     let plain_sequence =
@@ -528,7 +731,7 @@ pub fn call_wsgi(
         match sendfile_source(py, &wrapper.borrow()) {
             Some(source) => {
                 file = Some(source);
-                Ok(Vec::new())
+                Ok(CollectedBody::default())
             }
             None => collect_body(&result),
         }
@@ -539,7 +742,7 @@ pub fn call_wsgi(
                     iterator: iter.unbind(),
                     result: Some(result.clone().unbind()),
                 });
-                Ok(Vec::new())
+                Ok(CollectedBody::default())
             }
             Err(error) => Err(error),
         }
@@ -559,12 +762,12 @@ pub fn call_wsgi(
         // No borrow of start_response may be held here: the app calls it.
         if let Some(stream) = &iterator {
             if let Some(first) = stream.next_chunk(py)? {
-                body.extend_from_slice(first.as_bytes());
+                body.append(py, first.as_bytes());
             }
             let status = start_response.borrow().status;
             if let Some(status) = status {
                 let mut start = start_response.borrow_mut();
-                return finish_response(&mut start, status, body, file, iterator);
+                return finish_response(py, &mut start, status, body, file, iterator);
             }
         }
         return Err(PyRuntimeError::new_err(
@@ -572,14 +775,15 @@ pub fn call_wsgi(
         ));
     };
     let mut start = start_response.borrow_mut();
-    finish_response(&mut start, status, body, file, iterator)
+    finish_response(py, &mut start, status, body, file, iterator)
 }
 
 /// Puts the `write()` bytes first and reads the declared length.
 fn finish_response(
+    py: Python<'_>,
     start: &mut StartResponse,
     status: u16,
-    mut body: Vec<u8>,
+    mut body: CollectedBody,
     file: Option<(File, u64, u64)>,
     stream: Option<BodyIterator>,
 ) -> PyResult<WsgiResponse> {
@@ -587,14 +791,13 @@ fn finish_response(
     start.head_sent = stream.is_some();
     if !start.written.is_empty() {
         let mut written = std::mem::take(&mut start.written);
-        written.extend_from_slice(&body);
-        body = written;
+        written.extend_from_slice(body.bytes(py));
+        body = CollectedBody::Joined(written);
     }
     let declared_length = start
         .headers
-        .iter()
-        .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
-        .map(|(_, value)| {
+        .get("content-length")
+        .map(|value| {
             std::str::from_utf8(value)
                 .ok()
                 .and_then(|text| text.trim().parse::<u64>().ok())
@@ -613,20 +816,56 @@ fn finish_response(
     })
 }
 
+/// A WSGI body collected in hand: the app's one `bytes` as it is (the
+/// usual `return [body]`, sent without a copy), or its chunks joined.
+pub enum CollectedBody {
+    Joined(Vec<u8>),
+    Single(Py<PyBytes>),
+}
+
+impl Default for CollectedBody {
+    fn default() -> Self {
+        CollectedBody::Joined(Vec::new())
+    }
+}
+
+impl CollectedBody {
+    pub fn bytes<'a>(&'a self, py: Python<'_>) -> &'a [u8] {
+        match self {
+            CollectedBody::Joined(bytes) => bytes,
+            CollectedBody::Single(bytes) => bytes.as_bytes(py),
+        }
+    }
+
+    /// Adds `more` after what is there (copying a single `bytes` first).
+    fn append(&mut self, py: Python<'_>, more: &[u8]) {
+        if let CollectedBody::Single(bytes) = self {
+            *self = CollectedBody::Joined(bytes.as_bytes(py).to_vec());
+        }
+        if let CollectedBody::Joined(joined) = self {
+            joined.extend_from_slice(more);
+        }
+    }
+}
+
 /// The body chunks of a WSGI result, joined.
-fn collect_body(result: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+fn collect_body(result: &Bound<'_, PyAny>) -> PyResult<CollectedBody> {
     let mut body = Vec::new();
     if let Ok(list) = result.cast::<PyList>() {
+        if list.len() == 1 {
+            let only = list.get_item(0)?;
+            return Ok(CollectedBody::Single(only.cast_into::<PyBytes>()?.unbind()));
+        }
         for item in list.iter() {
             body.extend_from_slice(item.cast::<PyBytes>()?.as_bytes());
         }
-        return Ok(body);
+        return Ok(CollectedBody::Joined(body));
     }
     if let Ok(tuple) = result.cast::<PyTuple>() {
         for item in tuple.iter() {
             body.extend_from_slice(item.cast::<PyBytes>()?.as_bytes());
         }
-        return Ok(body);
+        return Ok(CollectedBody::Joined(body));
     }
     for item in result.try_iter()? {
         let item = item?;
@@ -635,7 +874,7 @@ fn collect_body(result: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
         })?;
         body.extend_from_slice(chunk.as_bytes());
     }
-    Ok(body)
+    Ok(CollectedBody::Joined(body))
 }
 
 /// A file wrapper whose file has a descriptor: send the rest of the file
@@ -663,7 +902,7 @@ impl WsgiResponse {
     /// Whether the app's headers ask to close the connection.
     pub fn requests_close(&self) -> bool {
         self.headers.iter().any(|(name, value)| {
-            name.eq_ignore_ascii_case("connection") && connection_has_close(value)
+            name.eq_ignore_ascii_case(b"connection") && connection_has_close(value)
         })
     }
 }

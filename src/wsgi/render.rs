@@ -16,6 +16,7 @@ use crate::http_write::{OutgoingBody, Rendered, ResponseContext};
 /// Content-Length that disagrees with the body is an app error (a 500),
 /// never a malformed response.
 pub(crate) fn render_collected<W: ResponseWriter>(
+    py: Python<'_>,
     response: &mut WsgiResponse,
     context: &ResponseContext<'_>,
     writer: &mut W,
@@ -23,7 +24,7 @@ pub(crate) fn render_collected<W: ResponseWriter>(
     let file = response.file.take();
     let actual_length = match &file {
         Some((_, _, length)) => *length,
-        None => response.body.len() as u64,
+        None => response.body.bytes(py).len() as u64,
     };
     let length = match response.declared_length {
         // A HEAD response may declare the GET body's length without a body.
@@ -47,10 +48,7 @@ pub(crate) fn render_collected<W: ResponseWriter>(
         close,
         context: *context,
     };
-    let fields = response
-        .headers
-        .iter()
-        .map(|(name, value)| (name.as_bytes(), value.as_slice()));
+    let fields = response.headers.iter();
     writer.send_head(&head, fields);
     let mut body = None;
     if !context.head_only && !bodyless {
@@ -63,7 +61,7 @@ pub(crate) fn render_collected<W: ResponseWriter>(
                     end: offset + length,
                 });
             }
-            None => writer.send_body(&response.body),
+            None => writer.send_body(response.body.bytes(py)),
         }
     }
     writer.end_body(std::iter::empty());

@@ -58,6 +58,7 @@ BLOCK_LIMIT = 30.0
 closes: dict[str, int] = {}
 events: dict[str, threading.Event] = {}
 entered: set[str] = set()
+kept: list[Any] = []
 lock = threading.Lock()
 
 
@@ -189,6 +190,38 @@ def app(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         second = stream.readline(3)
         rest = stream.readlines()
         return json_response(start_response, [line.decode() for line in [first, second, *rest]])
+    if path == "/input":
+        # Everything a file offers, in an order that would expose a reader
+        # whose position, or closing, carried over to the next request.
+        stream = environ["wsgi.input"]
+        buffer = bytearray(4)
+        report = {
+            "readinto": stream.readinto(buffer),
+            "read": stream.read(3).decode("latin-1"),
+            "readline": stream.readline().decode("latin-1"),
+            "rest": stream.read().decode("latin-1"),
+            "iterated": [line.decode("latin-1") for line in stream],
+            "readlines": [line.decode("latin-1") for line in stream.readlines()],
+            "at_end": stream.read(10).decode("latin-1"),
+        }
+        if "spoil" in params:
+            stream.seek(0, 2)
+            stream.close()
+        return json_response(start_response, report)
+    if path == "/keep-start-response":
+        # An app that holds on to its start_response (or its write) after
+        # returning: a later request must not be handed the same object.
+        write = start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "4")])
+        kept.append(write if "write" in params else start_response)
+        return [b"kept"]
+    if path == "/use-kept":
+        previous = kept.pop()
+        try:
+            previous("500 Oops", [("X-Stolen", "yes")]) if "write" not in params else previous(b"stolen")
+            reused_call = "accepted"
+        except RuntimeError:
+            reused_call = "refused"
+        return json_response(start_response, {"same": previous is start_response, "reused_call": reused_call})
     if path == "/lines-iter":
         return json_response(start_response, [line.decode() for line in environ["wsgi.input"]])
     if path == "/errors":
