@@ -40,7 +40,7 @@ use crate::request::Request;
 use crate::response::{render_result, write_status_page, ResponseContext};
 use crate::router::{Handler, Router};
 use crate::static_files::StaticFiles;
-use crate::wsgi::objects::WsgiSettings;
+use crate::wsgi::environ::WsgiSettings;
 
 /// What every request of one worker needs besides its connection.
 pub(crate) struct Core {

@@ -15,7 +15,8 @@ use rush_proto::RequestHead;
 
 use rush_proto::encode::{BodyEncoder, EncodeError, FramingHeader, FramingPlan};
 
-use super::objects::{build_environ, call_wsgi, WsgiResponse};
+use super::environ::build_environ;
+use super::objects::{call_wsgi, WsgiResponse};
 use super::render::render_collected;
 use crate::body::RequestBody;
 use crate::cache::CacheFill;
