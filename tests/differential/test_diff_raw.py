@@ -80,6 +80,24 @@ def test_a_request_that_cancels_its_own_task_leaves_the_next_alone(asgi: Pair) -
     assert rush_view[-1] == (200, "resumed"), rush_view
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="known difference, left for speed: every rush scope shares one scope['asgi'] dict; a new "
+    "one per request measured +650 instructions on a raw ASGI hello of 20,500 (docs/architecture.md, ASGI)",
+)
+def test_scope_asgi_is_each_requests_own(asgi: Pair) -> None:
+    """An app that changes ``scope["asgi"]`` changes it for its own request only under uvicorn,
+    which builds a new dict per request; rush shares one, so the change reaches later requests."""
+
+    def script(side: Side) -> list[str]:
+        seen = [raw_exchange(side, "GET", "/asgi-dict")["body"] for _ in range(2)]
+        raw_exchange(side, "GET", "/asgi-dict?undo")
+        return seen
+
+    rush_view, _ = asgi.check("asgi-dict", script)
+    assert rush_view == ["spec_version,version"] * 2, rush_view
+
+
 def test_lifespan_state_reaches_requests(asgi: Pair) -> None:
     asgi.check("state", lambda side: raw_exchange(side, "GET", "/state"))
 

@@ -23,6 +23,8 @@
 * ``/cancel-own-task-and-wait``: cancels the task it runs in, then suspends
   (where the cancellation reaches it).
 * ``/yield-once``: suspends once (``asyncio.sleep(0)``), then answers.
+* ``/asgi-dict``: answers the keys of ``scope["asgi"]``, then adds one of its
+  own (a later request must not see it); ``?undo`` removes it instead.
 """
 
 from __future__ import annotations
@@ -158,6 +160,14 @@ async def app(scope, receive, send):
             await asyncio.sleep(0)
         except asyncio.CancelledError:
             await respond(send, 200, b"cancelled while waiting")
+    elif path == "/asgi-dict":
+        keys = ",".join(sorted(scope["asgi"]))
+        if scope["query_string"] == b"undo":
+            # So that the other tests of a shared server see the usual scope.
+            scope["asgi"].pop("added-by-an-earlier-request", None)
+        else:
+            scope["asgi"]["added-by-an-earlier-request"] = True
+        await respond(send, 200, keys.encode())
     elif path == "/yield-once":
         await asyncio.sleep(0)
         await respond(send, 200, b"resumed")
