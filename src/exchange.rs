@@ -127,6 +127,23 @@ pub(crate) struct ResponseHead<'a> {
     pub context: ResponseContext<'a>,
 }
 
+impl ResponseHead<'_> {
+    /// Writes this head and `fields` down in a cache recording (every
+    /// writer does, before it encodes them its own way).
+    pub(crate) fn record<'f>(
+        &self,
+        recording: &mut Recording,
+        fields: impl Iterator<Item = (&'f [u8], &'f [u8])>,
+    ) {
+        recording.head(
+            self.status,
+            self.length.declared(),
+            self.context.head_only,
+            fields,
+        );
+    }
+}
+
 /// A whole response in one value: a head and a body already in hand (the
 /// native App's answers, rush's own status pages). The hot path: HTTP/1.1
 /// encodes it into its output buffer in one go.
@@ -143,6 +160,23 @@ pub(crate) struct WholeResponse<'a> {
     pub close: bool,
     /// The request facts and the server's fields.
     pub context: &'a ResponseContext<'a>,
+}
+
+impl WholeResponse<'_> {
+    /// Writes this response and `fields` down in a cache recording.
+    pub(crate) fn record<'f>(
+        &self,
+        recording: &mut Recording,
+        fields: impl Iterator<Item = (&'f [u8], &'f [u8])>,
+    ) {
+        recording.whole(
+            self.status,
+            self.content_type,
+            self.body,
+            self.context.head_only,
+            fields,
+        );
+    }
 }
 
 /// What a request's response goes through, implemented by each protocol.

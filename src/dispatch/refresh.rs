@@ -180,12 +180,7 @@ impl ResponseWriter for DetachedRefresh {
         I: Iterator<Item = (&'f [u8], &'f [u8])>,
     {
         if let Some(recording) = self.unit.recording.as_deref_mut() {
-            recording.head(
-                head.status,
-                head.length.declared(),
-                head.context.head_only,
-                fields,
-            );
+            head.record(recording, fields);
         }
     }
 
@@ -194,13 +189,7 @@ impl ResponseWriter for DetachedRefresh {
         I: Iterator<Item = (&'f [u8], &'f [u8])>,
     {
         if let Some(recording) = self.unit.recording.as_deref_mut() {
-            recording.whole(
-                response.status,
-                response.content_type,
-                response.body,
-                response.context.head_only,
-                fields,
-            );
+            response.record(recording, fields);
         }
     }
 

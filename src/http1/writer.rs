@@ -107,13 +107,7 @@ impl ResponseWriter for Connection {
     {
         if let Some(recording) = self.request.recording.as_deref_mut() {
             let fields: Vec<(&[u8], &[u8])> = fields.collect();
-            let head_only = head.context.head_only;
-            recording.head(
-                head.status,
-                head.length.declared(),
-                head_only,
-                fields.iter().copied(),
-            );
+            head.record(recording, fields.iter().copied());
             return self.write_head(head, fields.into_iter());
         }
         self.write_head(head, fields);
@@ -126,13 +120,7 @@ impl ResponseWriter for Connection {
     {
         if let Some(recording) = self.request.recording.as_deref_mut() {
             let fields: Vec<(&[u8], &[u8])> = fields.collect();
-            recording.whole(
-                response.status,
-                response.content_type,
-                response.body,
-                response.context.head_only,
-                fields.iter().copied(),
-            );
+            response.record(recording, fields.iter().copied());
             return self.write_whole(response, fields.into_iter());
         }
         self.write_whole(response, fields);

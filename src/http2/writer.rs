@@ -282,13 +282,7 @@ impl ResponseWriter for StreamWriter<'_> {
         let mut pairs: Vec<(&[u8], &[u8])> = Vec::with_capacity(8);
         let (app_date, app_server) = push_app_fields(fields, &mut pairs);
         if let Some(recording) = self.stream.unit.recording.as_deref_mut() {
-            let head_only = head.context.head_only;
-            recording.head(
-                head.status,
-                head.length.declared(),
-                head_only,
-                pairs.iter().copied(),
-            );
+            head.record(recording, pairs.iter().copied());
         }
         if let BodyLength::Known(length) = head.length {
             pairs.push((b"content-length", length_text.format(length).as_bytes()));
@@ -324,13 +318,7 @@ impl ResponseWriter for StreamWriter<'_> {
                 .iter()
                 .copied()
                 .skip(usize::from(!response.content_type.is_empty()));
-            recording.whole(
-                response.status,
-                response.content_type,
-                response.body,
-                response.context.head_only,
-                fields,
-            );
+            response.record(recording, fields);
             // Frames cannot be taken back to add the cache's ETag after the
             // fact (HTTP/1.1 rewrites its unsent bytes): it goes out now.
             added_etag = recording.etag_to_add();
