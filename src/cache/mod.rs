@@ -127,6 +127,19 @@ pub(crate) mod tests {
     const FAILED: &[u8] = b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n";
     const NOT_FOUND: &[u8] = b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
 
+    /// A cache holding one answer (fresh for 60 s, then served stale for
+    /// 30 s more), filled at the returned instant.
+    fn filled_with_stale_grace() -> (CachePolicy, ResponseCache, CacheKey, Instant) {
+        let mut policy = policy();
+        policy.stale = Duration::from_secs(30);
+        let mut cache = ResponseCache::new(1 << 20, Default::default());
+        let start = Instant::now();
+        let mut key = key_for(&policy, b"arch=x86");
+        cache.look_up(&policy, &mut key, &[], true, waiter(1), start);
+        cache.complete_fill(&policy, &key, Some(&rec(OK)), &[], start);
+        (policy, cache, key, start)
+    }
+
     fn key_for(policy: &CachePolicy, query: &[u8]) -> CacheKey {
         let request = RequestIdentity {
             https: false,
@@ -209,13 +222,7 @@ pub(crate) mod tests {
 
     #[test]
     fn stale_answers_serve_while_one_request_refreshes_and_survive_errors() {
-        let mut policy = policy();
-        policy.stale = Duration::from_secs(30);
-        let mut cache = ResponseCache::new(1 << 20, Default::default());
-        let start = Instant::now();
-        let mut key = key_for(&policy, b"arch=x86");
-        cache.look_up(&policy, &mut key, &[], true, waiter(1), start);
-        cache.complete_fill(&policy, &key, Some(&rec(OK)), &[], start);
+        let (policy, mut cache, mut key, start) = filled_with_stale_grace();
         let expired = start + Duration::from_secs(61);
         assert_eq!(
             is(&cache.look_up(&policy, &mut key, &[], true, waiter(1), expired)),
@@ -242,13 +249,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_request_that_may_not_fill_still_gets_the_stale_answer_and_starts_the_refresh() {
-        let mut policy = policy();
-        policy.stale = Duration::from_secs(30);
-        let mut cache = ResponseCache::new(1 << 20, Default::default());
-        let start = Instant::now();
-        let mut key = key_for(&policy, b"arch=x86");
-        cache.look_up(&policy, &mut key, &[], true, waiter(1), start);
-        cache.complete_fill(&policy, &key, Some(&rec(OK)), &[], start);
+        let (policy, mut cache, mut key, start) = filled_with_stale_grace();
         let expired = start + Duration::from_secs(61);
         // A HEAD (or conditional) request: the refresh is a GET of its own.
         assert_eq!(
