@@ -24,9 +24,10 @@ pub(crate) struct Runner {
     object: Py<PyAny>,
     event_loop: Py<PyAny>,
     spare: RefCell<Py<PyAny>>,
-    /// The future the spare waits on; the spare's own `cancel()` cancels
-    /// it, which is how a cancelled spare is noticed (see [`start`]).
-    assignment: RefCell<Py<PyAny>>,
+    /// `cancelled` of the future the spare waits on, bound once per spare:
+    /// the spare's own `cancel()` cancels that future, which is how a
+    /// cancelled spare is noticed (see [`start`]).
+    assignment_cancelled: RefCell<Py<PyAny>>,
     /// The spare, while it stays the current task between coroutine starts
     /// (see [`start`]'s `hold`); [`Runner::release`] ends that.
     held: RefCell<Option<Py<PyAny>>>,
@@ -37,12 +38,12 @@ impl Runner {
         let runner = object.bind(py);
         let event_loop = runner.getattr(pyo3::intern!(py, "loop"))?.unbind();
         let spare = RefCell::new(runner.getattr(pyo3::intern!(py, "spare"))?.unbind());
-        let assignment = RefCell::new(runner.getattr(pyo3::intern!(py, "assignment"))?.unbind());
+        let assignment_cancelled = RefCell::new(cancelled_of_assignment(runner)?);
         Ok(Runner {
             object,
             event_loop,
             spare,
-            assignment,
+            assignment_cancelled,
             held: RefCell::new(None),
         })
     }
@@ -51,19 +52,15 @@ impl Runner {
     fn reread_spare(&self, py: Python<'_>) -> PyResult<()> {
         let runner = self.object.bind(py);
         *self.spare.borrow_mut() = runner.getattr(pyo3::intern!(py, "spare"))?.unbind();
-        *self.assignment.borrow_mut() = runner.getattr(pyo3::intern!(py, "assignment"))?.unbind();
+        *self.assignment_cancelled.borrow_mut() = cancelled_of_assignment(runner)?;
         Ok(())
     }
 
     /// After a first step that did not suspend: if the step cancelled its
     /// own task (the spare), the spare is replaced, so that the cancellation
-    /// stays with that request (one call of a C method, ~60 instructions).
+    /// stays with that request (a call of a bound C method per request).
     fn renew_spare_if_cancelled(&self, py: Python<'_>) -> PyResult<()> {
-        let cancelled = self
-            .assignment
-            .borrow()
-            .bind(py)
-            .call_method0(pyo3::intern!(py, "cancelled"))?;
+        let cancelled = self.assignment_cancelled.borrow().bind(py).call0()?;
         if cancelled.is_truthy()? {
             self.release(py);
             self.object
@@ -90,6 +87,15 @@ impl Runner {
             error.write_unraisable(py, None);
         }
     }
+}
+
+/// `runner.assignment.cancelled`, the bound method.
+fn cancelled_of_assignment(runner: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    let py = runner.py();
+    Ok(runner
+        .getattr(pyo3::intern!(py, "assignment"))?
+        .getattr(pyo3::intern!(py, "cancelled"))?
+        .unbind())
 }
 
 /// Runs a coroutine's first step inline, as the runner's spare asyncio
