@@ -9,6 +9,11 @@
 //! returns is answered in the same pass; one that
 //! suspends is handed to the runner (python/rush/coroutines.py), which
 //! continues it as that same task and reports its end to the loop.
+//!
+//! Every request starts from the same context ([`RequestContexts`]): a
+//! copy of the worker's context as it was when its loop was built, never
+//! of whatever context happens to be current (which, when a finished
+//! response lets a pipelined request start, is the finished request's).
 
 use std::cell::RefCell;
 
@@ -89,6 +94,70 @@ impl Runner {
     }
 }
 
+/// The context each request's code runs in: a fresh copy of the worker's
+/// context as it was when its loop was built (module-level `ContextVar`
+/// values are in it; nothing a request sets is). A copy shares its
+/// variables' map with the original until one is set, so a copy costs an
+/// object, not the map.
+///
+/// Why not the current context: a request that suspended finishes inside
+/// its own task's context, and the pipelined request its end lets start
+/// would copy that; and a rush App's plain handler called in the thread's
+/// own context would leave what it sets there for every later request.
+/// granian and hypercorn start every request clean (uvicorn leaks to the
+/// next pipelined request; tests/differential has the comparison).
+pub(crate) struct RequestContexts {
+    base: Py<PyAny>,
+}
+
+impl RequestContexts {
+    /// Takes the worker's context as it is now; called once, when the loop
+    /// is built, outside any request.
+    pub(crate) fn capture(py: Python<'_>) -> PyResult<RequestContexts> {
+        // SAFETY: called with the GIL held; returns a new reference or NULL
+        // with an exception set, which from_owned_ptr_or_err turns into Err.
+        let base = unsafe { Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyContext_CopyCurrent())? };
+        Ok(RequestContexts {
+            base: base.unbind(),
+        })
+    }
+
+    /// A new copy of the base context, for one request.
+    pub(crate) fn fresh<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        // SAFETY: `base` is a live Context object (made by capture); the
+        // call returns a new reference or NULL with an exception set.
+        unsafe { Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyContext_Copy(self.base.as_ptr())) }
+    }
+
+    /// Runs `call` (a plain handler) in a fresh copy of the base context.
+    pub(crate) fn run<'py, T>(
+        &self,
+        py: Python<'py>,
+        call: impl FnOnce() -> PyResult<T>,
+    ) -> PyResult<T> {
+        let context = self.fresh(py)?;
+        in_context(py, &context, call)
+    }
+}
+
+/// Runs `call` with `context` entered.
+fn in_context<'py, T>(
+    py: Python<'py>,
+    context: &Bound<'py, PyAny>,
+    call: impl FnOnce() -> PyResult<T>,
+) -> PyResult<T> {
+    // SAFETY: `context` is a live Context object, fresh from
+    // RequestContexts, so not entered anywhere else; Enter/Exit are paired
+    // below whatever `call` does, on this thread, with the GIL held.
+    if unsafe { pyo3::ffi::PyContext_Enter(context.as_ptr()) } != 0 {
+        return Err(PyErr::fetch(py));
+    }
+    let result = call();
+    // SAFETY: pairs the successful PyContext_Enter above.
+    unsafe { pyo3::ffi::PyContext_Exit(context.as_ptr()) };
+    result
+}
+
 /// `runner.assignment.cancelled`, the bound method.
 fn cancelled_of_assignment(runner: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
     let py = runner.py();
@@ -99,7 +168,8 @@ fn cancelled_of_assignment(runner: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
 }
 
 /// Runs a coroutine's first step inline, as the runner's spare asyncio
-/// task (see python/rush/coroutines.py), in a fresh context copy. A
+/// task (see python/rush/coroutines.py), in a fresh copy of `contexts`'
+/// base. A
 /// coroutine that suspends is handed to `runner.adopt(...)` and goes on
 /// as that task. Without a runner (no asyncio loop), a coroutine that
 /// finishes at once is still fine; one that would suspend is an error.
@@ -116,13 +186,15 @@ fn cancelled_of_assignment(runner: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
 pub(crate) fn start<'py>(
     py: Python<'py>,
     runner: Option<&Runner>,
+    contexts: &RequestContexts,
     coroutine: &Bound<'py, PyAny>,
     key: u64,
     request_id: u64,
     hold: bool,
 ) -> PyResult<CoroutineStart<'py>> {
+    let context = contexts.fresh(py)?;
     let Some(runner) = runner else {
-        return match send_none(py, coroutine)? {
+        return match in_context(py, &context, || send_none(py, coroutine))? {
             Step::Returned(value) => Ok(CoroutineStart::Finished(value)),
             Step::Yielded(_) => {
                 let _ = coroutine.call_method0(pyo3::intern!(py, "close"));
@@ -135,9 +207,6 @@ pub(crate) fn start<'py>(
     let task = runner.spare.borrow().clone_ref(py).into_bound(py);
     let event_loop = runner.event_loop.bind(py);
     let (enter_task, leave_task) = task_switchers(py)?;
-    // SAFETY: called with the GIL held; returns a new reference or NULL
-    // with an exception set, which from_owned_ptr_or_err turns into Err.
-    let context = unsafe { Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyContext_CopyCurrent())? };
     // A held task is always the spare: the spare changes only in `adopt`,
     // and the hold is released before that.
     let already_current = runner.held.borrow().is_some();
@@ -150,17 +219,7 @@ pub(crate) fn start<'py>(
             *runner.held.borrow_mut() = Some(task.clone().unbind());
         }
     }
-    // SAFETY: `context` is a live Context object; Enter/Exit are paired
-    // below whatever the step does, on this thread, with the GIL held.
-    let entered = unsafe { pyo3::ffi::PyContext_Enter(context.as_ptr()) };
-    let step = if entered == 0 {
-        let step = send_none(py, coroutine);
-        // SAFETY: pairs the successful PyContext_Enter above.
-        unsafe { pyo3::ffi::PyContext_Exit(context.as_ptr()) };
-        step
-    } else {
-        Err(PyErr::fetch(py))
-    };
+    let step = in_context(py, &context, || send_none(py, coroutine));
     if !hold {
         leave_task.call1((event_loop, &task))?;
     }

@@ -228,8 +228,9 @@ impl Core {
                 .map(|request| request.clone().unbind());
         }
         let line = RequestLine::Raw(head_bytes, head);
-        let result =
-            request.and_then(|request| call_handler(py, handler, &request, params.as_ref()));
+        let result = request.and_then(|request| {
+            call_handler(py, &self.contexts, handler, &request, params.as_ref())
+        });
         let start = connection.response_mark();
         let outcome = match result {
             Err(error) => self.finish(py, connection, &awaiting, head_bytes, &line, Err(error)),

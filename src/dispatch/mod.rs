@@ -56,6 +56,8 @@ pub(crate) struct Core {
     pub(crate) error_logger: Py<PyAny>,
     pub(crate) access_logger: Option<Py<PyAny>>,
     pub(crate) async_scheduler: Option<coroutine::Runner>,
+    /// The context each request starts from (see [`coroutine::RequestContexts`]).
+    pub(crate) contexts: coroutine::RequestContexts,
     /// Runs `call_wsgi(app, environ)` on a thread pool (`--threads`):
     /// called as `scheduler(app, environ, key, request_id)`.
     pub(crate) blocking_scheduler: Option<Py<PyAny>>,
@@ -159,6 +161,7 @@ impl Core {
         coroutine::start(
             py,
             self.async_scheduler.as_ref(),
+            &self.contexts,
             coroutine,
             key.token(),
             request_id,
@@ -311,7 +314,13 @@ impl Core {
         let request = awaiting.request.as_ref()?;
         let router = self.router.bind(py).borrow();
         let handler = router.error_handler(500)?;
-        let mut value = handler.callable.bind(py).call1((request.bind(py),));
+        let callable = handler.callable.bind(py);
+        let mut value = if handler.is_async {
+            callable.call1((request.bind(py),))
+        } else {
+            self.contexts
+                .run(py, || callable.call1((request.bind(py),)))
+        };
         if handler.is_async {
             // A 500 page that awaits something is not worth a second
             // suspension; it must answer in its first step.
@@ -515,16 +524,24 @@ pub(crate) fn request_line(head_bytes: &[u8], head: &RequestHead) -> String {
     line
 }
 
-/// Calls a handler with the request and its path parameters as keywords.
+/// Calls a handler with the request and its path parameters as keywords:
+/// a plain handler runs in a fresh request context; an async one only
+/// makes its coroutine here, which starts in its own (`start_coroutine`).
 pub(crate) fn call_handler<'py>(
     py: Python<'py>,
+    contexts: &coroutine::RequestContexts,
     handler: &Handler,
     request: &Bound<'py, Request>,
     params: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let callable = handler.callable.bind(py);
-    match params {
+    let call = || match params {
         None => callable.call1((request,)),
         Some(params) => callable.call(PyTuple::new(py, [request])?, Some(params)),
+    };
+    if handler.is_async {
+        call()
+    } else {
+        contexts.run(py, call)
     }
 }
