@@ -315,25 +315,24 @@ impl Core {
         let router = self.router.bind(py).borrow();
         let handler = router.error_handler(500)?;
         let callable = handler.callable.bind(py);
-        let mut value = if handler.is_async {
-            callable.call1((request.bind(py),))
-        } else {
-            self.contexts
-                .run(py, || callable.call1((request.bind(py),)))
-        };
-        if handler.is_async {
+        // In a request context of its own, like any handler.
+        let value = self.contexts.run(py, || {
+            let value = callable.call1((request.bind(py),))?;
+            if !handler.is_async {
+                return Ok(value);
+            }
             // A 500 page that awaits something is not worth a second
             // suspension; it must answer in its first step.
-            value = value.and_then(|coroutine| match send_none(py, &coroutine)? {
+            match send_none(py, &value)? {
                 Step::Returned(value) => Ok(value),
                 Step::Yielded(_) => {
-                    let _ = coroutine.call_method0(pyo3::intern!(py, "close"));
+                    let _ = value.call_method0(pyo3::intern!(py, "close"));
                     Err(pyo3::exceptions::PyRuntimeError::new_err(
                         "an async 500 handler must not suspend",
                     ))
                 }
-            });
-        }
+            }
+        });
         let mark = writer.response_mark();
         match value.and_then(|value| render_result(py, &value, 500, context, writer)) {
             Ok(rendered) => Some(rendered),
