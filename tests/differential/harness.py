@@ -175,14 +175,16 @@ def start_pair(
     reference_args: Sequence[str] = (),
     env: dict[str, str] | None = None,
     start: bool = True,
+    reference: str | None = None,
 ) -> Pair:
     """Starts ``tests/differential/apps/<app>`` (``module`` or ``module:attribute``) under rush and
-    under uvicorn (``interface="asgi"``) or gunicorn (``"wsgi"``); with ``start=False``, does not
-    wait for them to answer (for apps that are meant to fail at start-up)."""
+    under uvicorn (``interface="asgi"``) or gunicorn (``"wsgi"``), or the ``reference`` named
+    (``"hypercorn"``: ASGI over HTTP/2 too); with ``start=False``, does not wait for them to
+    answer (for apps that are meant to fail at start-up)."""
     module, _, attribute = app.partition(":")
     target = f"tests.differential.apps.{module}:{attribute or 'app'}"
     sides = []
-    for name in ("rush", "uvicorn" if interface == "asgi" else "gunicorn"):
+    for name in ("rush", reference or ("uvicorn" if interface == "asgi" else "gunicorn")):
         record = factory.directory / f"{app.replace(':', '-')}-{name}.jsonl"
         record.unlink(missing_ok=True)
         entry = f"tests.differential.recorder:{interface}"
@@ -191,6 +193,8 @@ def start_pair(
         elif name == "uvicorn":
             command = [str(VENV_BIN / "uvicorn"), entry, "--http", "httptools", "--loop", "uvloop"]
             command += ["--fd", "{fd}", *reference_args]
+        elif name == "hypercorn":
+            command = [str(VENV_BIN / "hypercorn"), entry, "--workers", "1", "--bind", "fd://{fd}", *reference_args]
         else:
             command = [str(VENV_BIN / "gunicorn"), entry, "--workers", "1", "-b", "fd://{fd}", *reference_args]
         server = (RushServer if name == "rush" else ReferenceServer)(
