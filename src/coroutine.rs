@@ -10,15 +10,15 @@
 //! suspends is handed to the runner (python/rush/coroutines.py), which
 //! continues it as that same task and reports its end to the loop.
 //!
-//! Every request starts from the same context ([`RequestContexts`]): a
-//! copy of the worker's context as it was when its loop was built, never
-//! of whatever context happens to be current (which, when a finished
-//! response lets a pipelined request start, is the finished request's).
+//! Every first step runs in a request context of its own
+//! ([`crate::request_context`]).
 
 use std::cell::RefCell;
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
+
+use crate::request_context::{in_context, RequestContexts};
 
 /// The worker's `CoroutineRunner` (python/rush/coroutines.py), with the
 /// two attributes every coroutine start needs read once: its event loop,
@@ -94,70 +94,6 @@ impl Runner {
     }
 }
 
-/// The context each request's code runs in: a fresh copy of the worker's
-/// context as it was when its loop was built (module-level `ContextVar`
-/// values are in it; nothing a request sets is). A copy shares its
-/// variables' map with the original until one is set, so a copy costs an
-/// object, not the map.
-///
-/// Why not the current context: a request that suspended finishes inside
-/// its own task's context, and the pipelined request its end lets start
-/// would copy that; and a rush App's plain handler called in the thread's
-/// own context would leave what it sets there for every later request.
-/// granian and hypercorn start every request clean (uvicorn leaks to the
-/// next pipelined request; tests/differential has the comparison).
-pub(crate) struct RequestContexts {
-    base: Py<PyAny>,
-}
-
-impl RequestContexts {
-    /// Takes the worker's context as it is now; called once, when the loop
-    /// is built, outside any request.
-    pub(crate) fn capture(py: Python<'_>) -> PyResult<RequestContexts> {
-        // SAFETY: called with the GIL held; returns a new reference or NULL
-        // with an exception set, which from_owned_ptr_or_err turns into Err.
-        let base = unsafe { Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyContext_CopyCurrent())? };
-        Ok(RequestContexts {
-            base: base.unbind(),
-        })
-    }
-
-    /// A new copy of the base context, for one request.
-    pub(crate) fn fresh<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        // SAFETY: `base` is a live Context object (made by capture); the
-        // call returns a new reference or NULL with an exception set.
-        unsafe { Bound::from_owned_ptr_or_err(py, pyo3::ffi::PyContext_Copy(self.base.as_ptr())) }
-    }
-
-    /// Runs `call` (a plain handler) in a fresh copy of the base context.
-    pub(crate) fn run<'py, T>(
-        &self,
-        py: Python<'py>,
-        call: impl FnOnce() -> PyResult<T>,
-    ) -> PyResult<T> {
-        let context = self.fresh(py)?;
-        in_context(py, &context, call)
-    }
-}
-
-/// Runs `call` with `context` entered.
-fn in_context<'py, T>(
-    py: Python<'py>,
-    context: &Bound<'py, PyAny>,
-    call: impl FnOnce() -> PyResult<T>,
-) -> PyResult<T> {
-    // SAFETY: `context` is a live Context object, fresh from
-    // RequestContexts, so not entered anywhere else; Enter/Exit are paired
-    // below whatever `call` does, on this thread, with the GIL held.
-    if unsafe { pyo3::ffi::PyContext_Enter(context.as_ptr()) } != 0 {
-        return Err(PyErr::fetch(py));
-    }
-    let result = call();
-    // SAFETY: pairs the successful PyContext_Enter above.
-    unsafe { pyo3::ffi::PyContext_Exit(context.as_ptr()) };
-    result
-}
-
 /// `runner.assignment.cancelled`, the bound method.
 fn cancelled_of_assignment(runner: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
     let py = runner.py();
@@ -168,8 +104,8 @@ fn cancelled_of_assignment(runner: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
 }
 
 /// Runs a coroutine's first step inline, as the runner's spare asyncio
-/// task (see python/rush/coroutines.py), in a fresh copy of `contexts`'
-/// base. A
+/// task (see python/rush/coroutines.py), in a request context of its own
+/// (a fresh copy from `contexts`). A
 /// coroutine that suspends is handed to `runner.adopt(...)` and goes on
 /// as that task. Without a runner (no asyncio loop), a coroutine that
 /// finishes at once is still fine; one that would suspend is an error.

@@ -29,6 +29,7 @@ mod metrics;
 mod options;
 mod proxy;
 mod request;
+mod request_context;
 mod response;
 mod router;
 mod server;

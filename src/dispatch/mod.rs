@@ -37,6 +37,7 @@ use crate::liveness::Liveness;
 use crate::log_limit::LogLimit;
 use crate::options::LoopConfig;
 use crate::request::Request;
+use crate::request_context::RequestContexts;
 use crate::response::{render_result, write_status_page, ResponseContext};
 use crate::router::{Handler, Router};
 use crate::static_files::StaticFiles;
@@ -56,8 +57,8 @@ pub(crate) struct Core {
     pub(crate) error_logger: Py<PyAny>,
     pub(crate) access_logger: Option<Py<PyAny>>,
     pub(crate) async_scheduler: Option<coroutine::Runner>,
-    /// The context each request starts from (see [`coroutine::RequestContexts`]).
-    pub(crate) contexts: coroutine::RequestContexts,
+    /// The context each request starts from (see [`RequestContexts`]).
+    pub(crate) contexts: RequestContexts,
     /// Runs `call_wsgi(app, environ)` on a thread pool (`--threads`):
     /// called as `scheduler(app, environ, key, request_id)`.
     pub(crate) blocking_scheduler: Option<Py<PyAny>>,
@@ -528,7 +529,7 @@ pub(crate) fn request_line(head_bytes: &[u8], head: &RequestHead) -> String {
 /// makes its coroutine here, which starts in its own (`start_coroutine`).
 pub(crate) fn call_handler<'py>(
     py: Python<'py>,
-    contexts: &coroutine::RequestContexts,
+    contexts: &RequestContexts,
     handler: &Handler,
     request: &Bound<'py, Request>,
     params: Option<&Bound<'py, PyDict>>,

@@ -223,7 +223,7 @@ impl AppServer {
                     .as_ref()
                     .map(|logger| logger.clone_ref(py)),
                 async_scheduler: None,
-                contexts: crate::coroutine::RequestContexts::capture(py)?,
+                contexts: crate::request_context::RequestContexts::capture(py)?,
                 blocking_scheduler: None,
                 app,
                 asgi_notifier: None,
