@@ -26,6 +26,7 @@
 //!   the same time (a disconnect listener and an `is_disconnected()` check)
 //!   are independent, and one cancelled mid-wait loses no message.
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 
 use pyo3::exceptions::PyStopIteration;
@@ -58,6 +59,9 @@ pub struct AsgiSettings {
     /// Every key of an `http` scope, in order, with the values that are
     /// the same for every request (see [`build_scope`]).
     scope_template: Py<PyDict>,
+    /// `--root-path` without its trailing slashes: put back in front of a
+    /// path that arrives without it (see [`scope_path`]).
+    root_path: String,
 }
 
 impl AsgiSettings {
@@ -83,6 +87,7 @@ impl AsgiSettings {
         template.set_item(pyo3::intern!(py, "raw_path"), py.None())?;
         template.set_item(pyo3::intern!(py, "query_string"), py.None())?;
         template.set_item(pyo3::intern!(py, "root_path"), &root_path)?;
+        let root_path = root_path.trim_end_matches('/').to_owned();
         template.set_item(pyo3::intern!(py, "headers"), py.None())?;
         template.set_item(pyo3::intern!(py, "client"), py.None())?;
         template.set_item(pyo3::intern!(py, "server"), address_object(py, server)?)?;
@@ -93,6 +98,7 @@ impl AsgiSettings {
             app,
             state,
             scope_template: template.unbind(),
+            root_path,
         })
     }
 }
@@ -132,9 +138,9 @@ pub fn build_scope<'py>(
         scope.set_item(pyo3::intern!(py, "scheme"), pyo3::intern!(py, "https"))?;
     }
     let forwarded_host = origin.and_then(|origin| origin.host.as_deref());
-    let raw_path = head.path.of(head_bytes);
-    scope.set_item(pyo3::intern!(py, "path"), decode_path(raw_path).as_ref())?;
-    scope.set_item(pyo3::intern!(py, "raw_path"), PyBytes::new(py, raw_path))?;
+    let (path, raw_path) = scope_path(&settings.root_path, head.path.of(head_bytes));
+    scope.set_item(pyo3::intern!(py, "path"), path.as_ref())?;
+    scope.set_item(pyo3::intern!(py, "raw_path"), PyBytes::new(py, &raw_path))?;
     let query = head.query.map(|query| query.of(head_bytes)).unwrap_or(b"");
     scope.set_item(pyo3::intern!(py, "query_string"), PyBytes::new(py, query))?;
     let mut fields = Vec::with_capacity(16);
@@ -166,6 +172,31 @@ pub fn build_scope<'py>(
         scope.set_item(pyo3::intern!(py, "state"), state.bind(py).copy()?)?;
     }
     Ok((scope, headers))
+}
+
+/// The scope's `path` and `raw_path` for a request path: the path that
+/// came, or, under a `--root-path` that it does not start with, that root
+/// path and then the path. A proxy that mounts the app under a prefix and
+/// strips it (FastAPI's "behind a proxy" set-up) sends `/items`; the app
+/// must still see `/api/items` with `root_path` `/api`, or the URLs it
+/// builds from the request (`request.url`, Starlette's trailing-slash
+/// redirects) lose the prefix. uvicorn prepends it always, also to a path
+/// that already has it (`/api/items` becomes `/api/api/items`); rush, like
+/// the WSGI side's `SCRIPT_NAME` split, takes a path that starts with the
+/// root path (at a `/` or its end) as already whole.
+fn scope_path<'a>(root_path: &str, raw_path: &'a [u8]) -> (Cow<'a, str>, Cow<'a, [u8]>) {
+    let path = decode_path(raw_path);
+    let whole = match path.strip_prefix(root_path) {
+        Some(rest) => rest.is_empty() || rest.starts_with('/'),
+        None => false,
+    };
+    if root_path.is_empty() || whole {
+        return (path, Cow::Borrowed(raw_path));
+    }
+    let mut raw = Vec::with_capacity(root_path.len() + raw_path.len());
+    raw.extend_from_slice(root_path.as_bytes());
+    raw.extend_from_slice(raw_path);
+    (Cow::Owned(format!("{root_path}{path}")), Cow::Owned(raw))
 }
 
 /// The scope's `method`: the usual ones are shared interned strings, so
