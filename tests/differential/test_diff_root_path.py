@@ -12,6 +12,8 @@ a path without the prefix; rush serves it with the prefix as `SCRIPT_NAME`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import httpx
 import pytest
 from harness import Pair, Side, asgi_app_view, httpx_view, raw_exchange, start_pair, wsgi_app_view
@@ -44,12 +46,7 @@ def test_scope_under_a_root_path(asgi: Pair, target: str) -> None:
     """A stripped path gets the prefix back in `path` and `raw_path`; `/apix` is not under
     `/api`; `/api/echo` already carries it (uvicorn doubles it: deliberate)."""
 
-    def script(side: Side) -> dict:
-        tag = f"root {target}"
-        client = raw_exchange(side, "GET", target, [("x-diff-id", tag)])
-        return {"client": client, "app": asgi_app_view(side.wait_finished(tag))}
-
-    asgi.check(f"root {target}", script)
+    asgi.check(f"root {target}", tagged_get(target, asgi_app_view))
 
 
 def test_urls_a_starlette_app_builds(starlette: Pair) -> None:
@@ -67,12 +64,7 @@ def test_urls_a_starlette_app_builds(starlette: Pair) -> None:
 def test_environ_under_a_root_path(wsgi: Pair, target: str) -> None:
     """`SCRIPT_NAME` and `PATH_INFO` split at the prefix."""
 
-    def script(side: Side) -> dict:
-        tag = f"root {target}"
-        client = raw_exchange(side, "GET", target, [("x-diff-id", tag)])
-        return {"client": client, "app": wsgi_app_view(side.wait_finished(tag))}
-
-    wsgi.check(f"root {target}", script)
+    wsgi.check(f"root {target}", tagged_get(target, wsgi_app_view))
 
 
 def test_a_path_without_the_root_path(wsgi: Pair) -> None:
@@ -86,3 +78,14 @@ def test_a_path_without_the_root_path(wsgi: Pair) -> None:
     assert rush_view == {"status": 200}
     environ = wsgi_app_view(wsgi.rush.wait_finished("stripped"))["environ"]
     assert (environ["SCRIPT_NAME"], environ["PATH_INFO"]) == (PREFIX, "/write")
+
+
+def tagged_get(target: str, app_view: Callable[[list[dict]], dict]) -> Callable[[Side], dict]:
+    """A script: GET ``target`` tagged, then what the client got and what the app saw."""
+
+    def script(side: Side) -> dict:
+        tag = f"root {target}"
+        client = raw_exchange(side, "GET", target, [("x-diff-id", tag)])
+        return {"client": client, "app": app_view(side.wait_finished(tag))}
+
+    return script
