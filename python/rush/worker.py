@@ -193,10 +193,10 @@ def run_worker(
         router = rush_app.build_router()
         add_cached_paths(config, router, interface)
     except AppLoadError as error:
-        # One line saying what is wrong, then the user's own frames only.
-        logs.error_logger.error("could not load the application: %s", error)
-        if error.details:
-            print(error.details, file=sys.stderr)
+        # One line saying what is wrong, then the user's own frames only, in one record (one
+        # write), so that the supervisor's lines cannot land between the two.
+        details = f"\n{error.details.rstrip()}" if error.details else ""
+        logs.error_logger.error("could not load the application: %s%s", error, details)
         return EXIT_BOOT_FAILURE
     except Exception:  # noqa: BLE001 - whatever a broken app raises is reported, then the worker exits
         logs.error_logger.error("could not load the application:\n%s", traceback.format_exc())
