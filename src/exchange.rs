@@ -38,6 +38,7 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::cache::{CacheFill, Recording, Stored};
@@ -284,6 +285,9 @@ pub(crate) trait ResponseWriter {
     fn request_ref(&self) -> Option<&InFlight>;
     /// The peer's address (`None`: a Unix socket).
     fn client(&self) -> Option<SocketAddr>;
+    /// The index of the listener the connection came through (`--bind`
+    /// order): the app is told that listener's address as the server's.
+    fn listener(&self) -> usize;
     /// The request's origin as a trusted proxy reported it.
     fn origin(&self) -> Option<&RequestOrigin>;
     /// When the request was dispatched (the access log's duration).
@@ -299,6 +303,14 @@ pub(crate) trait ResponseWriter {
     fn peer(&mut self) -> Peer<'_>;
 }
 
+/// Where a listener listens, as WSGI and ASGI name the server to the app.
+#[derive(Clone, Debug)]
+pub(crate) enum ListenAddress {
+    Tcp(SocketAddr),
+    /// A Unix socket, by its path (`None`: unnamed or abstract).
+    Unix(Option<PathBuf>),
+}
+
 /// The peer of a request as an interface describes it to the app.
 pub(crate) struct Peer<'a> {
     /// Its address as Python objects, made once per connection.
@@ -309,6 +321,8 @@ pub(crate) struct Peer<'a> {
     pub origin: Option<&'a RequestOrigin>,
     /// The TLS session the request came over, if any.
     pub tls: Option<&'a TlsInfo>,
+    /// The listener it came through (see [`ResponseWriter::listener`]).
+    pub listener: usize,
 }
 
 /// Sends a native text/plain answer whose body is the reason phrase

@@ -178,3 +178,37 @@ def test_ttin_and_hup_keep_every_bind_served(rush_server: ServerFactory, tmp_pat
     )
     for address, family in addresses:
         every_worker_answers(address, family, new)
+
+
+def served_json(address: object, family: int, target: str, host: str = "127.0.0.1") -> dict:
+    """One GET over a fresh connection to ``address``; its JSON body."""
+    with Connection(address, family, GUARD_TIMEOUT) as connection:
+        connection.send(request("GET", target, [("Connection", "close")], host=host))
+        result = connection.read_until_close()
+    assert [response.status for response in result.responses] == [200], result
+    return result.responses[0].json()
+
+
+def test_each_request_names_the_bind_it_came_through(rush_server: ServerFactory, tmp_path: Path) -> None:
+    """gunicorn, uvicorn and hypercorn tell the app the address of the listener a connection came
+    through (rush named the first TCP bind for every one): ASGI's `server`, `(path, None)` for a
+    Unix socket as uvicorn gives it; WSGI's SERVER_NAME and SERVER_PORT, from the Host header over
+    a Unix socket as gunicorn takes them."""
+    first, second = free_port(), free_port()
+    binds = ("-b", "fd://{fd}", "-b", f"127.0.0.1:{first}", "-b", f"127.0.0.1:{second}")
+    asgi = rush_server("tests.apps.asgi_apps:app", *binds, "-b", f"unix:{tmp_path / 'a.sock'}")
+    ports = (asgi.port, first, second)
+    servers = [served_json(("127.0.0.1", port), socket.AF_INET, "/scope")["server"] for port in ports]
+    assert servers == [["127.0.0.1", port] for port in ports]
+    over_unix = served_json(str(tmp_path / "a.sock"), socket.AF_UNIX, "/scope")
+    assert over_unix["server"] == [str(tmp_path / "a.sock"), None]
+    asgi.stop()
+
+    third, fourth = free_port(), free_port()
+    binds = ("-b", "fd://{fd}", "-b", f"127.0.0.1:{third}", "-b", f"127.0.0.1:{fourth}")
+    wsgi = rush_server("tests.apps.wsgi_apps:app", *binds, "-b", f"unix:{tmp_path / 'w.sock'}")
+    for port in (wsgi.port, third, fourth):
+        environ = served_json(("127.0.0.1", port), socket.AF_INET, "/environ")
+        assert (environ["SERVER_NAME"], environ["SERVER_PORT"]) == ("127.0.0.1", str(port))
+    environ = served_json(str(tmp_path / "w.sock"), socket.AF_UNIX, "/environ", host="example.com:8080")
+    assert (environ["SERVER_NAME"], environ["SERVER_PORT"]) == ("example.com", "8080")

@@ -118,8 +118,9 @@ impl Core {
         let client = peer.objects.address.as_ref().expect("set just above");
         let origin = peer.origin;
         let tls = peer.tls;
-        let started = build_scope(py, settings, head_bytes, head, client, origin).and_then(
-            |(scope, headers)| {
+        let listener = peer.listener;
+        let started = build_scope(py, settings, head_bytes, head, client, origin, listener)
+            .and_then(|(scope, headers)| {
                 // The extensions rush implements for http (and tls, below):
                 // trailers where the protocol carries them (HTTP/2, as
                 // hypercorn offers them; sent only if the request said
@@ -158,8 +159,7 @@ impl Core {
                     app.bind(py)
                         .call1((scope, receive.clone_ref(py), send_function))?;
                 Ok((coroutine, AsgiExchange { send, receive }))
-            },
-        );
+            });
         let (coroutine, exchange) = match started {
             Ok(started) => started,
             Err(error) => {

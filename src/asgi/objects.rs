@@ -37,6 +37,7 @@ use rush_proto::{RequestHead, Version};
 use super::awaitables::{ready, settle};
 use super::send::{AsgiSend, SendState};
 use crate::body::OwnedBody;
+use crate::exchange::ListenAddress;
 use crate::forwarding::{scheme_of, RequestOrigin};
 use crate::request::{decode_path, header_fields};
 
@@ -51,6 +52,19 @@ pub fn address_object(py: Python<'_>, address: Option<SocketAddr>) -> PyResult<P
     })
 }
 
+/// A listener as the scope's `server`: `(host, port)`, `(path, None)` for a
+/// Unix socket (the ASGI spec's form, and uvicorn's), None if unknown.
+fn server_object(py: Python<'_>, address: Option<&ListenAddress>) -> PyResult<Py<PyAny>> {
+    match address {
+        Some(ListenAddress::Tcp(address)) => address_object(py, Some(*address)),
+        Some(ListenAddress::Unix(Some(path))) => Ok((path.to_string_lossy(), py.None())
+            .into_pyobject(py)?
+            .into_any()
+            .unbind()),
+        Some(ListenAddress::Unix(None)) | None => Ok(py.None()),
+    }
+}
+
 /// Per-worker ASGI settings.
 pub struct AsgiSettings {
     pub app: Py<PyAny>,
@@ -62,6 +76,9 @@ pub struct AsgiSettings {
     /// `--root-path` without its trailing slashes: put back in front of a
     /// path that arrives without it (see [`scope_path`]).
     root_path: String,
+    /// The scope's `server` for each listener, in `--bind` order (the
+    /// first one's is in the template).
+    servers: Vec<Py<PyAny>>,
 }
 
 impl AsgiSettings {
@@ -70,8 +87,12 @@ impl AsgiSettings {
         app: Py<PyAny>,
         root_path: String,
         state: Option<Py<PyDict>>,
-        server: Option<SocketAddr>,
+        servers: &[Option<ListenAddress>],
     ) -> PyResult<Self> {
+        let servers = servers
+            .iter()
+            .map(|address| server_object(py, address.as_ref()))
+            .collect::<PyResult<Vec<_>>>()?;
         let asgi_version = PyDict::new(py);
         asgi_version.set_item("version", "3.0")?;
         asgi_version.set_item("spec_version", "2.3")?;
@@ -90,7 +111,10 @@ impl AsgiSettings {
         let root_path = root_path.trim_end_matches('/').to_owned();
         template.set_item(pyo3::intern!(py, "headers"), py.None())?;
         template.set_item(pyo3::intern!(py, "client"), py.None())?;
-        template.set_item(pyo3::intern!(py, "server"), address_object(py, server)?)?;
+        match servers.first() {
+            Some(server) => template.set_item(pyo3::intern!(py, "server"), server)?,
+            None => template.set_item(pyo3::intern!(py, "server"), py.None())?,
+        }
         if state.is_some() {
             template.set_item(pyo3::intern!(py, "state"), py.None())?;
         }
@@ -99,6 +123,7 @@ impl AsgiSettings {
             state,
             scope_template: template.unbind(),
             root_path,
+            servers,
         })
     }
 }
@@ -119,8 +144,14 @@ pub fn build_scope<'py>(
     head: &RequestHead,
     client: &Py<PyAny>,
     origin: Option<&RequestOrigin>,
+    listener: usize,
 ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyList>)> {
     let scope = settings.scope_template.bind(py).copy()?;
+    if listener != 0 {
+        if let Some(server) = settings.servers.get(listener) {
+            scope.set_item(pyo3::intern!(py, "server"), server)?;
+        }
+    }
     match head.version {
         Version::Http11 => {}
         Version::Http10 => {

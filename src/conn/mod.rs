@@ -88,12 +88,16 @@ pub struct Connection {
     /// HTTP/1.1 or HTTP/2 is decided on the first bytes (`--http 2` or
     /// `auto`; see `Core::pick_protocol`).
     pub protocol_pending: bool,
+    /// The index of the listener it was accepted from (see
+    /// `ResponseWriter::listener`).
+    pub listener: u16,
 }
 
 impl Connection {
     pub fn new(
         stream: Stream,
         client: Option<SocketAddr>,
+        listener: u16,
         now: Instant,
         config: &LoopConfig,
     ) -> Self {
@@ -111,6 +115,7 @@ impl Connection {
             peer_sent_fin: false,
             trusted_proxy: false,
             protocol_pending: config.http != crate::options::HttpMode::Http1,
+            listener,
         }
     }
 

@@ -71,6 +71,7 @@ pub(crate) struct RefreshJob {
     head: Vec<u8>,
     origin: Option<Box<RequestOrigin>>,
     client: Option<SocketAddr>,
+    listener: usize,
 }
 
 impl RefreshJob {
@@ -112,6 +113,7 @@ impl RefreshJob {
             head: text,
             origin: Some(Box::new(origin)),
             client: writer.client(),
+            listener: writer.listener(),
         }
     }
 }
@@ -125,6 +127,7 @@ pub(crate) struct DetachedRefresh {
     fill: Option<CacheFill>,
     head: Vec<u8>,
     client: Option<SocketAddr>,
+    listener: usize,
     peer_objects: PeerObjects,
     /// Past this the refresh is given up (the route's lock timeout).
     pub(crate) deadline: Instant,
@@ -140,6 +143,7 @@ impl DetachedRefresh {
             fill: Some(job.fill),
             head: job.head,
             client: job.client,
+            listener: job.listener,
             peer_objects: PeerObjects::default(),
             deadline: now + lock_timeout,
         }
@@ -292,6 +296,10 @@ impl ResponseWriter for DetachedRefresh {
         self.client
     }
 
+    fn listener(&self) -> usize {
+        self.listener
+    }
+
     fn origin(&self) -> Option<&RequestOrigin> {
         self.unit.origin.as_deref()
     }
@@ -318,6 +326,7 @@ impl ResponseWriter for DetachedRefresh {
             client: self.client,
             origin: self.unit.origin.as_deref(),
             tls: None,
+            listener: self.listener,
         }
     }
 }

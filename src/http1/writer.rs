@@ -297,6 +297,11 @@ impl ResponseWriter for Connection {
     }
 
     #[inline]
+    fn listener(&self) -> usize {
+        usize::from(self.listener)
+    }
+
+    #[inline]
     fn origin(&self) -> Option<&RequestOrigin> {
         self.request.origin.as_deref()
     }
@@ -326,6 +331,7 @@ impl ResponseWriter for Connection {
             client: self.client,
             origin: self.request.origin.as_deref(),
             tls: self.stream.tls().map(|tls| tls.info()),
+            listener: usize::from(self.listener),
         }
     }
 }

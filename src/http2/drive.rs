@@ -49,6 +49,7 @@ pub(crate) fn stream_writer(connection: &mut Connection, id: u32) -> Option<Stre
         peer_objects,
         sink,
         client,
+        listener,
         ..
     } = connection;
     let Protocol::Http2(session) = protocol else {
@@ -64,6 +65,7 @@ pub(crate) fn stream_writer(connection: &mut Connection, id: u32) -> Option<Stre
         transport,
         peer_objects,
         client: *client,
+        listener: *listener,
     })
 }
 

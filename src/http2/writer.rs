@@ -66,6 +66,8 @@ pub(crate) struct StreamWriter<'a> {
     pub(crate) transport: &'a mut Stream,
     pub(crate) peer_objects: &'a mut PeerObjects,
     pub(crate) client: Option<SocketAddr>,
+    /// The connection's listener (see `ResponseWriter::listener`).
+    pub(crate) listener: u16,
 }
 
 /// The server's own fields (`Server`, `--header`, `Date`) as pairs, from
@@ -592,6 +594,10 @@ impl ResponseWriter for StreamWriter<'_> {
         self.client
     }
 
+    fn listener(&self) -> usize {
+        usize::from(self.listener)
+    }
+
     fn origin(&self) -> Option<&RequestOrigin> {
         self.stream.unit.origin.as_deref()
     }
@@ -618,6 +624,7 @@ impl ResponseWriter for StreamWriter<'_> {
             client: self.client,
             origin: self.stream.unit.origin.as_deref(),
             tls: self.transport.tls().map(|tls| tls.info()),
+            listener: usize::from(self.listener),
         }
     }
 }

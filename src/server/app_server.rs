@@ -19,6 +19,7 @@ use crate::access_log::AccessFormat;
 use crate::asgi::AsgiSettings;
 use crate::conn::Connection;
 use crate::dispatch::{AppInterface, Core};
+use crate::exchange::ListenAddress;
 use crate::forwarding::Forwarding;
 use crate::liveness::Liveness;
 use crate::log_limit::LogLimit;
@@ -145,11 +146,9 @@ impl AppServer {
             http: settings.http,
         };
         // What WSGI's SERVER_NAME/SERVER_PORT and ASGI's scope["server"] name:
-        // the first TCP listener.
-        let server_address = listeners.iter().find_map(|listener| match listener {
-            Listener::Tcp(socket) => socket.local_addr().ok(),
-            Listener::Unix(_) => None,
-        });
+        // the listener each connection came through.
+        let server_addresses: Vec<Option<ListenAddress>> =
+            listeners.iter().map(Listener::address).collect();
         let root_path = app_settings.root_path.clone();
         let app = match (&app_settings.wsgi_app, &app_settings.asgi_app) {
             (Some(_), Some(_)) => {
@@ -163,7 +162,7 @@ impl AppServer {
                 root_path,
                 app_settings.wsgi_multithread,
                 app_settings.wsgi_multiprocess,
-                server_address,
+                &server_addresses,
             )?),
             (None, Some(app)) => AppInterface::Asgi(AsgiSettings::new(
                 py,
@@ -173,7 +172,7 @@ impl AppServer {
                     .asgi_state
                     .as_ref()
                     .map(|state| state.clone_ref(py)),
-                server_address,
+                &server_addresses,
             )?),
             (None, None) => AppInterface::Native,
         };

@@ -419,7 +419,10 @@ impl AppServer {
                     return accepted_now;
                 }
             };
-            let mut connection = Connection::new(stream, client, self.core.now, &self.core.config);
+            // Listener indices fit: `--bind` takes a handful of addresses.
+            let listener = u16::try_from(index).unwrap_or(u16::MAX);
+            let mut connection =
+                Connection::new(stream, client, listener, self.core.now, &self.core.config);
             connection.trusted_proxy = self
                 .core
                 .forwarding

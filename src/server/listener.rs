@@ -3,11 +3,14 @@
 //! from a descriptor the Python side keeps.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use mio::net::{TcpListener, UnixListener};
 use mio::{Interest, Token};
 use pyo3::prelude::*;
+
+use crate::exchange::ListenAddress;
 
 /// The wake-up fd's token: a signal arrived (both kinds of worker).
 pub(crate) const WAKEUP: Token = Token(1);
@@ -56,6 +59,17 @@ impl Listener {
             listener.set_nonblocking(true)?;
             Listener::Tcp(TcpListener::from_std(listener))
         })
+    }
+
+    /// Where it listens (`None` if the kernel will not say).
+    pub(crate) fn address(&self) -> Option<ListenAddress> {
+        match self {
+            Listener::Tcp(socket) => socket.local_addr().ok().map(ListenAddress::Tcp),
+            Listener::Unix(socket) => socket
+                .local_addr()
+                .ok()
+                .map(|address| ListenAddress::Unix(address.as_pathname().map(PathBuf::from))),
+        }
     }
 
     /// Registers (or, with `again`, re-arms) the socket for readability under `token`.

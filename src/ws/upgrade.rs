@@ -252,7 +252,8 @@ impl Core {
         }
         let client = connection.peer_objects.address.as_ref().expect("set above");
         let origin = connection.request.origin.as_deref();
-        let (scope, _) = build_scope(py, settings, head_bytes, head, client, origin)?;
+        let listener = usize::from(connection.listener);
+        let (scope, _) = build_scope(py, settings, head_bytes, head, client, origin, listener)?;
         scope.set_item(pyo3::intern!(py, "type"), pyo3::intern!(py, "websocket"))?;
         // A trusted proxy's word on the scheme wins; else the transport's.
         let secure = origin

@@ -69,16 +69,15 @@ impl Core {
     ) -> Outcome {
         let mut awaiting = AwaitingResponse::new(head, keep_alive, 200);
         let line = RequestLine::Raw(head_bytes, head);
-        let peer = connection.peer();
-        let remote = peer.objects.remote_strings(py, peer.client);
+        let mut peer = connection.peer();
         let AppInterface::Wsgi(settings) = &self.app else {
             unreachable!("dispatch_wsgi is called only with a WSGI app");
         };
         let app = settings.app.clone_ref(py);
-        let origin = peer.origin;
         let tls = peer.tls;
-        let environ = build_environ(py, settings, head_bytes, head, body, remote, origin).and_then(
-            |environ| {
+        let origin = peer.origin;
+        let environ =
+            build_environ(py, settings, head_bytes, head, body, &mut peer).and_then(|environ| {
                 if let Some(tls) = tls {
                     // A proxy's word on the scheme wins; else the transport's.
                     if origin.is_none_or(|origin| origin.https.is_none()) {
@@ -91,8 +90,7 @@ impl Core {
                     crate::tls::add_wsgi_variables(&environ, tls)?;
                 }
                 Ok(environ)
-            },
-        );
+            });
         let environ = match environ {
             Ok(environ) => environ,
             Err(error) => {

@@ -9,7 +9,6 @@
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::os::fd::IntoRawFd;
 
 use pyo3::prelude::*;
@@ -20,7 +19,7 @@ use rush_proto::{BodyFraming, RequestHead, Version};
 use super::input::EmptyInput;
 use super::objects::FileWrapper;
 use crate::body::RequestBody;
-use crate::forwarding::RequestOrigin;
+use crate::exchange::{ListenAddress, Peer};
 use crate::request::header_fields;
 
 static BYTES_IO: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -34,6 +33,10 @@ pub struct WsgiSettings {
     pub root_path: String,
     /// A dict of the constant keys, copied per request.
     base_environ: Py<PyDict>,
+    /// SERVER_NAME and SERVER_PORT for each listener, in `--bind` order
+    /// (the first one's are in the base); `None` for a Unix socket, whose
+    /// requests take them from their Host header.
+    servers: Vec<Option<(Py<PyString>, Py<PyString>)>>,
     /// Header name as sent -> its interned `HTTP_*` key and last value, so
     /// the usual headers cost one hash lookup instead of new strings per
     /// request.
@@ -104,7 +107,7 @@ impl WsgiSettings {
         root_path: String,
         multithread: bool,
         multiprocess: bool,
-        server: Option<SocketAddr>,
+        servers: &[Option<ListenAddress>],
     ) -> PyResult<WsgiSettings> {
         let base = PyDict::new(py);
         base.set_item("wsgi.version", (1, 0))?;
@@ -121,12 +124,21 @@ impl WsgiSettings {
         base.set_item("wsgi.input_terminated", true)?;
         base.set_item("wsgi.file_wrapper", py.get_type::<FileWrapper>())?;
         base.set_item("SCRIPT_NAME", &root_path)?;
-        let (server_name, server_port) = match server {
-            Some(address) => (address.ip().to_string(), address.port().to_string()),
-            None => ("localhost".to_owned(), "0".to_owned()),
-        };
-        base.set_item("SERVER_NAME", server_name)?;
-        base.set_item("SERVER_PORT", server_port)?;
+        // Each TCP listener's address as strings; a Unix socket has none.
+        let servers: Vec<_> = servers
+            .iter()
+            .map(|address| match address {
+                Some(ListenAddress::Tcp(address)) => Some((
+                    PyString::new(py, &address.ip().to_string()).unbind(),
+                    PyString::new(py, &address.port().to_string()).unbind(),
+                )),
+                _ => None,
+            })
+            .collect();
+        if let Some(Some((name, port))) = servers.first() {
+            base.set_item("SERVER_NAME", name.bind(py))?;
+            base.set_item("SERVER_PORT", port.bind(py))?;
+        }
         base.set_item(
             "SERVER_SOFTWARE",
             concat!("rush/", env!("CARGO_PKG_VERSION")),
@@ -135,6 +147,7 @@ impl WsgiSettings {
             app,
             root_path,
             base_environ: base.unbind(),
+            servers,
             header_keys: RefCell::new(HashMap::new()),
         })
     }
@@ -191,16 +204,16 @@ fn set_default<'py>(
 }
 
 /// Builds the `environ` dict for one request.
-#[allow(clippy::too_many_arguments)]
 pub fn build_environ<'py>(
     py: Python<'py>,
     settings: &WsgiSettings,
     head_bytes: &[u8],
     head: &RequestHead,
     body: RequestBody<'_>,
-    remote: Option<&(Py<PyString>, Py<PyString>)>,
-    origin: Option<&RequestOrigin>,
+    peer: &mut Peer<'_>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let origin = peer.origin;
+    let remote = peer.objects.remote_strings(py, peer.client);
     let environ = settings.base_environ.bind(py).copy()?;
     environ.set_item(
         pyo3::intern!(py, "REQUEST_METHOD"),
@@ -287,6 +300,15 @@ pub fn build_environ<'py>(
         // After the fields: the proxy's host replaces the one it was sent.
         environ.set_item(pyo3::intern!(py, "HTTP_HOST"), host)?;
     }
+    match settings.servers.get(peer.listener) {
+        // The base has the first listener's.
+        Some(Some(_)) if peer.listener == 0 => {}
+        Some(Some((name, port))) => {
+            environ.set_item(pyo3::intern!(py, "SERVER_NAME"), name.bind(py))?;
+            environ.set_item(pyo3::intern!(py, "SERVER_PORT"), port.bind(py))?;
+        }
+        _ => server_from_host(py, &environ)?,
+    }
     let input = match body {
         // Most requests have no body: they share one reader of nothing.
         RequestBody::Bytes([]) => EMPTY_INPUT
@@ -321,4 +343,63 @@ pub fn build_environ<'py>(
         environ.set_item(pyo3::intern!(py, "CONTENT_LENGTH"), length.to_string())?;
     }
     Ok(environ)
+}
+
+/// SERVER_NAME and SERVER_PORT of a request that came over a Unix socket,
+/// which has no address to give: its Host header's (gunicorn's choice, and
+/// PEP 3333's way of rebuilding the URL), the port the scheme's default
+/// when the header names none; `localhost` without a Host header.
+fn server_from_host(py: Python<'_>, environ: &Bound<'_, PyDict>) -> PyResult<()> {
+    let https = match environ.get_item(pyo3::intern!(py, "wsgi.url_scheme"))? {
+        Some(scheme) => scheme.extract::<&str>()? == "https",
+        None => false,
+    };
+    let host = environ.get_item(pyo3::intern!(py, "HTTP_HOST"))?;
+    let host = match &host {
+        Some(host) => host.extract::<&str>()?,
+        None => "localhost",
+    };
+    let (name, port) = split_host(host);
+    let port = port.unwrap_or(if https { "443" } else { "80" });
+    environ.set_item(pyo3::intern!(py, "SERVER_NAME"), name)?;
+    environ.set_item(pyo3::intern!(py, "SERVER_PORT"), port)?;
+    Ok(())
+}
+
+/// `host[:port]` (an IPv6 literal keeps its brackets) into the two.
+fn split_host(host: &str) -> (&str, Option<&str>) {
+    let after_name = match host.rfind(']') {
+        Some(end) => end + 1,
+        None => 0,
+    };
+    match host[after_name..].rfind(':') {
+        Some(colon) => {
+            let colon = after_name + colon;
+            let port = &host[colon + 1..];
+            if !port.is_empty() && port.bytes().all(|byte| byte.is_ascii_digit()) {
+                (&host[..colon], Some(port))
+            } else {
+                (host, None)
+            }
+        }
+        None => (host, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_host;
+
+    #[test]
+    fn host_and_port_are_split_where_a_port_is() {
+        assert_eq!(
+            split_host("example.com:8000"),
+            ("example.com", Some("8000"))
+        );
+        assert_eq!(split_host("example.com"), ("example.com", None));
+        assert_eq!(split_host("[::1]:8443"), ("[::1]", Some("8443")));
+        assert_eq!(split_host("[::1]"), ("[::1]", None));
+        assert_eq!(split_host("example.com:"), ("example.com:", None));
+        assert_eq!(split_host("a:b"), ("a:b", None));
+    }
 }
