@@ -1,0 +1,354 @@
+"""Differential tests of request isolation: nothing one request does may reach another.
+
+Each test runs the same client script against rush and against a reference
+server that gives every request a clean start, and compares what the app
+reported. The apps (apps/isolation_asgi.py, apps/isolation_wsgi.py,
+apps/isolation_app.py) answer with what a request found when it started,
+then leave marks of their own (a ContextVar set, the task renamed, keys added
+to the scope, state, environ), so the answer of a *later* request shows
+whether a mark crossed over.
+
+Which oracle, and why:
+
+* hypercorn runs every ASGI request as a task of its own, created from the
+  connection's task, so each starts in a clean copy of the server's context,
+  for pipelined HTTP/1.1 and HTTP/2 streams alike. uvicorn does too, except
+  for a pipelined request, which it starts from the previous request's task
+  (and so in its context): uvicorn is the oracle only where it is right.
+* gunicorn's sync worker is the oracle for WSGI (rush serves WSGI on the loop
+  thread, as gunicorn serves on its one thread, or on a pool with
+  ``--threads``, as gunicorn's gthread worker).
+* A rush ``App`` runs only under rush: its oracle is the same request alone,
+  the first one on a fresh server.
+
+A test that fails because of a rush bug is a strict xfail naming the leak, so
+it turns red (XPASS) once the bug is fixed and its mark can go.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import h2.config
+import h2.connection
+import h2.events
+import httpx
+import pytest
+from harness import ReferenceServer
+from support import RUSH, VENV_BIN, RushServer, ServerFactory, clean_environment, request
+from websockets.sync.client import connect
+
+ASGI_APP = "tests.differential.apps.isolation_asgi:app"
+
+Answers = list[Any]
+
+
+def start_server(factory: ServerFactory, kind: str, target: str, *extra: str) -> RushServer:
+    """``target`` under rush or a reference server (one worker, on a socket the test bound)."""
+    if kind == "rush":
+        interface = "wsgi" if "wsgi" in target else "asgi"
+        command = [str(RUSH), target, "--workers", "1", "--interface", interface, "--fd", "{fd}", *extra]
+    elif kind == "uvicorn":
+        command = [str(VENV_BIN / "uvicorn"), target, "--http", "httptools", "--loop", "uvloop", "--fd", "{fd}"]
+    elif kind == "hypercorn":
+        command = [str(VENV_BIN / "hypercorn"), "--workers", "0", "--bind", "fd://{fd}", target]
+    else:
+        command = [str(VENV_BIN / "gunicorn"), target, "--workers", "1", "-b", "fd://{fd}", *extra]
+    server = (RushServer if kind == "rush" else ReferenceServer)(
+        app="",
+        args=[],
+        command=command,
+        directory=factory.directory,
+        name=f"isolation-{kind}-{len(factory.servers)}",
+        env=clean_environment(),
+    )
+    factory.servers.append(server)
+    return server.start()
+
+
+@pytest.fixture(scope="module")
+def rush(module_servers: ServerFactory) -> RushServer:
+    return start_server(module_servers, "rush", ASGI_APP)
+
+
+@pytest.fixture(scope="module")
+def uvicorn(module_servers: ServerFactory) -> RushServer:
+    return start_server(module_servers, "uvicorn", ASGI_APP)
+
+
+@pytest.fixture(scope="module")
+def hypercorn(module_servers: ServerFactory) -> RushServer:
+    return start_server(module_servers, "hypercorn", ASGI_APP)
+
+
+# ---------------------------------------------------------------------------
+# Clients: the same requests sent in different ways
+
+
+def get(target: str) -> bytes:
+    return request("GET", target)
+
+
+def pipelined(server: RushServer, targets: Sequence[str]) -> Answers:
+    """All requests on one connection in one write, then all answers read."""
+    with server.connect() as connection:
+        connection.send(b"".join(get(target) for target in targets))
+        return [response.json() for response in connection.read_responses(len(targets))]
+
+
+def keep_alive(server: RushServer, targets: Sequence[str]) -> Answers:
+    """All requests on one connection, each sent once the previous one is answered."""
+    answers = []
+    with server.connect() as connection:
+        for target in targets:
+            connection.send(get(target))
+            answers.append(connection.read_response().json())
+    return answers
+
+
+def separate(server: RushServer, targets: Sequence[str]) -> Answers:
+    """Each request on a connection of its own, one after the other."""
+    answers = []
+    for target in targets:
+        with server.connect() as connection:
+            connection.send(request("GET", target, [("Connection", "close")]))
+            answers.append(connection.read_response().json())
+    return answers
+
+
+def h2_sequential(server: RushServer, targets: Sequence[str]) -> Answers:
+    """HTTP/2 (prior knowledge over cleartext), each stream opened once the previous one is answered."""
+    with httpx.Client(http1=False, http2=True, base_url=server.url, timeout=15) as client:
+        answers = []
+        for target in targets:
+            response = client.get(target)
+            assert response.http_version == "HTTP/2", response
+            answers.append(response.json())
+        return answers
+
+
+def h2_together(server: RushServer, targets: Sequence[str]) -> Answers:
+    """HTTP/2: every stream's HEADERS in one write, then every answer read (in stream order)."""
+    connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+    with socket.create_connection(server.address, timeout=15) as sock:
+        connection.initiate_connection()
+        streams = []
+        for target in targets:
+            stream = connection.get_next_available_stream_id()
+            fields = [(":method", "GET"), (":scheme", "http"), (":authority", "127.0.0.1"), (":path", target)]
+            connection.send_headers(stream, fields, end_stream=True)
+            streams.append(stream)
+        sock.sendall(connection.data_to_send())
+        bodies: dict[int, bytes] = dict.fromkeys(streams, b"")
+        ended: set[int] = set()
+        while len(ended) < len(streams):
+            data = sock.recv(65536)
+            assert data, f"the server closed the connection with streams {set(streams) - ended} open"
+            for event in connection.receive_data(data):
+                if isinstance(event, h2.events.DataReceived):
+                    bodies[event.stream_id] += event.data
+                    connection.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                elif isinstance(event, h2.events.StreamEnded):
+                    ended.add(event.stream_id)
+                elif isinstance(event, h2.events.StreamReset):
+                    raise AssertionError(f"stream {event.stream_id} reset: {event.error_code!r}")
+            sock.sendall(connection.data_to_send())
+        return [json.loads(bodies[stream]) for stream in streams]
+
+
+Client = Callable[[RushServer, Sequence[str]], Answers]
+HTTP1_CLIENTS = {"pipelined": pipelined, "keep-alive": keep_alive, "separate": separate}
+H2_CLIENTS = {"h2-sequential": h2_sequential, "h2-together": h2_together}
+
+
+def same_answers(rush: RushServer, oracle: RushServer, client: Client, targets: Sequence[str] = ()) -> Answers:
+    """Runs ``targets`` through ``client`` (or any script taking a server and ``targets``) on both
+    servers; fails unless rush's answers equal the oracle's."""
+    ours, theirs = client(rush, targets), client(oracle, targets)
+    assert ours == theirs, f"rush answered {ours}\noracle answered {theirs}"
+    return ours
+
+
+# ---------------------------------------------------------------------------
+# ContextVars between ASGI requests
+
+CLEAN = {"request_var": "unset", "lifespan_var": "unset", "module_var": "module"}
+
+pipelined_leak = pytest.mark.xfail(
+    strict=True,
+    reason="a pipelined request after one that suspended starts in a copy of that request's context: "
+    "send()'s notifier is scheduled with call_soon from the app's context, and the flush it runs "
+    "starts the next request",
+)
+
+
+CONTEXT_CASES = [
+    pytest.param(client_name, suspend, id=f"{client_name}-{'suspending' if suspend else 'at-once'}")
+    for client_name in [*HTTP1_CLIENTS, *H2_CLIENTS]
+    for suspend in (0, 1)
+    if (client_name, suspend) != ("pipelined", 1)
+]
+CONTEXT_CASES.append(pytest.param("pipelined", 1, id="pipelined-suspending", marks=pipelined_leak))
+
+
+@pytest.mark.parametrize(("client_name", "suspend"), CONTEXT_CASES)
+def test_a_context_var_set_by_a_request_is_its_own(
+    rush: RushServer, hypercorn: RushServer, client_name: str, suspend: int
+) -> None:
+    """A ContextVar one request sets (before answering at once, or before suspending) is not seen
+    by the next request, on the same connection or the next. Oracle: hypercorn, which starts each
+    request as a task of its own in a clean context copy (uvicorn leaks in the pipelined case, so
+    it cannot be the oracle here)."""
+    client = {**HTTP1_CLIENTS, **H2_CLIENTS}[client_name]
+    answers = same_answers(rush, hypercorn, client, [f"/ctx?set=first&suspend={suspend}", "/ctx"])
+    assert answers == [CLEAN, CLEAN], answers
+
+
+@pipelined_leak
+def test_a_request_whose_body_arrives_late_leaves_no_context_behind(rush: RushServer, hypercorn: RushServer) -> None:
+    """The first request sets the ContextVar, then waits in ``receive()`` for a body the client
+    sends only after the server's 100 Continue (so ``receive()`` really suspends); the next
+    request, pipelined behind the body, must start clean. Oracle: hypercorn, as above."""
+
+    def script(server: RushServer) -> Answers:
+        with server.connect() as connection:
+            head = request("POST", "/ctx?set=first&body=1", [("Expect", "100-continue"), ("Content-Length", "5")])
+            connection.send(head)
+            (interim,) = connection.read_responses(1)
+            assert interim.status == 100, interim
+            connection.send(b"hello" + get("/ctx"))
+            return [response.json() for response in connection.read_responses(2)]
+
+    ours, theirs = script(rush), script(hypercorn)
+    assert ours == theirs, f"rush answered {ours}\nhypercorn answered {theirs}"
+    assert ours == [{**CLEAN, "body_length": 5}, CLEAN], ours
+
+
+def test_a_context_var_set_in_lifespan_startup_is_not_seen_by_requests(rush: RushServer, uvicorn: RushServer) -> None:
+    """uvicorn runs the lifespan in a task of its own: a ContextVar its startup sets stays there,
+    while one set at import (module level) is seen by every request. Oracle: uvicorn (hypercorn
+    agrees)."""
+    answers = same_answers(rush, uvicorn, separate, ["/ctx"])
+    assert answers == [CLEAN], answers
+
+
+# ---------------------------------------------------------------------------
+# The asyncio task a request runs as
+
+shared_spare_task = pytest.mark.xfail(
+    strict=True,
+    reason="requests whose first step finishes without suspending all run as rush's one spare "
+    "asyncio task, so current_task() is the same object, with the same name, request after request "
+    "(anything keyed on the task, such as SQLAlchemy's async_scoped_session(scopefunc=current_task), "
+    "is shared)",
+)
+
+
+@shared_spare_task
+@pytest.mark.parametrize("client_name", [*HTTP1_CLIENTS, *H2_CLIENTS])
+def test_each_request_runs_as_a_task_of_its_own(rush: RushServer, hypercorn: RushServer, client_name: str) -> None:
+    """The second request must not run as the first one's task, nor find the name the first gave
+    its task. Oracle: hypercorn (uvicorn too), which creates one task per request."""
+    client = {**HTTP1_CLIENTS, **H2_CLIENTS}[client_name]
+    answers = same_answers(rush, hypercorn, client, ["/task?name=first", "/task"])
+    fresh = {"previous_requests_task": False, "name_was_set_by_a_request": False, "same_task_after_suspending": True}
+    assert answers == [fresh, fresh], answers
+
+
+@pytest.mark.parametrize("client_name", [*HTTP1_CLIENTS, *H2_CLIENTS])
+def test_a_request_is_the_same_task_before_and_after_suspending(
+    rush: RushServer, hypercorn: RushServer, client_name: str
+) -> None:
+    """``asyncio.current_task()`` after an await is the task the request started as (anyio's
+    cancel scopes depend on it); a request that suspended is never the next one's task. Oracle:
+    hypercorn."""
+    client = {**HTTP1_CLIENTS, **H2_CLIENTS}[client_name]
+
+    def script(server: RushServer) -> Answers:
+        # What the first request finds depends on the tests before (see the xfail above): not compared.
+        first, second = client(server, ["/task?suspend=1", "/task?suspend=1"])
+        return [first["same_task_after_suspending"], second]
+
+    answers = same_answers(rush, hypercorn, lambda server, _: script(server))
+    assert answers == [
+        True,
+        {"previous_requests_task": False, "name_was_set_by_a_request": False, "same_task_after_suspending": True},
+    ], answers
+
+
+def test_concurrent_requests_are_different_tasks(rush: RushServer, hypercorn: RushServer) -> None:
+    """``/hold`` waits until ``/release`` (on another connection) runs: neither runs as the other's
+    task. Oracle: hypercorn."""
+
+    def script(server: RushServer) -> Answers:
+        with server.connect() as holder, server.connect() as releaser:
+            holder.send(get("/hold"))
+            releaser.send(get("/release"))
+            return [releaser.read_response().json(), holder.read_response().json()]
+
+    ours, theirs = script(rush), script(hypercorn)
+    assert ours == theirs, f"rush answered {ours}\nhypercorn answered {theirs}"
+    assert ours == [{"holders_task": False}, {"released_by_own_task": False}], ours
+
+
+def test_concurrent_http2_streams_are_different_tasks(rush: RushServer, hypercorn: RushServer) -> None:
+    """The same over two streams of one HTTP/2 connection. Oracle: hypercorn."""
+    answers = same_answers(rush, hypercorn, h2_together, ["/hold", "/release"])
+    assert answers == [{"released_by_own_task": False}, {"holders_task": False}], answers
+
+
+# ---------------------------------------------------------------------------
+# The scope: what one request changes in its own must not reach the next
+
+FIRST_SCOPE = {
+    "key": False,
+    "header": False,
+    "extension": False,
+    "extension_value": False,
+    "state": False,
+    "state_started": True,
+}
+
+
+@pytest.mark.parametrize("client_name", HTTP1_CLIENTS)
+def test_changes_to_a_scope_stay_in_it(rush: RushServer, uvicorn: RushServer, client_name: str) -> None:
+    """A request adds a key to its scope, a header to ``scope["headers"]``, keys to
+    ``scope["extensions"]`` and to the dicts in it, and a key to ``scope["state"]``: the next
+    request sees none of them, and still sees what the lifespan startup put into the state.
+    Oracle: uvicorn, which builds each scope anew and gives each request a shallow copy of the
+    lifespan state."""
+    answers = same_answers(rush, uvicorn, HTTP1_CLIENTS[client_name], ["/scope", "/scope"])
+    assert answers == [FIRST_SCOPE, FIRST_SCOPE], answers
+
+
+@pytest.mark.parametrize("client_name", H2_CLIENTS)
+def test_changes_to_an_http2_scope_stay_in_it(rush: RushServer, hypercorn: RushServer, client_name: str) -> None:
+    """The same over HTTP/2 streams. Oracle: hypercorn (uvicorn has no HTTP/2)."""
+    answers = same_answers(rush, hypercorn, H2_CLIENTS[client_name], ["/scope", "/scope"])
+    assert answers == [FIRST_SCOPE, FIRST_SCOPE], answers
+
+
+# ---------------------------------------------------------------------------
+# WebSocket connections
+
+
+def websocket_answers(server: RushServer, queries: Sequence[str]) -> Answers:
+    """One WebSocket connection per query, one after the other; each one's report."""
+    answers = []
+    for query in queries:
+        with connect(f"ws://127.0.0.1:{server.port}/ws{query}", open_timeout=15, close_timeout=15) as websocket:
+            answers.append(json.loads(websocket.recv(timeout=15)))
+    return answers
+
+
+def test_a_websocket_connection_starts_clean(rush: RushServer, uvicorn: RushServer) -> None:
+    """A WebSocket app sets the ContextVar and marks its scope (state included): the next WebSocket
+    connection finds neither. Oracle: uvicorn (a task per connection, a scope and state copy
+    each)."""
+    ours, theirs = websocket_answers(rush, ["?set=first", ""]), websocket_answers(uvicorn, ["?set=first", ""])
+    assert ours == theirs, f"rush answered {ours}\nuvicorn answered {theirs}"
+    clean = {**CLEAN, **{f"scope.{key}": value for key, value in FIRST_SCOPE.items()}}
+    assert ours == [clean, clean], ours
