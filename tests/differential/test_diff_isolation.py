@@ -42,6 +42,7 @@ from support import RUSH, VENV_BIN, RushServer, ServerFactory, clean_environment
 from websockets.sync.client import connect
 
 ASGI_APP = "tests.differential.apps.isolation_asgi:app"
+APP_APP = "tests.differential.apps.isolation_app:app"
 
 Answers = list[Any]
 
@@ -49,8 +50,9 @@ Answers = list[Any]
 def start_server(factory: ServerFactory, kind: str, target: str, *extra: str) -> RushServer:
     """``target`` under rush or a reference server (one worker, on a socket the test bound)."""
     if kind == "rush":
-        interface = "wsgi" if "wsgi" in target else "asgi"
-        command = [str(RUSH), target, "--workers", "1", "--interface", interface, "--fd", "{fd}", *extra]
+        # A rush App is recognised as one; the others are named.
+        interface = [] if target == APP_APP else ["--interface", "wsgi" if "wsgi" in target else "asgi"]
+        command = [str(RUSH), target, "--workers", "1", *interface, "--fd", "{fd}", *extra]
     elif kind == "uvicorn":
         command = [str(VENV_BIN / "uvicorn"), target, "--http", "httptools", "--loop", "uvloop", "--fd", "{fd}"]
     elif kind == "hypercorn":
@@ -352,3 +354,34 @@ def test_a_websocket_connection_starts_clean(rush: RushServer, uvicorn: RushServ
     assert ours == theirs, f"rush answered {ours}\nuvicorn answered {theirs}"
     clean = {**CLEAN, **{f"scope.{key}": value for key, value in FIRST_SCOPE.items()}}
     assert ours == [clean, clean], ours
+
+
+# ---------------------------------------------------------------------------
+# A rush App: plain and async handlers
+
+main_context_leak = pytest.mark.xfail(
+    strict=True,
+    reason="a rush App's plain handlers run in the worker's one main context, so a ContextVar one "
+    "sets is seen by every later request of the worker (plain or async: each async one starts in a "
+    "copy of the main context)",
+)
+
+APP_CASES = [
+    pytest.param("/plain?set=first", "/async", "pipelined", id="plain-then-async-pipelined", marks=main_context_leak),
+    pytest.param("/plain?set=first", "/async", "separate", id="plain-then-async-separate", marks=main_context_leak),
+    pytest.param("/plain?set=first", "/plain", "separate", id="plain-then-plain-separate", marks=main_context_leak),
+    pytest.param("/async?set=first", "/plain", "pipelined", id="async-then-plain-pipelined"),
+    pytest.param("/async?set=first", "/async", "pipelined", id="async-then-async-pipelined"),
+    pytest.param("/async?set=first&suspend=1", "/async", "keep-alive", id="suspending-async-then-async-keep-alive"),
+    pytest.param("/async?set=first&suspend=1", "/async", "pipelined", id="suspending-async-then-async-pipelined"),
+]
+
+
+@pytest.mark.parametrize(("first", "second", "client_name"), APP_CASES)
+def test_an_app_handler_starts_clean(rush_server: ServerFactory, first: str, second: str, client_name: str) -> None:
+    """A rush App handler sets the ContextVar: the next request finds it unset. Oracle: the same
+    second request alone, the first request of a fresh server (a rush App runs under rush only)."""
+    alone = separate(start_server(rush_server, "rush", APP_APP), [second])
+    assert alone == [{"request_var": "unset"}], alone
+    answers = HTTP1_CLIENTS[client_name](start_server(rush_server, "rush", APP_APP), [first, second])
+    assert answers[1:] == alone, answers
