@@ -385,3 +385,72 @@ def test_an_app_handler_starts_clean(rush_server: ServerFactory, first: str, sec
     assert alone == [{"request_var": "unset"}], alone
     answers = HTTP1_CLIENTS[client_name](start_server(rush_server, "rush", APP_APP), [first, second])
     assert answers[1:] == alone, answers
+
+
+# ---------------------------------------------------------------------------
+# WSGI
+
+WSGI_APP = "tests.differential.apps.isolation_wsgi:app"
+
+
+@pytest.fixture(scope="module")
+def wsgi_on_one_thread(module_servers: ServerFactory) -> tuple[RushServer, RushServer]:
+    """rush serving WSGI on its loop thread, and gunicorn's sync worker (one thread, no keep-alive)."""
+    return start_server(module_servers, "rush", WSGI_APP), start_server(module_servers, "gunicorn", WSGI_APP)
+
+
+@pytest.fixture(scope="module")
+def wsgi_on_threads(module_servers: ServerFactory) -> tuple[RushServer, RushServer]:
+    """rush with ``--threads 4``, and gunicorn's gthread worker with 4 threads (keep-alive and pipelining)."""
+    return (
+        start_server(module_servers, "rush", WSGI_APP, "--threads", "4"),
+        start_server(module_servers, "gunicorn", WSGI_APP, "--worker-class", "gthread", "--threads", "4"),
+    )
+
+
+@pytest.mark.parametrize("targets", [["/ctx?set=first", "/ctx"], ["/local?set=first", "/local"]], ids=["ctx", "local"])
+def test_wsgi_context_vars_and_thread_locals_last_as_under_gunicorn(
+    wsgi_on_one_thread: tuple[RushServer, RushServer], targets: list[str]
+) -> None:
+    """gunicorn's sync worker calls every request on its one thread in its one context, so a
+    ContextVar or ``threading.local`` value a request sets is still there for the next request:
+    WSGI apps written for it (and for rush, which calls WSGI apps on its loop thread) may rely on
+    that, or on clearing it themselves. Oracle: gunicorn's sync worker, whichever way it goes (both
+    keep the value today: if rush starts each WSGI request in a clean context, this test says so)."""
+    rush, gunicorn = wsgi_on_one_thread
+    same_answers(rush, gunicorn, separate, targets)
+
+
+@pytest.mark.parametrize("client_name", ["separate", "keep-alive", "pipelined"])
+@pytest.mark.parametrize("threads", [False, True], ids=["one-thread", "threads"])
+def test_changes_to_an_environ_stay_in_it(
+    wsgi_on_one_thread: tuple[RushServer, RushServer],
+    wsgi_on_threads: tuple[RushServer, RushServer],
+    client_name: str,
+    threads: bool,
+) -> None:
+    """A request adds a key to its environ, changes ``PATH_INFO`` and replaces ``wsgi.errors``:
+    the next request sees none of it. Oracle: gunicorn, which builds each environ anew (its
+    gthread worker where the client keeps the connection, since the sync worker closes it)."""
+    rush, gunicorn = wsgi_on_threads if threads else wsgi_on_one_thread
+    if client_name != "separate" and not threads:
+        gunicorn = wsgi_on_threads[1]
+    answers = same_answers(rush, gunicorn, HTTP1_CLIENTS[client_name], ["/environ", "/environ"])
+    assert answers == [{"key": False, "errors": False}] * 2, answers
+
+
+@pytest.mark.parametrize("threads", [False, True], ids=["one-thread", "threads"])
+def test_the_unread_rest_of_a_body_does_not_reach_the_next_request(
+    wsgi_on_one_thread: tuple[RushServer, RushServer], wsgi_on_threads: tuple[RushServer, RushServer], threads: bool
+) -> None:
+    """A request reads 3 bytes of its 6-byte body; the request pipelined behind it reads its own
+    body whole from ``wsgi.input``, not the rest of the first. Oracle: gunicorn's gthread worker."""
+    rush = (wsgi_on_threads if threads else wsgi_on_one_thread)[0]
+
+    def script(server: RushServer, _: object) -> Answers:
+        with server.connect() as connection:
+            connection.send(request("POST", "/read?n=3", body=b"abcdef") + request("POST", "/read", body=b"xyz"))
+            return [response.json() for response in connection.read_responses(2)]
+
+    answers = same_answers(rush, wsgi_on_threads[1], script)
+    assert answers == [{"read": "abc"}, {"read": "xyz"}], answers
