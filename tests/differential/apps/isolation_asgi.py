@@ -23,6 +23,11 @@ whether the mark reached it:
   text message (query ``set=X`` sets ``request_var`` to ``X`` after it), then
   closes.
 
+``plain_entry`` is the same app behind a plain (not ``async``) callable
+that returns the app's coroutine, as ASGI wrappers written as classes or
+functions can: ``/ctx?entry=X`` makes the plain part set ``request_var`` to
+``X`` (and the coroutine then reports it as found, so it is not compared).
+
 The lifespan startup sets ``lifespan_var`` (under uvicorn and hypercorn the
 startup runs in a task of its own, so requests never see it) and puts
 ``started`` into the lifespan state; ``module_var`` is set at import, which
@@ -174,3 +179,12 @@ async def app(scope, receive, send) -> None:
         await respond(send, answer)
     else:
         await respond(send, {"path": path})
+
+
+def plain_entry(scope, receive, send):
+    """The app behind a plain callable: whatever it sets runs before the app's first step."""
+    if scope["type"] == "http":
+        query = parse_qs(scope.get("query_string", b"").decode())
+        if "entry" in query:
+            request_var.set(query["entry"][-1])
+    return app(scope, receive, send)
