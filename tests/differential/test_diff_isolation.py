@@ -380,6 +380,38 @@ def test_a_websocket_connection_starts_clean(rush: RushServer, uvicorn: RushServ
 
 
 # ---------------------------------------------------------------------------
+# FastAPI: sync endpoints, dependencies with yield, background tasks
+
+FASTAPI_APP = "tests.differential.apps.isolation_fastapi:app"
+
+
+@pytest.fixture(scope="module")
+def fastapi_servers(module_servers: ServerFactory) -> tuple[RushServer, RushServer]:
+    return start_server(module_servers, "rush", FASTAPI_APP), start_server(module_servers, "hypercorn", FASTAPI_APP)
+
+
+FASTAPI_CASES = [
+    pytest.param(endpoint, client_name, id=f"{endpoint}-{client_name}", marks=marks)
+    for endpoint in ("sync", "async", "background")
+    for client_name in ("pipelined", "keep-alive", "separate", "h2-together")
+    for marks in [[pipelined_leak] if client_name == "pipelined" else []]
+]
+
+
+@pytest.mark.parametrize(("endpoint", "client_name"), FASTAPI_CASES)
+def test_a_fastapi_request_starts_clean(
+    fastapi_servers: tuple[RushServer, RushServer], endpoint: str, client_name: str
+) -> None:
+    """A FastAPI request sets the ContextVar in a dependency with ``yield`` (before a plain
+    endpoint on a thread, or an async one that suspends) or in a background task: the next
+    request finds it unset. Oracle: hypercorn, a task per request in a clean context."""
+    rush, hypercorn = fastapi_servers
+    client = {**HTTP1_CLIENTS, **H2_CLIENTS}[client_name]
+    answers = same_answers(rush, hypercorn, client, [f"/{endpoint}?set=first", f"/{endpoint}"])
+    assert answers == [{"request_var": "unset"}] * 2, answers
+
+
+# ---------------------------------------------------------------------------
 # A rush App: plain and async handlers
 
 main_context_leak = pytest.mark.xfail(
