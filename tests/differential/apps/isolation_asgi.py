@@ -18,7 +18,10 @@ whether the mark reached it:
 * ``/scope``: whether the marks an earlier ``/scope`` request left in its own
   scope are here (a top-level key, a header appended to ``scope["headers"]``, a
   key in ``scope["extensions"]`` and in each of its dicts, a key in
-  ``scope["state"]``); then leaves them.
+  ``scope["state"]``, an item appended to ``server``, ``client`` and a
+  WebSocket's ``subprotocols`` where they are lists); then leaves them.
+* ``/body``: reads its body and answers it; ``/ignore-body`` answers without
+  reading it.
 * WebSocket ``/ws``: accepts, reports the same as ``/ctx`` and ``/scope`` in one
   text message (query ``set=X`` sets ``request_var`` to ``X`` after it), then
   closes.
@@ -83,6 +86,9 @@ def scope_marks(scope) -> dict:
         "extension": "isolation.mark" in extensions,
         "extension_value": any(isinstance(value, dict) and "isolation.mark" in value for value in extensions.values()),
         "state": isinstance(state, dict) and "isolation.mark" in state,
+        "server": len(scope.get("server") or ()) != 2,
+        "client": len(scope.get("client") or ()) != 2,
+        "subprotocols": "isolation.mark" in (scope.get("subprotocols") or ()),
         "state_started": isinstance(state, dict) and state.get("started") == "yes",
     }
 
@@ -100,6 +106,9 @@ def leave_marks(scope) -> None:
         extensions["isolation.mark"] = {}
     if isinstance(scope.get("state"), dict):
         scope["state"]["isolation.mark"] = True
+    for key in ("server", "client", "subprotocols"):
+        if isinstance(scope.get(key), list):
+            scope[key].append("isolation.mark")
 
 
 async def lifespan(scope, receive, send) -> None:
@@ -173,6 +182,10 @@ async def app(scope, receive, send) -> None:
         holding.pop("entered")
         holding.pop("event").set()
         await respond(send, answer)
+    elif path == "/body":
+        await respond(send, {"body": (await read_body(receive)).decode("latin-1")})
+    elif path == "/ignore-body":
+        await respond(send, {"ignored": True})
     elif path == "/scope":
         answer = scope_marks(scope)
         leave_marks(scope)
