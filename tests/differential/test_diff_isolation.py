@@ -543,3 +543,14 @@ def test_the_unread_rest_of_a_body_does_not_reach_the_next_request(
 
     answers = same_answers(rush, wsgi_on_threads[1], script)
     assert answers == [{"read": "abc"}, {"read": "xyz"}], answers
+
+
+@shared_spare_task
+@pytest.mark.parametrize("client_name", HTTP1_CLIENTS)
+def test_each_app_request_runs_as_a_task_of_its_own(rush_server: ServerFactory, client_name: str) -> None:
+    """A rush App's async handler must not run as the task of the request before it. Oracle: the
+    same request alone (the first ``/task`` of a fresh server finds no previous task)."""
+    alone = separate(start_server(rush_server, "rush", APP_APP), ["/task"])
+    assert alone == [{"previous_requests_task": False}], alone
+    answers = HTTP1_CLIENTS[client_name](start_server(rush_server, "rush", APP_APP), ["/task", "/task"])
+    assert answers[1:] == alone, answers

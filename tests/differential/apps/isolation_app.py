@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import weakref
 
 from rush import App, Request
 
 app = App()
 
 request_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_var", default="unset")
+# The task of the last /task request (weakly: a finished task may go away).
+last_task: weakref.ref | None = None
 
 
 @app.get("/plain")
@@ -35,3 +38,12 @@ async def asynchronous(req: Request):
     for _ in range(int(req.query.get("suspend", "0"))):
         await asyncio.sleep(0)
     return {"request_var": found}
+
+
+@app.get("/task")
+async def task(req: Request):
+    global last_task
+    current = asyncio.current_task()
+    answer = {"previous_requests_task": last_task is not None and last_task() is current}
+    last_task = weakref.ref(current)
+    return answer
