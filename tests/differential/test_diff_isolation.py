@@ -188,13 +188,24 @@ pipelined_leak = pytest.mark.xfail(
 )
 
 
+# The same leak without pipelining: the flush that writes the first answer also reads on, so a
+# client quick enough to send its next request before that flush is done gets it started there,
+# in the first request's context. A race (about half the runs on a busy machine), so not strict:
+# these become plain tests once the leak is fixed.
+racy_keep_alive_leak = pytest.mark.xfail(
+    strict=False,
+    reason="racy form of the pipelined leak: a keep-alive request that arrives while the previous "
+    "answer's flush (scheduled with call_soon from the app's context) still runs starts in that context",
+)
+
 CONTEXT_CASES = [
     pytest.param(client_name, suspend, id=f"{client_name}-{'suspending' if suspend else 'at-once'}")
     for client_name in [*HTTP1_CLIENTS, *H2_CLIENTS]
     for suspend in (0, 1)
-    if (client_name, suspend) != ("pipelined", 1)
+    if (client_name, suspend) not in (("pipelined", 1), ("keep-alive", 1))
 ]
 CONTEXT_CASES.append(pytest.param("pipelined", 1, id="pipelined-suspending", marks=pipelined_leak))
+CONTEXT_CASES.append(pytest.param("keep-alive", 1, id="keep-alive-suspending", marks=racy_keep_alive_leak))
 
 
 @pytest.mark.parametrize(("client_name", "suspend"), CONTEXT_CASES)
@@ -428,7 +439,13 @@ FASTAPI_CASES = [
     pytest.param(endpoint, client_name, id=f"{endpoint}-{client_name}", marks=marks)
     for endpoint in ("sync", "async", "background")
     for client_name in ("pipelined", "keep-alive", "separate", "h2-together")
-    for marks in [[pipelined_leak] if client_name == "pipelined" else []]
+    # An async background task sets the var after the response went out, so after send() copied
+    # the context its flush runs in: the pipelined leak does not carry it.
+    for marks in [
+        {"pipelined": [pipelined_leak], "keep-alive": [racy_keep_alive_leak]}.get(client_name, [])
+        if endpoint != "background"
+        else []
+    ]
 ]
 
 
