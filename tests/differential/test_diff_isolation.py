@@ -133,6 +133,10 @@ def h2_sequential(server: RushServer, targets: Sequence[str]) -> Answers:
         return answers
 
 
+def h2_request_fields(method: str, target: str) -> list[tuple[str, str]]:
+    return [(":method", method), (":scheme", "http"), (":authority", "127.0.0.1"), (":path", target)]
+
+
 def h2_together(server: RushServer, targets: Sequence[str]) -> Answers:
     """HTTP/2: every stream's HEADERS in one write, then every answer read (in stream order)."""
     connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
@@ -141,8 +145,7 @@ def h2_together(server: RushServer, targets: Sequence[str]) -> Answers:
         streams = []
         for target in targets:
             stream = connection.get_next_available_stream_id()
-            fields = [(":method", "GET"), (":scheme", "http"), (":authority", "127.0.0.1"), (":path", target)]
-            connection.send_headers(stream, fields, end_stream=True)
+            connection.send_headers(stream, h2_request_fields("GET", target), end_stream=True)
             streams.append(stream)
         sock.sendall(connection.data_to_send())
         bodies: dict[int, bytes] = dict.fromkeys(streams, b"")
@@ -160,6 +163,42 @@ def h2_together(server: RushServer, targets: Sequence[str]) -> Answers:
                     raise AssertionError(f"stream {event.stream_id} reset: {event.error_code!r}")
             sock.sendall(connection.data_to_send())
         return [json.loads(bodies[stream]) for stream in streams]
+
+
+def h2_upload_then_get(server: RushServer, targets: Sequence[str], size: int = 3 << 20) -> Answers:
+    """HTTP/2: a POST to ``targets[0]`` with a ``size``-byte body (sent as fast as the windows let
+    it, so the server's reading pauses at its 1 MiB of unread body and goes on as the app drains
+    it), and a GET of ``targets[1]`` opened on the same connection right behind the body's end."""
+    connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+    upload, follower = 1, 3
+    body = b"x" * size
+    with socket.create_connection(server.address, timeout=15) as sock:
+        connection.initiate_connection()
+        connection.send_headers(upload, [*h2_request_fields("POST", targets[0]), ("content-length", str(size))])
+        sent, bodies, ended = 0, {upload: b"", follower: b""}, set()
+        while len(ended) < 2:
+            if sent < size:
+                room = min(connection.local_flow_control_window(upload), connection.max_outbound_frame_size)
+                while room > 0 and sent < size:
+                    piece = body[sent : sent + room]
+                    sent += len(piece)
+                    connection.send_data(upload, piece, end_stream=sent == size)
+                    room = min(connection.local_flow_control_window(upload), connection.max_outbound_frame_size)
+                if sent == size:
+                    connection.send_headers(follower, h2_request_fields("GET", targets[1]), end_stream=True)
+            sock.sendall(connection.data_to_send())
+            data = sock.recv(65536)
+            assert data, f"the server closed the connection with streams {ended ^ {upload, follower}} open"
+            for event in connection.receive_data(data):
+                if isinstance(event, h2.events.DataReceived):
+                    bodies[event.stream_id] += event.data
+                    connection.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                elif isinstance(event, h2.events.StreamEnded):
+                    ended.add(event.stream_id)
+                elif isinstance(event, h2.events.StreamReset):
+                    raise AssertionError(f"stream {event.stream_id} reset: {event.error_code!r}")
+            sock.sendall(connection.data_to_send())
+        return [json.loads(bodies[upload]), json.loads(bodies[follower])]
 
 
 Client = Callable[[RushServer, Sequence[str]], Answers]
@@ -239,6 +278,21 @@ def test_a_request_whose_body_arrives_late_leaves_no_context_behind(rush: RushSe
     ours, theirs = script(rush), script(hypercorn)
     assert ours == theirs, f"rush answered {ours}\nhypercorn answered {theirs}"
     assert ours == [{**CLEAN, "body_length": 5}, CLEAN], ours
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="racy HTTP/2 form of the flush-context leak (about 1 run in 20 here): when the drive the "
+    "uploading app's draining schedules (call_soon, from its context) is what reads stream 3's "
+    "HEADERS, stream 3 starts in a copy of stream 1's context",
+)
+def test_an_http2_stream_behind_a_large_upload_starts_clean(rush: RushServer, hypercorn: RushServer) -> None:
+    """Stream 1 sets the ContextVar, then reads a 3 MiB body: rush stops reading the connection at
+    1 MiB unread and reads on when the app drains it (a drive scheduled from the app's side, as
+    the flush the pipelined leak goes through is), and stream 3's HEADERS come right behind the
+    body, so that drive may be what reads them. Stream 3 must start clean. Oracle: hypercorn."""
+    answers = same_answers(rush, hypercorn, h2_upload_then_get, ["/ctx?set=first&body=1", "/ctx"])
+    assert answers == [{**CLEAN, "body_length": 3 << 20}, CLEAN], answers
 
 
 def test_a_context_var_set_in_lifespan_startup_is_not_seen_by_requests(rush: RushServer, uvicorn: RushServer) -> None:
