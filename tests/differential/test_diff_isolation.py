@@ -517,6 +517,37 @@ def test_a_fastapi_request_starts_clean(
 
 
 # ---------------------------------------------------------------------------
+# Django: the active language, an asgiref Local (a ContextVar under ASGI)
+
+DJANGO_APP = "tests.differential.apps.isolation_django:application"
+
+
+@pytest.fixture(scope="module")
+def django_servers(module_servers: ServerFactory) -> tuple[RushServer, RushServer]:
+    return start_server(module_servers, "rush", DJANGO_APP), start_server(module_servers, "hypercorn", DJANGO_APP)
+
+
+DJANGO_CASES = [
+    pytest.param(view, client_name, id=f"{view}-{client_name}", marks=marks)
+    for view in ("sync", "async")
+    for client_name in ("pipelined", "keep-alive", "separate", "h2-together")
+    for marks in [{"pipelined": [pipelined_leak], "keep-alive": [racy_keep_alive_leak]}.get(client_name, [])]
+]
+
+
+@pytest.mark.parametrize(("view", "client_name"), DJANGO_CASES)
+def test_a_django_request_starts_in_the_default_language(
+    django_servers: tuple[RushServer, RushServer], view: str, client_name: str
+) -> None:
+    """A Django view activates French and does not deactivate it: the next request still finds
+    the default language. Oracle: hypercorn, a task per request in a clean context."""
+    rush, hypercorn = django_servers
+    client = {**HTTP1_CLIENTS, **H2_CLIENTS}[client_name]
+    answers = same_answers(rush, hypercorn, client, [f"/{view}?set=fr", f"/{view}"])
+    assert answers == [{"language": "en-us"}] * 2, answers
+
+
+# ---------------------------------------------------------------------------
 # A rush App: plain and async handlers
 
 main_context_leak = pytest.mark.xfail(
