@@ -325,6 +325,36 @@ def test_a_context_var_set_by_a_plain_asgi_callable_is_its_requests_own(
     assert answers[1] == CLEAN, answers
 
 
+@pytest.mark.parametrize("client_name", ["pipelined", "separate", "h2-together"])
+def test_a_decimal_context_change_stays_with_its_request(
+    rush: RushServer, hypercorn: RushServer, client_name: str
+) -> None:
+    """``decimal.getcontext()`` lives in a ContextVar: a request that lowers its precision leaves
+    the next request's at the default 28. Oracle: hypercorn (uvicorn leaks it when pipelined)."""
+    client = {**HTTP1_CLIENTS, **H2_CLIENTS}[client_name]
+    answers = same_answers(rush, hypercorn, client, ["/decimal?set=5", "/decimal"])
+    assert answers == [{"precision": 28}] * 2, answers
+
+
+@pytest.mark.parametrize("client_name", ["keep-alive", "separate"])
+def test_an_exception_does_not_outlive_its_request(rush: RushServer, hypercorn: RushServer, client_name: str) -> None:
+    """After a request whose app raised (a 500), the next request's app is not running inside the
+    handling of that exception (``sys.exc_info()`` is empty). Oracle: hypercorn (which closes the
+    connection after its 500: the next request then goes on a new one; rush keeps it)."""
+
+    def script(server: RushServer, _: object) -> Answers:
+        with server.connect() as connection:
+            connection.send(request("GET", "/raise", [("Connection", "close")] if client_name == "separate" else []))
+            failed = connection.read_response()
+            if client_name == "keep-alive" and not failed.closes:
+                connection.send(get("/exception"))
+                return [failed.status, connection.read_response().json()]
+        return [failed.status, *separate(server, ["/exception"])]
+
+    answers = same_answers(rush, hypercorn, script)
+    assert answers == [500, {"handling": "None"}], answers
+
+
 # ---------------------------------------------------------------------------
 # The asyncio task a request runs as
 

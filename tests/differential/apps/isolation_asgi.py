@@ -20,6 +20,10 @@ whether the mark reached it:
   key in ``scope["extensions"]`` and in each of its dicts, a key in
   ``scope["state"]``, an item appended to ``server``, ``client`` and a
   WebSocket's ``subprotocols`` where they are lists); then leaves them.
+* ``/decimal?set=N``: the precision of ``decimal.getcontext()`` as found, then
+  sets it to ``N`` (the decimal context lives in a ContextVar).
+* ``/raise`` fails; ``/exception`` answers the exception being handled when it
+  runs (none, unless one leaked out of an earlier request).
 * ``/body``: reads its body and answers it; ``/ignore-body`` answers without
   reading it.
 * WebSocket ``/ws``: accepts, reports the same as ``/ctx`` and ``/scope`` in one
@@ -41,7 +45,9 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import decimal
 import json
+import sys
 import weakref
 from urllib.parse import parse_qs
 
@@ -182,6 +188,15 @@ async def app(scope, receive, send) -> None:
         holding.pop("entered")
         holding.pop("event").set()
         await respond(send, answer)
+    elif path == "/decimal":
+        answer = {"precision": decimal.getcontext().prec}
+        if "set" in query:
+            decimal.getcontext().prec = int(query["set"])
+        await respond(send, answer)
+    elif path == "/raise":
+        raise RuntimeError("raised on purpose")
+    elif path == "/exception":
+        await respond(send, {"handling": repr(sys.exc_info()[1])})
     elif path == "/body":
         await respond(send, {"body": (await read_body(receive)).decode("latin-1")})
     elif path == "/ignore-body":
