@@ -629,17 +629,41 @@ def wsgi_on_threads(module_servers: ServerFactory) -> tuple[RushServer, RushServ
     )
 
 
+@pytest.fixture(scope="module")
+def wsgi_on_one_pool_thread(module_servers: ServerFactory) -> tuple[RushServer, RushServer]:
+    """rush with ``--threads 1``, and gunicorn's gthread worker with 1 thread: one pool thread each."""
+    return (
+        start_server(module_servers, "rush", WSGI_APP, "--threads", "1"),
+        start_server(module_servers, "gunicorn", WSGI_APP, "--worker-class", "gthread", "--threads", "1"),
+    )
+
+
 @pytest.mark.parametrize("targets", [["/ctx?set=first", "/ctx"], ["/local?set=first", "/local"]], ids=["ctx", "local"])
+@pytest.mark.parametrize("pool", [False, True], ids=["loop-thread", "one-pool-thread"])
 def test_wsgi_context_vars_and_thread_locals_last_as_under_gunicorn(
-    wsgi_on_one_thread: tuple[RushServer, RushServer], targets: list[str]
+    request: pytest.FixtureRequest, targets: list[str], pool: bool
 ) -> None:
     """gunicorn's sync worker calls every request on its one thread in its one context, so a
     ContextVar or ``threading.local`` value a request sets is still there for the next request:
     WSGI apps written for it (and for rush, which calls WSGI apps on its loop thread) may rely on
     that, or on clearing it themselves. Oracle: gunicorn's sync worker, whichever way it goes (both
     keep the value today: if rush starts each WSGI request in a clean context, this test says so)."""
-    rush, gunicorn = wsgi_on_one_thread
+    rush, gunicorn = request.getfixturevalue("wsgi_on_one_pool_thread" if pool else "wsgi_on_one_thread")
     same_answers(rush, gunicorn, separate, targets)
+
+
+def test_a_wsgi_exception_does_not_outlive_its_request(wsgi_on_one_thread: tuple[RushServer, RushServer]) -> None:
+    """After a request whose app raised (a 500), the next request's app is not running inside the
+    handling of that exception. Oracle: gunicorn's sync worker."""
+
+    def script(server: RushServer, _: object) -> Answers:
+        with server.connect() as connection:
+            connection.send(request("GET", "/raise", [("Connection", "close")]))
+            status = connection.read_response().status
+        return [status, *separate(server, ["/exception"])]
+
+    answers = same_answers(*wsgi_on_one_thread, script)
+    assert answers == [500, {"handling": "None"}], answers
 
 
 @pytest.mark.parametrize("client_name", ["separate", "keep-alive", "pipelined"])

@@ -8,6 +8,8 @@ leaves a mark of its own for the next request to find:
 * ``/local?set=X``: the ``threading.local`` attribute ``value`` as found, then sets it.
 * ``/environ``: whether an earlier request's marks are in this environ (a key
   of its own, a changed ``PATH_INFO`` and a changed ``wsgi.errors``), then leaves them.
+* ``/raise`` fails; ``/exception`` answers the exception being handled when it
+  runs (none, unless one leaked out of an earlier request).
 * ``/read?n=N``: reads ``N`` bytes of the body (all with no ``n``) and answers them.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import contextvars
 import io
 import json
+import sys
 import threading
 from urllib.parse import parse_qs
 
@@ -45,6 +48,10 @@ def app(environ, start_response):
         environ["PATH_INFO"] = "/changed"
         replaced_errors.append(io.StringIO())
         environ["wsgi.errors"] = replaced_errors[-1]
+    elif path == "/raise":
+        raise RuntimeError("raised on purpose")
+    elif path == "/exception":
+        answer = {"handling": repr(sys.exc_info()[1])}
     elif path == "/read":
         size = int(query["n"]) if "n" in query else -1
         answer = {"read": environ["wsgi.input"].read(size).decode("latin-1")}
