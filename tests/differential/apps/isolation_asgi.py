@@ -6,9 +6,12 @@ whether the mark reached it:
 
 * ``/ctx?set=X&suspend=N&body=1``: the ContextVar ``request_var`` as found
   (``"unset"`` when clean), and the lifespan-startup and module-level vars;
-  then sets ``request_var`` to ``X``, reads the body if ``body`` is given
+  then sets ``request_var`` to ``X``, waits for a ``/release`` (as ``/hold``
+  does) if ``hold-once=T`` is given and no request with token ``T`` held
+  before, reads the body if ``body`` is given
   (``receive()`` suspends when it arrives late) and awaits
-  ``asyncio.sleep(0)`` ``N`` times (a real suspension) before answering.
+  ``asyncio.sleep(0)`` ``N`` times (a real suspension) before answering, with
+  ``Cache-Control: no-store`` if ``no-store=1`` is given.
 * ``/task?name=X&suspend=N``: whether ``asyncio.current_task()`` is the task of
   the previous ``/task`` request, its name as found, and whether it is the same
   task after the suspensions; then renames it ``X``.
@@ -60,11 +63,22 @@ module_var.set("module")
 last_task: weakref.ref | None = None
 # The task of the /hold request waiting for /release, and the event it waits on.
 holding: dict[str, object] = {}
+# The hold-once tokens of /ctx requests that held already.
+held: set[str] = {""}
 
 
-async def respond(send, answer) -> None:
+async def hold() -> None:
+    """Waits until a ``/release`` request runs."""
+    event = asyncio.Event()
+    holding.update(task=asyncio.current_task(), event=event)
+    holding.setdefault("entered", asyncio.Event()).set()
+    await event.wait()
+
+
+async def respond(send, answer, *extra_headers: tuple[bytes, bytes]) -> None:
     body = json.dumps(answer, sort_keys=True).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += extra_headers
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -156,11 +170,15 @@ async def app(scope, receive, send) -> None:
         answer = context_view()
         if "set" in query:
             request_var.set(query["set"])
+        if query.get("hold-once", "") not in held:
+            held.add(query["hold-once"])
+            await hold()
+            holding.pop("releaser")
         if "body" in query:
             answer["body_length"] = len(await read_body(receive))
         for _ in range(suspensions):
             await asyncio.sleep(0)
-        await respond(send, answer)
+        await respond(send, answer, *([(b"cache-control", b"no-store")] if "no-store" in query else []))
     elif path == "/task":
         task = asyncio.current_task()
         answer = {
@@ -175,10 +193,7 @@ async def app(scope, receive, send) -> None:
         answer["same_task_after_suspending"] = asyncio.current_task() is task
         await respond(send, answer)
     elif path == "/hold":
-        event = asyncio.Event()
-        holding.update(task=asyncio.current_task(), event=event)
-        holding.setdefault("entered", asyncio.Event()).set()
-        await event.wait()
+        await hold()
         await respond(send, {"released_by_own_task": holding.pop("releaser") is asyncio.current_task()})
     elif path == "/release":
         await holding.setdefault("entered", asyncio.Event()).wait()
