@@ -499,30 +499,24 @@ def test_an_unread_body_does_not_reach_the_next_request(
     rush: RushServer, hypercorn: RushServer, client_name: str
 ) -> None:
     """The first request answers without reading its body; the second, on the same connection,
-    reads its own and gets exactly that. A server may instead close the connection after the
-    first answer (the second request is then not answered: both ways are correct). Oracle:
-    hypercorn for the first answer; for the second, its own body."""
+    reads its own and gets exactly that. (Closing the connection after the first answer would be
+    correct too; both servers answer both today, and the test holds rush to that.) Oracle:
+    hypercorn."""
     first = request("POST", "/ignore-body", body=b"first body")
-    second = request("POST", "/body", [("Connection", "close")], body=b"second")
+    second = request("POST", "/body", body=b"second")
 
-    def script(server: RushServer) -> Answers:
+    def script(server: RushServer, _: object) -> Answers:
         with server.connect() as connection:
             if client_name == "pipelined":
                 connection.send(first + second)
-            else:
-                connection.send(first)
-                answer = connection.read_response()
-                if answer.closes:
-                    return [answer.json()]
-                connection.send(second)
-                return [answer.json(), connection.read_response().json()]
-            return [response.json() for response in connection.read_until_close().responses]
+                return [response.json() for response in connection.read_responses(2)]
+            connection.send(first)
+            answer = connection.read_response().json()
+            connection.send(second)
+            return [answer, connection.read_response().json()]
 
-    ours, theirs = script(rush), script(hypercorn)
-    assert ours[0] == theirs[0] == {"ignored": True}, (ours, theirs)
-    assert ours[1:] in ([], [{"body": "second"}]), ours
-    # Today both answer both (rush drops the unread body): hold it to that.
-    assert ours == theirs, (ours, theirs)
+    answers = same_answers(rush, hypercorn, script)
+    assert answers == [{"ignored": True}, {"body": "second"}], answers
 
 
 # ---------------------------------------------------------------------------
@@ -631,6 +625,14 @@ APP_CASES = [
     pytest.param("/plain?set=first", "/async", "pipelined", id="plain-then-async-pipelined", marks=main_context_leak),
     pytest.param("/plain?set=first", "/async", "separate", id="plain-then-async-separate", marks=main_context_leak),
     pytest.param("/plain?set=first", "/plain", "separate", id="plain-then-plain-separate", marks=main_context_leak),
+    # Seen failing in about 1 run in 3 (the second request is not always run from the same place).
+    pytest.param(
+        "/plain?set=first",
+        "/plain",
+        "keep-alive",
+        id="plain-then-plain-keep-alive",
+        marks=pytest.mark.xfail(strict=False, reason="flaky form of the main-context leak of plain handlers"),
+    ),
     pytest.param("/async?set=first", "/plain", "pipelined", id="async-then-plain-pipelined"),
     pytest.param("/async?set=first", "/async", "pipelined", id="async-then-async-pipelined"),
     pytest.param("/async?set=first&suspend=1", "/async", "keep-alive", id="suspending-async-then-async-keep-alive"),
@@ -686,10 +688,13 @@ def test_wsgi_context_vars_and_thread_locals_last_as_under_gunicorn(
     """gunicorn's sync worker calls every request on its one thread in its one context, so a
     ContextVar or ``threading.local`` value a request sets is still there for the next request:
     WSGI apps written for it (and for rush, which calls WSGI apps on its loop thread) may rely on
-    that, or on clearing it themselves. Oracle: gunicorn's sync worker, whichever way it goes (both
-    keep the value today: if rush starts each WSGI request in a clean context, this test says so)."""
+    that, or on clearing it themselves. The same holds for a pool of one thread (rush
+    ``--threads 1``, gunicorn's gthread worker with one thread). Oracle: gunicorn, whichever way
+    it goes (both keep the value today: if rush starts each WSGI request in a clean context, this
+    test says so)."""
     rush, gunicorn = request.getfixturevalue("wsgi_on_one_pool_thread" if pool else "wsgi_on_one_thread")
-    same_answers(rush, gunicorn, separate, targets)
+    answers = same_answers(rush, gunicorn, separate, targets)
+    assert answers[0] != answers[1], f"gunicorn no longer keeps the value: {answers}"
 
 
 def test_a_wsgi_exception_does_not_outlive_its_request(wsgi_on_one_thread: tuple[RushServer, RushServer]) -> None:
