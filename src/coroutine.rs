@@ -18,7 +18,7 @@ use std::cell::RefCell;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 
-use crate::request_context::{in_context, RequestContexts};
+use crate::request_context::in_context;
 
 /// The worker's `CoroutineRunner` (python/rush/coroutines.py), with the
 /// two attributes every coroutine start needs read once: its event loop,
@@ -33,6 +33,9 @@ pub(crate) struct Runner {
     /// the spare's own `cancel()` cancels that future, which is how a
     /// cancelled spare is noticed (see [`start`]).
     assignment_cancelled: RefCell<Py<PyAny>>,
+    /// The spare's name when it was made: a request that renames its task
+    /// leaves a different one (see [`Runner::renew_spare_if_touched`]).
+    spare_name: RefCell<Py<PyAny>>,
     /// The spare, while it stays the current task between coroutine starts
     /// (see [`start`]'s `hold`); [`Runner::release`] ends that.
     held: RefCell<Option<Py<PyAny>>>,
@@ -42,13 +45,15 @@ impl Runner {
     pub(crate) fn new(py: Python<'_>, object: Py<PyAny>) -> PyResult<Runner> {
         let runner = object.bind(py);
         let event_loop = runner.getattr(pyo3::intern!(py, "loop"))?.unbind();
-        let spare = RefCell::new(runner.getattr(pyo3::intern!(py, "spare"))?.unbind());
+        let spare = runner.getattr(pyo3::intern!(py, "spare"))?;
+        let spare_name = RefCell::new(name_of(&spare)?);
         let assignment_cancelled = RefCell::new(cancelled_of_assignment(runner)?);
         Ok(Runner {
             object,
             event_loop,
-            spare,
+            spare: RefCell::new(spare.unbind()),
             assignment_cancelled,
+            spare_name,
             held: RefCell::new(None),
         })
     }
@@ -56,17 +61,42 @@ impl Runner {
     /// Reads the spare and its future again, after the runner made new ones.
     fn reread_spare(&self, py: Python<'_>) -> PyResult<()> {
         let runner = self.object.bind(py);
-        *self.spare.borrow_mut() = runner.getattr(pyo3::intern!(py, "spare"))?.unbind();
+        let spare = runner.getattr(pyo3::intern!(py, "spare"))?;
+        *self.spare_name.borrow_mut() = name_of(&spare)?;
+        *self.spare.borrow_mut() = spare.unbind();
         *self.assignment_cancelled.borrow_mut() = cancelled_of_assignment(runner)?;
         Ok(())
     }
 
-    /// After a first step that did not suspend: if the step cancelled its
-    /// own task (the spare), the spare is replaced, so that the cancellation
-    /// stays with that request (a call of a bound C method per request).
-    fn renew_spare_if_cancelled(&self, py: Python<'_>) -> PyResult<()> {
-        let cancelled = self.assignment_cancelled.borrow().bind(py).call0()?;
-        if cancelled.is_truthy()? {
+    /// After a first step that did not suspend: if the step left something
+    /// on its task (the spare) that a task of its own would have taken
+    /// away, the spare is replaced, so that the next request does not find
+    /// it. Under uvicorn or hypercorn every request is a new task. Seen:
+    /// the task cancelled (`current_task().cancel()`: the next request to
+    /// suspend would get the cancellation), renamed (`set_name`), or
+    /// referred to by something the step left behind (`marked`: its strong
+    /// or weak reference count changed across the step, as a registry
+    /// keyed by task changes it, such as SQLAlchemy's
+    /// `async_scoped_session(scopefunc=current_task)`, or anyio's per-task
+    /// state). Not seen: done callbacks. The checks cost about 100
+    /// instructions a request (the bound `cancelled` and `get_name` calls);
+    /// a new spare, an asyncio task, costs a few microseconds, and none of
+    /// the benchmark apps (raw ASGI, FastAPI, Starlette) ever needs one.
+    fn renew_spare_if_touched(
+        &self,
+        py: Python<'_>,
+        task: &Bound<'_, PyAny>,
+        marked: bool,
+    ) -> PyResult<()> {
+        let touched = marked
+            || self
+                .assignment_cancelled
+                .borrow()
+                .bind(py)
+                .call0()?
+                .is_truthy()?
+            || !name_of(task)?.is(&*self.spare_name.borrow());
+        if touched {
             self.release(py);
             self.object
                 .bind(py)
@@ -94,6 +124,51 @@ impl Runner {
     }
 }
 
+/// What a step can leave on the task it ran as, counted before and after:
+/// strong references and weak ones.
+#[derive(PartialEq, Eq)]
+struct TaskMarks {
+    references: isize,
+    weak_references: usize,
+}
+
+impl TaskMarks {
+    fn of(task: &Bound<'_, PyAny>) -> TaskMarks {
+        let object = task.as_ptr();
+        // SAFETY: `task` is alive (the Bound holds it) and the GIL is held.
+        // Py_REFCNT reads its header. A type with a positive
+        // tp_weaklistoffset keeps the head of its weak reference list at
+        // that offset (CPython's layout, asyncio.Task's included); the list
+        // is linked through wr_next and is not changed while we hold the GIL.
+        unsafe {
+            let references = pyo3::ffi::Py_REFCNT(object);
+            let offset = (*pyo3::ffi::Py_TYPE(object)).tp_weaklistoffset;
+            let mut weak_references = 0;
+            if offset > 0 {
+                let head = object
+                    .cast::<u8>()
+                    .offset(offset)
+                    .cast::<*mut pyo3::ffi::PyWeakReference>();
+                let mut reference = *head;
+                while !reference.is_null() {
+                    weak_references += 1;
+                    reference = (*reference).wr_next;
+                }
+            }
+            TaskMarks {
+                references,
+                weak_references,
+            }
+        }
+    }
+}
+
+/// A task's name (`get_name()`), kept to notice a `set_name`.
+fn name_of(task: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    let py = task.py();
+    Ok(task.call_method0(pyo3::intern!(py, "get_name"))?.unbind())
+}
+
 /// `runner.assignment.cancelled`, the bound method.
 fn cancelled_of_assignment(runner: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
     let py = runner.py();
@@ -104,8 +179,8 @@ fn cancelled_of_assignment(runner: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
 }
 
 /// Runs a coroutine's first step inline, as the runner's spare asyncio
-/// task (see python/rush/coroutines.py), in a request context of its own
-/// (a fresh copy from `contexts`). A
+/// task (see python/rush/coroutines.py), in `context`: the request's own
+/// (`RequestContexts::fresh`; an ASGI app was called in it too). A
 /// coroutine that suspends is handed to `runner.adopt(...)` and goes on
 /// as that task. Without a runner (no asyncio loop), a coroutine that
 /// finishes at once is still fine; one that would suspend is an error.
@@ -122,15 +197,14 @@ fn cancelled_of_assignment(runner: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
 pub(crate) fn start<'py>(
     py: Python<'py>,
     runner: Option<&Runner>,
-    contexts: &RequestContexts,
+    context: &Bound<'py, PyAny>,
     coroutine: &Bound<'py, PyAny>,
     key: u64,
     request_id: u64,
     hold: bool,
 ) -> PyResult<CoroutineStart<'py>> {
-    let context = contexts.fresh(py)?;
     let Some(runner) = runner else {
-        return match in_context(py, &context, || send_none(py, coroutine))? {
+        return match in_context(py, context, || send_none(py, coroutine))? {
             Step::Returned(value) => Ok(CoroutineStart::Finished(value)),
             Step::Yielded(_) => {
                 let _ = coroutine.call_method0(pyo3::intern!(py, "close"));
@@ -155,12 +229,14 @@ pub(crate) fn start<'py>(
             *runner.held.borrow_mut() = Some(task.clone().unbind());
         }
     }
-    let step = in_context(py, &context, || send_none(py, coroutine));
+    let marks_before = TaskMarks::of(&task);
+    let step = in_context(py, context, || send_none(py, coroutine));
+    let marks_after = TaskMarks::of(&task);
     if !hold {
         leave_task.call1((event_loop, &task))?;
     }
     if !matches!(step, Ok(Step::Yielded(_))) {
-        runner.renew_spare_if_cancelled(py)?;
+        runner.renew_spare_if_touched(py, &task, marks_before != marks_after)?;
     }
     match step? {
         Step::Returned(value) => Ok(CoroutineStart::Finished(value)),

@@ -38,7 +38,6 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::cache::{CacheFill, Recording, Stored};
@@ -301,14 +300,6 @@ pub(crate) trait ResponseWriter {
     /// What an interface reads about the peer to describe the request to
     /// the app (environ, scope), all at once.
     fn peer(&mut self) -> Peer<'_>;
-}
-
-/// Where a listener listens, as WSGI and ASGI name the server to the app.
-#[derive(Clone, Debug)]
-pub(crate) enum ListenAddress {
-    Tcp(SocketAddr),
-    /// A Unix socket, by its path (`None`: unnamed or abstract).
-    Unix(Option<PathBuf>),
 }
 
 /// The peer of a request as an interface describes it to the app.

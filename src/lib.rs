@@ -23,6 +23,7 @@ mod http1;
 mod http2;
 mod http_write;
 mod inflight;
+mod listen_address;
 mod liveness;
 mod log_limit;
 mod metrics;

@@ -111,8 +111,12 @@ class CoroutineRunner:
         task.add_done_callback(partial(self.on_done, key, request_id))
 
     def renew_spare(self) -> None:
-        """Replaces a spare whose first step, which then finished, cancelled
-        it (``current_task().cancel()``): the cancellation was that request's
-        alone, as it would be under a server with a task per request, and
-        must not reach the next coroutine that suspends."""
+        """Replaces a spare that a first step, which then finished, left a
+        mark on (cancelled it, renamed it, kept a reference to it; see
+        ``Runner::renew_spare_if_touched`` in src/coroutine.rs): under a
+        server with a task per request, that task would have ended with its
+        request, and the next request must not find it. The old spare ends
+        now (a cancelled one by itself), so its done callbacks run."""
+        if not self.assignment.done():
+            self.assignment.cancel()
         self._make_spare()

@@ -237,7 +237,10 @@ impl Core {
             Ok(coroutine) if handler.is_async => {
                 self.next_request_id += 1;
                 awaiting.request_id = self.next_request_id;
-                match self.start_coroutine(py, &coroutine, key, awaiting.request_id) {
+                let started = self.contexts.fresh(py).and_then(|context| {
+                    self.start_coroutine(py, &context, &coroutine, key, awaiting.request_id)
+                });
+                match started {
                     Ok(CoroutineStart::Finished(result)) => {
                         self.finish(py, connection, &awaiting, head_bytes, &line, Ok(result))
                     }

@@ -17,6 +17,7 @@ use crate::dispatch::{keep_or_close, AppInterface, Core, Outcome, RequestLine};
 use crate::exchange::{BodyLength, ResponseHead, ResponseWriter, StreamKey};
 use crate::http_write::ResponseContext;
 use crate::inflight::{AsgiExchange, AwaitingResponse, InFlight};
+use crate::request_context::in_context;
 use crate::static_files::{load_app_file, serve_file, ConditionalHeaders};
 
 impl Core {
@@ -119,6 +120,14 @@ impl Core {
         let origin = peer.origin;
         let tls = peer.tls;
         let listener = peer.listener;
+        // The request's context: the app is called in it (a plain callable
+        // that returns a coroutine runs code here), and its coroutine runs in it.
+        let context = match self.contexts.fresh(py) {
+            Ok(context) => context,
+            Err(error) => {
+                return self.finish(py, connection, &awaiting, head_bytes, &line, Err(error))
+            }
+        };
         let started = build_scope(py, settings, head_bytes, head, client, origin, listener)
             .and_then(|(scope, headers)| {
                 // The extensions rush implements for http (and tls, below):
@@ -155,9 +164,8 @@ impl Core {
                 let send = Py::new(py, send)?;
                 receive.bind(py).borrow_mut().send = Some(send.clone_ref(py));
                 let send_function = send_callable(send.bind(py))?;
-                let coroutine =
-                    app.bind(py)
-                        .call1((scope, receive.clone_ref(py), send_function))?;
+                let arguments = (scope, receive.clone_ref(py), send_function);
+                let coroutine = in_context(py, &context, || app.bind(py).call1(arguments))?;
                 Ok((coroutine, AsgiExchange { send, receive }))
             });
         let (coroutine, exchange) = match started {
@@ -180,7 +188,7 @@ impl Core {
             Outcome::KeepAlive if body_flowing => Outcome::Close,
             other => other,
         };
-        match self.start_coroutine(py, &coroutine, key, awaiting.request_id) {
+        match self.start_coroutine(py, &context, &coroutine, key, awaiting.request_id) {
             Ok(CoroutineStart::Finished(_)) => unread_body(self.complete_asgi(
                 py,
                 connection,

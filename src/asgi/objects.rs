@@ -37,8 +37,8 @@ use rush_proto::{RequestHead, Version};
 use super::awaitables::{ready, settle};
 use super::send::{AsgiSend, SendState};
 use crate::body::OwnedBody;
-use crate::exchange::ListenAddress;
 use crate::forwarding::{scheme_of, RequestOrigin};
+use crate::listen_address::ListenAddress;
 use crate::request::{decode_path, header_fields};
 
 /// `(host, port)` as ASGI spells an address, or None (Unix sockets).

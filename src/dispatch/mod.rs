@@ -148,10 +148,12 @@ impl Core {
         self.draining && !self.pipelined_after
     }
 
-    /// Runs a coroutine's first step (see [`coroutine::start`]).
+    /// Runs a coroutine's first step in `context`, the request's own (see
+    /// [`coroutine::start`]).
     pub(crate) fn start_coroutine<'py>(
         &self,
         py: Python<'py>,
+        context: &Bound<'py, PyAny>,
         coroutine: &Bound<'py, PyAny>,
         key: StreamKey,
         request_id: u64,
@@ -162,7 +164,7 @@ impl Core {
         coroutine::start(
             py,
             self.async_scheduler.as_ref(),
-            &self.contexts,
+            context,
             coroutine,
             key.token(),
             request_id,

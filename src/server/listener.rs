@@ -10,7 +10,7 @@ use mio::net::{TcpListener, UnixListener};
 use mio::{Interest, Token};
 use pyo3::prelude::*;
 
-use crate::exchange::ListenAddress;
+use crate::listen_address::ListenAddress;
 
 /// The wake-up fd's token: a signal arrived (both kinds of worker).
 pub(crate) const WAKEUP: Token = Token(1);

@@ -26,6 +26,7 @@ use crate::dispatch::{request_line, AppInterface, Core};
 use crate::exchange::StreamKey;
 use crate::metrics;
 use crate::request::decode_path;
+use crate::request_context::in_context;
 use crate::router::RouteDecision;
 
 /// Whether the handshake's `Origin` is one of `allowed` (lowercase; empty
@@ -198,18 +199,27 @@ impl Core {
                 return;
             }
         };
-        let coroutine = match target {
-            WsTarget::Asgi => {
-                self.asgi_websocket_call(py, connection, head_bytes, head, &channel, &subprotocols)
-            }
-            WsTarget::Native { endpoint, params } => endpoint.bind(py).call_method1(
-                pyo3::intern!(py, "websocket_session"),
-                (channel.clone_ref(py), params),
-            ),
-        };
         connection.state.handler_pending(None);
         // The app has until the body timeout to accept (the sweep enforces it).
         connection.deadline = Some(self.now + self.config.body_timeout);
+        // The session's context: the app is called in it, its coroutine runs in it.
+        let started = self.contexts.fresh(py).and_then(|context| {
+            let coroutine = in_context(py, &context, || match target {
+                WsTarget::Asgi => self.asgi_websocket_call(
+                    py,
+                    connection,
+                    head_bytes,
+                    head,
+                    &channel,
+                    &subprotocols,
+                ),
+                WsTarget::Native { endpoint, params } => endpoint.bind(py).call_method1(
+                    pyo3::intern!(py, "websocket_session"),
+                    (channel.clone_ref(py), params),
+                ),
+            })?;
+            self.start_coroutine(py, &context, &coroutine, StreamKey::single(key), id)
+        });
         let mut session = WsSession {
             channel,
             id,
@@ -222,8 +232,6 @@ impl Core {
             closing: false,
             app_done: false,
         };
-        let started = coroutine
-            .and_then(|coroutine| self.start_coroutine(py, &coroutine, StreamKey::single(key), id));
         match started {
             Ok(CoroutineStart::Continuing) => {}
             Ok(CoroutineStart::Finished(value)) => {

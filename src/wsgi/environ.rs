@@ -19,7 +19,8 @@ use rush_proto::{BodyFraming, RequestHead, Version};
 use super::input::EmptyInput;
 use super::objects::FileWrapper;
 use crate::body::RequestBody;
-use crate::exchange::{ListenAddress, Peer};
+use crate::exchange::Peer;
+use crate::listen_address::ListenAddress;
 use crate::request::header_fields;
 
 static BYTES_IO: PyOnceLock<Py<PyAny>> = PyOnceLock::new();

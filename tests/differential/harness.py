@@ -194,7 +194,8 @@ def start_pair(
             command = [str(VENV_BIN / "uvicorn"), entry, "--http", "httptools", "--loop", "uvloop"]
             command += ["--fd", "{fd}", *reference_args]
         elif name == "hypercorn":
-            command = [str(VENV_BIN / "hypercorn"), entry, "--workers", "1", "--bind", "fd://{fd}", *reference_args]
+            # No worker processes (`--workers 0`): the process the test started serves, and stops.
+            command = [str(VENV_BIN / "hypercorn"), entry, "--workers", "0", "--bind", "fd://{fd}", *reference_args]
         else:
             command = [str(VENV_BIN / "gunicorn"), entry, "--workers", "1", "-b", "fd://{fd}", *reference_args]
         server = (RushServer if name == "rush" else ReferenceServer)(

@@ -22,9 +22,12 @@ Which oracle, and why:
 * A rush ``App`` runs only under rush: its oracle is the same request alone,
   the first one on a fresh server.
 
-A test that fails because of a rush bug is a strict xfail naming the leak, so
-it turns red (XPASS) once the bug is fixed and its mark can go. Where the
-same bug shows only when a race goes one way, the xfail is not strict.
+Several of these failed on rush before the fixes that came with them
+(requests started in a copy of whatever context was current; plain App
+handlers and plain ASGI callables ran in the worker's own context; requests
+that finish at once ran as one shared asyncio task); the commits that fixed
+them name the tests. The keep-alive and HTTP/2-upload forms were races,
+failing in some runs only.
 """
 
 from __future__ import annotations
@@ -221,32 +224,12 @@ def same_answers(rush: RushServer, oracle: RushServer, client: Client, targets: 
 
 CLEAN = {"request_var": "unset", "lifespan_var": "unset", "module_var": "module"}
 
-pipelined_leak = pytest.mark.xfail(
-    strict=True,
-    reason="a pipelined request after one that suspended starts in a copy of that request's context: "
-    "send()'s notifier is scheduled with call_soon from the app's context, and the flush it runs "
-    "starts the next request",
-)
-
-
-# The same leak without pipelining: the flush that writes the first answer also reads on, so a
-# client quick enough to send its next request before that flush is done gets it started there,
-# in the first request's context. A race (about half the runs on a busy machine), so not strict:
-# these become plain tests once the leak is fixed.
-racy_keep_alive_leak = pytest.mark.xfail(
-    strict=False,
-    reason="racy form of the pipelined leak: a keep-alive request that arrives while the previous "
-    "answer's flush (scheduled with call_soon from the app's context) still runs starts in that context",
-)
 
 CONTEXT_CASES = [
     pytest.param(client_name, suspend, id=f"{client_name}-{'suspending' if suspend else 'at-once'}")
     for client_name in [*HTTP1_CLIENTS, *H2_CLIENTS]
     for suspend in (0, 1)
-    if (client_name, suspend) not in (("pipelined", 1), ("keep-alive", 1))
 ]
-CONTEXT_CASES.append(pytest.param("pipelined", 1, id="pipelined-suspending", marks=pipelined_leak))
-CONTEXT_CASES.append(pytest.param("keep-alive", 1, id="keep-alive-suspending", marks=racy_keep_alive_leak))
 
 
 @pytest.mark.parametrize(("client_name", "suspend"), CONTEXT_CASES)
@@ -262,7 +245,6 @@ def test_a_context_var_set_by_a_request_is_its_own(
     assert answers == [CLEAN, CLEAN], answers
 
 
-@pipelined_leak
 def test_a_request_whose_body_arrives_late_leaves_no_context_behind(rush: RushServer, hypercorn: RushServer) -> None:
     """The first request sets the ContextVar, then waits in ``receive()`` for a body the client
     sends only after the server's 100 Continue (so ``receive()`` really suspends); the next
@@ -282,12 +264,6 @@ def test_a_request_whose_body_arrives_late_leaves_no_context_behind(rush: RushSe
     assert ours == [{**CLEAN, "body_length": 5}, CLEAN], ours
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="racy HTTP/2 form of the flush-context leak (about 1 run in 20 here): when the drive the "
-    "uploading app's draining schedules (call_soon, from its context) is what reads stream 3's "
-    "HEADERS, stream 3 starts in a copy of stream 1's context",
-)
 def test_an_http2_stream_behind_a_large_upload_starts_clean(rush: RushServer, hypercorn: RushServer) -> None:
     """Stream 1 sets the ContextVar, then reads a 3 MiB body: rush stops reading the connection at
     1 MiB unread and reads on when the app drains it (a drive scheduled from the app's side, as
@@ -297,15 +273,7 @@ def test_an_http2_stream_behind_a_large_upload_starts_clean(rush: RushServer, hy
     assert answers == [{**CLEAN, "body_length": 3 << 20}, CLEAN], answers
 
 
-cache_waiter_leak = pytest.mark.xfail(
-    strict=True,
-    reason="a request parked on a cache fill (single flight) of another client's connection and "
-    "released to the app starts in a copy of the filling request's context: the flush that writes "
-    "the fill's answer (call_soon from that app's context) wakes the waiters (Server::wake_parked)",
-)
-
-
-@pytest.mark.parametrize("protocol", [pytest.param("http1", marks=cache_waiter_leak), "h2"])
+@pytest.mark.parametrize("protocol", ["http1", "h2"])
 def test_a_request_released_by_a_cache_fill_starts_clean(
     module_servers: ServerFactory, hypercorn: RushServer, protocol: str
 ) -> None:
@@ -343,15 +311,6 @@ def test_a_context_var_set_in_lifespan_startup_is_not_seen_by_requests(rush: Rus
     assert answers == [CLEAN], answers
 
 
-main_context_entry_leak = pytest.mark.xfail(
-    strict=True,
-    reason="rush calls an ASGI app's callable outside the request's context copy (only the "
-    "coroutine's steps run in it): a ContextVar set by a plain callable that returns the coroutine "
-    "is set in the worker's main context and seen by every later request",
-)
-
-
-@main_context_entry_leak
 @pytest.mark.parametrize("client_name", ["keep-alive", "separate"])
 def test_a_context_var_set_by_a_plain_asgi_callable_is_its_requests_own(
     module_servers: ServerFactory, client_name: str
@@ -398,16 +357,7 @@ def test_an_exception_does_not_outlive_its_request(rush: RushServer, hypercorn: 
 # ---------------------------------------------------------------------------
 # The asyncio task a request runs as
 
-shared_spare_task = pytest.mark.xfail(
-    strict=True,
-    reason="requests whose first step finishes without suspending all run as rush's one spare "
-    "asyncio task, so current_task() is the same object, with the same name, request after request "
-    "(anything keyed on the task, such as SQLAlchemy's async_scoped_session(scopefunc=current_task), "
-    "is shared)",
-)
 
-
-@shared_spare_task
 @pytest.mark.parametrize("client_name", [*HTTP1_CLIENTS, *H2_CLIENTS])
 def test_each_request_runs_as_a_task_of_its_own(rush: RushServer, hypercorn: RushServer, client_name: str) -> None:
     """The second request must not run as the first one's task, nor find the name the first gave
@@ -416,6 +366,18 @@ def test_each_request_runs_as_a_task_of_its_own(rush: RushServer, hypercorn: Rus
     answers = same_answers(rush, hypercorn, client, ["/task?name=first", "/task"])
     fresh = {"previous_requests_task": False, "name_was_set_by_a_request": False, "same_task_after_suspending": True}
     assert answers == [fresh, fresh], answers
+
+
+@pytest.mark.parametrize("client_name", [*HTTP1_CLIENTS, *H2_CLIENTS])
+def test_a_task_an_earlier_request_kept_is_not_the_next_ones(
+    rush: RushServer, hypercorn: RushServer, client_name: str
+) -> None:
+    """A request keeps a strong reference to its task (as SQLAlchemy's
+    ``async_scoped_session(scopefunc=current_task)`` does in its registry) and answers at once:
+    the next request must not run as that task. Oracle: hypercorn."""
+    client = {**HTTP1_CLIENTS, **H2_CLIENTS}[client_name]
+    answers = same_answers(rush, hypercorn, client, ["/kept-task", "/kept-task"])
+    assert answers == [{"kept_by_an_earlier_request": False}] * 2, answers
 
 
 @pytest.mark.parametrize("client_name", [*HTTP1_CLIENTS, *H2_CLIENTS])
@@ -428,7 +390,7 @@ def test_a_request_is_the_same_task_before_and_after_suspending(
     client = {**HTTP1_CLIENTS, **H2_CLIENTS}[client_name]
 
     def script(server: RushServer) -> Answers:
-        # What the first request finds depends on the tests before (see the xfail above): not compared.
+        # What the first request finds depends on the tests before: not compared.
         first, second = client(server, ["/task?suspend=1", "/task?suspend=1"])
         return [first["same_task_after_suspending"], second]
 
@@ -554,16 +516,9 @@ def fastapi_servers(module_servers: ServerFactory) -> tuple[RushServer, RushServ
 
 
 FASTAPI_CASES = [
-    pytest.param(endpoint, client_name, id=f"{endpoint}-{client_name}", marks=marks)
+    pytest.param(endpoint, client_name, id=f"{endpoint}-{client_name}")
     for endpoint in ("sync", "async", "background")
     for client_name in ("pipelined", "keep-alive", "separate", "h2-together")
-    # An async background task sets the var after the response went out, so after send() copied
-    # the context its flush runs in: the pipelined leak does not carry it.
-    for marks in [
-        {"pipelined": [pipelined_leak], "keep-alive": [racy_keep_alive_leak]}.get(client_name, [])
-        if endpoint != "background"
-        else []
-    ]
 ]
 
 
@@ -592,10 +547,9 @@ def django_servers(module_servers: ServerFactory) -> tuple[RushServer, RushServe
 
 
 DJANGO_CASES = [
-    pytest.param(view, client_name, id=f"{view}-{client_name}", marks=marks)
+    pytest.param(view, client_name, id=f"{view}-{client_name}")
     for view in ("sync", "async")
     for client_name in ("pipelined", "keep-alive", "separate", "h2-together")
-    for marks in [{"pipelined": [pipelined_leak], "keep-alive": [racy_keep_alive_leak]}.get(client_name, [])]
 ]
 
 
@@ -614,25 +568,12 @@ def test_a_django_request_starts_in_the_default_language(
 # ---------------------------------------------------------------------------
 # A rush App: plain and async handlers
 
-main_context_leak = pytest.mark.xfail(
-    strict=True,
-    reason="a rush App's plain handlers run in the worker's one main context, so a ContextVar one "
-    "sets is seen by every later request of the worker (plain or async: each async one starts in a "
-    "copy of the main context)",
-)
 
 APP_CASES = [
-    pytest.param("/plain?set=first", "/async", "pipelined", id="plain-then-async-pipelined", marks=main_context_leak),
-    pytest.param("/plain?set=first", "/async", "separate", id="plain-then-async-separate", marks=main_context_leak),
-    pytest.param("/plain?set=first", "/plain", "separate", id="plain-then-plain-separate", marks=main_context_leak),
-    # Seen failing in about 1 run in 3 (the second request is not always run from the same place).
-    pytest.param(
-        "/plain?set=first",
-        "/plain",
-        "keep-alive",
-        id="plain-then-plain-keep-alive",
-        marks=pytest.mark.xfail(strict=False, reason="flaky form of the main-context leak of plain handlers"),
-    ),
+    pytest.param("/plain?set=first", "/async", "pipelined", id="plain-then-async-pipelined"),
+    pytest.param("/plain?set=first", "/async", "separate", id="plain-then-async-separate"),
+    pytest.param("/plain?set=first", "/plain", "separate", id="plain-then-plain-separate"),
+    pytest.param("/plain?set=first", "/plain", "keep-alive", id="plain-then-plain-keep-alive"),
     pytest.param("/async?set=first", "/plain", "pipelined", id="async-then-plain-pipelined"),
     pytest.param("/async?set=first", "/async", "pipelined", id="async-then-async-pipelined"),
     pytest.param("/async?set=first&suspend=1", "/async", "keep-alive", id="suspending-async-then-async-keep-alive"),
@@ -746,7 +687,6 @@ def test_the_unread_rest_of_a_body_does_not_reach_the_next_request(
     assert answers == [{"read": "abc"}, {"read": "xyz"}], answers
 
 
-@shared_spare_task
 @pytest.mark.parametrize("client_name", HTTP1_CLIENTS)
 def test_each_app_request_runs_as_a_task_of_its_own(rush_server: ServerFactory, client_name: str) -> None:
     """A rush App's async handler must not run as the task of the request before it. Oracle: the

@@ -15,6 +15,9 @@ whether the mark reached it:
 * ``/task?name=X&suspend=N``: whether ``asyncio.current_task()`` is the task of
   the previous ``/task`` request, its name as found, and whether it is the same
   task after the suspensions; then renames it ``X``.
+* ``/kept-task``: whether ``asyncio.current_task()`` is one an earlier
+  ``/kept-task`` request kept (a strong reference, as a registry keyed by task
+  keeps one); then keeps its own.
 * ``/hold`` and ``/release``: ``/hold`` waits (an ``asyncio.Event``) until a
   ``/release`` runs, which first waits until a ``/hold`` is waiting; each
   reports whether its task is the other's.
@@ -59,6 +62,8 @@ lifespan_var: contextvars.ContextVar[str] = contextvars.ContextVar("lifespan_var
 module_var: contextvars.ContextVar[str] = contextvars.ContextVar("module_var", default="unset")
 module_var.set("module")
 
+# The tasks /kept-task requests kept (strongly).
+kept_tasks: list[asyncio.Task] = []
 # The task of the last /task request (weakly: a finished task may go away).
 last_task: weakref.ref | None = None
 # The task of the /hold request waiting for /release, and the event it waits on.
@@ -191,6 +196,11 @@ async def app(scope, receive, send) -> None:
         for _ in range(suspensions):
             await asyncio.sleep(0)
         answer["same_task_after_suspending"] = asyncio.current_task() is task
+        await respond(send, answer)
+    elif path == "/kept-task":
+        task = asyncio.current_task()
+        answer = {"kept_by_an_earlier_request": any(kept is task for kept in kept_tasks)}
+        kept_tasks.append(task)
         await respond(send, answer)
     elif path == "/hold":
         await hold()
