@@ -33,9 +33,11 @@ pub(crate) struct Runner {
     /// the spare's own `cancel()` cancels that future, which is how a
     /// cancelled spare is noticed (see [`start`]).
     assignment_cancelled: RefCell<Py<PyAny>>,
-    /// The spare's name when it was made: a request that renames its task
-    /// leaves a different one (see [`Runner::renew_spare_if_touched`]).
-    spare_name: RefCell<Py<PyAny>>,
+    /// The spare's `get_name`, bound once per spare (a method looked up per
+    /// request cost ~250 instructions), and its name when it was made: a
+    /// request that renames its task leaves a different one (see
+    /// [`Runner::renew_spare_if_touched`]).
+    spare_name: RefCell<(Py<PyAny>, Py<PyAny>)>,
     /// The spare, while it stays the current task between coroutine starts
     /// (see [`start`]'s `hold`); [`Runner::release`] ends that.
     held: RefCell<Option<Py<PyAny>>>,
@@ -82,12 +84,7 @@ impl Runner {
     /// instructions a request (the bound `cancelled` and `get_name` calls);
     /// a new spare, an asyncio task, costs a few microseconds, and none of
     /// the benchmark apps (raw ASGI, FastAPI, Starlette) ever needs one.
-    fn renew_spare_if_touched(
-        &self,
-        py: Python<'_>,
-        task: &Bound<'_, PyAny>,
-        marked: bool,
-    ) -> PyResult<()> {
+    fn renew_spare_if_touched(&self, py: Python<'_>, marked: bool) -> PyResult<()> {
         let touched = marked
             || self
                 .assignment_cancelled
@@ -95,7 +92,10 @@ impl Runner {
                 .bind(py)
                 .call0()?
                 .is_truthy()?
-            || !name_of(task)?.is(&*self.spare_name.borrow());
+            || {
+                let (get_name, name) = &*self.spare_name.borrow();
+                !get_name.bind(py).call0()?.is(name)
+            };
         if touched {
             self.release(py);
             self.object
@@ -163,10 +163,12 @@ impl TaskMarks {
     }
 }
 
-/// A task's name (`get_name()`), kept to notice a `set_name`.
-fn name_of(task: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-    let py = task.py();
-    Ok(task.call_method0(pyo3::intern!(py, "get_name"))?.unbind())
+/// A task's bound `get_name` and the name it gives now, kept to notice a
+/// `set_name`.
+fn name_of(task: &Bound<'_, PyAny>) -> PyResult<(Py<PyAny>, Py<PyAny>)> {
+    let get_name = task.getattr(pyo3::intern!(task.py(), "get_name"))?;
+    let name = get_name.call0()?.unbind();
+    Ok((get_name.unbind(), name))
 }
 
 /// `runner.assignment.cancelled`, the bound method.
@@ -236,7 +238,7 @@ pub(crate) fn start<'py>(
         leave_task.call1((event_loop, &task))?;
     }
     if !matches!(step, Ok(Step::Yielded(_))) {
-        runner.renew_spare_if_touched(py, &task, marks_before != marks_after)?;
+        runner.renew_spare_if_touched(py, marks_before != marks_after)?;
     }
     match step? {
         Step::Returned(value) => Ok(CoroutineStart::Finished(value)),
