@@ -288,8 +288,19 @@ impl TlsStream {
                 libc::MSG_PEEK,
             )
         };
+        if peeked < 0 {
+            let error = io::Error::last_os_error();
+            if error.kind() == io::ErrorKind::WouldBlock {
+                // Nothing yet: the next readiness event looks again. Going on
+                // to read_tls would race: bytes that arrive between this
+                // peek and that read would reach rustls unlooked at, and a
+                // plain-HTTP client would get a TLS alert, not the hint
+                // (seen, under load, in test_tls.py's plain-HTTP test).
+                return Err(error);
+            }
+        }
         if peeked < 1 {
-            // Nothing yet (or EOF): read_tls below reports it.
+            // EOF, or an error: read_tls below reports it.
             return Ok(());
         }
         self.checked_first_byte = true;
