@@ -13,11 +13,13 @@ ahead and parked on a future, is entered (``_enter_task``) for the step,
 which the native loop runs itself (``coroutine::start`` in src/coroutine.rs,
 without the StopIteration a Python-level ``send`` raises; an ASGI worker
 keeps the spare entered across the steps of one pass of its loop). If
-the coroutine finishes, the spare stays spare for the next request. If it
-suspends, :meth:`CoroutineRunner.adopt` lets the spare continue it from where
-it stopped, and a new spare is made. Each coroutine runs in its own copy of the context the
-worker started with (never of the current one), in every step, so context variables never
-leak between requests.
+the coroutine finishes, the spare stays spare for the next request, unless
+the step left a mark on it (cancelled, renamed or kept it: see
+:meth:`CoroutineRunner.renew_spare`). If it suspends,
+:meth:`CoroutineRunner.adopt` lets the spare continue it from where it
+stopped, and a new spare is made. Each coroutine runs in its own copy of the
+context the worker started with (never of the current one), in every step,
+so context variables never leak between requests.
 """
 
 from __future__ import annotations
