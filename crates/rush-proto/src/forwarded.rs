@@ -26,7 +26,7 @@
 //! and returns `None` at no cost when none of the family is present.
 
 use std::borrow::Cow;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 #[cfg(test)]
 mod tests;
@@ -309,15 +309,22 @@ fn resolve_x_forwarded<'a>(
     Some(origin)
 }
 
-/// An `X-Forwarded-For` entry: an address (IPv6 possibly in brackets) or a name.
+/// An `X-Forwarded-For` entry: an address (IPv6 possibly in brackets), an
+/// address with the client's port (`192.0.2.7:4711`, `[2001:db8::7]:4711`,
+/// as Azure Application Gateway and some ingresses write it), or a name.
+/// Read as a name, an entry with a port would be reported whole and would
+/// never count as a trusted proxy; uvicorn splits it the same way.
 fn parse_bare_node(entry: &[u8]) -> Node<'_> {
     let text = std::str::from_utf8(entry).unwrap_or("");
     let unbracketed = text
         .strip_prefix('[')
         .and_then(|rest| rest.strip_suffix(']'))
         .unwrap_or(text);
-    match unbracketed.parse::<IpAddr>() {
-        Ok(address) => Node::Ip(canonical(address), None),
+    if let Ok(address) = unbracketed.parse::<IpAddr>() {
+        return Node::Ip(canonical(address), None);
+    }
+    match text.parse::<SocketAddr>() {
+        Ok(socket) => Node::Ip(canonical(socket.ip()), Some(socket.port())),
         Err(_) => Node::Name(Cow::Borrowed(entry)),
     }
 }

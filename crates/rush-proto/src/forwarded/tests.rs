@@ -105,6 +105,28 @@ fn x_forwarded_for_takes_the_rightmost_untrusted_entry() {
 }
 
 #[test]
+fn x_forwarded_for_entries_with_a_port() {
+    let rules = rules(ProxyHeaders::XForwarded, "127.0.0.1", false);
+    let client = |value| {
+        resolve_fields(&rules, &[("X-Forwarded-For", value)])
+            .unwrap()
+            .client
+    };
+    let with_port = |text: &str, port| Some(Node::Ip(text.parse().unwrap(), Some(port)));
+    assert_eq!(client("192.0.2.7:4711"), with_port("192.0.2.7", 4711));
+    assert_eq!(client("[2001:db8::7]:4711"), with_port("2001:db8::7", 4711));
+    // A trusted proxy written with its port is still a trusted proxy.
+    assert_eq!(client("192.0.2.7, 127.0.0.1:4711"), ip("192.0.2.7"));
+    // Not an address with a port: names, as before.
+    assert_eq!(client("192.0.2.7:http"), name("192.0.2.7:http"));
+    assert_eq!(client("192.0.2.7:99999"), name("192.0.2.7:99999"));
+    assert_eq!(
+        client("2001:db8::7:4711:1:2:3:4"),
+        name("2001:db8::7:4711:1:2:3:4")
+    );
+}
+
+#[test]
 fn everyone_trusted_means_the_leftmost_entry() {
     let rules = rules(ProxyHeaders::XForwarded, "*", false);
     let origin = resolve_fields(&rules, &[("X-Forwarded-For", "1.1.1.1, 2.2.2.2")]).unwrap();

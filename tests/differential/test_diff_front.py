@@ -1,0 +1,214 @@
+"""Differential tests of what an app behind a reverse proxy computes (its client, scheme, own
+URL, the URLs it builds) under rush and under the server users migrate from, given the
+equivalent options: uvicorn ``--proxy-headers --forwarded-allow-ips`` for ASGI, gunicorn
+``--forwarded-allow-ips`` with werkzeug's ``ProxyFix`` for WSGI (rush: ``--forwarded-host``).
+
+The app is apps/front_app.py (Starlette and Flask); the client is a raw socket from 127.0.0.1
+sending the header shapes proxies (and clients posing as proxies) send. Where rush reads a
+shape differently on purpose, deliberate.toml says why.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import pytest
+from harness import Pair, Side, start_pair
+from support import ServerFactory, request
+from websockets.sync.client import connect
+
+Headers = Sequence[tuple[str, str]]
+
+
+def answer(side: Side, target: str, headers: Headers, host: str = "app.test") -> dict:
+    """One GET with ``headers`` (Host ``host``); the status, the Location and the JSON body."""
+    with side.connect() as connection:
+        connection.send(request("GET", target, [*headers, ("Connection", "close")], host=host))
+        response = connection.read_response()
+    view = {"status": response.status, "location": response.header("location")}
+    if response.header("content-type") == "application/json":
+        view["json"] = mask_own_ports(side, json.loads(response.body))
+    else:
+        view["body"] = response.body.decode("latin-1")
+    return view
+
+
+def mask_own_ports(side: Side, seen: dict) -> dict:
+    """The test's ephemeral port (a client of 127.0.0.1) and the side's listening port (Flask's
+    SERVER_PORT) differ between the servers: they compare as ``PORT``. A port a proxy
+    reported stays."""
+    client = seen.get("client")
+    if client and client[0] == "127.0.0.1" and client[1] != 0:
+        seen["client"] = [client[0], "PORT"]
+    server = seen.get("server")
+    if server and server[1] == str(side.server.port):
+        seen["server"] = [server[0], "PORT"]
+    return seen
+
+
+def asking(target: str, headers: Headers, host: str = "app.test"):
+    return lambda side: answer(side, target, headers, host)
+
+
+# ---------------------------------------------------------------------------
+# ASGI: Starlette under rush and uvicorn, the loopback peer trusted (both servers' default).
+
+
+@pytest.fixture(scope="module")
+def starlette(module_servers: ServerFactory) -> Pair:
+    trusted = ["--proxy-headers", "--forwarded-allow-ips", "127.0.0.1"]
+    return start_pair(module_servers, "front_app", "asgi", rush_args=trusted, reference_args=trusted)
+
+
+@pytest.fixture(scope="module")
+def starlette_network(module_servers: ServerFactory) -> Pair:
+    """A CIDR that holds the peer and the proxies of a chain (10.0.0.0/8)."""
+    trusted = ["--proxy-headers", "--forwarded-allow-ips", "127.0.0.0/8,10.0.0.0/8"]
+    return start_pair(module_servers, "front_app:app", "asgi", rush_args=trusted, reference_args=trusted)
+
+
+@pytest.fixture(scope="module")
+def starlette_untrusted(module_servers: ServerFactory) -> Pair:
+    """The peer (127.0.0.1) not in the list: its headers count for nothing."""
+    trusted = ["--proxy-headers", "--forwarded-allow-ips", "10.1.2.3"]
+    return start_pair(module_servers, "front_app:app", "asgi", rush_args=trusted, reference_args=trusted)
+
+
+@pytest.fixture(scope="module")
+def starlette_everyone(module_servers: ServerFactory) -> Pair:
+    trusted = ["--proxy-headers", "--forwarded-allow-ips", "*"]
+    return start_pair(module_servers, "front_app:app", "asgi", rush_args=trusted, reference_args=trusted)
+
+
+FOR_SHAPES = {
+    "one": [("X-Forwarded-For", "203.0.113.7")],
+    "chain": [("X-Forwarded-For", "198.51.100.1, 203.0.113.7")],
+    "spaces": [("X-Forwarded-For", "   203.0.113.7   ")],
+    "no-spaces": [("X-Forwarded-For", "198.51.100.1,203.0.113.7")],
+    "ipv6": [("X-Forwarded-For", "2001:db8::7")],
+    "ipv6-brackets": [("X-Forwarded-For", "[2001:db8::7]")],
+    "ipv6-port": [("X-Forwarded-For", "[2001:db8::7]:4711")],
+    "ipv4-port": [("X-Forwarded-For", "203.0.113.7:4711")],
+    "unknown": [("X-Forwarded-For", "unknown")],
+    "garbage": [("X-Forwarded-For", "not an address")],
+    "trusted-right-most": [("X-Forwarded-For", "203.0.113.7, 127.0.0.1")],
+    "trusted-with-port": [("X-Forwarded-For", "203.0.113.7, 127.0.0.1:4711")],
+    "all-trusted": [("X-Forwarded-For", "127.0.0.2, 127.0.0.1")],
+    "two-lines": [("X-Forwarded-For", "198.51.100.1"), ("X-Forwarded-For", "203.0.113.7")],
+    "mapped-v4": [("X-Forwarded-For", "::ffff:203.0.113.7")],
+}
+
+PROTO_SHAPES = {
+    "https": [("X-Forwarded-Proto", "https")],
+    "http": [("X-Forwarded-Proto", "http")],
+    "HTTPS": [("X-Forwarded-Proto", "HTTPS")],
+    "https-http": [("X-Forwarded-Proto", "https,http")],
+    "wss": [("X-Forwarded-Proto", "wss")],
+    "garbage": [("X-Forwarded-Proto", "gopher")],
+    "with-for": [("X-Forwarded-For", "203.0.113.7"), ("X-Forwarded-Proto", "https")],
+}
+
+
+@pytest.mark.parametrize("shape", FOR_SHAPES)
+def test_client_address(starlette: Pair, shape: str) -> None:
+    """`request.client` from the X-Forwarded-For shapes nginx and balancers send."""
+    starlette.check(f"for-{shape}", asking("/where", FOR_SHAPES[shape]))
+
+
+@pytest.mark.parametrize("shape", PROTO_SHAPES)
+def test_scheme_and_urls(starlette: Pair, shape: str) -> None:
+    """`request.url`, `url_for` and the trailing-slash redirect follow X-Forwarded-Proto."""
+    starlette.check(f"proto-{shape}", asking("/where", PROTO_SHAPES[shape]))
+    starlette.check(f"proto-redirect-{shape}", asking("/folder/", PROTO_SHAPES[shape]))
+
+
+@pytest.mark.parametrize("shape", ["chain", "trusted-right-most", "all-trusted"])
+def test_client_behind_trusted_network(starlette_network: Pair, shape: str) -> None:
+    chain = {
+        "chain": [("X-Forwarded-For", "203.0.113.7, 10.0.0.5")],
+        "trusted-right-most": [("X-Forwarded-For", "198.51.100.1, 203.0.113.7, 10.9.9.9, 127.0.0.1")],
+        "all-trusted": [("X-Forwarded-For", "10.0.0.9, 10.0.0.5")],
+    }[shape]
+    starlette_network.check(f"network-{shape}", asking("/where", [*chain, ("X-Forwarded-Proto", "https")]))
+
+
+def test_untrusted_peer(starlette_untrusted: Pair) -> None:
+    headers = [("X-Forwarded-For", "203.0.113.7"), ("X-Forwarded-Proto", "https")]
+    starlette_untrusted.check("untrusted", asking("/where", headers))
+
+
+@pytest.mark.parametrize("shape", ["chain", "trusted-right-most", "ipv4-port"])
+def test_everyone_trusted(starlette_everyone: Pair, shape: str) -> None:
+    starlette_everyone.check(f"everyone-{shape}", asking("/where", FOR_SHAPES[shape]))
+
+
+@pytest.mark.parametrize("proto", ["https", "wss", "http"])
+def test_websocket_scheme(starlette: Pair, proto: str) -> None:
+    """A WebSocket behind a TLS-terminating proxy: `websocket.url` is wss://."""
+
+    def script(side: Side) -> dict:
+        headers = {"X-Forwarded-Proto": proto, "X-Forwarded-For": "203.0.113.7"}
+        with connect(f"ws://127.0.0.1:{side.server.port}/ws", additional_headers=headers) as websocket:
+            return json.loads(websocket.recv(timeout=15))
+
+    starlette.check(f"ws-{proto}", script)
+
+
+# ---------------------------------------------------------------------------
+# WSGI: Flask under rush --forwarded-host and under gunicorn with ProxyFix for one proxy.
+
+
+@pytest.fixture(scope="module")
+def flask(module_servers: ServerFactory) -> Pair:
+    return start_pair(
+        module_servers,
+        "front_app:wsgi",
+        "wsgi",
+        rush_args=["--forwarded-allow-ips", "127.0.0.1", "--forwarded-host"],
+        reference_args=["--forwarded-allow-ips", "127.0.0.1"],
+    )
+
+
+NGINX = [("X-Forwarded-For", "203.0.113.7"), ("X-Forwarded-Proto", "https")]
+WSGI_SHAPES = {
+    "none": [],
+    "nginx": NGINX,
+    "nginx-host": [*NGINX, ("X-Forwarded-Host", "www.example.org")],
+    "host-with-port": [*NGINX, ("X-Forwarded-Host", "www.example.org:8443")],
+    "port": [*NGINX, ("X-Forwarded-Host", "www.example.org"), ("X-Forwarded-Port", "8443")],
+    "http-port": [("X-Forwarded-Proto", "http"), ("X-Forwarded-Port", "8080")],
+    "ipv6-client": [("X-Forwarded-For", "2001:db8::7"), ("X-Forwarded-Proto", "https")],
+    "proto-garbage": [("X-Forwarded-Proto", "gopher")],
+    "proto-upper": [("X-Forwarded-Proto", "HTTPS")],
+}
+
+
+@pytest.mark.parametrize("shape", WSGI_SHAPES)
+def test_flask_behind_a_proxy(flask: Pair, shape: str) -> None:
+    """`request.url`, `url_for(_external=True)`, `is_secure`, `remote_addr` and a redirect."""
+    flask.check(f"flask-{shape}", asking("/where", WSGI_SHAPES[shape]))
+    flask.check(f"flask-redirect-{shape}", asking("/go", WSGI_SHAPES[shape]))
+
+
+@pytest.fixture(scope="module")
+def flask_plain(module_servers: ServerFactory) -> Pair:
+    """gunicorn alone (no ProxyFix: the app sees gunicorn's own reading, its
+    secure_scheme_headers), rush without --forwarded-host."""
+    return start_pair(module_servers, "front_app:flask_app", "wsgi")
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        [("X-Forwarded-Proto", "https")],
+        [("X-Forwarded-Ssl", "on")],
+        [("X-Forwarded-Protocol", "ssl")],
+    ],
+    ids=["proto", "ssl", "protocol"],
+)
+def test_gunicorn_secure_scheme_headers(flask_plain: Pair, headers: Headers) -> None:
+    def script(side: Side) -> dict:
+        return {"is_secure": answer(side, "/where", headers)["json"]["is_secure"]}
+
+    flask_plain.check(f"secure-{headers[0][0]}", script)
