@@ -11,11 +11,24 @@ shape differently on purpose, deliberate.toml says why.
 from __future__ import annotations
 
 import json
+import socket
+import ssl
 from collections.abc import Sequence
+from pathlib import Path
 
+import httpx
 import pytest
-from harness import Pair, Side, start_pair
-from support import ServerFactory, request
+from harness import Pair, ReferenceServer, Side, start_pair
+from support import (
+    GUARD_TIMEOUT,
+    RUSH,
+    VENV_BIN,
+    RushServer,
+    ServerFactory,
+    clean_environment,
+    request,
+    write_localhost_pki,
+)
 from websockets.sync.client import connect
 
 Headers = Sequence[tuple[str, str]]
@@ -212,3 +225,161 @@ def test_gunicorn_secure_scheme_headers(flask_plain: Pair, headers: Headers) -> 
         return {"is_secure": answer(side, "/where", headers)["json"]["is_secure"]}
 
     flask_plain.check(f"secure-{headers[0][0]}", script)
+
+
+# ---------------------------------------------------------------------------
+# TLS: rush and the reference terminate TLS themselves, and a trusted peer still sends headers
+# (a TCP balancer in front that adds them, or a proxy re-encrypting to the app).
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return write_localhost_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def starlette_tls(module_servers: ServerFactory, pki: dict[str, Path]) -> Pair:
+    options = ["--ssl-certfile", str(pki["chain"]), "--ssl-keyfile", str(pki["key"]), "--proxy-headers"]
+    return start_pair(module_servers, "front_app:app", "asgi", rush_args=options, reference_args=options)
+
+
+@pytest.fixture(scope="module")
+def flask_tls(module_servers: ServerFactory, pki: dict[str, Path]) -> Pair:
+    return start_pair(
+        module_servers,
+        "front_app:flask_app",
+        "wsgi",
+        rush_args=["--ssl-certfile", str(pki["chain"]), "--ssl-keyfile", str(pki["key"])],
+        reference_args=["--certfile", str(pki["chain"]), "--keyfile", str(pki["key"])],
+    )
+
+
+def tls_answer(side: Side, pki: dict[str, Path], target: str, headers: Headers) -> dict:
+    """`answer` over TLS (Python's ssl), Connection: close."""
+    context = ssl.create_default_context(cafile=str(pki["ca"]))
+    with socket.create_connection(("127.0.0.1", side.server.port), timeout=GUARD_TIMEOUT) as raw:
+        with context.wrap_socket(raw, server_hostname="localhost") as sock:
+            sock.sendall(request("GET", target, [*headers, ("Connection", "close")], host="app.test"))
+            data = b""
+            while chunk := sock.recv(65536):
+                data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    location = next(
+        (
+            line.split(b":", 1)[1].strip().decode()
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"location:")
+        ),
+        None,
+    )
+    view: dict = {"status": status, "location": location}
+    if body.startswith(b"{"):
+        view["json"] = mask_own_ports(side, json.loads(body))
+    return view
+
+
+TLS_SHAPES = {
+    "none": [],
+    "proto-http": [("X-Forwarded-Proto", "http")],
+    "proto-https": [("X-Forwarded-Proto", "https")],
+    "proto-garbage": [("X-Forwarded-Proto", "gopher")],
+    "for": [("X-Forwarded-For", "203.0.113.7")],
+}
+
+
+@pytest.mark.parametrize("shape", TLS_SHAPES)
+def test_asgi_over_tls(starlette_tls: Pair, pki: dict[str, Path], shape: str) -> None:
+    starlette_tls.check(f"tls-{shape}", lambda side: tls_answer(side, pki, "/where", TLS_SHAPES[shape]))
+    starlette_tls.check(f"tls-redirect-{shape}", lambda side: tls_answer(side, pki, "/folder/", TLS_SHAPES[shape]))
+
+
+@pytest.mark.parametrize("shape", TLS_SHAPES)
+def test_wsgi_over_tls(flask_tls: Pair, pki: dict[str, Path], shape: str) -> None:
+    flask_tls.check(f"tls-{shape}", lambda side: tls_answer(side, pki, "/where", TLS_SHAPES[shape]))
+
+
+# ---------------------------------------------------------------------------
+# HTTP/2 (h2c, prior knowledge): rush must read the same headers the same way as over HTTP/1.1,
+# so rush over h2c is compared with uvicorn over HTTP/1.1 (uvicorn has no HTTP/2).
+
+H2C_SHAPES = {
+    "nginx": [("X-Forwarded-For", "203.0.113.7"), ("X-Forwarded-Proto", "https")],
+    "chain-port": [("X-Forwarded-For", "198.51.100.1, [2001:db8::7]:4711"), ("X-Forwarded-Proto", "https")],
+}
+
+
+@pytest.mark.parametrize("shape", H2C_SHAPES)
+def test_asgi_over_h2c(starlette: Pair, shape: str) -> None:
+    def fetch(side: Side, target: str) -> dict:
+        http2 = side is starlette.rush
+        with httpx.Client(http1=not http2, http2=http2, base_url=side.url) as client:
+            response = client.get(target, headers=[*H2C_SHAPES[shape], ("Host", "app.test")])
+        assert response.http_version == ("HTTP/2" if http2 else "HTTP/1.1")
+        view = {"status": response.status_code, "location": response.headers.get("location")}
+        if response.headers.get("content-type") == "application/json":
+            view["json"] = mask_own_ports(side, response.json())
+        return view
+
+    starlette.check(f"h2c-{shape}", lambda side: fetch(side, "/where"))
+    starlette.check(f"h2c-redirect-{shape}", lambda side: fetch(side, "/folder/"))
+
+
+# ---------------------------------------------------------------------------
+# FastAPI mounted under a prefix a proxy strips (--root-path), behind TLS termination.
+
+
+@pytest.fixture(scope="module")
+def fastapi(module_servers: ServerFactory) -> Pair:
+    options = ["--root-path", "/api", "--proxy-headers", "--forwarded-allow-ips", "127.0.0.1"]
+    return start_pair(module_servers, "fastapi_app", "asgi", rush_args=options, reference_args=options)
+
+
+@pytest.mark.parametrize("target", ["/items/5/", "/docs", "/openapi.json", "/items/5?q=x"])
+def test_fastapi_under_a_root_path(fastapi: Pair, target: str) -> None:
+    """FastAPI's redirect_slashes Location, its /docs page (which names the openapi URL) and the
+    openapi document's `servers`, under `--root-path /api` with X-Forwarded-Proto https."""
+
+    def script(side: Side) -> dict:
+        headers = [("X-Forwarded-Proto", "https"), ("X-Forwarded-For", "203.0.113.7")]
+        with side.connect() as connection:
+            connection.send(request("GET", target, [*headers, ("Connection", "close")], host="app.test"))
+            response = connection.read_response()
+        return {"status": response.status, "location": response.header("location"), "body": response.text}
+
+    fastapi.check(f"root-{target}", script)
+
+
+# ---------------------------------------------------------------------------
+# A Unix-socket peer (nginx `proxy_pass http://unix:/run/app.sock`).
+
+
+@pytest.fixture(scope="module")
+def starlette_uds(module_servers: ServerFactory) -> Pair:
+    """rush and uvicorn each on a Unix socket of their own (``--uds``)."""
+    sides = []
+    for name in ("rush", "uvicorn"):
+        record = module_servers.directory / f"front-uds-{name}.jsonl"
+        entry = "tests.differential.recorder:asgi"
+        if name == "rush":
+            command = [str(RUSH), entry, "--workers", "1", "--interface", "asgi", "--proxy-headers"]
+        else:
+            command = [str(VENV_BIN / "uvicorn"), entry, "--http", "httptools", "--proxy-headers"]
+        server = (RushServer if name == "rush" else ReferenceServer)(
+            app="",
+            args=[],
+            command=command,
+            directory=module_servers.directory,
+            name=f"front-uds-{name}",
+            bind="uds",
+            env=clean_environment({"DIFF_TARGET": "tests.differential.apps.front_app:app", "DIFF_RECORD": str(record)}),
+        )
+        module_servers.servers.append(server)
+        server.start()
+        sides.append(Side(name, server, record))
+    return Pair("front_app-uds", sides[0], sides[1])
+
+
+def test_unix_socket_peer(starlette_uds: Pair) -> None:
+    headers = [("X-Forwarded-For", "203.0.113.7"), ("X-Forwarded-Proto", "https")]
+    starlette_uds.check("uds", asking("/where", headers))
