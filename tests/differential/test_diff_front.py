@@ -383,3 +383,53 @@ def starlette_uds(module_servers: ServerFactory) -> Pair:
 def test_unix_socket_peer(starlette_uds: Pair) -> None:
     headers = [("X-Forwarded-For", "203.0.113.7"), ("X-Forwarded-Proto", "https")]
     starlette_uds.check("uds", asking("/where", headers))
+
+
+# ---------------------------------------------------------------------------
+# The forwarded host (--forwarded-host): ASGI against hypercorn's ProxyFixMiddleware for one
+# proxy, WSGI against werkzeug's ProxyFix (the `flask` pair above), with the shapes a proxy and a
+# client posing as one send.
+
+
+@pytest.fixture(scope="module")
+def starlette_host(module_servers: ServerFactory) -> Pair:
+    return start_pair(
+        module_servers,
+        "front_app:proxied",
+        "asgi",
+        rush_args=["--proxy-headers", "--forwarded-allow-ips", "127.0.0.1", "--forwarded-host"],
+        reference="hypercorn",
+    )
+
+
+HOST_SHAPES = {
+    "host": [("X-Forwarded-Host", "www.example.org")],
+    "host-port": [("X-Forwarded-Host", "www.example.org:8443")],
+    "host-ipv6": [("X-Forwarded-Host", "[2001:db8::7]:8443")],
+    "two-hosts": [("X-Forwarded-Host", "client.test, www.example.org")],
+    "host-space": [("X-Forwarded-Host", "www.example.org evil.test")],
+    "host-slash": [("X-Forwarded-Host", "evil.test/path?")],
+    "host-at": [("X-Forwarded-Host", "user@evil.test")],
+    "host-empty": [("X-Forwarded-Host", "")],
+}
+
+
+@pytest.mark.parametrize("shape", HOST_SHAPES)
+def test_asgi_forwarded_host(starlette_host: Pair, shape: str) -> None:
+    headers = [("X-Forwarded-For", "203.0.113.7"), ("X-Forwarded-Proto", "https"), *HOST_SHAPES[shape]]
+    starlette_host.check(f"host-{shape}", asking("/where", headers))
+    starlette_host.check(f"host-redirect-{shape}", asking("/folder/", headers))
+
+
+PORT_SHAPES = {
+    "port-garbage": [("X-Forwarded-Port", "https")],
+    "port-big": [("X-Forwarded-Port", "65536")],
+    "port-two": [("X-Forwarded-Port", "8443, 9443")],
+    "port-default": [("X-Forwarded-Proto", "https"), ("X-Forwarded-Port", "443")],
+}
+
+
+@pytest.mark.parametrize("shape", [*HOST_SHAPES, *PORT_SHAPES])
+def test_wsgi_forwarded_host(flask: Pair, shape: str) -> None:
+    headers = [("X-Forwarded-For", "203.0.113.7"), *(HOST_SHAPES | PORT_SHAPES)[shape]]
+    flask.check(f"flask-host-{shape}", asking("/where", headers))

@@ -6,6 +6,9 @@ test_diff_front.py: the client, the scheme, its own URL and the URLs it builds.
   scope's ``scheme`` and ``server``; ``/ws`` does the same over a WebSocket (``websocket.url``)
   and closes; ``/folder`` exists only without its trailing slash, so ``/folder/`` redirects
   (the ``Location`` is built from the request's URL).
+* ``proxied``: ``app``, wrapped under hypercorn in hypercorn's own ``ProxyFixMiddleware`` for
+  one proxy (hypercorn has no proxy options of its own): the reference for rush's
+  ``--forwarded-host`` on the ASGI side (uvicorn reads no X-Forwarded-Host).
 * ``wsgi`` (Flask): ``/where`` answers ``request.url``, ``url_for(..., _external=True)``,
   ``is_secure``, ``remote_addr``, ``host`` and ``SERVER_NAME``/``SERVER_PORT``; ``/go``
   redirects to ``/where``. Under gunicorn it is wrapped in werkzeug's ``ProxyFix`` for one
@@ -15,6 +18,8 @@ test_diff_front.py: the client, the scheme, its own URL and the URLs it builds.
 """
 
 from __future__ import annotations
+
+import sys
 
 from flask import Flask, redirect, request, url_for
 from starlette.applications import Starlette
@@ -33,6 +38,7 @@ def _asgi_view(connection: Request | WebSocket) -> dict:
         "client": [client.host, client.port] if client else None,
         "scheme": connection.scope["scheme"],
         "url_for": str(connection.url_for("where")),
+        "host": connection.headers.get("host"),
     }
 
 
@@ -57,6 +63,14 @@ app = Starlette(
         WebSocketRoute("/ws", websocket_where),
     ]
 )
+
+# The process is hypercorn's (`--workers 0`: the test's own process serves), or rush's.
+if sys.argv[0].endswith("hypercorn"):
+    from hypercorn.middleware import ProxyFixMiddleware
+
+    proxied = ProxyFixMiddleware(app, mode="legacy", trusted_hops=1)
+else:
+    proxied = app
 
 
 flask_app = Flask(__name__)
