@@ -433,3 +433,39 @@ PORT_SHAPES = {
 def test_wsgi_forwarded_host(flask: Pair, shape: str) -> None:
     headers = [("X-Forwarded-For", "203.0.113.7"), *(HOST_SHAPES | PORT_SHAPES)[shape]]
     flask.check(f"flask-host-{shape}", asking("/where", headers))
+
+
+# ---------------------------------------------------------------------------
+# RFC 7239 `Forwarded` (--proxy-headers forwarded) against hypercorn's ProxyFixMiddleware in its
+# "modern" mode, one proxy.
+
+
+@pytest.fixture(scope="module")
+def starlette_rfc7239(module_servers: ServerFactory) -> Pair:
+    return start_pair(
+        module_servers,
+        "front_app:proxied_rfc7239",
+        "asgi",
+        rush_args=["--proxy-headers", "forwarded", "--forwarded-allow-ips", "127.0.0.1", "--forwarded-host"],
+        reference="hypercorn",
+    )
+
+
+FORWARDED_SHAPES = {
+    "nginx": "for=203.0.113.7;proto=https;host=www.example.org",
+    "proto-only": "proto=https",
+    "upper-keys": "For=203.0.113.7;Proto=https",
+    "quoted-v6": 'for="[2001:db8::7]:4711";proto=https',
+    "quoted-v4-port": 'for="203.0.113.7:4711"',
+    "unknown": "for=unknown;proto=https",
+    "obfuscated": "for=_hidden;proto=https",
+    "two-hops": "for=198.51.100.1;proto=http, for=203.0.113.7;proto=https",
+    "spaces": "for=203.0.113.7; proto=https",
+    "host-port": "for=203.0.113.7;host=www.example.org:8443;proto=https",
+    "host-port-quoted": 'for=203.0.113.7;host="www.example.org:8443";proto=https',
+}
+
+
+@pytest.mark.parametrize("shape", FORWARDED_SHAPES)
+def test_rfc7239_forwarded(starlette_rfc7239: Pair, shape: str) -> None:
+    starlette_rfc7239.check(f"rfc7239-{shape}", asking("/where", [("Forwarded", FORWARDED_SHAPES[shape])]))

@@ -8,7 +8,8 @@ test_diff_front.py: the client, the scheme, its own URL and the URLs it builds.
   (the ``Location`` is built from the request's URL).
 * ``proxied``: ``app``, wrapped under hypercorn in hypercorn's own ``ProxyFixMiddleware`` for
   one proxy (hypercorn has no proxy options of its own): the reference for rush's
-  ``--forwarded-host`` on the ASGI side (uvicorn reads no X-Forwarded-Host).
+  ``--forwarded-host`` on the ASGI side (uvicorn reads no X-Forwarded-Host);
+  ``proxied_rfc7239`` the same in its RFC 7239 ``Forwarded`` mode, for ``--proxy-headers forwarded``.
 * ``wsgi`` (Flask): ``/where`` answers ``request.url``, ``url_for(..., _external=True)``,
   ``is_secure``, ``remote_addr``, ``host`` and ``SERVER_NAME``/``SERVER_PORT``; ``/go``
   redirects to ``/where``. Under gunicorn it is wrapped in werkzeug's ``ProxyFix`` for one
@@ -69,8 +70,9 @@ if sys.argv[0].endswith("hypercorn"):
     from hypercorn.middleware import ProxyFixMiddleware
 
     proxied = ProxyFixMiddleware(app, mode="legacy", trusted_hops=1)
+    proxied_rfc7239 = ProxyFixMiddleware(app, mode="modern", trusted_hops=1)
 else:
-    proxied = app
+    proxied = proxied_rfc7239 = app
 
 
 flask_app = Flask(__name__)
