@@ -49,7 +49,7 @@ def answer(side: Side, target: str, headers: Headers, host: str = "app.test") ->
 
 def mask_own_ports(side: Side, seen: dict) -> dict:
     """The test's ephemeral port (a client of 127.0.0.1) and the side's listening port (Flask's
-    SERVER_PORT) differ between the servers: they compare as ``PORT``. A port a proxy
+    SERVER_PORT, Django's get_port()) differ between the servers: they compare as ``PORT``. A port a proxy
     reported stays."""
     client = seen.get("client")
     if client and client[0] == "127.0.0.1" and client[1] != 0:
@@ -57,6 +57,8 @@ def mask_own_ports(side: Side, seen: dict) -> dict:
     server = seen.get("server")
     if server and server[1] == str(side.server.port):
         seen["server"] = [server[0], "PORT"]
+    if seen.get("port") == str(side.server.port):
+        seen["port"] = "PORT"
     return seen
 
 
@@ -469,3 +471,33 @@ FORWARDED_SHAPES = {
 @pytest.mark.parametrize("shape", FORWARDED_SHAPES)
 def test_rfc7239_forwarded(starlette_rfc7239: Pair, shape: str) -> None:
     starlette_rfc7239.check(f"rfc7239-{shape}", asking("/where", [("Forwarded", FORWARDED_SHAPES[shape])]))
+
+
+# ---------------------------------------------------------------------------
+# Django as its deployment docs set it up behind a proxy (apps/front_django.py).
+
+DJANGO_SHAPES = {
+    "none": [],
+    "nginx": [("X-Forwarded-For", "203.0.113.7"), ("X-Forwarded-Proto", "https")],
+    "port": [("X-Forwarded-Proto", "https"), ("X-Forwarded-Port", "8443")],
+    "proto-http": [("X-Forwarded-Proto", "http")],
+}
+
+
+@pytest.fixture(scope="module")
+def django_wsgi(module_servers: ServerFactory) -> Pair:
+    return start_pair(module_servers, "front_django:wsgi", "wsgi")
+
+
+@pytest.fixture(scope="module")
+def django_asgi(module_servers: ServerFactory) -> Pair:
+    trusted = ["--proxy-headers", "--forwarded-allow-ips", "127.0.0.1"]
+    return start_pair(module_servers, "front_django:asgi", "asgi", rush_args=trusted, reference_args=trusted)
+
+
+@pytest.mark.parametrize("shape", DJANGO_SHAPES)
+@pytest.mark.parametrize("interface", ["wsgi", "asgi"])
+def test_django_behind_a_proxy(django_wsgi: Pair, django_asgi: Pair, interface: str, shape: str) -> None:
+    pair = django_wsgi if interface == "wsgi" else django_asgi
+    pair.check(f"django-{shape}", asking("/where/", DJANGO_SHAPES[shape]))
+    pair.check(f"django-redirect-{shape}", asking("/go/", DJANGO_SHAPES[shape]))
