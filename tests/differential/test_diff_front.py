@@ -112,6 +112,12 @@ FOR_SHAPES = {
     "all-trusted": [("X-Forwarded-For", "127.0.0.2, 127.0.0.1")],
     "two-lines": [("X-Forwarded-For", "198.51.100.1"), ("X-Forwarded-For", "203.0.113.7")],
     "mapped-v4": [("X-Forwarded-For", "::ffff:203.0.113.7")],
+    "empty": [("X-Forwarded-For", "")],
+    "trailing-comma": [("X-Forwarded-For", "203.0.113.7,")],
+    # Four lines a client sent, then its proxy's (HAProxy's `option forwardfor` adds a line).
+    "five-lines": [("X-Forwarded-For", f"198.51.100.{n}") for n in range(1, 6)],
+    "v6-zone": [("X-Forwarded-For", "fe80::1%eth0")],
+    "port-only-colon": [("X-Forwarded-For", "203.0.113.7:")],
 }
 
 PROTO_SHAPES = {
@@ -471,6 +477,13 @@ FORWARDED_SHAPES = {
 @pytest.mark.parametrize("shape", FORWARDED_SHAPES)
 def test_rfc7239_forwarded(starlette_rfc7239: Pair, shape: str) -> None:
     starlette_rfc7239.check(f"rfc7239-{shape}", asking("/where", [("Forwarded", FORWARDED_SHAPES[shape])]))
+
+
+def test_rfc7239_after_a_clients_broken_line(starlette_rfc7239: Pair) -> None:
+    """A client's malformed Forwarded line, then the one its proxy adds (HAProxy's `option
+    forwarded` adds a line): the proxy's line still names the client."""
+    headers = [("Forwarded", "for=not an address"), ("Forwarded", "for=203.0.113.7;proto=https")]
+    starlette_rfc7239.check("rfc7239-broken-then-proxy", asking("/where", headers))
 
 
 # ---------------------------------------------------------------------------

@@ -193,22 +193,28 @@ pub struct ForwardingRules {
     pub host: bool,
 }
 
-/// Most field lines of one header name read; a request with more is not
-/// believed at all (no proxy splits its list over that many lines).
+/// Most field lines of one header name read. With more, the right-most
+/// ones are kept: they were written by the proxies nearest this server,
+/// and the walk from the right finds the client among them unless the
+/// trusted chain itself is longer. Ignoring the whole list instead would
+/// let a client that sends a few lines of its own, in front of the line
+/// its proxy adds (HAProxy's `option forwardfor` adds one), pass for the
+/// proxy, whose address is often one the app trusts.
 const MAX_LINES: usize = 4;
 
-/// The field lines of one header name, in order, without allocating.
+/// The last [`MAX_LINES`] field lines of one header name, in order,
+/// without allocating.
 #[derive(Default)]
 struct Lines<'a> {
     lines: [&'a [u8]; MAX_LINES],
     count: usize,
-    overflow: bool,
 }
 
 impl<'a> Lines<'a> {
     fn push(&mut self, value: &'a [u8]) {
         if self.count == MAX_LINES {
-            self.overflow = true;
+            self.lines.rotate_left(1);
+            self.lines[MAX_LINES - 1] = value;
         } else {
             self.lines[self.count] = value;
             self.count += 1;
@@ -216,7 +222,7 @@ impl<'a> Lines<'a> {
     }
 
     fn usable(&self) -> bool {
-        self.count > 0 && !self.overflow
+        self.count > 0
     }
 
     /// The comma-separated entries, right-most first, trimmed.

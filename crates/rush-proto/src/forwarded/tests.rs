@@ -134,10 +134,54 @@ fn everyone_trusted_means_the_leftmost_entry() {
 }
 
 #[test]
-fn too_many_lines_are_not_believed() {
-    let rules = rules(ProxyHeaders::XForwarded, "127.0.0.1", false);
-    let fields = [("X-Forwarded-For", "1.1.1.1"); 5];
-    assert_eq!(resolve_fields(&rules, &fields).unwrap().client, None);
+fn past_the_line_limit_the_nearest_lines_count() {
+    // A client's own lines in front of the one its proxy adds: the proxy's
+    // line is read, not dropped with them (the client would pass for the proxy).
+    let rules = rules(ProxyHeaders::XForwarded, "127.0.0.1,10.0.0.0/8", false);
+    let mut fields = vec![("X-Forwarded-For", "10.0.0.1"); 6];
+    fields.push(("X-Forwarded-For", "1.2.3.4"));
+    fields.push(("X-Forwarded-For", "10.0.0.2"));
+    assert_eq!(
+        resolve_fields(&rules, &fields).unwrap().client,
+        ip("1.2.3.4")
+    );
+    let rules = super::tests::rules(ProxyHeaders::Forwarded, "127.0.0.1,10.0.0.0/8", false);
+    let mut fields = vec![("Forwarded", "for=10.0.0.1"); 6];
+    fields.push(("Forwarded", "for=1.2.3.4, for=10.0.0.3"));
+    fields.push(("Forwarded", "for=10.0.0.2"));
+    assert_eq!(
+        resolve_fields(&rules, &fields).unwrap().client,
+        ip("1.2.3.4")
+    );
+    // Only the kept lines are walked: with the chain trusted through them, the
+    // left-most kept entry.
+    let fields = [
+        ("Forwarded", "for=1.2.3.4"),
+        ("Forwarded", "for=10.0.0.1"),
+        ("Forwarded", "for=10.0.0.2"),
+        ("Forwarded", "for=10.0.0.3"),
+        ("Forwarded", "for=10.0.0.4"),
+    ];
+    assert_eq!(
+        resolve_fields(&rules, &fields).unwrap().client,
+        ip("10.0.0.1")
+    );
+}
+
+#[test]
+fn a_malformed_forwarded_line_hides_only_what_is_left_of_it() {
+    let rules = rules(ProxyHeaders::Forwarded, "127.0.0.1", false);
+    let fields = [
+        ("Forwarded", "for=not an address"),
+        ("Forwarded", "for=1.2.3.4;proto=https"),
+    ];
+    let origin = resolve_fields(&rules, &fields).unwrap();
+    assert_eq!(
+        (origin.client, origin.scheme),
+        (ip("1.2.3.4"), Some(Scheme::Https))
+    );
+    let fields = [("Forwarded", "for=1.2.3.4"), ("Forwarded", "for=\"broken")];
+    assert_eq!(resolve_fields(&rules, &fields), None);
 }
 
 #[test]
