@@ -171,7 +171,7 @@ def test_websocket_scheme(starlette: Pair, proto: str) -> None:
     def script(side: Side) -> dict:
         headers = {"X-Forwarded-Proto": proto, "X-Forwarded-For": "203.0.113.7"}
         with connect(f"ws://127.0.0.1:{side.server.port}/ws", additional_headers=headers) as websocket:
-            return json.loads(websocket.recv(timeout=15))
+            return mask_own_ports(side, json.loads(websocket.recv(timeout=15)))
 
     starlette.check(f"ws-{proto}", script)
 
@@ -514,3 +514,46 @@ def test_django_behind_a_proxy(django_wsgi: Pair, django_asgi: Pair, interface: 
     pair = django_wsgi if interface == "wsgi" else django_asgi
     pair.check(f"django-{shape}", asking("/where/", DJANGO_SHAPES[shape]))
     pair.check(f"django-redirect-{shape}", asking("/go/", DJANGO_SHAPES[shape]))
+
+
+# ---------------------------------------------------------------------------
+# A prefix the proxy strips (--root-path) together with its headers.
+
+
+@pytest.fixture(scope="module")
+def starlette_root(module_servers: ServerFactory) -> Pair:
+    options = ["--root-path", "/api", "--proxy-headers", "--forwarded-allow-ips", "127.0.0.1"]
+    return start_pair(module_servers, "front_app:app", "asgi", rush_args=options, reference_args=options)
+
+
+@pytest.mark.parametrize("target", ["/where", "/folder/"])
+def test_starlette_under_a_root_path(starlette_root: Pair, target: str) -> None:
+    starlette_root.check(f"root-{target}", asking(target, NGINX))
+
+
+def test_websocket_under_a_root_path(starlette_root: Pair) -> None:
+    def script(side: Side) -> dict:
+        headers = dict(NGINX)
+        with connect(f"ws://127.0.0.1:{side.server.port}/ws", additional_headers=headers) as websocket:
+            return mask_own_ports(side, json.loads(websocket.recv(timeout=15)))
+
+    starlette_root.check("root-ws", script)
+
+
+@pytest.fixture(scope="module")
+def flask_root(module_servers: ServerFactory) -> Pair:
+    """gunicorn takes the prefix from SCRIPT_NAME (and wants it in the path), rush from --root-path."""
+    return start_pair(
+        module_servers,
+        "front_app:wsgi",
+        "wsgi",
+        rush_args=["--root-path", "/api", "--forwarded-allow-ips", "127.0.0.1", "--forwarded-host"],
+        reference_args=["--forwarded-allow-ips", "127.0.0.1"],
+        env={"SCRIPT_NAME": "/api"},
+    )
+
+
+@pytest.mark.parametrize("target", ["/api/where", "/api/go"])
+def test_flask_under_a_root_path(flask_root: Pair, target: str) -> None:
+    headers = [*NGINX, ("X-Forwarded-Host", "www.example.org")]
+    flask_root.check(f"root-{target}", asking(target, headers))
