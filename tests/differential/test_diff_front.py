@@ -415,10 +415,15 @@ HOST_SHAPES = {
     "host-port": [("X-Forwarded-Host", "www.example.org:8443")],
     "host-ipv6": [("X-Forwarded-Host", "[2001:db8::7]:8443")],
     "two-hosts": [("X-Forwarded-Host", "client.test, www.example.org")],
-    "host-space": [("X-Forwarded-Host", "www.example.org evil.test")],
-    "host-slash": [("X-Forwarded-Host", "evil.test/path?")],
-    "host-at": [("X-Forwarded-Host", "user@evil.test")],
-    "host-empty": [("X-Forwarded-Host", "")],
+    "host-percent": [("X-Forwarded-Host", "www%2Eexample.org")],
+    # Not a Host value (RFC 9110 7.2: uri-host [":" port]).
+    "bad-space": [("X-Forwarded-Host", "www.example.org evil.test")],
+    "bad-slash": [("X-Forwarded-Host", "evil.test/path?")],
+    "bad-at": [("X-Forwarded-Host", "user@evil.test")],
+    "bad-empty": [("X-Forwarded-Host", "")],
+    "bad-port": [("X-Forwarded-Host", "evil.test:abc")],
+    "bad-two-ports": [("X-Forwarded-Host", "evil.test:80:81")],
+    "bad-bracket": [("X-Forwarded-Host", "[2001:db8::7")],
 }
 
 
@@ -430,8 +435,8 @@ def test_asgi_forwarded_host(starlette_host: Pair, shape: str) -> None:
 
 
 PORT_SHAPES = {
-    "port-garbage": [("X-Forwarded-Port", "https")],
-    "port-big": [("X-Forwarded-Port", "65536")],
+    "bad-port-name": [("X-Forwarded-Port", "https")],
+    "bad-port-big": [("X-Forwarded-Port", "65536")],
     "port-two": [("X-Forwarded-Port", "8443, 9443")],
     "port-default": [("X-Forwarded-Proto", "https"), ("X-Forwarded-Port", "443")],
 }
@@ -557,3 +562,15 @@ def flask_root(module_servers: ServerFactory) -> Pair:
 def test_flask_under_a_root_path(flask_root: Pair, target: str) -> None:
     headers = [*NGINX, ("X-Forwarded-Host", "www.example.org")]
     flask_root.check(f"root-{target}", asking(target, headers))
+
+
+@pytest.mark.parametrize("shape", [shape for shape in HOST_SHAPES if shape.startswith("bad-") and shape != "bad-empty"])
+def test_a_forwarded_host_is_checked_as_a_host_is(starlette_host: Pair, shape: str) -> None:
+    """rush refuses a request whose own Host is such a value (400); from X-Forwarded-Host it must
+    not reach the app either: the app sees the request's own Host."""
+    value = HOST_SHAPES[shape][0][1]
+    rush = starlette_host.rush
+    assert answer(rush, "/where", [], host=value)["status"] == 400
+    seen = answer(rush, "/where", [("X-Forwarded-Host", value)])
+    assert seen["status"] == 200
+    assert seen["json"]["host"] == "app.test"

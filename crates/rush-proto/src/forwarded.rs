@@ -343,15 +343,12 @@ fn parse_port(value: &[u8]) -> Option<u16> {
     std::str::from_utf8(value).ok()?.parse().ok()
 }
 
-/// Whether `value` may stand as a Host value: an authority's characters
-/// only (RFC 3986 reg-name, IP literal, port), so nothing else can travel
-/// in it.
+/// Whether `value` may stand as a Host value: checked as the request's own
+/// Host field is (RFC 9112 3.2: `uri-host [ ":" port ]`), so the app never
+/// gets from a proxy a host it would have refused from the client
+/// (`evil.test:abc`, `[2001:db8::7`), and nothing else can travel in it.
 fn is_host(value: &[u8]) -> bool {
-    !value.is_empty()
-        && value.len() <= 255
-        && value
-            .iter()
-            .all(|&byte| byte.is_ascii_alphanumeric() || b"-._~!$&'()*+;=:[]%".contains(&byte))
+    !value.is_empty() && value.len() <= 255 && crate::target::is_valid_host_field(value)
 }
 
 fn trim(mut value: &[u8]) -> &[u8] {

@@ -334,3 +334,32 @@ fn the_other_family_is_ignored() {
     ];
     assert_eq!(resolve_fields(&f, &fields), None);
 }
+
+#[test]
+fn a_forwarded_host_is_checked_as_the_host_field_is() {
+    let rules = rules(ProxyHeaders::XForwarded, "127.0.0.1", true);
+    let host = |value| {
+        resolve_fields(&rules, &[("X-Forwarded-Host", value)])
+            .and_then(|origin| origin.host)
+            .map(|host| String::from_utf8(host.into_owned()).unwrap())
+    };
+    for good in [
+        "example.com",
+        "example.com:8443",
+        "[2001:db8::7]:8443",
+        "ex%2Dample.com",
+    ] {
+        assert_eq!(host(good).as_deref(), Some(good), "{good}");
+    }
+    for bad in [
+        "evil.test:abc",
+        "evil.test:80:81",
+        "[2001:db8::7",
+        "[nope]",
+        "a b",
+        "user@evil.test",
+        "%zz",
+    ] {
+        assert_eq!(host(bad), None, "{bad}");
+    }
+}
