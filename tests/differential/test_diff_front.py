@@ -144,14 +144,22 @@ def test_scheme_and_urls(starlette: Pair, shape: str) -> None:
     starlette.check(f"proto-redirect-{shape}", asking("/folder/", PROTO_SHAPES[shape]))
 
 
-@pytest.mark.parametrize("shape", ["chain", "trusted-right-most", "all-trusted"])
+NETWORK_SHAPES = {
+    "chain": [("X-Forwarded-For", "203.0.113.7, 10.0.0.5"), ("X-Forwarded-Proto", "https")],
+    "trusted-right-most": [
+        ("X-Forwarded-For", "198.51.100.1, 203.0.113.7, 10.9.9.9, 127.0.0.1"),
+        ("X-Forwarded-Proto", "https"),
+    ],
+    "all-trusted": [("X-Forwarded-For", "10.0.0.9, 10.0.0.5"), ("X-Forwarded-Proto", "https")],
+    # A CDN (10.0.0.5, trusted) reached over https appends "https"; the proxy in front of the
+    # app, reached by the CDN over http, appends "http".
+    "chain-protos": [("X-Forwarded-For", "203.0.113.7, 10.0.0.5"), ("X-Forwarded-Proto", "https, http")],
+}
+
+
+@pytest.mark.parametrize("shape", NETWORK_SHAPES)
 def test_client_behind_trusted_network(starlette_network: Pair, shape: str) -> None:
-    chain = {
-        "chain": [("X-Forwarded-For", "203.0.113.7, 10.0.0.5")],
-        "trusted-right-most": [("X-Forwarded-For", "198.51.100.1, 203.0.113.7, 10.9.9.9, 127.0.0.1")],
-        "all-trusted": [("X-Forwarded-For", "10.0.0.9, 10.0.0.5")],
-    }[shape]
-    starlette_network.check(f"network-{shape}", asking("/where", [*chain, ("X-Forwarded-Proto", "https")]))
+    starlette_network.check(f"network-{shape}", asking("/where", NETWORK_SHAPES[shape]))
 
 
 def test_untrusted_peer(starlette_untrusted: Pair) -> None:
