@@ -26,7 +26,7 @@
 //! and returns `None` at no cost when none of the family is present.
 
 use std::borrow::Cow;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 #[cfg(test)]
 mod tests;
@@ -193,22 +193,28 @@ pub struct ForwardingRules {
     pub host: bool,
 }
 
-/// Most field lines of one header name read; a request with more is not
-/// believed at all (no proxy splits its list over that many lines).
+/// Most field lines of one header name read. With more, the right-most
+/// ones are kept: they were written by the proxies nearest this server,
+/// and the walk from the right finds the client among them unless the
+/// trusted chain itself is longer. Ignoring the whole list instead would
+/// let a client that sends a few lines of its own, in front of the line
+/// its proxy adds (HAProxy's `option forwardfor` adds one), pass for the
+/// proxy, whose address is often one the app trusts.
 const MAX_LINES: usize = 4;
 
-/// The field lines of one header name, in order, without allocating.
+/// The last [`MAX_LINES`] field lines of one header name, in order,
+/// without allocating.
 #[derive(Default)]
 struct Lines<'a> {
     lines: [&'a [u8]; MAX_LINES],
     count: usize,
-    overflow: bool,
 }
 
 impl<'a> Lines<'a> {
     fn push(&mut self, value: &'a [u8]) {
         if self.count == MAX_LINES {
-            self.overflow = true;
+            self.lines.rotate_left(1);
+            self.lines[MAX_LINES - 1] = value;
         } else {
             self.lines[self.count] = value;
             self.count += 1;
@@ -216,7 +222,7 @@ impl<'a> Lines<'a> {
     }
 
     fn usable(&self) -> bool {
-        self.count > 0 && !self.overflow
+        self.count > 0
     }
 
     /// The comma-separated entries, right-most first, trimmed.
@@ -309,15 +315,22 @@ fn resolve_x_forwarded<'a>(
     Some(origin)
 }
 
-/// An `X-Forwarded-For` entry: an address (IPv6 possibly in brackets) or a name.
+/// An `X-Forwarded-For` entry: an address (IPv6 possibly in brackets), an
+/// address with the client's port (`192.0.2.7:4711`, `[2001:db8::7]:4711`,
+/// as Azure Application Gateway and some ingresses write it), or a name.
+/// Read as a name, an entry with a port would be reported whole and would
+/// never count as a trusted proxy; uvicorn splits it the same way.
 fn parse_bare_node(entry: &[u8]) -> Node<'_> {
     let text = std::str::from_utf8(entry).unwrap_or("");
     let unbracketed = text
         .strip_prefix('[')
         .and_then(|rest| rest.strip_suffix(']'))
         .unwrap_or(text);
-    match unbracketed.parse::<IpAddr>() {
-        Ok(address) => Node::Ip(canonical(address), None),
+    if let Ok(address) = unbracketed.parse::<IpAddr>() {
+        return Node::Ip(canonical(address), None);
+    }
+    match text.parse::<SocketAddr>() {
+        Ok(socket) => Node::Ip(canonical(socket.ip()), Some(socket.port())),
         Err(_) => Node::Name(Cow::Borrowed(entry)),
     }
 }
@@ -330,15 +343,12 @@ fn parse_port(value: &[u8]) -> Option<u16> {
     std::str::from_utf8(value).ok()?.parse().ok()
 }
 
-/// Whether `value` may stand as a Host value: an authority's characters
-/// only (RFC 3986 reg-name, IP literal, port), so nothing else can travel
-/// in it.
+/// Whether `value` may stand as a Host value: checked as the request's own
+/// Host field is (RFC 9112 3.2: `uri-host [ ":" port ]`), so the app never
+/// gets from a proxy a host it would have refused from the client
+/// (`evil.test:abc`, `[2001:db8::7`), and nothing else can travel in it.
 fn is_host(value: &[u8]) -> bool {
-    !value.is_empty()
-        && value.len() <= 255
-        && value
-            .iter()
-            .all(|&byte| byte.is_ascii_alphanumeric() || b"-._~!$&'()*+;=:[]%".contains(&byte))
+    !value.is_empty() && value.len() <= 255 && crate::target::is_valid_host_field(value)
 }
 
 fn trim(mut value: &[u8]) -> &[u8] {

@@ -3,10 +3,12 @@
 //! `;`-separated list of `name=value` pairs whose values are tokens or
 //! quoted strings.
 //!
-//! The header is believed whole or not at all: any syntax error (an
+//! A field line is believed whole or not at all: any syntax error (an
 //! unclosed quote, a pair without `=`, a repeated parameter, a `for` that is
-//! no node) makes it count as absent, since a proxy writes it correctly and
-//! a broken one is more likely a client's attempt than a proxy's.
+//! no node) makes it and every line before it count as absent, since a
+//! proxy writes its line correctly and a broken one is more likely a
+//! client's attempt than a proxy's; lines after it, which nearer proxies
+//! added, are still read.
 
 use std::borrow::Cow;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -26,16 +28,28 @@ pub(super) fn resolve_forwarded<'a>(
     fields: impl Iterator<Item = (&'a [u8], &'a [u8])>,
 ) -> Option<Origin<'a>> {
     let mut elements: Vec<Element<'a>> = Vec::new();
-    let mut lines = 0;
+    // Where each kept line's elements start in `elements`.
+    let mut line_starts: Vec<usize> = Vec::new();
     for (name, value) in fields {
         if name.len() != 9 || !name.eq_ignore_ascii_case(b"forwarded") {
             continue;
         }
-        lines += 1;
-        if lines > super::MAX_LINES {
-            return None;
+        line_starts.push(elements.len());
+        if parse_line(value, &mut elements).is_none() {
+            // Whatever stood left of a malformed line cannot be placed in
+            // the chain; the lines right of it, added by the proxies
+            // nearest this server, still can. Believing none of them would
+            // let a client pass for its proxy by sending a broken line.
+            elements.clear();
+            line_starts.clear();
+        } else if line_starts.len() > super::MAX_LINES {
+            // Only the right-most lines are kept, as for X-Forwarded-For.
+            // The first kept line starts at 0: drop what is before the second.
+            line_starts.remove(0);
+            let kept_from = line_starts[0];
+            elements.drain(..kept_from);
+            line_starts.iter_mut().for_each(|start| *start -= kept_from);
         }
-        parse_line(value, &mut elements)?;
     }
     // Right to left: skip the hops that are trusted proxies themselves.
     let mut chosen = None;

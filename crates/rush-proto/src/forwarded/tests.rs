@@ -105,6 +105,28 @@ fn x_forwarded_for_takes_the_rightmost_untrusted_entry() {
 }
 
 #[test]
+fn x_forwarded_for_entries_with_a_port() {
+    let rules = rules(ProxyHeaders::XForwarded, "127.0.0.1", false);
+    let client = |value| {
+        resolve_fields(&rules, &[("X-Forwarded-For", value)])
+            .unwrap()
+            .client
+    };
+    let with_port = |text: &str, port| Some(Node::Ip(text.parse().unwrap(), Some(port)));
+    assert_eq!(client("192.0.2.7:4711"), with_port("192.0.2.7", 4711));
+    assert_eq!(client("[2001:db8::7]:4711"), with_port("2001:db8::7", 4711));
+    // A trusted proxy written with its port is still a trusted proxy.
+    assert_eq!(client("192.0.2.7, 127.0.0.1:4711"), ip("192.0.2.7"));
+    // Not an address with a port: names, as before.
+    assert_eq!(client("192.0.2.7:http"), name("192.0.2.7:http"));
+    assert_eq!(client("192.0.2.7:99999"), name("192.0.2.7:99999"));
+    assert_eq!(
+        client("2001:db8::7:4711:1:2:3:4"),
+        name("2001:db8::7:4711:1:2:3:4")
+    );
+}
+
+#[test]
 fn everyone_trusted_means_the_leftmost_entry() {
     let rules = rules(ProxyHeaders::XForwarded, "*", false);
     let origin = resolve_fields(&rules, &[("X-Forwarded-For", "1.1.1.1, 2.2.2.2")]).unwrap();
@@ -112,10 +134,54 @@ fn everyone_trusted_means_the_leftmost_entry() {
 }
 
 #[test]
-fn too_many_lines_are_not_believed() {
-    let rules = rules(ProxyHeaders::XForwarded, "127.0.0.1", false);
-    let fields = [("X-Forwarded-For", "1.1.1.1"); 5];
-    assert_eq!(resolve_fields(&rules, &fields).unwrap().client, None);
+fn past_the_line_limit_the_nearest_lines_count() {
+    // A client's own lines in front of the one its proxy adds: the proxy's
+    // line is read, not dropped with them (the client would pass for the proxy).
+    let rules = rules(ProxyHeaders::XForwarded, "127.0.0.1,10.0.0.0/8", false);
+    let mut fields = vec![("X-Forwarded-For", "10.0.0.1"); 6];
+    fields.push(("X-Forwarded-For", "1.2.3.4"));
+    fields.push(("X-Forwarded-For", "10.0.0.2"));
+    assert_eq!(
+        resolve_fields(&rules, &fields).unwrap().client,
+        ip("1.2.3.4")
+    );
+    let rules = super::tests::rules(ProxyHeaders::Forwarded, "127.0.0.1,10.0.0.0/8", false);
+    let mut fields = vec![("Forwarded", "for=10.0.0.1"); 6];
+    fields.push(("Forwarded", "for=1.2.3.4, for=10.0.0.3"));
+    fields.push(("Forwarded", "for=10.0.0.2"));
+    assert_eq!(
+        resolve_fields(&rules, &fields).unwrap().client,
+        ip("1.2.3.4")
+    );
+    // Only the kept lines are walked: with the chain trusted through them, the
+    // left-most kept entry.
+    let fields = [
+        ("Forwarded", "for=1.2.3.4"),
+        ("Forwarded", "for=10.0.0.1"),
+        ("Forwarded", "for=10.0.0.2"),
+        ("Forwarded", "for=10.0.0.3"),
+        ("Forwarded", "for=10.0.0.4"),
+    ];
+    assert_eq!(
+        resolve_fields(&rules, &fields).unwrap().client,
+        ip("10.0.0.1")
+    );
+}
+
+#[test]
+fn a_malformed_forwarded_line_hides_only_what_is_left_of_it() {
+    let rules = rules(ProxyHeaders::Forwarded, "127.0.0.1", false);
+    let fields = [
+        ("Forwarded", "for=not an address"),
+        ("Forwarded", "for=1.2.3.4;proto=https"),
+    ];
+    let origin = resolve_fields(&rules, &fields).unwrap();
+    assert_eq!(
+        (origin.client, origin.scheme),
+        (ip("1.2.3.4"), Some(Scheme::Https))
+    );
+    let fields = [("Forwarded", "for=1.2.3.4"), ("Forwarded", "for=\"broken")];
+    assert_eq!(resolve_fields(&rules, &fields), None);
 }
 
 #[test]
@@ -267,4 +333,33 @@ fn the_other_family_is_ignored() {
         ("X-Forwarded-Proto", "https"),
     ];
     assert_eq!(resolve_fields(&f, &fields), None);
+}
+
+#[test]
+fn a_forwarded_host_is_checked_as_the_host_field_is() {
+    let rules = rules(ProxyHeaders::XForwarded, "127.0.0.1", true);
+    let host = |value| {
+        resolve_fields(&rules, &[("X-Forwarded-Host", value)])
+            .and_then(|origin| origin.host)
+            .map(|host| String::from_utf8(host.into_owned()).unwrap())
+    };
+    for good in [
+        "example.com",
+        "example.com:8443",
+        "[2001:db8::7]:8443",
+        "ex%2Dample.com",
+    ] {
+        assert_eq!(host(good).as_deref(), Some(good), "{good}");
+    }
+    for bad in [
+        "evil.test:abc",
+        "evil.test:80:81",
+        "[2001:db8::7",
+        "[nope]",
+        "a b",
+        "user@evil.test",
+        "%zz",
+    ] {
+        assert_eq!(host(bad), None, "{bad}");
+    }
 }
