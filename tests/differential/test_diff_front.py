@@ -70,30 +70,32 @@ def asking(target: str, headers: Headers, host: str = "app.test"):
 # ASGI: Starlette under rush and uvicorn, the loopback peer trusted (both servers' default).
 
 
+def starlette_trusting(factory: ServerFactory, allowed: str) -> Pair:
+    """The Starlette app under rush and uvicorn, both trusting ``allowed`` with the same flags."""
+    trusted = ["--proxy-headers", "--forwarded-allow-ips", allowed]
+    return start_pair(factory, "front_app:app", "asgi", rush_args=trusted, reference_args=trusted)
+
+
 @pytest.fixture(scope="module")
 def starlette(module_servers: ServerFactory) -> Pair:
-    trusted = ["--proxy-headers", "--forwarded-allow-ips", "127.0.0.1"]
-    return start_pair(module_servers, "front_app", "asgi", rush_args=trusted, reference_args=trusted)
+    return starlette_trusting(module_servers, "127.0.0.1")
 
 
 @pytest.fixture(scope="module")
 def starlette_network(module_servers: ServerFactory) -> Pair:
     """A CIDR that holds the peer and the proxies of a chain (10.0.0.0/8)."""
-    trusted = ["--proxy-headers", "--forwarded-allow-ips", "127.0.0.0/8,10.0.0.0/8"]
-    return start_pair(module_servers, "front_app:app", "asgi", rush_args=trusted, reference_args=trusted)
+    return starlette_trusting(module_servers, "127.0.0.0/8,10.0.0.0/8")
 
 
 @pytest.fixture(scope="module")
 def starlette_untrusted(module_servers: ServerFactory) -> Pair:
     """The peer (127.0.0.1) not in the list: its headers count for nothing."""
-    trusted = ["--proxy-headers", "--forwarded-allow-ips", "10.1.2.3"]
-    return start_pair(module_servers, "front_app:app", "asgi", rush_args=trusted, reference_args=trusted)
+    return starlette_trusting(module_servers, "10.1.2.3")
 
 
 @pytest.fixture(scope="module")
 def starlette_everyone(module_servers: ServerFactory) -> Pair:
-    trusted = ["--proxy-headers", "--forwarded-allow-ips", "*"]
-    return start_pair(module_servers, "front_app:app", "asgi", rush_args=trusted, reference_args=trusted)
+    return starlette_trusting(module_servers, "*")
 
 
 FOR_SHAPES = {

@@ -510,9 +510,13 @@ def test_a_websocket_connection_starts_clean(rush: RushServer, uvicorn: RushServ
 FASTAPI_APP = "tests.differential.apps.isolation_fastapi:app"
 
 
+def rush_and_hypercorn(factory: ServerFactory, target: str) -> tuple[RushServer, RushServer]:
+    return start_server(factory, "rush", target), start_server(factory, "hypercorn", target)
+
+
 @pytest.fixture(scope="module")
 def fastapi_servers(module_servers: ServerFactory) -> tuple[RushServer, RushServer]:
-    return start_server(module_servers, "rush", FASTAPI_APP), start_server(module_servers, "hypercorn", FASTAPI_APP)
+    return rush_and_hypercorn(module_servers, FASTAPI_APP)
 
 
 FASTAPI_CASES = [
@@ -543,7 +547,7 @@ DJANGO_APP = "tests.differential.apps.isolation_django:application"
 
 @pytest.fixture(scope="module")
 def django_servers(module_servers: ServerFactory) -> tuple[RushServer, RushServer]:
-    return start_server(module_servers, "rush", DJANGO_APP), start_server(module_servers, "hypercorn", DJANGO_APP)
+    return rush_and_hypercorn(module_servers, DJANGO_APP)
 
 
 DJANGO_CASES = [
