@@ -1,0 +1,147 @@
+"""What an app and its clients see when the server stops gracefully: rush against uvicorn.
+
+One scene (`stop_scene`) is set up under each server with the same app (apps/shutdown_app.py),
+then the server gets SIGTERM or SIGINT by PID:
+
+* an idle keep-alive connection (one request answered on it before the stop);
+* an in-flight request held in its handler by a gate, with a second request pipelined behind it;
+* a StreamingResponse that has sent its first piece and waits at a gate for its second;
+* a Starlette BackgroundTask waiting at a gate after its response went out;
+* a task the handler started with ``asyncio.create_task``, never released;
+* an open WebSocket.
+
+Once the server has begun its stop (the app's WebSocket handler saw the disconnect), the test
+reads what the idle connection got, releases the gates, and reads everything else to its end.
+What the clients saw, the marker files the app wrote (did the work finish, did ``finally`` run, what
+did the WebSocket's ``receive()`` return), the order of the lifespan shutdown against the requests
+(from the recorder's event log) and the exit code are compared with `Pair.compare`.
+No sleeps: marker files are waited for with `wait_for`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+from typing import Any
+
+import httpx
+import pytest
+from harness import Pair, Side, read_all, read_until, start_pair, websocket_url
+from support import ServerFactory, request, wait_for
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
+
+# Small, so a test that hits it stays short; the gates are released long before it.
+GRACE = "5"
+
+
+def shutdown_pair(factory: ServerFactory) -> Pair:
+    return start_pair(
+        factory,
+        "shutdown_app",
+        "asgi",
+        rush_args=["--graceful-timeout", GRACE],
+        reference_args=["--timeout-graceful-shutdown", GRACE],
+    )
+
+
+def close_view(result: Any) -> dict:
+    """What a raw connection got until the server closed it: each response's status, body and
+    whether it announced the close, then how the connection ended."""
+    return {
+        "responses": [
+            {"status": response.status, "body": response.body.decode(), "connection-close": response.closes}
+            for response in result.responses
+        ],
+        "leftover": result.leftover.decode("latin-1"),
+        "reset": result.reset,
+    }
+
+
+def lifespan_after_requests(side: Side) -> bool:
+    """Whether the app got ``lifespan.shutdown`` only after every request's app call had ended
+    (the recorder's event log is in the order things happened)."""
+    requests_open = set()
+    for line in side.record_path.read_text().splitlines():
+        record = json.loads(line)
+        tag, event = record["tag"], record["event"]
+        if tag == "lifespan":
+            if event.get("receive", {}).get("type") == "lifespan.shutdown":
+                return not requests_open
+        elif "scope" in event:
+            requests_open.add(tag)
+        elif "return" in event or "raise" in event:
+            requests_open.discard(tag)
+    raise AssertionError(f"{side.name} never sent lifespan.shutdown")
+
+
+def stop_scene(side: Side, signum: int) -> dict:
+    with contextlib.ExitStack() as stack:
+        return stop_scene_in(side, signum, stack)
+
+
+def stop_scene_in(side: Side, signum: int, stack: contextlib.ExitStack) -> dict:
+    directory = side.record_path.parent / f"markers-{side.name}-{signum}"
+    directory.mkdir()
+    query = f"?dir={directory}"
+
+    def entered(name: str) -> None:
+        wait_for((directory / f"{name}.entered").exists, f"{name} to start under {side.name}")
+
+    idle = stack.enter_context(side.connect())
+    idle.send(request("GET", "/hello"))
+    assert idle.read_response().status == 200
+    in_flight = stack.enter_context(side.connect())
+    in_flight.send(request("GET", "/slow" + query) + request("GET", "/hello"))
+    streaming = stack.enter_context(side.connect())
+    streaming.send(request("GET", "/stream" + query))
+    read_until(streaming, b"first\n")
+    assert httpx.get(side.url + "/background" + query).text == "queued"
+    assert httpx.get(side.url + "/detached" + query).text == "started"
+    websocket = stack.enter_context(connect(websocket_url(side, "/ws" + query)))
+    assert websocket.recv(timeout=15) == "hello"
+    for name in ("slow", "stream", "background", "detached", "ws"):
+        entered(name)
+
+    side.server.send_signal(signum)
+    # Both servers close open WebSockets as the first step of their stop, in the process that
+    # serves: the app's receive() returning is the marker that the drain has begun. (A refused
+    # connection is not: uvicorn keeps the --fd socket it inherited open until it exits.)
+    wait_for((directory / "ws.received").exists, f"{side.name} to begin its stop")
+    idle_view = close_view(idle.read_until_close())
+    for name in ("slow", "stream", "background"):
+        (directory / f"{name}.release").touch()
+    in_flight_view = close_view(in_flight.read_until_close())
+    stream_raw = read_all(streaming).decode("latin-1")
+    try:
+        websocket.recv(timeout=15)
+        websocket_view: dict = {"closed": False}
+    except ConnectionClosed as closed:
+        frame = closed.rcvd
+        websocket_view = {"code": frame and frame.code, "reason": frame and frame.reason}
+    exit_code = side.server.wait_exit()
+    markers = {
+        path.name: path.read_text()
+        for path in sorted(directory.iterdir())
+        if path.suffix not in (".entered", ".release")
+    }
+    return {
+        "idle": idle_view,
+        "in-flight": in_flight_view,
+        # The head carries a Date: only the body's bytes, chunk framing included, compare.
+        "stream": stream_raw.partition("\r\n\r\n")[2],
+        "websocket": websocket_view,
+        "app": {"markers": markers, "lifespan-after-requests": lifespan_after_requests(side)},
+        "exit-code": exit_code,
+    }
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+def test_graceful_stop_with_work_in_flight(rush_server: ServerFactory, signum: int) -> None:
+    pair = shutdown_pair(rush_server)
+    rush_view, _ = pair.check(f"stop-{signal.Signals(signum).name.lower()}", lambda side: stop_scene(side, signum))
+    # Whatever the reference does, rush answers the request it had started and finishes the work
+    # it had accepted.
+    assert rush_view["in-flight"]["responses"][0]["body"] == "slow done"
+    assert "background.done" in rush_view["app"]["markers"]
