@@ -61,6 +61,11 @@ from rush.threads import BlockingPool
 # The supervisor stops instead of respawning when a worker exits with this:
 # the app could not be loaded, so a new worker would fail the same way.
 EXIT_BOOT_FAILURE = 3
+# The supervisor SIGKILLs a stopping worker --graceful-timeout after it sent
+# SIGTERM, and the worker's own count starts later: the lifespan shutdown ends
+# this much earlier (at most a tenth of the timeout), so a hung one is
+# cancelled (its `finally` blocks run), logged and left by the worker itself.
+LIFESPAN_KILL_MARGIN = 0.25
 # On this signal a worker prints every thread's stack (faulthandler); the
 # supervisor sends it to a stuck worker (--timeout) before killing it.
 DUMP_SIGNAL = signal.SIGUSR1
@@ -350,7 +355,8 @@ def serve_with_asyncio(
         if lifespan is not None:
             # --graceful-timeout counts from the stop signal, as the
             # supervisor's SIGKILL does: the shutdown gets what is left of it.
-            left = max(config.graceful_timeout - (time.monotonic() - stop_requested), 0.0)
+            margin = min(LIFESPAN_KILL_MARGIN, config.graceful_timeout / 10)
+            left = max(config.graceful_timeout - (time.monotonic() - stop_requested) - margin, 0.0)
             loop.run_until_complete(lifespan.shutdown(left))
         return 0
     finally:

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import signal
 from typing import Any
 
 import httpx
 import pytest
-from harness import Pair, Side, read_all, read_until, start_pair, websocket_url
-from support import ServerFactory, request, wait_for
+from harness import Pair, Side, error_lines, read_all, read_until, start_pair, websocket_url
+from support import ServerFactory, clean_environment, request, wait_for
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
@@ -145,3 +146,86 @@ def test_graceful_stop_with_work_in_flight(rush_server: ServerFactory, signum: i
     # it had accepted.
     assert rush_view["in-flight"]["responses"][0]["body"] == "slow done"
     assert "background.done" in rush_view["app"]["markers"]
+
+
+def overdue_scene(side: Side) -> dict:
+    """Work that never ends: what each side does when --graceful-timeout runs out."""
+    directory = side.record_path.parent / f"overdue-{side.name}"
+    directory.mkdir()
+    query = f"?dir={directory}"
+    with side.connect() as in_flight, side.connect() as streaming:
+        in_flight.send(request("GET", "/slow" + query))
+        streaming.send(request("GET", "/stream" + query))
+        read_until(streaming, b"first\n")
+        assert httpx.get(side.url + "/background" + query).text == "queued"
+        for name in ("slow", "stream", "background"):
+            wait_for((directory / f"{name}.entered").exists, f"{name} to start under {side.name}")
+        side.server.send_signal(signal.SIGTERM)
+        in_flight_view = close_view(in_flight.read_until_close())
+        stream_raw = read_all(streaming).decode("latin-1")
+        exit_code = side.server.wait_exit()
+    markers = {path.name for path in directory.iterdir() if path.suffix != ".entered"}
+    return {
+        "in-flight": in_flight_view,
+        "stream": stream_raw.partition("\r\n\r\n")[2],
+        "app": {
+            "markers": sorted(markers),
+            "slow": [e for e in side.events("/slow") if "raise" in e or "return" in e],
+            "lifespan-after-requests": lifespan_after_requests(side),
+        },
+        "exit-code": exit_code,
+    }
+
+
+def test_graceful_timeout_runs_out(rush_server: ServerFactory) -> None:
+    pair = start_pair(
+        rush_server,
+        "shutdown_app",
+        "asgi",
+        rush_args=["--graceful-timeout", "1"],
+        reference_args=["--timeout-graceful-shutdown", "1"],
+    )
+    pair.check("overdue", overdue_scene)
+
+
+@pytest.mark.parametrize("mode", ["raise", "failed"])
+def test_lifespan_shutdown_that_goes_wrong(rush_server: ServerFactory, mode: str) -> None:
+    """The stop itself: the lifespan conversation the app had, the exit code and whether an error
+    was logged, when the app's shutdown raises or answers ``lifespan.shutdown.failed``."""
+    pair = start_pair(
+        rush_server,
+        "shutdown_lifespan",
+        "asgi",
+        rush_args=["--graceful-timeout", "1"],
+        reference_args=["--timeout-graceful-shutdown", "1"],
+        env={"SHUTDOWN_MODE": mode},
+    )
+
+    def script(side: Side) -> dict:
+        assert httpx.get(side.url + "/").text == "ok"
+        exit_code = side.server.stop()
+        return {"lifespan": side.events("lifespan"), "exit-code": exit_code, "logged-error": bool(error_lines(side))}
+
+    pair.check(f"lifespan-{mode}", script)
+
+
+def test_lifespan_shutdown_that_hangs_is_ended_by_the_graceful_timeout(rush_server: ServerFactory) -> None:
+    """An app whose lifespan shutdown never answers. uvicorn (0.3x) waits for it without a limit:
+    its --timeout-graceful-shutdown covers the connections only, so the process never exits on
+    SIGTERM and needs a SIGKILL (not comparable with the harness: the reference does not end).
+    rush gives the lifespan shutdown what is left of --graceful-timeout, then cancels it (so its
+    ``finally`` runs), logs it and exits, before the supervisor's SIGKILL for the same deadline: a
+    deploy or a scale-down must not hang on one app's cleanup, and the operator set the bound."""
+    marker = rush_server.directory / "lifespan-finally"
+    server = rush_server(
+        "tests.differential.apps.shutdown_lifespan:app",
+        "--graceful-timeout",
+        "1",
+        env=clean_environment({"SHUTDOWN_MODE": "hang", "SHUTDOWN_MARKER": str(marker)}),
+    )
+    assert httpx.get(server.url + "/").text == "ok"
+    assert server.stop() == 0
+    log = server.stderr_text()
+    assert re.search(r"lifespan shutdown did not finish within", log), server.describe()
+    assert "killing it" not in log, server.describe()
+    assert marker.read_text() == "finally ran"
