@@ -229,3 +229,60 @@ def test_lifespan_shutdown_that_hangs_is_ended_by_the_graceful_timeout(rush_serv
     assert re.search(r"lifespan shutdown did not finish within", log), server.describe()
     assert "killing it" not in log, server.describe()
     assert marker.read_text() == "finally ran"
+
+
+# What each server logs when it starts acting on the signal (the stream's head and first piece are
+# out already, so how soon after it the worker itself hears of it changes nothing the test sees).
+SIGNAL_SEEN = {
+    ("rush", signal.SIGTERM): r"received SIGTERM",
+    ("rush", signal.SIGHUP): r"retiring worker \d+",
+    ("gunicorn", signal.SIGTERM): r"Handling signal: term",
+    ("gunicorn", signal.SIGHUP): r"Booting worker with pid: \d+[\s\S]*Booting worker with pid",
+}
+
+
+def wsgi_stream_scene(side: Side, how: str) -> dict:
+    directory = side.record_path.parent / f"wsgi-{side.name}-{how}"
+    directory.mkdir()
+    if how == "max-requests":
+        # The readiness probe was the first request: the stream is the worker's last.
+        worker = side.server.single_worker()
+    with side.connect() as streaming:
+        streaming.send(request("GET", f"/stream?dir={directory}"))
+        read_until(streaming, b"first\n")
+        wait_for((directory / "stream.entered").exists, f"the stream to start under {side.name}")
+        if how != "max-requests":
+            signum = signal.SIGTERM if how == "sigterm" else signal.SIGHUP
+            side.server.send_signal(signum)
+            side.server.wait_for_log(SIGNAL_SEEN[side.name, signum])
+        (directory / "stream.release").touch()
+        raw = read_all(streaming).decode("latin-1")
+    view: dict[str, Any] = {
+        "stream": raw.partition("\r\n\r\n")[2],
+        "closed": wait_for((directory / "stream.closed").exists, f"close() under {side.name}"),
+    }
+    if how == "max-requests":
+        wait_for(lambda: worker not in side.server.worker_pids(), f"{side.name}'s worker to be replaced")
+    if how != "sigterm":
+        # The server went on serving: a new request is answered (by the new worker).
+        view["after"] = httpx.get(side.url + "/").text
+    else:
+        view["exit-code"] = side.server.wait_exit()
+    return view
+
+
+@pytest.mark.parametrize("how", ["sigterm", "sighup", "max-requests"])
+def test_wsgi_stream_through_stop_and_reload(rush_server: ServerFactory, how: str) -> None:
+    """A WSGI generator mid-stream when the server stops (SIGTERM), reloads (SIGHUP) or replaces
+    the worker at --max-requests: the stream must end whole, chunked terminator included, and the
+    server must call the body's close()."""
+    limits = ["--max-requests", "2"] if how == "max-requests" else []
+    pair = start_pair(
+        rush_server,
+        "shutdown_wsgi",
+        "wsgi",
+        rush_args=["--graceful-timeout", GRACE, *limits],
+        reference_args=["--graceful-timeout", GRACE, *limits],
+    )
+    rush_view, _ = pair.check(f"wsgi-{how}", lambda side: wsgi_stream_scene(side, how))
+    assert rush_view["stream"].endswith("0\r\n\r\n")
