@@ -105,6 +105,7 @@ def stop_scene_in(side: Side, signum: int, stack: contextlib.ExitStack) -> dict:
     for name in ("slow", "stream", "background", "detached", "ws"):
         entered(name)
 
+    old_workers = side.server.worker_pids()
     side.server.send_signal(signum)
     # Both servers close open WebSockets as the first step of their stop, in the process that
     # serves: the app's receive() returning is the marker that the drain has begun. (A refused
@@ -121,7 +122,12 @@ def stop_scene_in(side: Side, signum: int, stack: contextlib.ExitStack) -> dict:
     except ConnectionClosed as closed:
         frame = closed.rcvd
         websocket_view = {"code": frame and frame.code, "reason": frame and frame.reason}
-    exit_code = side.server.wait_exit()
+    if signum == signal.SIGHUP:
+        # A reload: the old worker finishes and exits, and a new one serves.
+        wait_for(lambda: not old_workers & side.server.worker_pids(), f"{side.name}'s old worker to exit")
+        ending = {"after-reload": httpx.get(side.url + "/hello").text}
+    else:
+        ending = {"exit-code": side.server.wait_exit()}
     markers = {
         path.name: path.read_text()
         for path in sorted(directory.iterdir())
@@ -134,7 +140,7 @@ def stop_scene_in(side: Side, signum: int, stack: contextlib.ExitStack) -> dict:
         "stream": stream_raw.partition("\r\n\r\n")[2],
         "websocket": websocket_view,
         "app": {"markers": markers, "lifespan-after-requests": lifespan_after_requests(side)},
-        "exit-code": exit_code,
+        **ending,
     }
 
 
@@ -146,6 +152,22 @@ def test_graceful_stop_with_work_in_flight(rush_server: ServerFactory, signum: i
     # it had accepted.
     assert rush_view["in-flight"]["responses"][0]["body"] == "slow done"
     assert "background.done" in rush_view["app"]["markers"]
+
+
+def test_reload_with_work_in_flight(rush_server: ServerFactory) -> None:
+    """The same scene through a reload (SIGHUP), against gunicorn running uvicorn's worker class
+    (plain uvicorn has no reload signal): the old worker drains while a new one serves."""
+    pair = start_pair(
+        rush_server,
+        "shutdown_app",
+        "asgi",
+        rush_args=["--graceful-timeout", GRACE],
+        reference_args=["--worker-class", "uvicorn.workers.UvicornWorker", "--graceful-timeout", GRACE],
+        reference="gunicorn",
+    )
+    rush_view, _ = pair.check("reload-sighup", lambda side: stop_scene(side, signal.SIGHUP))
+    assert rush_view["in-flight"]["responses"][0]["body"] == "slow done"
+    assert rush_view["websocket"]["code"] == 1012
 
 
 def overdue_scene(side: Side) -> dict:
