@@ -1,4 +1,5 @@
-"""What an app and its clients see when the server stops gracefully: rush against uvicorn.
+"""What an app and its clients see when the server stops or reloads gracefully: rush against
+uvicorn and gunicorn.
 
 One scene (`stop_scene`) is set up under each server with the same app (apps/shutdown_app.py),
 then the server gets SIGTERM or SIGINT by PID:
@@ -15,7 +16,13 @@ reads what the idle connection got, releases the gates, and reads everything els
 What the clients saw, the marker files the app wrote (did the work finish, did ``finally`` run, what
 did the WebSocket's ``receive()`` return), the order of the lifespan shutdown against the requests
 (from the recorder's event log) and the exit code are compared with `Pair.compare`.
-No sleeps: marker files are waited for with `wait_for`.
+The same scene runs through a reload (SIGHUP) against gunicorn with uvicorn's worker class. The
+other tests: `--graceful-timeout` running out with work still gated (`overdue_scene`), lifespan
+shutdowns that raise, fail or hang (apps/shutdown_lifespan.py; uvicorn never ends a hung one, so
+that case is a test of rush alone), and a WSGI generator mid-stream through SIGTERM, SIGHUP and
+``--max-requests`` against gunicorn (apps/shutdown_wsgi.py).
+No sleeps: marker files and log lines are waited for with `wait_for`; the graceful timeouts are
+small so the file runs in about 20 s.
 """
 
 from __future__ import annotations
