@@ -176,11 +176,16 @@ def start_pair(
     env: dict[str, str] | None = None,
     start: bool = True,
     reference: str | None = None,
+    bind: str = "fd",
 ) -> Pair:
     """Starts ``tests/differential/apps/<app>`` (``module`` or ``module:attribute``) under rush and
     under uvicorn (``interface="asgi"``) or gunicorn (``"wsgi"``), or the ``reference`` named
     (``"hypercorn"``: ASGI over HTTP/2 too); with ``start=False``, does not wait for them to
-    answer (for apps that are meant to fail at start-up)."""
+    answer (for apps that are meant to fail at start-up). ``bind="uds"``: both listen on a Unix
+    socket of their own (``--uds``; rush and uvicorn only); ``bind="none"``: only where the args
+    say, and the caller waits until they answer."""
+    assert bind != "uds" or (reference in (None, "uvicorn") and interface == "asgi"), "--uds: rush and uvicorn"
+    on_fd = bind == "fd"
     module, _, attribute = app.partition(":")
     target = f"tests.differential.apps.{module}:{attribute or 'app'}"
     sides = []
@@ -192,12 +197,14 @@ def start_pair(
             command = [str(RUSH), entry, "--workers", "1", "--interface", interface, *rush_args]
         elif name == "uvicorn":
             command = [str(VENV_BIN / "uvicorn"), entry, "--http", "httptools", "--loop", "uvloop"]
-            command += ["--fd", "{fd}", *reference_args]
+            command += [*(["--fd", "{fd}"] if on_fd else []), *reference_args]
         elif name == "hypercorn":
             # No worker processes (`--workers 0`): the process the test started serves, and stops.
-            command = [str(VENV_BIN / "hypercorn"), entry, "--workers", "0", "--bind", "fd://{fd}", *reference_args]
+            command = [str(VENV_BIN / "hypercorn"), entry, "--workers", "0"]
+            command += [*(["--bind", "fd://{fd}"] if on_fd else []), *reference_args]
         else:
-            command = [str(VENV_BIN / "gunicorn"), entry, "--workers", "1", "-b", "fd://{fd}", *reference_args]
+            command = [str(VENV_BIN / "gunicorn"), entry, "--workers", "1"]
+            command += [*(["-b", "fd://{fd}"] if on_fd else []), *reference_args]
         server = (RushServer if name == "rush" else ReferenceServer)(
             app="",
             args=[],
@@ -205,9 +212,10 @@ def start_pair(
             directory=factory.directory,
             name=f"{app.replace(':', '-')}-{name}",
             env=clean_environment({"DIFF_TARGET": target, "DIFF_RECORD": str(record), **(env or {})}),
+            bind=bind,
         )
         factory.servers.append(server)
-        server.start(wait=start)
+        server.start(wait=start and bind != "none")
         sides.append(Side(name, server, record))
     return Pair(app, sides[0], sides[1])
 
