@@ -12,8 +12,9 @@
 //! the next; tests/differential compares them).
 //!
 //! How: a copy of the base context costs an object, not the variables'
-//! map (a copy shares it until a variable is set): about 140 instructions
-//! with its entry, exit and release, under 0.5% of a rush App hello's CPU.
+//! map (a copy shares it until a variable is set): with its entry, exit and
+//! release, 186 instructions on a rush App hello (callgrind; about 0.5% of
+//! its CPU, benches/profiles/README.md).
 //! Reusing a copy that a request left unchanged would save most of that,
 //! but "unchanged" can only be asked of a context by comparing it with the
 //! base, which calls the values' `__eq__` and finds a variable set to an
