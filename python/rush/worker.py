@@ -262,8 +262,16 @@ def add_cached_paths(config: Config, router: Router, interface: str) -> None:
 
 
 def notify_ready(ready_fd: int | None) -> None:
-    if ready_fd is not None:
+    if ready_fd is None:
+        return
+    try:
         os.write(ready_fd, b"R")
+    except BrokenPipeError:
+        # The supervisor stopped waiting: it retired this worker before it was
+        # ready (SIGTTOU, a reload), and its SIGTERM ends the worker cleanly.
+        # Raising here made the worker exit 1 with a traceback instead.
+        pass
+    finally:
         os.close(ready_fd)
 
 
