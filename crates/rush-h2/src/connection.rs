@@ -28,6 +28,7 @@ use h2::server::{Connection, Handshake, SendResponse};
 use h2::{Reason, RecvStream, SendStream};
 use http::{HeaderMap, HeaderName, HeaderValue};
 
+use crate::flood::FloodMeter;
 use crate::io::{Buffers, MemoryIo, KEEP_CAPACITY};
 use crate::messages::{Event, H2Error, RequestHead, ResponseHead};
 use crate::settings::H2Settings;
@@ -93,8 +94,11 @@ pub struct H2Connection {
     /// Streams reset by the peer before their response completed, less the
     /// responses completed since (see [`H2Settings::max_peer_reset_streams`]).
     reset_debt: usize,
-    /// The connection was closed for going past that budget.
+    /// The connection was closed with GOAWAY(ENHANCE_YOUR_CALM): past the
+    /// reset budget, or flooding ([`FloodMeter`]). Later input is dropped.
     calmed: bool,
+    /// Received bytes against the bytes that carried requests and responses.
+    flood: FloodMeter,
 }
 
 fn noop_cx() -> Context<'static> {
@@ -111,6 +115,7 @@ impl H2Connection {
             ..Buffers::default()
         }));
         let handshake = settings.builder().handshake(MemoryIo(buffers.clone()));
+        let settings_flood = settings.flood;
         let mut conn = H2Connection {
             state: State::Handshaking(handshake),
             buffers,
@@ -123,14 +128,25 @@ impl H2Connection {
             shutdown_requested: false,
             reset_debt: 0,
             calmed: false,
+            flood: FloodMeter::new(settings_flood),
         };
         conn.drive();
         conn
     }
 
     /// Hands bytes read from the socket to the connection and processes them.
+    ///
+    /// A peer whose frames carry far less than they cost (a flood of PING,
+    /// SETTINGS, WINDOW_UPDATE, PRIORITY, RST_STREAM or empty frames, see
+    /// [`crate::FloodLimit`]) gets GOAWAY(ENHANCE_YOUR_CALM); what it sends
+    /// after that is dropped unread.
     pub fn feed(&mut self, data: &[u8]) {
-        if data.is_empty() {
+        if data.is_empty() || self.calmed {
+            return;
+        }
+        self.flood.observe(data);
+        if self.flood.flooded() {
+            self.calm_down();
             return;
         }
         self.buffers.borrow_mut().input.extend_from_slice(data);
@@ -607,13 +623,31 @@ impl H2Connection {
         for id in finished {
             self.streams.remove(&id);
         }
-        if self.reset_debt > self.settings.max_peer_reset_streams && !self.calmed {
-            self.calmed = true;
-            if let State::Open(conn) = &mut self.state {
-                conn.abrupt_shutdown(Reason::ENHANCE_YOUR_CALM);
-                self.dirty = true;
-            }
+        if self.reset_debt > self.settings.max_peer_reset_streams {
+            self.calm_down();
         }
+    }
+
+    /// Whether the connection was closed for abuse (a flood, too many
+    /// resets): GOAWAY(ENHANCE_YOUR_CALM) is out or on its way.
+    pub fn calmed(&self) -> bool {
+        self.calmed
+    }
+
+    /// GOAWAY(ENHANCE_YOUR_CALM), once: the peer abused the connection.
+    fn calm_down(&mut self) {
+        if self.calmed {
+            return;
+        }
+        self.calmed = true;
+        match &mut self.state {
+            State::Open(conn) => conn.abrupt_shutdown(Reason::ENHANCE_YOUR_CALM),
+            // Still in the handshake (the flood came with the preface):
+            // there is no GOAWAY to send before SETTINGS, so just close.
+            State::Handshaking(_) => self.close(None),
+            State::Closed => {}
+        }
+        self.dirty = true;
     }
 
     /// Hands queued response data to `h2` as capacity allows. True if
@@ -657,6 +691,7 @@ impl H2Connection {
                 };
                 s.queued -= chunk.len();
                 s.sent += chunk.len() as u64;
+                self.flood.credit(chunk.len());
                 let end = s.queued == 0 && s.end_queued && s.trailers.is_none();
                 s.notify_drain = true;
                 progress = true;

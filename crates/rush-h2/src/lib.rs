@@ -32,12 +32,14 @@
 #![deny(missing_docs)]
 
 mod connection;
+mod flood;
 pub mod io;
 mod messages;
 mod preface;
 mod settings;
 
 pub use connection::H2Connection;
+pub use flood::FloodLimit;
 pub use messages::{Event, H2Error, RequestHead, ResponseHead};
 pub use preface::{detect_preface, Preface, PREFACE};
 pub use settings::H2Settings;

@@ -5,6 +5,8 @@
 //! where they agree and RFC 9113 where they do not; docs/architecture.md
 //! ("HTTP/2") lists the attack each one answers.
 
+use crate::FloodLimit;
+
 /// Every limit of one HTTP/2 server connection. `H2Settings::default()` is
 /// what rush uses unless configured otherwise.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +75,10 @@ pub struct H2Settings {
     /// SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 8441, WebSocket over HTTP/2):
     /// off by default until the server serves it.
     pub enable_connect_protocol: bool,
+    /// When a peer's frames count as a flood (nginx's rule): it then gets
+    /// GOAWAY(ENHANCE_YOUR_CALM). Default: received bytes over 8 times the
+    /// request and response bytes, plus 8 MiB.
+    pub flood: FloodLimit,
 }
 
 impl Default for H2Settings {
@@ -92,6 +98,7 @@ impl Default for H2Settings {
             max_input_buffer: 64 * 1024,
             max_output_buffer: 256 * 1024,
             enable_connect_protocol: false,
+            flood: FloodLimit::default(),
         }
     }
 }

@@ -246,6 +246,77 @@ fn settings_and_ping_floods_from_a_peer_that_never_reads_are_bounded() {
     }
 }
 
+/// Floods of frames that carry nothing, from a peer that reads every
+/// answer (so the output bound never stops the reading): each ends with
+/// GOAWAY(ENHANCE_YOUR_CALM) once the bytes received pass 8 times the
+/// useful ones plus the allowance (nginx's rule), never before the
+/// allowance.
+#[test]
+fn control_frame_floods_from_a_peer_that_reads_get_goaway() {
+    let floods: [(&str, Vec<u8>); 4] = [
+        ("PING", frame(PING, 0, 0, b"abcdefgh")),
+        ("SETTINGS", frame(SETTINGS, 0, 0, &[])),
+        (
+            "WINDOW_UPDATE",
+            frame(WINDOW_UPDATE, 0, 0, &1u32.to_be_bytes()),
+        ),
+        // PRIORITY on an idle stream: legal, and answered by nothing.
+        ("PRIORITY", frame(2, 0, 101, &[0, 0, 0, 0, 16])),
+    ];
+    let allowance = rush_h2::FloodLimit::default();
+    for (name, flood_frame) in floods {
+        let mut raw = started();
+        let mut fed = 0u64;
+        let batch: Vec<u8> = flood_frame.repeat(1000);
+        while !raw.closed() && fed < 64 * 1024 * 1024 {
+            raw.output.clear(); // the peer read everything
+            raw.feed(&batch);
+            fed += batch.len() as u64;
+        }
+        assert!(raw.closed(), "{name}: still open after {fed} bytes");
+        let floor = allowance.allowance * allowance.ratio;
+        assert!(fed >= floor, "{name}: closed after only {fed} bytes");
+        assert!(
+            fed < floor + 2 * batch.len() as u64 + 1024,
+            "{name}: {fed} bytes"
+        );
+        let goaway = raw.goaway().expect("a GOAWAY");
+        assert_eq!(goaway.error_code(), ENHANCE_YOUR_CALM, "{name}");
+    }
+}
+
+/// A client that uploads and downloads for real may send many control
+/// frames along: its useful bytes pay for them.
+#[test]
+fn control_frames_among_real_traffic_are_not_a_flood() {
+    let mut raw = started();
+    let mut block = get_block();
+    block[0] = 0x83; // POST
+    raw.feed(&frame(HEADERS, END_HEADERS, 1, &block));
+    let chunk = vec![b'x'; 16 * 1024];
+    let mut pings = Vec::new();
+    for _ in 0..100 {
+        pings.extend(frame(PING, 0, 0, b"abcdefgh"));
+    }
+    for _ in 0..64 {
+        raw.feed(&frame(DATA, 0, 1, &chunk));
+        raw.feed(&pings);
+        raw.output.clear();
+        // The application takes the data, so the window stays open.
+        let taken: usize = raw
+            .events
+            .drain(..)
+            .map(|event| match event {
+                Event::Data { data, .. } => data.len(),
+                _ => 0,
+            })
+            .sum();
+        raw.server.release(1, taken);
+    }
+    assert!(!raw.closed(), "{:?}", raw.events);
+    assert!(raw.goaway().is_none());
+}
+
 /// CVE-2019-9518: empty DATA frames cost work and carry nothing.
 #[test]
 fn empty_data_flood_gets_goaway() {
