@@ -267,6 +267,12 @@ pub(crate) trait ResponseWriter {
     fn is_full(&self) -> bool;
     /// Under the low-water mark: a paused producer may go on.
     fn has_room(&self) -> bool;
+    /// The high-water mark [`is_full`](Self::is_full) applies: what a
+    /// producer that runs between the loop's passes (an ASGI `send()`)
+    /// may hand over before it waits.
+    fn high_water(&self) -> usize {
+        crate::options::OUTPUT_HIGH_WATER
+    }
     /// Hands what is buffered to the client now, as far as it takes it
     /// (a streamed body writes each chunk before asking the app for the
     /// next). `Err`: the client is gone.

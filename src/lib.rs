@@ -27,6 +27,7 @@ mod listen_address;
 mod liveness;
 mod log_limit;
 mod metrics;
+mod next_turn;
 mod options;
 mod proxy;
 mod request;

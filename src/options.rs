@@ -23,6 +23,11 @@ pub(crate) const OUTPUT_LOW_WATER: usize = OUTPUT_HIGH_WATER / 2;
 /// Once the worker's output budget is spent, a connection holding more
 /// unsent output than this stops turning requests into responses.
 pub(crate) const OUTPUT_FAIR_SHARE: usize = 64 * 1024;
+/// Bytes one connection may read in one turn of the loop before the other
+/// connections get theirs (`crate::next_turn`): four reads' worth, so an
+/// upload at full speed costs a turn per 256 KiB, and a peer that floods
+/// control frames cannot hold the worker.
+pub(crate) const READ_BUDGET_PER_TURN: usize = 4 * READ_CHUNK;
 /// How long to discard input after refusing a request, before closing.
 pub(crate) const LINGER_TIMEOUT: Duration = Duration::from_secs(2);
 /// Most bytes discarded while lingering.

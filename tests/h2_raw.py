@@ -11,6 +11,7 @@ indexing, so one block can be sent any number of times.
 from __future__ import annotations
 
 import socket
+import ssl
 from dataclasses import dataclass, field
 
 import hpack
@@ -87,17 +88,30 @@ class Frame:
 
 
 class RawH2:
-    """One HTTP/2 connection on a plain socket: the preface and an empty
+    """One HTTP/2 connection on a plain socket (or over TLS with ``tls``, a
+    client context; ALPN ``h2`` is asked for): the preface and an empty
     SETTINGS (or ``initial_settings``) sent, frames written and read raw."""
 
-    def __init__(self, port: int, initial_settings: bytes | None = None, rcvbuf: int | None = None) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    def __init__(
+        self,
+        port: int,
+        initial_settings: bytes | None = None,
+        rcvbuf: int | None = None,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        plain = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         if rcvbuf is not None:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        self.sock.settimeout(GUARD_TIMEOUT)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.sock.connect(("127.0.0.1", port))
-        self.buffer = b""
+            plain.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        plain.settimeout(GUARD_TIMEOUT)
+        plain.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        plain.connect(("127.0.0.1", port))
+        if tls is not None:
+            tls.set_alpn_protocols(["h2"])
+            plain = tls.wrap_socket(plain, server_hostname="localhost")
+            assert plain.selected_alpn_protocol() == "h2"
+        self.sock = plain
+        self.buffer = bytearray()
+        self.offset = 0  # where the next frame starts in ``buffer``
         self.decoder = hpack.Decoder()
         self.closed = False
         self.send(PREFACE + (initial_settings if initial_settings is not None else settings()))
@@ -108,29 +122,59 @@ class RawH2:
     def read_frame(self) -> Frame | None:
         """The next frame from the server; None once it closed (or reset)."""
         while True:
-            if len(self.buffer) >= 9:
-                length = int.from_bytes(self.buffer[:3], "big")
-                if len(self.buffer) >= 9 + length:
-                    header, payload = self.buffer[:9], self.buffer[9 : 9 + length]
-                    self.buffer = self.buffer[9 + length :]
-                    got = Frame(header[3], header[4], int.from_bytes(header[5:9], "big") & 0x7FFFFFFF, payload)
-                    if got.kind == HEADERS:
-                        got.fields = list(self.decoder.decode(payload, raw=True))
-                    elif got.kind == SETTINGS and not got.flags & ACK:
-                        try:
-                            self.send(frame(SETTINGS, ACK, 0))
-                        except OSError:
-                            pass  # closed on us: the frames already read still count
-                    return got
+            got = self.buffered_frame()
+            if got is not None:
+                return got
             if self.closed:
                 return None
             try:
                 data = self.sock.recv(65536)
-            except ConnectionResetError:
+            except (ConnectionResetError, ssl.SSLError):
                 data = b""
-            if not data:
-                self.closed = True
-            self.buffer += data
+            self.received(data)
+
+    def received(self, data: bytes) -> None:
+        """Bytes read from the socket by the caller (b"": it closed)."""
+        if not data:
+            self.closed = True
+        self.buffer += data
+
+    def skip_ping_acks(self) -> int:
+        """Steps over the PING ACKs at the front of what was read, without
+        making frames of them (a PING flood's answers, hundreds of thousands,
+        read as fast as the server sends them); returns how many."""
+        buffer, start, skipped = self.buffer, self.offset, 0
+        while len(buffer) - start >= 17 and buffer[start + 3] == PING and buffer[start + 4] & ACK:
+            start += 17
+            skipped += 1
+        self.offset = start
+        return skipped
+
+    def buffered_frame(self) -> Frame | None:
+        """The next complete frame already read, if any (no socket call)."""
+        start = self.offset
+        if len(self.buffer) - start < 9:
+            return None
+        length = int.from_bytes(self.buffer[start : start + 3], "big")
+        if len(self.buffer) - start < 9 + length:
+            return None
+        header = bytes(self.buffer[start : start + 9])
+        payload = bytes(self.buffer[start + 9 : start + 9 + length])
+        # An offset, not a slice per frame: a flood's thousands of small
+        # answers are read in linear time.
+        self.offset = start + 9 + length
+        if self.offset > 65536 and self.offset * 2 > len(self.buffer):
+            del self.buffer[: self.offset]
+            self.offset = 0
+        got = Frame(header[3], header[4], int.from_bytes(header[5:9], "big") & 0x7FFFFFFF, payload)
+        if got.kind == HEADERS:
+            got.fields = list(self.decoder.decode(payload, raw=True))
+        elif got.kind == SETTINGS and not got.flags & ACK:
+            try:
+                self.send(frame(SETTINGS, ACK, 0))
+            except OSError:
+                pass  # closed on us: the frames already read still count
+        return got
 
     def frames_until_closed(self, limit: int = 1_000_000) -> list[Frame]:
         frames = []

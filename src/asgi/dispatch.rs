@@ -115,6 +115,11 @@ impl Core {
             unreachable!("dispatch_asgi is called only with an ASGI app");
         };
         let app = settings.app.clone_ref(py);
+        // What the app's `send()` takes before it waits: the response's own
+        // high-water mark. (Lowering it further while the worker is over
+        // budget was tried: every small answer then suspended its app, and
+        // a suspended app's task and frames cost more than the bytes saved.)
+        let producer_high_water = connection.high_water();
         let peer = connection.peer();
         let client = peer.objects.address.as_ref().expect("set just above");
         let origin = peer.origin;
@@ -161,6 +166,7 @@ impl Core {
                 let receive = Py::new(py, receive)?;
                 let mut send = AsgiSend::new(request_headers);
                 send.early_hints_offered = early_hints;
+                send.high_water = producer_high_water;
                 let send = Py::new(py, send)?;
                 receive.bind(py).borrow_mut().send = Some(send.clone_ref(py));
                 let send_function = send_callable(send.bind(py))?;

@@ -54,6 +54,12 @@ pub struct AsgiSend {
     /// The connection's unsent output is over its high-water mark: the
     /// next `send()` waits (the loop sets and clears this).
     pub paused: bool,
+    /// Body bytes `send()` takes before it waits for the loop to write
+    /// them: the response's own high-water mark (an HTTP/2 stream's is a
+    /// quarter of a connection's). The app runs on between the loop's
+    /// passes, so this, not the loop's pacing, bounds what one response
+    /// can hold.
+    pub high_water: usize,
     /// The future a waiting `send()` returned: resolved when the output
     /// drains, or failed when the client is gone.
     drain_waiter: Option<Py<PyAny>>,
@@ -88,6 +94,7 @@ impl AsgiSend {
             notify: None,
             disconnected: false,
             paused: false,
+            high_water: OUTPUT_HIGH_WATER,
             drain_waiter: None,
             pathsend: None,
             request_headers,
@@ -318,7 +325,7 @@ impl AsgiSend {
         if let Some(notify) = &self.notify {
             notify.call0(py)?;
         }
-        if (self.paused || self.pending_body.len() >= OUTPUT_HIGH_WATER)
+        if (self.paused || self.pending_body.len() >= self.high_water)
             && self.state != SendState::Complete
         {
             // Backpressure: the client reads slower than the app sends. The

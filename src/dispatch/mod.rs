@@ -84,6 +84,9 @@ pub(crate) struct Core {
     /// Unsent output summed over the worker's connections (as of each
     /// connection's last drive).
     pub(crate) output_total: usize,
+    /// Connections that used their share of this turn of the loop and go
+    /// on in the next (see `crate::next_turn`).
+    pub(crate) next_turn: crate::next_turn::NextTurn,
     /// While a request is answered: it can be dispatched again as it is
     /// (whole in its HTTP/1.1 connection's input, or an HTTP/2 stream with
     /// no body), so it may be parked to wait for a cache fill.

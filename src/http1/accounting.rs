@@ -8,7 +8,7 @@
 
 use crate::conn::Connection;
 use crate::dispatch::Core;
-use crate::options::OUTPUT_FAIR_SHARE;
+use crate::options::{OUTPUT_FAIR_SHARE, OUTPUT_HIGH_WATER};
 use crate::request::header_fields;
 
 impl Core {
@@ -48,16 +48,21 @@ impl Core {
     }
 
     /// HTTP/2's `may_produce`, asked before each event of a connection
-    /// (each may start a request): under the budget as of the drive's
-    /// start, anything goes; over it, only a connection holding little
-    /// (the memory of its output buffer and its streams' queues, counted
-    /// as the budget counts it) takes new events, the others keep theirs
-    /// queued until their clients read. A connection can pass the budget
-    /// by what one drive's requests produce.
+    /// (each may start a request, whose app may produce a response's
+    /// worth before it waits): a connection takes new events while it
+    /// holds less than an HTTP/1.1 connection's high-water mark (the memory
+    /// of its output buffer and its streams' queues), and, once the
+    /// worker's output is over budget, only while it holds little; the
+    /// others keep their events queued (in `H2Connection`, bounded by the
+    /// concurrent-stream limit) until their clients read.
+    ///
+    /// The total is taken live, as `may_produce` takes it: one read may
+    /// bring a hundred HEADERS, and checked against the total as of the
+    /// drive's start, all hundred would start.
     pub(crate) fn may_produce_streams(&self, connection: &Connection) -> bool {
-        self.output_total <= self.config.output_budget
-            || connection.sink.output.capacity() + connection.protocol.queued_output()
-                < OUTPUT_FAIR_SHARE
+        let held = connection.sink.output.capacity() + connection.protocol.queued_output();
+        let total = self.output_total - connection.sink.accounted + held;
+        held < OUTPUT_HIGH_WATER && (total <= self.config.output_budget || held < OUTPUT_FAIR_SHARE)
     }
 
     /// Notes what every later step of a request's answer needs from its

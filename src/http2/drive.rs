@@ -28,7 +28,7 @@ use crate::dispatch::{Core, Outcome};
 use crate::exchange::{ResponseWriter, StreamKey};
 use crate::inflight::{InFlight, RequestUnit};
 use crate::metrics;
-use crate::options::{LINGER_MAX_BYTES, LINGER_TIMEOUT};
+use crate::options::{LINGER_MAX_BYTES, LINGER_TIMEOUT, READ_BUDGET_PER_TURN};
 use crate::request::header_fields;
 use crate::response::{write_status_page, ResponseContext};
 
@@ -129,6 +129,9 @@ impl Core {
         key: usize,
     ) -> Disposition {
         let mut socket_may_have_input = true;
+        // What this drive read: past its share of the turn, the connection
+        // waits for the next turn (`crate::next_turn`).
+        let mut read_this_turn = 0;
         if h2_session(connection)
             .body_deadline
             .is_some_and(|deadline| self.now >= deadline)
@@ -185,12 +188,17 @@ impl Core {
             if !socket_may_have_input {
                 return self.http2_pause(py, connection);
             }
+            if read_this_turn >= READ_BUDGET_PER_TURN {
+                self.next_turn.push(key);
+                return self.http2_pause(py, connection);
+            }
             match connection.stream.read(&mut self.read_buffer) {
                 Ok(0) => {
                     connection.peer_closed = true;
                     h2_session(connection).conn.feed_eof();
                 }
                 Ok(count) => {
+                    read_this_turn += count;
                     metrics::count(metrics::Counter::BytesIn, count as u64);
                     // A TLS read returns one record's plaintext at a time,
                     // short of the buffer while more waits in the socket:
@@ -201,7 +209,13 @@ impl Core {
                     let session = h2_session(connection);
                     if let Some(discarded) = &mut session.lingering {
                         *discarded += count;
-                        if *discarded > LINGER_MAX_BYTES {
+                        // A peer closed for abuse (a flood) keeps sending:
+                        // closing on unread input would reset the socket
+                        // and lose the GOAWAY that says why, so it is
+                        // drained for the linger's time, as nginx's
+                        // lingering close is bounded by time alone (each
+                        // turn reads at most its share).
+                        if *discarded > LINGER_MAX_BYTES && !session.conn.calmed() {
                             return Disposition::Close;
                         }
                         continue;

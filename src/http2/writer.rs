@@ -564,6 +564,10 @@ impl ResponseWriter for StreamWriter<'_> {
         self.queued() < STREAM_LOW_WATER && self.sink.has_room()
     }
 
+    fn high_water(&self) -> usize {
+        STREAM_HIGH_WATER
+    }
+
     fn flush(&mut self, now: Instant, send_timeout: Duration) -> io::Result<()> {
         self.commit();
         self.conn.take_output(&mut self.sink.output);

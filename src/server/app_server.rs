@@ -31,8 +31,10 @@ use crate::wsgi::WsgiSettings;
 /// a static file changed, a pool thread finished work.
 pub(crate) const FILE_EVENTS: mio::Token = mio::Token(2);
 pub(crate) const COMPLETIONS: mio::Token = mio::Token(3);
-/// Connection `k`'s token is `FIRST_CONNECTION + k` (4 is unused: it was
-/// the proxy's while both kinds shared one loop).
+/// A connection that used its share of a turn wants the next
+/// (`crate::next_turn`).
+pub(crate) const NEXT_TURN: mio::Token = mio::Token(4);
+/// Connection `k`'s token is `FIRST_CONNECTION + k`.
 pub(crate) const FIRST_CONNECTION: usize = 5;
 
 /// One worker's app server: its sockets, its connections and the `Core`
@@ -189,6 +191,7 @@ impl AppServer {
             poll.registry()
                 .register(&mut SourceFd(&fd), FILE_EVENTS, Interest::READABLE)?;
         }
+        let next_turn_waker = mio::Waker::new(poll.registry(), NEXT_TURN)?;
         let now = Instant::now();
         Ok(AppServer {
             poll,
@@ -232,6 +235,7 @@ impl AppServer {
                 request_limit_reached: false,
                 pipelined_after: false,
                 output_total: 0,
+                next_turn: crate::next_turn::NextTurn::new(Some(next_turn_waker)),
                 may_park: false,
                 woken: Default::default(),
                 refresh_jobs: Default::default(),

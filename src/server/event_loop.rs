@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 use mio::{Events, Interest, Token};
 use pyo3::prelude::*;
 
-use super::app_server::{AppServer, COMPLETIONS, FILE_EVENTS, FIRST_CONNECTION};
+use super::app_server::{AppServer, COMPLETIONS, FILE_EVENTS, FIRST_CONNECTION, NEXT_TURN};
 use super::listener::{
     listener_index, listener_token, Listener, ACCEPT_BATCH, ACCEPT_RETRY, WAKEUP,
 };
@@ -93,6 +93,9 @@ impl AppServer {
         }
         let mut check_signals = false;
         let mut completions = false;
+        // Connections that used their share of the last turn: driven after
+        // every connection this turn reports.
+        let next_turn = self.core.next_turn.take();
         for event in events.iter() {
             match event.token() {
                 token if listener_index(token).is_some() => {
@@ -103,6 +106,7 @@ impl AppServer {
                 WAKEUP => check_signals = true,
                 FILE_EVENTS => {}
                 COMPLETIONS => completions = true,
+                NEXT_TURN => {}
                 Token(token) => {
                     let key = token - FIRST_CONNECTION;
                     // Writability matters only to a connection with output waiting.
@@ -135,6 +139,9 @@ impl AppServer {
             self.complete_finished_work(py)?;
         }
         for key in std::mem::take(&mut self.drive_soon) {
+            self.drive_connection(py, key);
+        }
+        for key in next_turn {
             self.drive_connection(py, key);
         }
         self.wake_parked(py);

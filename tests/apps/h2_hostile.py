@@ -9,7 +9,9 @@ tests.apps.h2_hostile:app --http auto``):
 - ``/big?size=N&part=P``: N bytes (``b`` repeated) sent in parts of P bytes
   (64 KiB unless given), each with ``more_body``, so the server paces the
   app on the client's windows;
-- ``/drain``: reads the request body to its end, then answers ``drained``.
+- ``/drain``: reads the request body to its end, then answers ``drained``;
+- ``/started``: how many ``/big`` answers the app began (a request whose
+  client is gone before it was dispatched must not begin one).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 hits = 0
+bigs_started = 0
 
 
 async def _respond(send: Callable[[dict[str, Any]], Any], body: bytes) -> None:
@@ -28,7 +31,7 @@ async def _respond(send: Callable[[dict[str, Any]], Any], body: bytes) -> None:
 
 
 async def app(scope: dict[str, Any], receive: Callable[[], Any], send: Callable[[dict[str, Any]], Any]) -> None:
-    global hits
+    global hits, bigs_started
     if scope["type"] != "http":
         return
     path = scope["path"]
@@ -40,7 +43,10 @@ async def app(scope: dict[str, Any], receive: Callable[[], Any], send: Callable[
         await _respond(send, b"hit")
     elif path == "/hits":
         await _respond(send, str(hits).encode())
+    elif path == "/started":
+        await _respond(send, str(bigs_started).encode())
     elif path == "/big":
+        bigs_started += 1
         size, part = int(query.get("size", "65536")), int(query.get("part", "65536"))
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
         chunk = b"b" * part

@@ -99,6 +99,10 @@ pub struct H2Connection {
     calmed: bool,
     /// Received bytes against the bytes that carried requests and responses.
     flood: FloodMeter,
+    /// Streams whose `Request` event was dropped undelivered (see
+    /// [`H2Connection::poll_event`]): their later events are dropped too,
+    /// up to their `Reset`.
+    undelivered: Vec<u32>,
 }
 
 fn noop_cx() -> Context<'static> {
@@ -129,6 +133,7 @@ impl H2Connection {
             reset_debt: 0,
             calmed: false,
             flood: FloodMeter::new(settings_flood),
+            undelivered: Vec::new(),
         };
         conn.drive();
         conn
@@ -171,11 +176,39 @@ impl H2Connection {
     }
 
     /// The next event, if any. Process every queued command's effects first.
+    ///
+    /// A request whose stream was reset, or whose connection closed, while
+    /// its `Request` event still waited here (a server that takes events
+    /// slowly while its output is over budget) is never delivered, nor are
+    /// the events of its stream: no application starts for a client that
+    /// is gone.
     pub fn poll_event(&mut self) -> Option<Event> {
         if self.dirty {
             self.drive();
         }
-        self.events.pop_front()
+        loop {
+            let event = self.events.pop_front()?;
+            let stream = match &event {
+                Event::Request { stream, .. } => {
+                    if self.streams.contains_key(stream) {
+                        return Some(event);
+                    }
+                    self.undelivered.push(*stream);
+                    continue;
+                }
+                Event::Data { stream, .. }
+                | Event::RequestEnd { stream, .. }
+                | Event::Reset { stream, .. } => *stream,
+                _ => return Some(event),
+            };
+            let Some(index) = self.undelivered.iter().position(|&id| id == stream) else {
+                return Some(event);
+            };
+            if let Event::Reset { .. } = event {
+                // The stream's last event: forget it.
+                self.undelivered.swap_remove(index);
+            }
+        }
     }
 
     /// Moves the bytes to write to the socket into `dst` (appended). Take

@@ -317,6 +317,65 @@ fn control_frames_among_real_traffic_are_not_a_flood() {
     assert!(raw.goaway().is_none());
 }
 
+/// A server that takes events slowly (its output over budget) never sees
+/// the requests whose streams were reset, or whose connection closed,
+/// while they waited: no application starts for a client that is gone.
+#[test]
+fn requests_reset_or_closed_before_they_were_taken_are_never_delivered() {
+    let mut raw = started();
+    // Three requests arrive; the server takes none of them yet.
+    for id in [1, 3, 5] {
+        raw.server.feed(&get_headers(id, true));
+    }
+    raw.server
+        .feed(&frame(RST_STREAM, 0, 3, &8u32.to_be_bytes()));
+    let mut delivered = Vec::new();
+    while let Some(event) = raw.server.poll_event() {
+        delivered.push(event);
+    }
+    let requests: Vec<u32> = delivered
+        .iter()
+        .filter_map(|event| match event {
+            Event::Request { stream, .. } => Some(*stream),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(requests, [1, 5], "{delivered:?}");
+    assert!(
+        !delivered
+            .iter()
+            .any(|event| matches!(event, Event::Reset { stream: 3, .. })),
+        "{delivered:?}"
+    );
+    // Two more wait when the peer goes away: neither is delivered.
+    for id in [7, 9] {
+        raw.server.feed(&get_headers(id, true));
+    }
+    raw.server.feed_eof();
+    let mut after = Vec::new();
+    while let Some(event) = raw.server.poll_event() {
+        after.push(event);
+    }
+    assert!(
+        !after
+            .iter()
+            .any(|event| matches!(event, Event::Request { .. })),
+        "{after:?}"
+    );
+    assert!(after
+        .iter()
+        .any(|event| matches!(event, Event::Closed { .. })));
+    // The streams the server did take are reset for it.
+    for id in [1, 5] {
+        assert!(
+            after
+                .iter()
+                .any(|event| matches!(event, Event::Reset { stream, .. } if *stream == id)),
+            "{after:?}"
+        );
+    }
+}
+
 /// CVE-2019-9518: empty DATA frames cost work and carry nothing.
 #[test]
 fn empty_data_flood_gets_goaway() {

@@ -1,0 +1,245 @@
+"""HTTP/2 keeps HTTP/1.1's promises against one careless or hostile
+connection (issue 32): a connection cannot hold the worker's loop, and it
+cannot make the worker start more work than it will ever read.
+
+- **A fair loop.** A peer that floods frames carrying nothing (PING,
+  SETTINGS, WINDOW_UPDATE, PRIORITY, empty DATA), over h2c or TLS, and
+  reads every answer, so that no output bound ever stops the reading, ends
+  with GOAWAY(ENHANCE_YOUR_CALM) (nginx's "http2 flood detected" rule: the
+  bytes received over 8 times the bytes that carried requests and
+  responses, plus 8 MiB), and a normal client on another connection is
+  answered while the flood runs (each connection reads at most 256 KiB per
+  turn of the loop before the others get theirs).
+- **Work bounded before it is made.** A connection whose streams never get
+  window (SETTINGS_INITIAL_WINDOW_SIZE 0) opening 100 streams to a
+  streaming app starts only as many apps as its share of output holds
+  (1 MiB, at most 256 KiB per stream before the app waits); the other
+  requests wait, and those whose client is gone before they were
+  dispatched are never dispatched.
+
+The attacker is tests/h2_raw.py's raw peer; the app is tests/apps/h2_hostile.py.
+"""
+
+from __future__ import annotations
+
+import select
+import ssl
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+from h2_raw import (
+    DATA,
+    END_HEADERS,
+    END_STREAM,
+    ENHANCE_YOUR_CALM,
+    GOAWAY,
+    HEADERS,
+    INITIAL_WINDOW_SIZE,
+    PING,
+    PRIORITY,
+    SETTINGS,
+    WINDOW_UPDATE,
+    RawH2,
+    frame,
+    request_block,
+    settings,
+)
+from support import GUARD_TIMEOUT, RushServer, ServerFactory, socket_fd_count, wait_for, write_localhost_pki
+
+APP = "tests.apps.h2_hostile:app"
+
+# Frames that carry nothing, each legal on its own.
+FLOODS: dict[str, bytes] = {
+    "PING": frame(PING, 0, 0, b"abcdefgh"),
+    "SETTINGS": frame(SETTINGS, 0, 0),
+    "WINDOW_UPDATE": frame(WINDOW_UPDATE, 0, 0, (1).to_bytes(4, "big")),
+    "PRIORITY": frame(PRIORITY, 0, 101, bytes([0, 0, 0, 0, 16])),
+    # Empty DATA on an open stream whose body never ends (stream 1, below).
+    "empty DATA": frame(DATA, 0, 1),
+}
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return write_localhost_pki(tmp_path_factory.mktemp("fairpki"))
+
+
+class Over:
+    """How the test reaches the server: h2c, or TLS with ALPN h2."""
+
+    def __init__(self, name: str, pki: dict[str, Path]) -> None:
+        self.name, self.pki = name, pki
+
+    def args(self) -> list[str]:
+        if self.name == "h2c":
+            return []
+        return ["--ssl-certfile", str(self.pki["chain"]), "--ssl-keyfile", str(self.pki["key"])]
+
+    def context(self) -> ssl.SSLContext | None:
+        return None if self.name == "h2c" else ssl.create_default_context(cafile=str(self.pki["ca"]))
+
+    def raw(self, server: RushServer, initial_settings: bytes | None = None) -> RawH2:
+        return RawH2(server.port, initial_settings, tls=self.context())
+
+    def client(self, server: RushServer) -> httpx.Client:
+        scheme = "http" if self.name == "h2c" else "https"
+        verify: ssl.SSLContext | bool = self.context() or False
+        return httpx.Client(
+            base_url=f"{scheme}://127.0.0.1:{server.port}",
+            http2=True,
+            http1=False,
+            verify=verify,
+            timeout=GUARD_TIMEOUT,
+        )
+
+
+@pytest.fixture(params=["h2c", "tls"])
+def over(request: pytest.FixtureRequest, pki: dict[str, Path]) -> Over:
+    return Over(request.param, pki)
+
+
+class Answers:
+    """A client asking for /pid over its own connection, request after
+    request, until stopped; counts its answers."""
+
+    def __init__(self, make_client: Callable[[], httpx.Client]) -> None:
+        self.make_client = make_client
+        self.answered = 0
+        self.failure: BaseException | None = None
+        self.stopping = threading.Event()
+        self.first = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        assert self.first.wait(GUARD_TIMEOUT), "the normal client got no first answer"
+
+    def _run(self) -> None:
+        try:
+            with self.make_client() as client:
+                while not self.stopping.is_set():
+                    answer = client.get("/pid")
+                    assert answer.status_code == 200 and answer.http_version == "HTTP/2", answer
+                    self.answered += 1
+                    self.first.set()
+        except BaseException as error:  # noqa: BLE001 - reported by stop()
+            self.failure = error
+            self.first.set()
+
+    def stop(self) -> int:
+        self.stopping.set()
+        self.thread.join(GUARD_TIMEOUT)
+        assert not self.thread.is_alive(), "the normal client hung"
+        if self.failure is not None:
+            raise AssertionError(f"the normal client failed after {self.answered} answers") from self.failure
+        return self.answered
+
+
+def flood_until_goaway(attacker: RawH2, flood: bytes, on_sent: Callable[[], None]) -> tuple[int, list]:
+    """Sends ``flood`` a thousand frames at a time and reads every answer as
+    it comes (one thread, non-blocking: an SSL socket takes no concurrent
+    reader and writer), until the server's GOAWAY was read or the
+    connection closed, or 64 MiB went (the bound); ``on_sent`` runs after
+    each batch. Returns the bytes sent and the frames read."""
+    sock = attacker.sock
+    sock.setblocking(False)
+    batch = flood * 1000
+    pending = memoryview(b"")
+    sent = 0
+    frames: list = []
+    while not attacker.closed:
+        if not pending and sent < 64 * 1024 * 1024:
+            pending = memoryview(batch)
+        readable, writable, _ = select.select([sock], [sock] if pending else [], [], GUARD_TIMEOUT)
+        assert readable or writable, "the connection stalled"
+        if readable or (isinstance(sock, ssl.SSLSocket) and sock.pending()):
+            try:
+                attacker.received(sock.recv(65536))
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+                pass
+            except (ConnectionResetError, ssl.SSLError):
+                attacker.received(b"")
+            attacker.skip_ping_acks()
+            while (got := attacker.buffered_frame()) is not None:
+                attacker.skip_ping_acks()
+                frames.append(got)
+                if got.kind == GOAWAY:
+                    return sent, frames
+        if writable and pending:
+            try:
+                count = sock.send(pending[:65536])
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+                count = 0
+            except OSError:
+                break  # closed on us mid-send: what was read before still counts
+            pending = pending[count:]
+            if not pending:
+                sent += len(batch)
+                on_sent()
+    return sent, frames
+
+
+@pytest.mark.parametrize("kind", list(FLOODS))
+def test_a_control_frame_flood_gets_goaway_while_others_are_answered(
+    rush_server: ServerFactory, over: Over, kind: str
+) -> None:
+    server = rush_server(APP, "--http", "auto", *over.args())
+    with over.client(server) as client:
+        pid = int(client.get("/pid").text)
+    normal = Answers(lambda: over.client(server))
+    answered_during = []
+    with over.raw(server) as attacker:
+        if kind == "empty DATA":
+            attacker.send(frame(HEADERS, END_HEADERS, 1, request_block("/drain", "POST")))
+        before = normal.answered
+        sent, frames = flood_until_goaway(attacker, FLOODS[kind], lambda: answered_during.append(normal.answered))
+    answered = normal.stop()
+    goaway = next((got for got in frames if got.kind == GOAWAY), None)
+    assert goaway is not None, f"closed without GOAWAY after {sent} bytes of {kind}"
+    assert goaway.error_code == ENHANCE_YOUR_CALM, goaway
+    if kind != "empty DATA":  # h2 itself stops those after a few hundred
+        # Not before nginx's allowance: 8 MiB of frames that carry nothing.
+        assert sent >= 8 * 1024 * 1024, sent
+    if kind != "empty DATA":
+        # The flood held no one up: answers kept coming while it ran.
+        assert answered_during and answered_during[-1] > before, (before, answered_during[-1:])
+    print(f"\n{kind} over {over.name}: GOAWAY after {sent} bytes; {answered - before} normal answers meanwhile")
+    with over.client(server) as client:
+        assert int(client.get("/pid").text) == pid
+    server.assert_running("after the flood")
+
+
+def started(client: httpx.Client) -> int:
+    return int(client.get("/started").text)
+
+
+def test_a_connection_that_never_opens_its_window_starts_only_its_share(rush_server: ServerFactory) -> None:
+    """100 streams to an app that streams 8 MiB each, on a connection whose
+    streams get no window: the app begins only as many answers as the
+    connection's share holds (1 MiB; a stream's app waits at 256 KiB), not
+    100; the requests still waiting when the client leaves never begin."""
+    server = rush_server(APP, "--http", "auto", "--max-worker-output", "8M")
+    with httpx.Client(base_url=server.url, http2=True, http1=False, timeout=GUARD_TIMEOUT) as client:
+        assert started(client) == 0
+        attacker = RawH2(server.port, settings((INITIAL_WINDOW_SIZE, 0)))
+        block = request_block(f"/big?size={8 << 20}")
+        requests = b"".join(frame(HEADERS, END_HEADERS | END_STREAM, 2 * i + 1, block) for i in range(100))
+        # A PING after the requests: its ACK comes once all of them were
+        # read and as many as may start have started.
+        attacker.send(requests + frame(PING, 0, 0, b"synced!!"))
+        while (got := attacker.read_frame()) is not None:
+            if got.kind == PING and got.payload == b"synced!!":
+                break
+        assert got is not None, "closed before the PING's ACK"
+        began = started(client)
+        print(f"\n{began} of 100 streams began on a connection with no window")
+        assert 1 <= began <= 8, began
+        pid = server.single_worker()
+        sockets = socket_fd_count(pid)
+        attacker.close()
+        # Once the worker has closed its side, the requests that waited
+        # are gone with it, never begun.
+        wait_for(lambda: socket_fd_count(pid) < sockets, "the worker closing the connection")
+        assert started(client) == began
+    server.assert_running("after the client left")
