@@ -214,32 +214,36 @@ def started(client: httpx.Client) -> int:
     return int(client.get("/started").text)
 
 
-def test_a_connection_that_never_opens_its_window_starts_only_its_share(rush_server: ServerFactory) -> None:
-    """100 streams to an app that streams 8 MiB each, on a connection whose
-    streams get no window: the app begins only as many answers as the
-    connection's share holds (1 MiB; a stream's app waits at 256 KiB), not
-    100; the requests still waiting when the client leaves never begin."""
-    server = rush_server(APP, "--http", "auto", "--max-worker-output", "8M")
+def test_connections_that_never_open_their_windows_start_only_their_share(rush_server: ServerFactory) -> None:
+    """Three connections whose streams get no window each open 100 streams
+    to an app that streams 8 MiB: the app begins only as many answers as
+    each connection's share holds (1 MiB, at most 256 KiB a stream before
+    its app waits; past the worker's budget, one a connection), not 300.
+    When the clients leave, the requests still waiting never begin, even
+    though the first close frees the budget the others were held by."""
+    server = rush_server(APP, "--http", "auto", "--max-worker-output", "1M")
     with httpx.Client(base_url=server.url, http2=True, http1=False, timeout=GUARD_TIMEOUT) as client:
         assert started(client) == 0
-        attacker = RawH2(server.port, settings((INITIAL_WINDOW_SIZE, 0)))
         block = request_block(f"/big?size={8 << 20}")
         requests = b"".join(frame(HEADERS, END_HEADERS | END_STREAM, 2 * i + 1, block) for i in range(100))
-        # A PING after the requests: its ACK comes once all of them were
-        # read and as many as may start have started.
-        attacker.send(requests + frame(PING, 0, 0, b"synced!!"))
-        while (got := attacker.read_frame()) is not None:
-            if got.kind == PING and got.payload == b"synced!!":
-                break
-        assert got is not None, "closed before the PING's ACK"
+        attackers = [RawH2(server.port, settings((INITIAL_WINDOW_SIZE, 0))) for _ in range(3)]
+        for attacker in attackers:
+            # A PING after the requests: its ACK comes once all of them
+            # were read and as many as may start have started.
+            attacker.send(requests + frame(PING, 0, 0, b"synced!!"))
+            while (got := attacker.read_frame()) is not None:
+                if got.kind == PING and got.payload == b"synced!!":
+                    break
+            assert got is not None, "closed before the PING's ACK"
         began = started(client)
-        print(f"\n{began} of 100 streams began on a connection with no window")
-        assert 1 <= began <= 8, began
+        print(f"\n{began} of 300 streams began on three connections with no window")
+        assert 3 <= began <= 8, began
         pid = server.single_worker()
         sockets = socket_fd_count(pid)
-        attacker.close()
-        # Once the worker has closed its side, the requests that waited
-        # are gone with it, never begun.
-        wait_for(lambda: socket_fd_count(pid) < sockets, "the worker closing the connection")
+        for attacker in attackers:
+            attacker.close()
+        # Once the worker has closed its side of all three, the requests
+        # that waited are gone with them, never begun.
+        wait_for(lambda: socket_fd_count(pid) <= sockets - 3, "the worker closing the connections")
         assert started(client) == began
-    server.assert_running("after the client left")
+    server.assert_running("after the clients left")

@@ -281,6 +281,12 @@ impl Core {
             };
             any = true;
             match event {
+                // The client is gone (its FIN or reset was reported, not
+                // yet read): a request it left waiting (the connection was
+                // over its output share) is never dispatched. HTTP/2 has no
+                // half-close of the connection: `h2` ends every stream at
+                // the end of input anyway.
+                Event::Request { .. } if connection.peer_sent_fin => {}
                 Event::Request {
                     stream,
                     head,
