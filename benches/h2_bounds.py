@@ -147,7 +147,7 @@ def window0(args: argparse.Namespace) -> None:
     try:
         with server.client() as client:
             idle_rss = status_kib(server.pid, "VmRSS")
-            block = request_block(f"/big?size={8 << 20}")
+            block = request_block(args.path)
             requests = b"".join(frame(HEADERS, END_HEADERS | END_STREAM, 2 * i + 1, block) for i in range(args.streams))
             connections = []
             for _ in range(args.connections):
@@ -258,6 +258,7 @@ def main() -> None:
     w.add_argument("--budget", default="", help="--max-worker-output (default: rush's)")
     w.add_argument("--connections", type=int, default=300)
     w.add_argument("--streams", type=int, default=100)
+    w.add_argument("--path", default=f"/big?size={8 << 20}", help="what each stream asks for")
     f = sub.add_parser("flood")
     f.add_argument("--tls", action="store_true")
     f.add_argument("--requests", type=int, default=400)

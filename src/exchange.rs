@@ -273,6 +273,11 @@ pub(crate) trait ResponseWriter {
     fn high_water(&self) -> usize {
         crate::options::OUTPUT_HIGH_WATER
     }
+    /// The response's bytes not yet taken by the client, as the water
+    /// marks count them (0 where nothing is queued: a detached refresh).
+    fn unsent(&self) -> usize {
+        0
+    }
     /// Hands what is buffered to the client now, as far as it takes it
     /// (a streamed body writes each chunk before asking the app for the
     /// next). `Err`: the client is gone.

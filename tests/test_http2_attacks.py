@@ -14,6 +14,7 @@ client is answered throughout the flood.
 
 from __future__ import annotations
 
+import select
 import threading
 from collections.abc import Iterator
 
@@ -34,6 +35,7 @@ from h2_raw import (
     REFUSED_STREAM,
     RST_STREAM,
     WINDOW_UPDATE,
+    Frame,
     RawH2,
     frame,
     hpack_integer,
@@ -117,6 +119,19 @@ def read_body(client: RawH2, stream: int) -> bytes:
                 return body
 
 
+def read_ready_frames(client: RawH2, frames: list[Frame]) -> bool:
+    """Adds the frames the server has sent so far (without waiting) to
+    ``frames``; True once one of them is a GOAWAY."""
+    while not client.closed and select.select([client.sock], [], [], 0)[0]:
+        try:
+            client.received(client.sock.recv(65536))
+        except ConnectionResetError:
+            client.received(b"")
+        while (got := client.buffered_frame()) is not None:
+            frames.append(got)
+    return any(got.kind == GOAWAY for got in frames)
+
+
 def survived(server: RushServer, pid: int) -> None:
     """The worker that was attacked answers a normal client afterwards."""
     assert pid_over_h2(server) == pid
@@ -168,14 +183,17 @@ def test_a_header_block_that_never_ends_is_stopped(server: RushServer, empty: bo
         fragment = b"" if empty else b"\x00" + hpack_string(b"x-a") + hpack_string(b"a" * 100)
         batch = frame(CONTINUATION, 0, 1, fragment) * 100
         sent = 0
+        frames: list[Frame] = []
         try:
-            while sent < 1_000_000:
+            # After its GOAWAY the server drains what still comes for a
+            # while (so that the GOAWAY is read, not lost to a reset).
+            while sent < 1_000_000 and not read_ready_frames(attacker, frames):
                 attacker.send(batch)
                 sent += 100
         except (BrokenPipeError, ConnectionResetError):
             pass
-        assert sent < 1_000_000, "a million CONTINUATION frames were taken"
-        frames = attacker.frames_until_closed()
+        assert sent < 1_000_000, "a million CONTINUATION frames were sent with no GOAWAY"
+        frames += attacker.frames_until_closed()
     goaway = attacker.goaway(frames)
     assert goaway is not None and goaway.error_code in (ENHANCE_YOUR_CALM, PROTOCOL_ERROR), frames[-5:]
     survived(server, pid)
@@ -244,14 +262,15 @@ def test_an_empty_data_flood_gets_goaway(server: RushServer) -> None:
     with RawH2(server.port) as attacker:
         attacker.send(frame(HEADERS, END_HEADERS, 1, request_block("/drain", "POST")))
         sent = 0
+        frames: list[Frame] = []
         try:
-            while sent < 1_000_000:
+            while sent < 1_000_000 and not read_ready_frames(attacker, frames):
                 attacker.send(frame(DATA, 0, 1) * 100)
                 sent += 100
         except (BrokenPipeError, ConnectionResetError):
             pass
         assert sent < 1_000_000
-        frames = attacker.frames_until_closed()
+        frames += attacker.frames_until_closed()
     goaway = attacker.goaway(frames)
     assert goaway is not None and goaway.error_code == ENHANCE_YOUR_CALM, frames[-5:]
     survived(server, pid)

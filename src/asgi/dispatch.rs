@@ -17,6 +17,7 @@ use crate::dispatch::{keep_or_close, AppInterface, Core, Outcome, RequestLine};
 use crate::exchange::{BodyLength, ResponseHead, ResponseWriter, StreamKey};
 use crate::http_write::ResponseContext;
 use crate::inflight::{AsgiExchange, AwaitingResponse, InFlight};
+use crate::options::OUTPUT_FAIR_SHARE;
 use crate::request_context::in_context;
 use crate::static_files::{load_app_file, serve_file, ConditionalHeaders};
 
@@ -116,10 +117,15 @@ impl Core {
         };
         let app = settings.app.clone_ref(py);
         // What the app's `send()` takes before it waits: the response's own
-        // high-water mark. (Lowering it further while the worker is over
-        // budget was tried: every small answer then suspended its app, and
-        // a suspended app's task and frames cost more than the bytes saved.)
-        let producer_high_water = connection.high_water();
+        // high-water mark, or, while the worker is over its output budget,
+        // a fair share (a connection holding little may still start a
+        // response then, and this bounds what it starts). An answer of one
+        // part that fits completes without waiting either way.
+        let producer_high_water = if self.output_total > self.config.output_budget {
+            OUTPUT_FAIR_SHARE.min(connection.high_water())
+        } else {
+            connection.high_water()
+        };
         let peer = connection.peer();
         let client = peer.objects.address.as_ref().expect("set just above");
         let origin = peer.origin;

@@ -56,9 +56,9 @@ pub struct AsgiSend {
     pub paused: bool,
     /// Body bytes `send()` takes before it waits for the loop to write
     /// them: the response's own high-water mark (an HTTP/2 stream's is a
-    /// quarter of a connection's). The app runs on between the loop's
-    /// passes, so this, not the loop's pacing, bounds what one response
-    /// can hold.
+    /// quarter of a connection's), a fair share while the worker is over
+    /// its output budget. The app runs on between the loop's passes, so
+    /// this, not the loop's pacing, bounds what one response can hold.
     pub high_water: usize,
     /// The future a waiting `send()` returned: resolved when the output
     /// drains, or failed when the client is gone.
@@ -325,7 +325,9 @@ impl AsgiSend {
         if let Some(notify) = &self.notify {
             notify.call0(py)?;
         }
-        if (self.paused || self.pending_body.len() >= self.high_water)
+        // Past the mark, not at it: an answer of one part as large as the
+        // mark completes without a wait (and the task a wait costs).
+        if (self.paused || self.pending_body.len() > self.high_water)
             && self.state != SendState::Complete
         {
             // Backpressure: the client reads slower than the app sends. The

@@ -18,6 +18,7 @@ use super::{AppInterface, Core, Outcome};
 use crate::asgi::dispatch::AsgiBody;
 use crate::exchange::{ResponseWriter, StreamKey};
 use crate::inflight::InFlight;
+use crate::options::OUTPUT_FAIR_SHARE;
 
 impl Core {
     /// Whether a request whose body is still arriving is dispatched at once,
@@ -100,10 +101,19 @@ impl Core {
     /// After a drive: a producer that waits on the water marks (an ASGI
     /// `send()`) is paused or resumed. Only a request that has such a
     /// producer is looked at (see [`InFlight::needs_pacing`]).
+    ///
+    /// While the worker's output is over its budget, a response holding
+    /// more than a fair share counts as full, as a connection holding more
+    /// takes no new request then (`may_produce`): each producer waits for
+    /// its own client instead of filling its whole high-water mark.
     pub(crate) fn pace_request<W: ResponseWriter>(&self, py: Python<'_>, writer: &W) {
         if let Some(InFlight::Handler(awaiting)) = writer.request_ref() {
             if let Some(exchange) = &awaiting.asgi {
-                exchange.pace(py, writer.is_full(), writer.has_room());
+                let over_budget = self.output_total > self.config.output_budget;
+                let unsent = if over_budget { writer.unsent() } else { 0 };
+                let full = writer.is_full() || unsent >= OUTPUT_FAIR_SHARE;
+                let room = writer.has_room() && unsent < OUTPUT_FAIR_SHARE / 2;
+                exchange.pace(py, full, room);
             }
         }
     }

@@ -260,6 +260,10 @@ impl ResponseWriter for Connection {
         self.sink.has_room()
     }
 
+    fn unsent(&self) -> usize {
+        self.sink.output.len()
+    }
+
     fn flush(&mut self, now: Instant, send_timeout: Duration) -> io::Result<()> {
         self.write_output()?;
         self.track_write_progress(now, send_timeout);

@@ -209,15 +209,13 @@ impl Core {
                     let session = h2_session(connection);
                     if let Some(discarded) = &mut session.lingering {
                         *discarded += count;
-                        // A peer closed for abuse (a flood) keeps sending:
-                        // closing on unread input would reset the socket
-                        // and lose the GOAWAY that says why, so it is
-                        // drained for the linger's time, as nginx's
-                        // lingering close is bounded by time alone (each
-                        // turn reads at most its share).
-                        if *discarded > LINGER_MAX_BYTES && !session.conn.calmed() {
-                            return Disposition::Close;
-                        }
+                        // A peer closed for abuse (a flood, which `h2` or
+                        // the flood meter caught) keeps sending: closing on
+                        // unread input would reset the socket and lose the
+                        // GOAWAY that says why, so an HTTP/2 connection is
+                        // drained for the linger's time, however much comes,
+                        // as nginx's lingering close is bounded by time
+                        // alone (each turn reads at most its share).
                         continue;
                     }
                     session.conn.feed(&self.read_buffer[..count]);
@@ -275,7 +273,13 @@ impl Core {
         let mut any = false;
         // Over the worker's output budget, a connection holding much waits
         // with its events (new requests) until its client reads.
-        while self.may_produce_streams(connection) {
+        loop {
+            let open = self.may_produce_streams(connection);
+            // Held back, the connection refuses requests past a few waiting.
+            h2_session(connection).conn.hold_requests(!open);
+            if !open {
+                break;
+            }
             let Some(event) = h2_session(connection).conn.poll_event() else {
                 break;
             };

@@ -568,6 +568,10 @@ impl ResponseWriter for StreamWriter<'_> {
         STREAM_HIGH_WATER
     }
 
+    fn unsent(&self) -> usize {
+        self.queued()
+    }
+
     fn flush(&mut self, now: Instant, send_timeout: Duration) -> io::Result<()> {
         self.commit();
         self.conn.take_output(&mut self.sink.output);

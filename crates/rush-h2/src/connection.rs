@@ -103,6 +103,10 @@ pub struct H2Connection {
     /// [`H2Connection::poll_event`]): their later events are dropped too,
     /// up to their `Reset`.
     undelivered: Vec<u32>,
+    /// `Request` events waiting in `events`.
+    waiting_requests: usize,
+    /// The server takes no requests for now ([`H2Connection::hold_requests`]).
+    holding: bool,
 }
 
 fn noop_cx() -> Context<'static> {
@@ -134,9 +138,58 @@ impl H2Connection {
             calmed: false,
             flood: FloodMeter::new(settings_flood),
             undelivered: Vec::new(),
+            waiting_requests: 0,
+            holding: false,
         };
         conn.drive();
         conn
+    }
+
+    /// The server takes no new requests for now (its output is over its
+    /// share, and it polls no events until its client reads) or takes them
+    /// again. While it holds them, requests past
+    /// [`H2Settings::max_waiting_requests`] waiting are refused with
+    /// RST_STREAM(REFUSED_STREAM), which tells the client they were not
+    /// processed and may be retried (RFC 9113 section 8.7), rather than
+    /// decoded and kept: a client that never reads could otherwise make
+    /// the server keep every stream the concurrency limit allows.
+    pub fn hold_requests(&mut self, hold: bool) {
+        self.holding = hold;
+        if hold && self.waiting_requests > self.settings.max_waiting_requests {
+            self.refuse_waiting_past_the_limit();
+        }
+    }
+
+    /// Requests that arrived together (one read of a hundred HEADERS) wait
+    /// past the limit when the server starts holding them: the newest are
+    /// refused, as they would have been had they come a moment later.
+    fn refuse_waiting_past_the_limit(&mut self) {
+        let mut kept = 0;
+        let mut refused = Vec::new();
+        for event in &self.events {
+            if let Event::Request { stream, .. } = event {
+                kept += 1;
+                if kept > self.settings.max_waiting_requests {
+                    refused.push(*stream);
+                }
+            }
+        }
+        self.events.retain(|event| match event {
+            Event::Request { stream, .. }
+            | Event::Data { stream, .. }
+            | Event::RequestEnd { stream, .. }
+            | Event::Reset { stream, .. } => !refused.contains(stream),
+            _ => true,
+        });
+        for stream in &refused {
+            if let Some(mut s) = self.streams.remove(stream) {
+                if let Some(respond) = s.respond.as_mut() {
+                    respond.send_reset(Reason::REFUSED_STREAM);
+                }
+            }
+        }
+        self.waiting_requests -= refused.len();
+        self.dirty = true;
     }
 
     /// Hands bytes read from the socket to the connection and processes them.
@@ -190,6 +243,7 @@ impl H2Connection {
             let event = self.events.pop_front()?;
             let stream = match &event {
                 Event::Request { stream, .. } => {
+                    self.waiting_requests -= 1;
                     if self.streams.contains_key(stream) {
                         return Some(event);
                     }
@@ -554,7 +608,13 @@ impl H2Connection {
         }
     }
 
-    fn accept(&mut self, request: http::Request<RecvStream>, respond: SendResponse<Bytes>) {
+    fn accept(&mut self, request: http::Request<RecvStream>, mut respond: SendResponse<Bytes>) {
+        if self.holding && self.waiting_requests >= self.settings.max_waiting_requests {
+            // Dropping the request (and its body handle) forgets it here.
+            respond.send_reset(Reason::REFUSED_STREAM);
+            self.dirty = true;
+            return;
+        }
         let stream = respond.stream_id().as_u32();
         let (parts, body) = request.into_parts();
         let end_stream = body.is_end_stream();
@@ -589,6 +649,7 @@ impl H2Connection {
             head,
             end_stream,
         });
+        self.waiting_requests += 1;
     }
 
     /// After input: request data, trailers and resets of every open stream.

@@ -75,6 +75,10 @@ pub struct H2Settings {
     /// SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 8441, WebSocket over HTTP/2):
     /// off by default until the server serves it.
     pub enable_connect_protocol: bool,
+    /// Requests kept waiting while the server holds them back
+    /// ([`crate::H2Connection::hold_requests`]); more are refused with
+    /// RST_STREAM(REFUSED_STREAM), safe to retry. Default 16.
+    pub max_waiting_requests: usize,
     /// When a peer's frames count as a flood (nginx's rule): it then gets
     /// GOAWAY(ENHANCE_YOUR_CALM). Default: received bytes over 8 times the
     /// request and response bytes, plus 8 MiB.
@@ -98,6 +102,7 @@ impl Default for H2Settings {
             max_input_buffer: 64 * 1024,
             max_output_buffer: 256 * 1024,
             enable_connect_protocol: false,
+            max_waiting_requests: 16,
             flood: FloodLimit::default(),
         }
     }

@@ -376,6 +376,44 @@ fn requests_reset_or_closed_before_they_were_taken_are_never_delivered() {
     }
 }
 
+/// While the server holds requests back (its output over its share), a
+/// few wait and the rest are refused with REFUSED_STREAM, safe to retry;
+/// once it takes requests again, new streams are accepted as before.
+#[test]
+fn requests_past_the_waiting_limit_are_refused_while_held() {
+    let mut raw = started();
+    let limit = H2Settings::default().max_waiting_requests;
+    // Twenty arrive together before the server holds them back, twenty
+    // more while it does.
+    let mut input = Vec::new();
+    for i in 0..20u32 {
+        input.extend(get_headers(2 * i + 1, true));
+    }
+    raw.server.feed(&input);
+    raw.server.hold_requests(true);
+    input.clear();
+    for i in 20..40u32 {
+        input.extend(get_headers(2 * i + 1, true));
+    }
+    raw.server.feed(&input);
+    raw.server.take_output(&mut raw.output);
+    let refused: Vec<u32> = raw
+        .frames()
+        .iter()
+        .filter(|f| f.ty == RST_STREAM && f.error_code() == REFUSED_STREAM)
+        .map(|f| f.stream)
+        .collect();
+    assert_eq!(refused.len(), 40 - limit, "{refused:?}");
+    assert!(
+        refused.iter().all(|&id| id > 2 * limit as u32),
+        "{refused:?}"
+    );
+    raw.server.hold_requests(false);
+    raw.feed(&get_headers(101, true));
+    assert_eq!(raw.requests(), limit + 1);
+    assert!(raw.goaway().is_none());
+}
+
 /// CVE-2019-9518: empty DATA frames cost work and carry nothing.
 #[test]
 fn empty_data_flood_gets_goaway() {
