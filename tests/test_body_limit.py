@@ -16,6 +16,7 @@ length (issue 32, item 4).
 * A body of exactly the limit is served, over both protocols, by every
   interface; for ASGI the same as uvicorn (HTTP/1.1) and hypercorn (HTTP/2)
   serve it, the oracles (neither has a body limit of its own to compare).
+* ``--max-body-size 0`` is no limit.
 """
 
 from __future__ import annotations
@@ -308,3 +309,11 @@ def test_at_the_limit_rush_serves_what_the_reference_serves(
     assert answers["rush"].status == 200
     assert seen["rush"] == seen[reference] == f"ended {LIMIT}"
 
+
+def test_a_body_size_of_zero_is_no_limit(rush_server: ServerFactory) -> None:
+    server = rush_server(f"{APP}:app", "--interface", "rush", "--max-body-size", "0", "--http", "auto")
+    body = b"z" * (20 * 1000 * 1000)
+    for upload in (h1_upload, h2_upload):
+        answer = upload(server, "/upload", body)
+        assert answer.status == 200, answer
+        assert json.loads(answer.body)["length"] == len(body), answer
