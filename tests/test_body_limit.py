@@ -263,6 +263,36 @@ def test_past_the_limit_after_the_response_began_cuts_it(
     assert_no_error_and_serving(server, worker)
 
 
+@pytest.mark.parametrize("path", ["/upload", "/upload-after-start"])
+def test_a_malformed_chunked_body_under_a_running_asgi_app_is_a_refusal(
+    servers: dict[str, RushServer], markers: Path, path: str
+) -> None:
+    """As when the body is collected first: 400 and a WARNING (or, once the
+    response began, a closed connection), never an ERROR."""
+    server = servers["asgi"]
+    worker = server.single_worker()
+    request_id = upload_id()
+    received = b""
+    with socket.create_connection(server.address, timeout=GUARD_TIMEOUT) as sock:
+        head = f"POST {path}?id={request_id} HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+        sock.sendall(head.encode() + b"5\r\nhello\r\n")
+        wait_for(lambda: (markers / f"reading-{request_id}").exists(), "the app to read the first chunk")
+        sock.sendall(b"zz\r\n")
+        while data := sock.recv(65536):
+            received += data
+    marker_text = marker(markers, request_id)
+    assert marker_text == "http.disconnect 5"
+    if path == "/upload":
+        assert received.startswith(b"HTTP/1.1 400 "), received
+        assert b"\r\n\r\n400 Bad Request: " in received, received
+        server.wait_for_log(r"\[WARNING\] refused a request from 127\.0\.0\.1:\d+: 400 ")
+    else:
+        # The head and first chunk, then the close: no last chunk.
+        assert received.startswith(b"HTTP/1.1 200 ") and received.endswith(b"8\r\nreading;\r\n"), received
+        server.wait_for_log(r"\[WARNING\] refused a request .*: 400 .*\(its response had begun")
+    assert_no_error_and_serving(server, worker)
+
+
 @pytest.mark.parametrize("protocol", ["h1", "h2"])
 @pytest.mark.parametrize("interface", ["asgi", "wsgi", "app"])
 def test_a_body_of_exactly_the_limit_is_served(

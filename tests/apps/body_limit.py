@@ -9,6 +9,7 @@ whether or not the request declared its length.
   how the body ended in ``RUSHTEST_MARKER_DIR/upload-X``: ``ended N`` (the
   whole body, N bytes) or ``http.disconnect N`` (N bytes before it), and
   return without answering after a disconnect (there is no one to answer).
+  ``reading-X`` appears there once the first body message arrived.
   ``GET /hello``: ``hello``.
 * ``wsgi``: ``POST /upload`` reads ``wsgi.input`` to its end; the same JSON.
 * ``app``: the rush App, ``POST /upload`` from ``request.body``; the same JSON.
@@ -62,6 +63,9 @@ async def asgi(scope: dict[str, Any], receive: Callable[..., Any], send: Callabl
                 received = sum(len(chunk) for chunk in chunks)
                 write_marker_file(MARKER_DIR, f"upload-{request_id}", f"http.disconnect {received}")
             return
+        if not chunks and MARKER_DIR:
+            # The body flows: what the client sends next reaches a running app.
+            write_marker_file(MARKER_DIR, f"reading-{request_id}", "")
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             break
