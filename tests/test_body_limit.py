@@ -9,6 +9,10 @@ length (issue 32, item 4).
   never as an error; the worker lives on and answers the next connection.
   The ASGI app is told ``http.disconnect`` and never gets more than the
   limit.
+* A declared ``content-length`` past the limit gets the same 413 with the
+  head, before any app reads a byte, over both protocols.
+* A malformed chunked body under a running ASGI app is a refusal (400,
+  WARNING) as it is when the body is collected first, not an ERROR.
 * An ASGI app whose response had begun when its body went past the limit
   cannot be answered 413: its HTTP/2 stream is reset (INTERNAL_ERROR, as
   nginx resets a request it ends after its response began), its HTTP/1.1
@@ -126,13 +130,18 @@ def dechunk(data: bytes) -> bytes:
     return out
 
 
-def h2_upload(server: RushServer, path: str, body: bytes, keep_sending: bool = False) -> Answer:
-    """POSTs ``body`` over h2c on stream 1 with no ``content-length``, in
-    DATA frames as the windows allow; stops sending once an answer arrives
-    (unless ``keep_sending``); reads until the stream ends or is reset."""
+def h2_upload(
+    server: RushServer, path: str, body: bytes, keep_sending: bool = False, declared: int | None = None
+) -> Answer:
+    """POSTs ``body`` over h2c on stream 1 with no ``content-length`` (or
+    ``declared`` as one), in DATA frames as the windows allow; stops sending
+    once an answer arrives (unless ``keep_sending``); reads until the stream
+    ends or is reset."""
     connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
     connection.initiate_connection()
     headers = [(":method", "POST"), (":scheme", "http"), (":authority", "127.0.0.1"), (":path", path)]
+    if declared is not None:
+        headers.append(("content-length", str(declared)))
     connection.send_headers(1, headers)
     answer = Answer(None, b"")
     ended = False
@@ -241,6 +250,33 @@ def test_a_streamed_body_past_the_limit_gets_413(
         seen, _, received = marker(markers, request_id).partition(" ")
         assert seen == "http.disconnect" and int(received) <= LIMIT, (seen, received)
     assert_no_error_and_serving(server, worker)
+
+
+@pytest.mark.parametrize("protocol", ["h1", "h2"])
+@pytest.mark.parametrize("interface", ["asgi", "wsgi", "app"])
+def test_a_declared_length_past_the_limit_gets_the_same_413_before_the_app_runs(
+    servers: dict[str, RushServer], markers: Path, interface: str, protocol: str
+) -> None:
+    server = servers[interface]
+    refusals = len(re.findall(REFUSAL_LOG, server.stderr_text()))
+    request_id = upload_id()
+    path = f"/upload?id={request_id}"
+    if protocol == "h2":
+        # The head alone: the refusal must come before any byte of the body.
+        answer = h2_upload(server, path, b"", declared=LIMIT + 1)
+    else:
+        with socket.create_connection(server.address, timeout=GUARD_TIMEOUT) as sock:
+            sock.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {LIMIT + 1}\r\n\r\n".encode())
+            received = b""
+            while data := sock.recv(65536):
+                received += data
+        head, _, body = received.partition(b"\r\n\r\n")
+        answer = Answer(int(head.split()[1]), body, closed=True)
+    assert (answer.status, answer.body) == (413, REFUSAL), answer
+    server.wait_for_log(REFUSAL_LOG, count=refusals + 1)
+    # Refused with the head: no body message ever reached the app.
+    assert not (markers / f"reading-{request_id}").exists()
+    assert not (markers / f"upload-{request_id}").exists()
 
 
 @pytest.mark.parametrize("protocol", ["h1", "h2"])
