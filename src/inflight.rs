@@ -167,6 +167,15 @@ impl AsgiExchange {
         }
     }
 
+    /// Whether the response has begun: the loop wrote its head, so a
+    /// refusal of the request can no longer be sent instead.
+    pub fn response_begun(&self, py: Python<'_>) -> bool {
+        self.send
+            .bind(py)
+            .try_borrow()
+            .map_or(true, |send| send.head_written)
+    }
+
     /// See [`InFlight::client_gone`].
     pub fn client_gone(&self, py: Python<'_>) {
         if let Ok(mut send) = self.send.bind(py).try_borrow_mut() {

@@ -90,7 +90,18 @@ def test_bad_graceful_timeouts_are_refused(cli: Any, value: str, via: str) -> No
 @pytest.mark.parametrize("value", BAD_SIZES)
 @pytest.mark.parametrize("flag", SIZES)
 def test_bad_sizes_are_refused(cli: Any, flag: str, value: str, via: str) -> None:
+    if (flag, value) == ("max-body-size", "0"):
+        pytest.skip("--max-body-size 0 means no limit (test_a_body_size_of_zero_is_no_limit)")
     assert_refused(cli, flag, value, "must be", via)
+
+
+def test_a_body_size_of_zero_is_no_limit(cli: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """nginx's ``client_max_body_size 0``; the worker passes the core the largest size."""
+    served: list[Config] = []
+    monkeypatch.setattr(rush.cli, "serve", lambda config: served.append(config) or 0)
+    assert cli("--max-body-size", "0") == (0, [])
+    assert cli(env={"RUSH_MAX_BODY_SIZE": "0"}) == (0, [])
+    assert [config.max_body_size for config in served] == [0, 0]
 
 
 @pytest.mark.parametrize("via", ["flag", "env"])
@@ -173,7 +184,7 @@ def test_sizes_that_parse(text: str, size: int) -> None:
         ),
         ({"graceful_timeout": float("nan")}, "--graceful-timeout must be a finite number of seconds from 0 to 86400"),
         ({"header_timeout": 0}, "--header-timeout must be a finite number of seconds between 0 and 86400 (got 0)"),
-        ({"max_body_size": 2**63}, "--max-body-size must be between 1 and 9223372036854775807"),
+        ({"max_body_size": 2**63}, "--max-body-size must be between 0 and 9223372036854775807"),
         ({"workers": 10**30}, "--workers must be between 1 and "),
         ({"workers": "4"}, "--workers must be a whole number (got '4')"),
         ({"backlog": 0}, "--backlog must be between 1 and "),

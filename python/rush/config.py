@@ -105,7 +105,10 @@ class Config:
         "their worker; a worker still running then is killed",
     )
     max_body_size: int = _option(
-        16 * 1024**2, "largest request body in bytes (413 beyond); suffixes K, M, G", kind="size"
+        16 * 1024**2,
+        "largest request body in bytes, counted as it arrives, with or without a Content-Length (413 beyond; "
+        "0: no limit); suffixes K, M, G",
+        kind="size",
     )
     max_connections: int = _option(10000, "open connections per worker; beyond it, accepting pauses")
     max_worker_output: int = _option(
@@ -368,7 +371,9 @@ class Config:
         for name in ("keep_alive_timeout", "header_timeout", "body_timeout", "send_timeout"):
             self._check_seconds(name, zero_allowed=False)
         self._check_seconds("graceful_timeout", zero_allowed=True)
-        for name in ("max_body_size", "max_request_line", "max_head_size", "max_connections", "max_worker_output"):
+        # 0 turns the body limit off, as nginx's client_max_body_size 0 does.
+        self._check_whole("max_body_size", 0, MAX_SIZE)
+        for name in ("max_request_line", "max_head_size", "max_connections", "max_worker_output"):
             self._check_whole(name, 1, MAX_SIZE)
         self._check_whole("max_headers", 1, MAX_HEADERS_LIMIT)
         self._check_whole("ws_max_size", 1, MAX_SIZE)

@@ -121,7 +121,8 @@ def app_server_settings(config: Config, router: Router, **app: Any) -> AppServer
             max_request_line=config.max_request_line,
             max_head_size=config.max_head_size,
             max_headers=config.max_headers,
-            max_body_size=config.max_body_size,
+            # 0 is no limit: the core counts against the largest size it can.
+            max_body_size=config.max_body_size or 2**64 - 1,
             max_connections=config.max_connections,
             max_worker_output=config.max_worker_output,
             tls_max_handshakes=config.ssl_max_handshakes,

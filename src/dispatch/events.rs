@@ -98,6 +98,32 @@ impl Core {
         }
     }
 
+    /// The request body flowing to the running app is refused (past
+    /// `--max-body-size`, or its framing broke): the app is told its
+    /// client is gone (ASGI `http.disconnect`; a later `send()` raises) and
+    /// nothing it still sends is written. Returns whether its response had
+    /// begun (its head written), past which the protocol can only cut it
+    /// (HTTP/2 a reset, HTTP/1.1 a close) instead of answering the refusal.
+    pub(crate) fn request_body_refused<W: ResponseWriter>(
+        &self,
+        py: Python<'_>,
+        writer: &mut W,
+    ) -> bool {
+        let begun = match writer.request_ref() {
+            Some(InFlight::Handler(awaiting)) => awaiting
+                .asgi
+                .as_ref()
+                .is_none_or(|exchange| exchange.response_begun(py)),
+            // Only an ASGI app reads its body as it comes; anything else
+            // here is a response already being written.
+            Some(_) | None => true,
+        };
+        if let Some(in_flight) = writer.request().take() {
+            in_flight.client_gone();
+        }
+        begun
+    }
+
     /// After a drive: a producer that waits on the water marks (an ASGI
     /// `send()`) is paused or resumed. Only a request that has such a
     /// producer is looked at (see [`InFlight::needs_pacing`]).

@@ -67,8 +67,11 @@ impl Core {
                     continue;
                 }
             }
-            if self.body_to_app(py, connection).is_err() {
-                return Disposition::Close;
+            match self.body_to_app(py, connection) {
+                Err(()) => return Disposition::Close,
+                // Refused with an answer: write it before the close below.
+                Ok(true) => continue,
+                Ok(false) => {}
             }
             if let Some(linger) = connection.state.closes() {
                 if matches!(connection.state.read(), ReadState::Lingering { .. }) {
@@ -162,10 +165,12 @@ impl Core {
 
     /// Decodes body bytes that arrived for a running app (its framing is
     /// HTTP/1.1's business) and hands them to it through the dispatcher.
-    /// `Err` means the body was malformed (logged): close.
-    fn body_to_app(&mut self, py: Python<'_>, connection: &mut Connection) -> Result<(), ()> {
+    /// A body past `--max-body-size` or malformed is refused (see
+    /// [`Core::refuse_flowing_body`]): `Ok(true)` when a refusal was queued
+    /// to be written, `Err` when the connection must close at once.
+    fn body_to_app(&mut self, py: Python<'_>, connection: &mut Connection) -> Result<bool, ()> {
         let ReadState::BodyToApp(progress) = connection.state.read_mut() else {
-            return Ok(());
+            return Ok(false);
         };
         let input = &mut connection.input;
         let mut scratch = std::mem::take(&mut self.body_scratch);
@@ -181,9 +186,7 @@ impl Core {
                 Ok(progress) => (progress.consumed, progress.done),
                 Err(error) => {
                     self.body_scratch = scratch;
-                    let message = format!("malformed request body while an ASGI app ran: {error}");
-                    self.log_error(py, &message, None);
-                    return Err(());
+                    return self.refuse_flowing_body(py, connection, &error);
                 }
             },
         };
@@ -193,7 +196,37 @@ impl Core {
         }
         self.request_body(py, connection, &scratch, done);
         self.body_scratch = scratch;
-        Ok(())
+        Ok(false)
+    }
+
+    /// The body flowing to a running app went past `--max-body-size` (a
+    /// chunked body: a Content-Length over it was refused with the head) or
+    /// broke its framing: the client's fault, logged as a refusal as it is
+    /// when the body is collected first. The app is told its client left
+    /// (`http.disconnect`). If its response has not begun, the refusal is
+    /// the answer (`Ok(true)`: 413 or 400, then the lingering close of
+    /// every refusal); otherwise the connection closes at once (`Err`), so
+    /// the client cannot take the cut response for complete.
+    fn refuse_flowing_body(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        error: &ProtoError,
+    ) -> Result<bool, ()> {
+        metrics::refused(error.status());
+        if self.request_body_refused(py, connection) {
+            let what = format!("{error} (its response had begun: the connection was closed)");
+            self.log_refusal(py, connection, &what);
+            return Err(());
+        }
+        self.log_refusal(py, connection, &error.to_string());
+        rush_proto::response::write_error_response(
+            &mut connection.sink.output,
+            error,
+            self.date.header_line(),
+        );
+        connection.state.refused();
+        Ok(true)
     }
 
     /// Moves the connection's state on from what became of a request.

@@ -25,12 +25,13 @@ use super::{H2Session, H2Stream, StreamBody, StreamOut, StreamWriter};
 use crate::body::{BodyBuffer, RequestBody};
 use crate::conn::{Connection, Disposition, Protocol};
 use crate::dispatch::{Core, Outcome};
-use crate::exchange::{ResponseWriter, StreamKey};
+use crate::exchange::{ResponseWriter, StreamKey, WholeResponse};
+use crate::http_write::TEXT_PLAIN;
 use crate::inflight::{InFlight, RequestUnit};
 use crate::metrics;
 use crate::options::{LINGER_MAX_BYTES, LINGER_TIMEOUT, READ_BUDGET_PER_TURN};
 use crate::request::header_fields;
-use crate::response::{write_status_page, ResponseContext};
+use crate::response::ResponseContext;
 
 /// The HTTP/2 session of a connection driven by this module.
 fn h2_session(connection: &mut Connection) -> &mut H2Session {
@@ -305,9 +306,23 @@ impl Core {
                         continue;
                     };
                     entry.body_progress = self.now;
+                    let mut refuse_flowing = false;
                     let refuse = match &mut entry.body {
-                        StreamBody::ToApp { waiting, .. } => {
-                            waiting.push_back(data);
+                        StreamBody::ToApp {
+                            waiting, received, ..
+                        } => {
+                            *received += data.len() as u64;
+                            if *received <= max {
+                                waiting.push_back(data);
+                            } else {
+                                // Never handed over: its credit and that
+                                // of what waits go back, so a drain after
+                                // the refusal is not held by the window.
+                                let held =
+                                    waiting.drain(..).map(|chunk| chunk.len()).sum::<usize>();
+                                session.conn.release(stream, held + data.len());
+                                refuse_flowing = true;
+                            }
                             false
                         }
                         StreamBody::Collect {
@@ -338,11 +353,13 @@ impl Core {
                         // Past --max-body-size (or unstorable): 413, and
                         // the rest of the body is let go. Logged as
                         // HTTP/1.1 logs it.
+                        let error = rush_proto::ProtoError::PayloadTooLarge;
                         if let Some(writer) = stream_writer(connection, stream) {
-                            let what = rush_proto::ProtoError::PayloadTooLarge.to_string();
-                            self.log_refusal(py, &writer, &what);
+                            self.log_refusal(py, &writer, &error.to_string());
                         }
-                        self.http2_refuse(py, connection, stream, 413);
+                        self.http2_refuse_error(py, connection, stream, &error);
+                    } else if refuse_flowing {
+                        self.http2_refuse_flowing_body(py, connection, stream);
                     }
                 }
                 Event::RequestEnd { stream, .. } => {
@@ -367,10 +384,13 @@ impl Core {
                                 body.as_request_body(),
                             );
                         }
-                        StreamBody::ToApp { waiting, .. } => {
+                        StreamBody::ToApp {
+                            waiting, received, ..
+                        } => {
                             entry.body = StreamBody::ToApp {
                                 waiting,
                                 ended: true,
+                                received,
                             };
                         }
                         // A refused body drained to its end.
@@ -436,7 +456,7 @@ impl Core {
     /// more, releasing their flow-control credit as they go.
     fn http2_body_to_app(&mut self, py: Python<'_>, writer: &mut StreamWriter<'_>) {
         loop {
-            let StreamBody::ToApp { waiting, ended } = &mut writer.stream.body else {
+            let StreamBody::ToApp { waiting, ended, .. } = &mut writer.stream.body else {
                 return;
             };
             let ended = *ended;
@@ -504,7 +524,7 @@ impl Core {
                     if let Some(writer) = stream_writer(connection, id) {
                         self.log_refusal(py, &writer, &error.to_string());
                     }
-                    return self.http2_refuse(py, connection, id, error.status());
+                    return self.http2_refuse_error(py, connection, id, &error);
                 }
             };
         head.version = Version::Http2;
@@ -536,6 +556,7 @@ impl Core {
             writer.stream.body = StreamBody::ToApp {
                 waiting: Default::default(),
                 ended: false,
+                received: 0,
             };
             let stream = StreamKey {
                 connection: key,
@@ -677,6 +698,39 @@ impl Core {
         h2_session(connection).scratch_ids = overdue;
     }
 
+    /// The body of stream `id`, flowing to its running app, went past
+    /// `--max-body-size`: the app is told its client left (`http.disconnect`)
+    /// and the request is refused as a collected body is (413, the rest
+    /// drained while it comes, logged as a refusal), or, if the response
+    /// had begun, the stream is reset with INTERNAL_ERROR (what nginx sends
+    /// when it ends a request whose response began). A stream already
+    /// answered only stops taking its body (`h2` resets it with NO_ERROR
+    /// once the response is out, RFC 9113 section 8.1).
+    fn http2_refuse_flowing_body(&mut self, py: Python<'_>, connection: &mut Connection, id: u32) {
+        let Some(mut writer) = stream_writer(connection, id) else {
+            return;
+        };
+        if writer.stream.answered {
+            writer.stream.body = StreamBody::Done;
+            writer.conn.stop_request_body(id);
+            return;
+        }
+        let error = rush_proto::ProtoError::PayloadTooLarge;
+        if !self.request_body_refused(py, &mut writer) {
+            self.log_refusal(py, &writer, &error.to_string());
+            drop(writer); // commits what the app had sent: nothing of a head
+            return self.http2_refuse_error(py, connection, id, &error);
+        }
+        metrics::refused(error.status());
+        let what = format!("{error} (its response had begun: the stream was reset)");
+        self.log_refusal(py, &writer, &what);
+        writer.conn.stop_request_body(id);
+        drop(writer); // commits what the call sent
+        let session = h2_session(connection);
+        session.streams.remove(&id);
+        session.conn.reset(id, rush_h2::Reason::INTERNAL_ERROR);
+    }
+
     /// A parked stream's cache fill completed (or its lock timed out): its
     /// request is dispatched again from the head it kept.
     pub(crate) fn http2_wake(
@@ -712,7 +766,36 @@ impl Core {
     /// client keeps sending (`StreamBody::Discard`), then `h2` resets the
     /// stream with NO_ERROR (RFC 9113 section 8.1), so a client that stops
     /// sending does not hold the stream open until the idle timeout.
-    fn http2_refuse(&mut self, _py: Python<'_>, connection: &mut Connection, id: u32, status: u16) {
+    fn http2_refuse(&mut self, py: Python<'_>, connection: &mut Connection, id: u32, status: u16) {
+        let body = rush_proto::response::reason_phrase(status).as_bytes();
+        self.http2_refuse_with(py, connection, id, status, body);
+    }
+
+    /// As [`Core::http2_refuse`], for a request the protocol's limits
+    /// refused: the body is the one HTTP/1.1 sends for `error`
+    /// (`413 Content Too Large: request body too large`), so a refusal
+    /// reads the same over both protocols.
+    fn http2_refuse_error(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        id: u32,
+        error: &rush_proto::ProtoError,
+    ) {
+        let body = rush_proto::response::error_page(error);
+        self.http2_refuse_with(py, connection, id, error.status(), &body);
+    }
+
+    /// Answers stream `id` with `status` and a text/plain `body` (see
+    /// [`Core::http2_refuse`]).
+    fn http2_refuse_with(
+        &mut self,
+        _py: Python<'_>,
+        connection: &mut Connection,
+        id: u32,
+        status: u16,
+        body: &[u8],
+    ) {
         metrics::refused(status);
         let date_line = self.date.header_line().to_vec();
         let Some(mut writer) = stream_writer(connection, id) else {
@@ -731,7 +814,14 @@ impl Core {
             request_head: &[],
             allow: None,
         };
-        write_status_page(&mut writer, status, std::iter::empty(), &context, false);
+        let page = WholeResponse {
+            status,
+            content_type: TEXT_PLAIN,
+            body,
+            close: false,
+            context: &context,
+        };
+        writer.send_whole(&page, std::iter::empty());
         drop(writer); // commits what the call sent
         self.http2_after_outcome(connection, id, Outcome::KeepAlive);
     }

@@ -158,7 +158,7 @@ impl H2Stream {
     pub(crate) fn body_deadline(&self, body_timeout: Duration) -> Option<Instant> {
         let waits_on_client = match &self.body {
             StreamBody::Collect { .. } => true,
-            StreamBody::ToApp { waiting, ended } => waiting.is_empty() && !ended,
+            StreamBody::ToApp { waiting, ended, .. } => waiting.is_empty() && !ended,
             // Drained after a refusal only while the client keeps sending.
             StreamBody::Discard { .. } => return Some(self.body_progress + LINGER_TIMEOUT),
             StreamBody::Done => false,
@@ -184,6 +184,9 @@ pub(crate) enum StreamBody {
     ToApp {
         waiting: VecDeque<Bytes>,
         ended: bool,
+        /// Bytes received so far, held to `--max-body-size` as a
+        /// collected body is (a stream need not declare its length).
+        received: u64,
     },
     /// Refused (413) before the client finished sending it: what still
     /// comes is released and dropped, as HTTP/1.1's lingering close does,

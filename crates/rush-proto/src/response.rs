@@ -213,21 +213,35 @@ pub fn write_content_length(out: &mut Vec<u8>, length: u64) {
 /// The body is one line: `<status> <reason>: <message>\n`, for example
 /// `400 Bad Request: bare CR\n`.
 pub fn write_error_response(out: &mut Vec<u8>, error: &ProtoError, date_line: &[u8]) {
+    let mut digits = itoa::Buffer::new();
+    let body = error_page_parts(error, &mut digits);
+    let fields: &[u8] = match error {
+        ProtoError::MethodNotAllowed(_) => b"Allow: \r\n",
+        _ => b"",
+    };
+    write_closing_response(out, error.status(), fields, date_line, &body);
+}
+
+/// The text/plain body of a refusal, `<status> <reason>: <message>\n`: what
+/// [`write_error_response`] sends, for a protocol that frames its own
+/// answer (HTTP/2), so a refusal reads the same over either protocol.
+pub fn error_page(error: &ProtoError) -> Vec<u8> {
+    let mut digits = itoa::Buffer::new();
+    error_page_parts(error, &mut digits).concat()
+}
+
+/// [`error_page`] in pieces, so the HTTP/1.1 answer is written without
+/// allocating.
+fn error_page_parts<'a>(error: &'a ProtoError, digits: &'a mut itoa::Buffer) -> [&'a [u8]; 6] {
     let status = error.status();
-    let mut status_digits = itoa::Buffer::new();
-    let body = [
-        status_digits.format(status).as_bytes(),
+    [
+        digits.format(status).as_bytes(),
         b" ",
         reason_phrase(status).as_bytes(),
         b": ",
         error.message().as_bytes(),
         b"\n",
-    ];
-    let fields: &[u8] = match error {
-        ProtoError::MethodNotAllowed(_) => b"Allow: \r\n",
-        _ => b"",
-    };
-    write_closing_response(out, status, fields, date_line, &body);
+    ]
 }
 
 /// Appends a whole response the server answers on its own before closing
@@ -466,6 +480,8 @@ mod tests {
             write_error_response(&mut out, &error, date);
             let text = String::from_utf8(out).unwrap();
             let (head, body) = text.split_once("\r\n\r\n").unwrap();
+            // HTTP/2 answers a refusal with the same text (`error_page`).
+            assert_eq!(body.as_bytes(), error_page(&error));
             let status = error.status();
             assert!(head.starts_with(&format!("HTTP/1.1 {status} {}\r\n", reason_phrase(status))));
             assert!(head.contains("\r\nConnection: close\r\n"));
