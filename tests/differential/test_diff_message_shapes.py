@@ -1,0 +1,143 @@
+"""Differential tests of how the app's ASGI messages may be written (apps/message_shapes.py):
+each field written another way than the usual tuple of ``bytes``, under rush and under uvicorn
+(httptools, and h11) and hypercorn. What all three references accept rush accepts, with the same
+answer; what all three refuse rush refuses (a 500, or a WebSocket closed with 1011). Shapes the
+references disagree on are compared with uvicorn (httptools) alone, where deliberate.toml lists
+each of rush's own choices; docs/architecture.md ("ASGI") has the whole table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from harness import Pair, Side, response_view, start_pair, websocket_url
+from support import ServerFactory, request
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync.client import connect
+
+from tests.differential.apps.message_shapes import HTTP, WS
+
+REFERENCES = {
+    "uvicorn-httptools": {"app": "message_shapes"},
+    "uvicorn-h11": {"app": "message_shapes:app_h11", "reference_args": ["--http", "h11"]},
+    "hypercorn": {"app": "message_shapes:app_hypercorn", "reference": "hypercorn"},
+}
+REFUSED_HTTP = [
+    "header-three-items",
+    "header-one-item",
+    "headers-none",
+    "header-value-crlf",
+    "header-name-space",
+    "status-missing",
+    "status-99",
+    "status-true",
+    "body-str",
+    "unknown-type",
+]
+DISPUTED_HTTP = [
+    "header-memoryview-name",
+    "header-str-name",
+    "header-empty-name",
+    "status-float",
+    "status-600",
+    "body-none",
+    "body-list",
+]
+ACCEPTED_HTTP = [name for name in HTTP if name not in [*REFUSED_HTTP, *DISPUTED_HTTP, "trailers-not-offered"]]
+REFUSED_WS = ["close-reason-bytes"]
+DISPUTED_WS = [
+    "accept-header-memoryview",
+    "close-code-none",
+    "close-code-str",
+    "close-reason-too-long",
+    "deny-without-headers",
+]
+ACCEPTED_WS = [name for name in WS if name not in [*REFUSED_WS, *DISPUTED_WS]]
+
+
+@pytest.fixture(scope="module", params=list(REFERENCES))
+def pair(request: pytest.FixtureRequest, module_servers: ServerFactory) -> Pair:
+    options = dict(REFERENCES[request.param])
+    return start_pair(module_servers, options.pop("app"), "asgi", **options)
+
+
+def http_outcome(side: Side, name: str) -> dict[str, Any]:
+    """The response, or ``refused``: an error status, or no whole response at all."""
+    with side.connect() as connection:
+        connection.send(request("GET", f"/{name}", [("Connection", "close")]))
+        try:
+            response = connection.read_response()
+        except (AssertionError, OSError, ValueError):
+            return {"refused": True}
+    if response.status >= 500:
+        return {"refused": True}
+    return response_view(response.status, response.headers, response.body)
+
+
+def websocket_outcome(side: Side, name: str) -> dict[str, Any]:
+    """What a client sees: the handshake's answer, then the first message or the close."""
+    try:
+        with connect(websocket_url(side, f"/{name}"), open_timeout=15, close_timeout=5) as client:
+            seen: dict[str, Any] = {"accepted": True, "x-a": client.response.headers.get("x-a")}
+            if name.startswith("accept-"):
+                return seen
+            try:
+                message = client.recv(timeout=15)
+            except ConnectionClosed as closed:
+                code = closed.rcvd.code if closed.rcvd else None
+                # No close frame, or 1011: the server refused what the app sent.
+                if code in (None, 1006, 1011):
+                    return {"refused": True}
+                return {**seen, "close": [code, closed.rcvd.reason]}
+            return {**seen, "message": repr(message)}
+    except InvalidStatus as denied:
+        response = denied.response
+        if response.status_code >= 500:
+            return {"refused": True}
+        return {"denied": response.status_code, "x-a": response.headers.get("x-a"), "body": bytes(response.body)}
+
+
+@pytest.mark.parametrize("name", ACCEPTED_HTTP)
+def test_http_shapes_every_reference_accepts(pair: Pair, name: str) -> None:
+    rush_view, _ = pair.check(name, lambda side: http_outcome(side, name))
+    assert "refused" not in rush_view, rush_view
+
+
+@pytest.mark.parametrize("name", REFUSED_HTTP)
+def test_http_shapes_every_reference_refuses(pair: Pair, name: str) -> None:
+    pair.check(name, lambda side: http_outcome(side, name))
+
+
+def test_trailers_true_where_trailers_are_not_offered(pair: Pair) -> None:
+    """Over HTTP/1.1 the scope offers no trailers: uvicorn ignores ``"trailers": True`` and ends the
+    response with the body. hypercorn waits for trailers that cannot be sent (it never ends the
+    response), so rush follows uvicorn."""
+    if pair.reference.name == "hypercorn":
+        pytest.skip("hypercorn leaves the response unfinished (docstring)")
+    rush_view, _ = pair.check("trailers-not-offered", lambda side: http_outcome(side, "trailers-not-offered"))
+    assert rush_view["body"] == "ok", rush_view
+
+
+@pytest.mark.parametrize("name", ACCEPTED_WS)
+def test_websocket_shapes_every_reference_accepts(pair: Pair, name: str) -> None:
+    rush_view, _ = pair.check(name, lambda side: websocket_outcome(side, name))
+    assert "refused" not in rush_view, rush_view
+
+
+@pytest.mark.parametrize("name", REFUSED_WS)
+def test_websocket_shapes_every_reference_refuses(pair: Pair, name: str) -> None:
+    pair.check(name, lambda side: websocket_outcome(side, name))
+
+
+@pytest.mark.parametrize("name", DISPUTED_HTTP)
+def test_http_shapes_the_references_disagree_on(pair: Pair, name: str) -> None:
+    if pair.reference.name != "uvicorn" or "h11" in pair.app:
+        pytest.skip("compared with uvicorn (httptools) alone (module docstring)")
+    pair.check(name, lambda side: http_outcome(side, name))
+
+
+@pytest.mark.parametrize("name", DISPUTED_WS)
+def test_websocket_shapes_the_references_disagree_on(pair: Pair, name: str) -> None:
+    if pair.reference.name != "uvicorn" or "h11" in pair.app:
+        pytest.skip("compared with uvicorn (httptools) alone (module docstring)")
+    pair.check(name, lambda side: websocket_outcome(side, name))
