@@ -77,6 +77,19 @@ def _option(default: Any, help: str, *, kind: str = "", metavar: str | None = No
 # Environment variables other servers read, honoured after RUSH_*: option -> variable.
 ENVIRONMENT_ALIASES = {"forwarded_allow_ips": "FORWARDED_ALLOW_IPS"}
 
+# uvicorn.run's keywords that rush names otherwise: an unknown-option error names rush's (the
+# meanings match; uvicorn keywords with no counterpart here, such as limit_concurrency, get none).
+UVICORN_KEYWORDS = {
+    "timeout_keep_alive": "keep_alive_timeout",
+    "timeout_graceful_shutdown": "graceful_timeout",
+    "limit_max_requests": "max_requests",
+    "limit_max_requests_jitter": "max_requests_jitter",
+    "reload_dirs": "reload_dir",
+    "reload_includes": "reload_include",
+    "reload_excludes": "reload_exclude",
+    "headers": "header",
+}
+
 
 @dataclass
 class Config:
@@ -285,7 +298,11 @@ class Config:
         known = {option.name: option for option in fields(cls)}
         unknown = set(explicit) - set(known)
         if unknown:
-            raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
+            named = [
+                f"{name} (uvicorn's name; rush's is {UVICORN_KEYWORDS[name]})" if name in UVICORN_KEYWORDS else name
+                for name in sorted(unknown)
+            ]
+            raise TypeError(f"unknown option(s): {', '.join(named)}")
         environment = _with_env_file(explicit, os.environ if environment is None else environment)
         values: dict[str, Any] = {}
         variables: dict[str, str] = {}  # option -> the environment variable that set it
