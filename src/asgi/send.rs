@@ -76,6 +76,10 @@ pub struct AsgiSend {
     /// them): its trailer fields follow
     /// the body (`http.response.trailers`), collected here until the last.
     pub trailers_announced: bool,
+    /// The app's start said `"trailers": True` where the scope did not
+    /// offer them: the response ends with its body, and the app's
+    /// `http.response.trailers` messages are taken and dropped.
+    trailers_dropped: bool,
     pub trailers: Vec<(Vec<u8>, Vec<u8>)>,
     /// The scope offered `http.response.early_hint` (not to HTTP/1.0).
     pub early_hints_offered: bool,
@@ -105,6 +109,7 @@ impl AsgiSend {
             trailers_offered: false,
             get_or_head: true,
             trailers_announced: false,
+            trailers_dropped: false,
             trailers: Vec::new(),
             early_hints_offered: false,
             early_hints: Vec::new(),
@@ -198,10 +203,12 @@ impl AsgiSend {
                 // Where the scope did not offer trailers the key means
                 // nothing (uvicorn ignores it): waiting for trailers that can
                 // never be sent would turn the response into a 500.
-                self.trailers_announced = match message.get(Field::Trailers) {
-                    Some(flag) => flag.is_truthy()? && self.trailers_offered,
+                let trailers = match message.get(Field::Trailers) {
+                    Some(flag) => flag.is_truthy()?,
                     None => false,
                 };
+                self.trailers_announced = trailers && self.trailers_offered;
+                self.trailers_dropped = trailers && !self.trailers_offered;
                 self.status = status;
                 self.headers = headers;
                 self.state = SendState::SendingBody;
@@ -260,6 +267,7 @@ impl AsgiSend {
                     self.state = SendState::Complete;
                 }
             }
+            ("http.response.trailers", SendState::Complete) if self.trailers_dropped => {}
             ("http.response.trailers", _) => {
                 return Err(PyRuntimeError::new_err(if self.trailers_announced {
                     "http.response.trailers sent before the end of the body or after the response was complete"

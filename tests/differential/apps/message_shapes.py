@@ -67,6 +67,11 @@ HTTP: dict[str, Callable[[], list[dict[str, Any]]]] = {
     "body-list": lambda: [start([TYPE]), body([111, 107])],
     # Not offered over HTTP/1.1: uvicorn ignores the key (hypercorn waits for trailers).
     "trailers-not-offered": lambda: [start([TYPE], trailers=True), body()],
+    "trailers-not-offered-then-sent": lambda: [
+        start([TYPE], trailers=True),
+        body(),
+        {"type": "http.response.trailers", "headers": [(b"x-checksum", b"1")]},
+    ],
 }
 
 ACCEPT = {"type": "websocket.accept"}
