@@ -7,8 +7,13 @@ each of rush's own choices; docs/architecture.md ("ASGI") has the whole table.""
 
 from __future__ import annotations
 
+import socket
+import time
 from typing import Any
 
+import h2.config
+import h2.connection
+import h2.events
 import pytest
 from harness import Pair, Side, response_view, start_pair, websocket_url
 from support import ServerFactory, request
@@ -44,7 +49,8 @@ DISPUTED_HTTP = [
     "body-list",
 ]
 TRAILERS = ["trailers-not-offered", "trailers-not-offered-then-sent"]
-ACCEPTED_HTTP = [name for name in HTTP if name not in [*REFUSED_HTTP, *DISPUTED_HTTP, *TRAILERS]]
+HTTP2_TRAILERS = ["trailers-as-lists", "trailers-bytes-like", "trailers-in-two-messages", "trailer-three-items"]
+ACCEPTED_HTTP = [name for name in HTTP if name not in [*REFUSED_HTTP, *DISPUTED_HTTP, *TRAILERS, *HTTP2_TRAILERS]]
 REFUSED_WS = ["close-reason-bytes"]
 DISPUTED_WS = [
     "accept-header-memoryview",
@@ -146,3 +152,50 @@ def test_websocket_shapes_the_references_disagree_on(pair: Pair, name: str) -> N
     if pair.reference.name != "uvicorn" or "h11" in pair.app:
         pytest.skip("compared with uvicorn (httptools) alone (module docstring)")
     pair.check(name, lambda side: websocket_outcome(side, name))
+
+
+def http2_outcome(side: Side, name: str) -> dict[str, Any]:
+    """A GET over h2c (prior knowledge) that says ``TE: trailers``: the status, body and trailers,
+    or how the stream ended otherwise (reset, or the connection closed)."""
+    connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding=None))
+    seen: dict[str, Any] = {"body": b""}
+    deadline = time.monotonic() + 15
+    with socket.create_connection(("127.0.0.1", side.server.port), timeout=15) as sock:
+        connection.initiate_connection()
+        headers = [(":method", "GET"), (":scheme", "http"), (":authority", "127.0.0.1"), (":path", f"/{name}")]
+        connection.send_headers(1, [*headers, ("te", "trailers")], end_stream=True)
+        sock.sendall(connection.data_to_send())
+        while "ended" not in seen:
+            assert time.monotonic() < deadline, f"no end of stream within 15 s under {side.name}: {seen}"
+            data = sock.recv(65536)
+            if not data:
+                seen["ended"] = "connection closed"
+                break
+            for event in connection.receive_data(data):
+                if isinstance(event, h2.events.ResponseReceived):
+                    seen["status"] = dict(event.headers)[b":status"].decode()
+                elif isinstance(event, h2.events.DataReceived):
+                    seen["body"] += event.data
+                    connection.acknowledge_received_data(event.flow_controlled_length, 1)
+                elif isinstance(event, h2.events.TrailersReceived):
+                    seen["trailers"] = {name.decode(): value.decode() for name, value in event.headers}
+                elif isinstance(event, h2.events.StreamEnded):
+                    seen["ended"] = "end of stream"
+                elif isinstance(event, h2.events.StreamReset):
+                    seen["ended"] = "reset"
+            sock.sendall(connection.data_to_send())
+    if seen.get("status", "500") >= "500" or seen["ended"] != "end of stream" or "trailers" not in seen:
+        # An error answer, or a stream that ended without the app's trailers.
+        return {"refused": True}
+    return {"status": seen["status"], "body": seen["body"].decode(), "trailers": seen["trailers"]}
+
+
+@pytest.mark.parametrize("name", HTTP2_TRAILERS)
+def test_trailers_over_http2(pair: Pair, name: str) -> None:
+    """Over HTTP/2 the scope offers trailers: hypercorn, the one reference that sends them, takes
+    their fields written as lists or bytes-like items, as rush does (a trailer of three items is
+    refused by both)."""
+    if pair.reference.name != "hypercorn":
+        pytest.skip("uvicorn speaks HTTP/1.1 only")
+    rush_view, _ = pair.check(f"{name}-h2", lambda side: http2_outcome(side, name))
+    assert ("refused" in rush_view) == (name == "trailer-three-items"), rush_view

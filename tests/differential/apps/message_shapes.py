@@ -65,6 +65,28 @@ HTTP: dict[str, Callable[[], list[dict[str, Any]]]] = {
     "status-600": lambda: [status(600), body()],
     "body-none": lambda: [start([TYPE]), body(None)],
     "body-list": lambda: [start([TYPE]), body([111, 107])],
+    # Over HTTP/2, where trailers are offered (hypercorn alone of the references sends them).
+    "trailers-as-lists": lambda: [
+        start([TYPE], trailers=True),
+        body(),
+        {"type": "http.response.trailers", "headers": [[b"x-checksum", b"1"], [b"x-more", b"2"]]},
+    ],
+    "trailers-bytes-like": lambda: [
+        start([TYPE], trailers=True),
+        body(memoryview(b"ok")),
+        {"type": "http.response.trailers", "headers": [(bytearray(b"x-checksum"), memoryview(b"1"))]},
+    ],
+    "trailers-in-two-messages": lambda: [
+        start([TYPE], trailers=True),
+        body(),
+        {"type": "http.response.trailers", "headers": [(b"x-checksum", b"1")], "more_trailers": True},
+        {"type": "http.response.trailers", "headers": [(b"x-more", b"2")]},
+    ],
+    "trailer-three-items": lambda: [
+        start([TYPE], trailers=True),
+        body(),
+        {"type": "http.response.trailers", "headers": [(b"x-checksum", b"1", b"2")]},
+    ],
     # Not offered over HTTP/1.1: uvicorn ignores the key (hypercorn waits for trailers).
     "trailers-not-offered": lambda: [start([TYPE], trailers=True), body()],
     "trailers-not-offered-then-sent": lambda: [
