@@ -580,9 +580,16 @@ pub(crate) fn with_bytes_like<R>(
         return Ok(take(&array.to_vec()));
     }
     if value.cast::<PyMemoryView>().is_ok() {
-        if let Ok(buffer) = PyBuffer::<u8>::get(value) {
-            return Ok(take(&buffer.to_vec(value.py())?));
-        }
+        // A view of wider items (`array("H")`) or of another shape is sent
+        // as its bytes, as hypercorn sends it (uvicorn frames such a body
+        // by its item count, which breaks the response).
+        return match PyBuffer::<u8>::get(value) {
+            Ok(buffer) => Ok(take(&buffer.to_vec(value.py())?)),
+            Err(_) => {
+                let bytes = value.call_method0(pyo3::intern!(value.py(), "tobytes"))?;
+                Ok(take(bytes.cast::<PyBytes>()?.as_bytes()))
+            }
+        };
     }
     Err(PyTypeError::new_err(format!(
         "{what} must be bytes, bytearray or memoryview, not {}",

@@ -50,7 +50,10 @@ DISPUTED_HTTP = [
 ]
 TRAILERS = ["trailers-not-offered", "trailers-not-offered-then-sent"]
 HTTP2_TRAILERS = ["trailers-as-lists", "trailers-bytes-like", "trailers-in-two-messages", "trailer-three-items"]
-ACCEPTED_HTTP = [name for name in HTTP if name not in [*REFUSED_HTTP, *DISPUTED_HTTP, *TRAILERS, *HTTP2_TRAILERS]]
+ODD_VIEWS = ["body-memoryview-strided", "body-memoryview-wide-items", "body-memoryview-2d"]
+ACCEPTED_HTTP = [
+    name for name in HTTP if name not in [*REFUSED_HTTP, *DISPUTED_HTTP, *TRAILERS, *HTTP2_TRAILERS, *ODD_VIEWS]
+]
 REFUSED_WS = ["close-reason-bytes"]
 DISPUTED_WS = [
     "accept-header-memoryview",
@@ -108,6 +111,17 @@ def websocket_outcome(side: Side, name: str) -> dict[str, Any]:
 def test_http_shapes_every_reference_accepts(pair: Pair, name: str) -> None:
     rush_view, _ = pair.check(name, lambda side: http_outcome(side, name))
     assert "refused" not in rush_view, rush_view
+
+
+@pytest.mark.parametrize("name", ODD_VIEWS)
+def test_memoryviews_that_are_not_flat_bytes(pair: Pair, name: str) -> None:
+    """A strided view, a view of two-byte items, a two-dimensional view: hypercorn sends their
+    bytes, as rush does; uvicorn writes a chunk size of the item count (or nothing), so it is not
+    the oracle here."""
+    if pair.reference.name != "hypercorn":
+        pytest.skip("uvicorn breaks the framing of these bodies (docstring)")
+    rush_view, _ = pair.check(name, lambda side: http_outcome(side, name))
+    assert rush_view.get("body") in ("ok", "okok"), rush_view
 
 
 @pytest.mark.parametrize("name", REFUSED_HTTP)

@@ -9,6 +9,7 @@ as two-item lists), as frameworks pass it on (a ``memoryview`` body), or wrong. 
 
 from __future__ import annotations
 
+import array
 from collections.abc import Callable
 from typing import Any
 
@@ -65,6 +66,11 @@ HTTP: dict[str, Callable[[], list[dict[str, Any]]]] = {
     "status-600": lambda: [status(600), body()],
     "body-none": lambda: [start([TYPE]), body(None)],
     "body-list": lambda: [start([TYPE]), body([111, 107])],
+    # Views that are not one flat run of bytes: hypercorn sends their bytes; uvicorn frames them
+    # by their item count (or fails), which breaks the response.
+    "body-memoryview-strided": lambda: [start([TYPE]), body(memoryview(b"xoxkx")[1::2])],
+    "body-memoryview-wide-items": lambda: [start([TYPE]), body(memoryview(array.array("B", b"ok")).cast("H"))],
+    "body-memoryview-2d": lambda: [start([TYPE]), body(memoryview(b"okok").cast("B", (2, 2)))],
     # Over HTTP/2, where trailers are offered (hypercorn alone of the references sends them).
     "trailers-as-lists": lambda: [
         start([TYPE], trailers=True),
