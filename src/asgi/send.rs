@@ -13,6 +13,7 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyMemoryView, PyString, PyTuple};
 use rush_proto::encode::is_final_status;
+use rush_proto::fields::trim_whitespace as trim;
 use rush_proto::response::{is_valid_header_name, is_valid_header_value};
 
 use pyo3::sync::PyOnceLock;
@@ -281,7 +282,9 @@ impl AsgiSend {
                 })?;
                 let mut values = Vec::new();
                 for link in links.try_iter()? {
-                    let link = with_bytes_like(&link?, "an early hint link", <[u8]>::to_vec)?;
+                    // Trimmed as header values are (`header_pair`).
+                    let link =
+                        with_bytes_like(&link?, "an early hint link", |link| trim(link).to_vec())?;
                     if !is_valid_header_value(&link) {
                         return Err(PyValueError::new_err(format!(
                             "invalid early hint link {:?}",
@@ -532,7 +535,10 @@ unsafe extern "C" fn send_entry(
 /// extraction cost twice as much); otherwise any iterable of exactly two
 /// bytes-like items,
 /// as uvicorn and hypercorn take it (the ASGI spec itself writes a header
-/// as a two-item list).
+/// as a two-item list). The value loses its leading and trailing spaces and
+/// tabs: HTTP/2 forbids them (RFC 9113 8.2.1, a client drops the whole
+/// response), HTTP/1.1 recipients strip them anyway (RFC 9112 5.1), and
+/// hypercorn's h2 strips them too.
 pub(crate) fn header_pair(field: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, Vec<u8>)> {
     let items = if let Ok(pair) = field.cast::<PyTuple>() {
         (pair.len() == 2).then(|| (pair.get_item(0), pair.get_item(1)))
@@ -543,7 +549,7 @@ pub(crate) fn header_pair(field: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, Vec<u8
     };
     if let Some((Ok(name), Ok(value))) = items {
         if let (Ok(name), Ok(value)) = (name.cast::<PyBytes>(), value.cast::<PyBytes>()) {
-            return Ok((name.as_bytes().to_vec(), value.as_bytes().to_vec()));
+            return Ok((name.as_bytes().to_vec(), trim(value.as_bytes()).to_vec()));
         }
     }
     let not_a_pair = || {
@@ -560,7 +566,7 @@ pub(crate) fn header_pair(field: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, Vec<u8
         return Err(not_a_pair());
     };
     let name = with_bytes_like(&name?, "a header name", <[u8]>::to_vec)?;
-    let value = with_bytes_like(&value?, "a header value", <[u8]>::to_vec)?;
+    let value = with_bytes_like(&value?, "a header value", |value| trim(value).to_vec())?;
     Ok((name, value))
 }
 

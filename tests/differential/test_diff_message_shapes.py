@@ -50,10 +50,10 @@ DISPUTED_HTTP = [
 ]
 TRAILERS = ["trailers-not-offered", "trailers-not-offered-then-sent"]
 HTTP2_TRAILERS = ["trailers-as-lists", "trailers-bytes-like", "trailers-in-two-messages", "trailer-three-items"]
+HTTP2_HINTS = ["hints-bytes-like", "hints-padded", "hints-str", "header-value-padded"]
 ODD_VIEWS = ["body-memoryview-strided", "body-memoryview-wide-items", "body-memoryview-2d"]
-ACCEPTED_HTTP = [
-    name for name in HTTP if name not in [*REFUSED_HTTP, *DISPUTED_HTTP, *TRAILERS, *HTTP2_TRAILERS, *ODD_VIEWS]
-]
+COMPARED_ELSEWHERE = {*REFUSED_HTTP, *DISPUTED_HTTP, *TRAILERS, *HTTP2_TRAILERS, *HTTP2_HINTS, *ODD_VIEWS}
+ACCEPTED_HTTP = [name for name in HTTP if name not in COMPARED_ELSEWHERE]
 REFUSED_WS = ["close-reason-bytes"]
 DISPUTED_WS = [
     "accept-header-memoryview",
@@ -186,8 +186,14 @@ def http2_outcome(side: Side, name: str) -> dict[str, Any]:
                 seen["ended"] = "connection closed"
                 break
             for event in connection.receive_data(data):
-                if isinstance(event, h2.events.ResponseReceived):
-                    seen["status"] = dict(event.headers)[b":status"].decode()
+                if isinstance(event, h2.events.InformationalResponseReceived):
+                    seen.setdefault("hints", []).append(
+                        [value.decode() for name, value in event.headers if name == b"link"]
+                    )
+                elif isinstance(event, h2.events.ResponseReceived):
+                    fields = dict(event.headers)
+                    seen["status"] = fields[b":status"].decode()
+                    seen["x-a"] = fields.get(b"x-a", b"<none>").decode()
                 elif isinstance(event, h2.events.DataReceived):
                     seen["body"] += event.data
                     connection.acknowledge_received_data(event.flow_controlled_length, 1)
@@ -198,10 +204,11 @@ def http2_outcome(side: Side, name: str) -> dict[str, Any]:
                 elif isinstance(event, h2.events.StreamReset):
                     seen["ended"] = "reset"
             sock.sendall(connection.data_to_send())
-    if seen.get("status", "500") >= "500" or seen["ended"] != "end of stream" or "trailers" not in seen:
-        # An error answer, or a stream that ended without the app's trailers.
+    if seen.get("status", "500") >= "500" or seen["ended"] != "end of stream":
+        # An error answer, or a stream that did not end normally.
         return {"refused": True}
-    return {"status": seen["status"], "body": seen["body"].decode(), "trailers": seen["trailers"]}
+    fields = ("status", "x-a", "hints", "trailers")
+    return {"body": seen["body"].decode(), **{field: seen.get(field, "<none>") for field in fields}}
 
 
 @pytest.mark.parametrize("name", HTTP2_TRAILERS)
@@ -212,4 +219,18 @@ def test_trailers_over_http2(pair: Pair, name: str) -> None:
     if pair.reference.name != "hypercorn":
         pytest.skip("uvicorn speaks HTTP/1.1 only")
     rush_view, _ = pair.check(f"{name}-h2", lambda side: http2_outcome(side, name))
-    assert ("refused" in rush_view) == (name == "trailer-three-items"), rush_view
+    if name == "trailer-three-items":
+        assert rush_view == {"refused": True} or rush_view["trailers"] == "<none>", rush_view
+    else:
+        assert rush_view["trailers"] != "<none>", rush_view
+
+
+@pytest.mark.parametrize("name", HTTP2_HINTS)
+def test_early_hints_over_http2(pair: Pair, name: str) -> None:
+    """hypercorn offers Early Hints over HTTP/2 only: its links as bytes-like values, as rush
+    takes them. A link or a header value with spaces around it loses them (RFC 9113 8.2.1 forbids
+    them in HTTP/2, and the client drops the response), as under hypercorn; a str link is refused
+    by both."""
+    if pair.reference.name != "hypercorn":
+        pytest.skip("uvicorn offers no Early Hints")
+    pair.check(f"{name}-h2", lambda side: http2_outcome(side, name))

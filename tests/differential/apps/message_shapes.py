@@ -24,6 +24,10 @@ def body(data: Any = b"ok", **extra: Any) -> dict[str, Any]:
     return {"type": "http.response.body", "body": data, **extra}
 
 
+def hint(*links: Any) -> dict[str, Any]:
+    return {"type": "http.response.early_hint", "links": list(links)}
+
+
 def status(value: Any) -> dict[str, Any]:
     return {"type": "http.response.start", "status": value, "headers": [TYPE]}
 
@@ -71,6 +75,15 @@ HTTP: dict[str, Callable[[], list[dict[str, Any]]]] = {
     "body-memoryview-strided": lambda: [start([TYPE]), body(memoryview(b"xoxkx")[1::2])],
     "body-memoryview-wide-items": lambda: [start([TYPE]), body(memoryview(array.array("B", b"ok")).cast("H"))],
     "body-memoryview-2d": lambda: [start([TYPE]), body(memoryview(b"okok").cast("B", (2, 2)))],
+    # Early hints over HTTP/2 (hypercorn offers them there only).
+    "hints-bytes-like": lambda: [
+        hint(bytearray(b"</a.css>; rel=preload; as=style"), memoryview(b"</b.js>; rel=preload; as=script")),
+        start([TYPE]),
+        body(),
+    ],
+    "hints-padded": lambda: [hint(b"  </a.css>; rel=preload  "), start([TYPE]), body()],
+    "header-value-padded": lambda: [start([TYPE, (b"x-a", b"  1  ")]), body()],
+    "hints-str": lambda: [hint("</a.css>; rel=preload"), start([TYPE]), body()],
     # Over HTTP/2, where trailers are offered (hypercorn alone of the references sends them).
     "trailers-as-lists": lambda: [
         start([TYPE], trailers=True),
