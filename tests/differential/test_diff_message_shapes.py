@@ -113,13 +113,12 @@ def test_http_shapes_every_reference_accepts(pair: Pair, name: str) -> None:
     assert "refused" not in rush_view, rush_view
 
 
+@pytest.mark.parametrize("pair", ["hypercorn"], indirect=True)
 @pytest.mark.parametrize("name", ODD_VIEWS)
 def test_memoryviews_that_are_not_flat_bytes(pair: Pair, name: str) -> None:
     """A strided view, a view of two-byte items, a two-dimensional view: hypercorn sends their
     bytes, as rush does; uvicorn writes a chunk size of the item count (or nothing), so it is not
     the oracle here."""
-    if pair.reference.name != "hypercorn":
-        pytest.skip("uvicorn breaks the framing of these bodies (docstring)")
     rush_view, _ = pair.check(name, lambda side: http_outcome(side, name))
     assert rush_view.get("body") in ("ok", "okok"), rush_view
 
@@ -129,6 +128,7 @@ def test_http_shapes_every_reference_refuses(pair: Pair, name: str) -> None:
     pair.check(name, lambda side: http_outcome(side, name))
 
 
+@pytest.mark.parametrize("pair", ["uvicorn-httptools", "uvicorn-h11"], indirect=True)
 @pytest.mark.parametrize("name", TRAILERS)
 def test_trailers_true_where_trailers_are_not_offered(pair: Pair, name: str) -> None:
     """Over HTTP/1.1 the scope offers no trailers: uvicorn ignores ``"trailers": True`` and ends the
@@ -136,8 +136,6 @@ def test_trailers_true_where_trailers_are_not_offered(pair: Pair, name: str) -> 
     response), so rush follows uvicorn. An ``http.response.trailers`` the app sends anyway raises
     under uvicorn after the response is complete; rush drops it without failing the app (it did so
     before the flag was ignored), which the client cannot tell apart."""
-    if pair.reference.name == "hypercorn":
-        pytest.skip("hypercorn leaves the response unfinished (docstring)")
     rush_view, _ = pair.check(name, lambda side: http_outcome(side, name))
     assert rush_view["body"] == "ok", rush_view
     assert any("return" in event for event in pair.rush.wait_finished(f"/{name}")), pair.rush.events(f"/{name}")
@@ -154,17 +152,17 @@ def test_websocket_shapes_every_reference_refuses(pair: Pair, name: str) -> None
     pair.check(name, lambda side: websocket_outcome(side, name))
 
 
+@pytest.mark.parametrize("pair", ["uvicorn-httptools"], indirect=True)
 @pytest.mark.parametrize("name", DISPUTED_HTTP)
 def test_http_shapes_the_references_disagree_on(pair: Pair, name: str) -> None:
-    if pair.reference.name != "uvicorn" or "h11" in pair.app:
-        pytest.skip("compared with uvicorn (httptools) alone (module docstring)")
+    """Compared with uvicorn (httptools), uvicorn's default; deliberate.toml lists rush's choices."""
     pair.check(name, lambda side: http_outcome(side, name))
 
 
+@pytest.mark.parametrize("pair", ["uvicorn-httptools"], indirect=True)
 @pytest.mark.parametrize("name", DISPUTED_WS)
 def test_websocket_shapes_the_references_disagree_on(pair: Pair, name: str) -> None:
-    if pair.reference.name != "uvicorn" or "h11" in pair.app:
-        pytest.skip("compared with uvicorn (httptools) alone (module docstring)")
+    """As above, for WebSocket messages."""
     pair.check(name, lambda side: websocket_outcome(side, name))
 
 
@@ -211,13 +209,12 @@ def http2_outcome(side: Side, name: str) -> dict[str, Any]:
     return {"body": seen["body"].decode(), **{field: seen.get(field, "<none>") for field in fields}}
 
 
+@pytest.mark.parametrize("pair", ["hypercorn"], indirect=True)
 @pytest.mark.parametrize("name", HTTP2_TRAILERS)
 def test_trailers_over_http2(pair: Pair, name: str) -> None:
     """Over HTTP/2 the scope offers trailers: hypercorn, the one reference that sends them, takes
     their fields written as lists or bytes-like items, as rush does (a trailer of three items is
     refused by both)."""
-    if pair.reference.name != "hypercorn":
-        pytest.skip("uvicorn speaks HTTP/1.1 only")
     rush_view, _ = pair.check(f"{name}-h2", lambda side: http2_outcome(side, name))
     if name == "trailer-three-items":
         assert rush_view == {"refused": True} or rush_view["trailers"] == "<none>", rush_view
@@ -225,12 +222,11 @@ def test_trailers_over_http2(pair: Pair, name: str) -> None:
         assert rush_view["trailers"] != "<none>", rush_view
 
 
+@pytest.mark.parametrize("pair", ["hypercorn"], indirect=True)
 @pytest.mark.parametrize("name", HTTP2_HINTS)
 def test_early_hints_over_http2(pair: Pair, name: str) -> None:
     """hypercorn offers Early Hints over HTTP/2 only: its links as bytes-like values, as rush
     takes them. A link or a header value with spaces around it loses them (RFC 9113 8.2.1 forbids
     them in HTTP/2, and the client drops the response), as under hypercorn; a str link is refused
     by both."""
-    if pair.reference.name != "hypercorn":
-        pytest.skip("uvicorn offers no Early Hints")
     pair.check(f"{name}-h2", lambda side: http2_outcome(side, name))
