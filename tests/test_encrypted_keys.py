@@ -10,6 +10,7 @@ The password variable is gone from the app's environment.
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support import GUARD_TIMEOUT, REPO, RUSH, RushServer, ServerFactory, clean_environment, free_port
+from support import GUARD_TIMEOUT, REPO, RUSH, RushServer, ServerFactory, clean_environment, free_port, wait_for
 
 OPENSSL = shutil.which("openssl")
 PASSWORD = "correct horse"
@@ -186,3 +187,10 @@ def test_the_password_variable_is_gone_from_the_apps_environment(rush_server: Se
     environment = https_get(server, cert, "/").json()
     assert environment.get("RUSHTEST_BESIDE") == "kept"
     assert environment.get("RUSH_SSL_KEYFILE_PASSWORD") is None
+    # A reload (SIGHUP) forks new workers, which decrypt the key again without the variable.
+    old = server.single_worker()
+    server.send_signal(signal.SIGHUP)
+    server.wait_for_log("reload finished")
+    wait_for(lambda: server.worker_pids() - {old}, "a new worker after SIGHUP")
+    environment = https_get(server, cert, "/").json()
+    assert (environment.get("RUSHTEST_BESIDE"), environment.get("RUSH_SSL_KEYFILE_PASSWORD")) == ("kept", None)
