@@ -317,7 +317,17 @@ fn render_file<W: ResponseWriter>(
         extra_lines.extend_from_slice(b"\r\n");
     }
     let fields = crate::request::header_fields(context.request_head);
-    let conditional = ConditionalHeaders::from_fields(fields);
+    // The head's first token, past any empty lines the parser allowed.
+    let head = context.request_head;
+    let start = head
+        .iter()
+        .position(|&byte| !matches!(byte, b'\r' | b'\n'))
+        .unwrap_or(head.len());
+    let method = head[start..]
+        .split(|&byte| byte == b' ')
+        .next()
+        .unwrap_or_default();
+    let conditional = ConditionalHeaders::from_fields(fields).for_method(method);
     let outcome = serve_file(
         &file,
         None,

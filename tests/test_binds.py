@@ -1,7 +1,8 @@
 """Several ``--bind`` addresses at once, as gunicorn takes them: TCP
 (IPv4 and ``[IPv6]:PORT``), ``unix:PATH`` and ``fd://N`` together, every
 worker accepting on every one of them; ``--bind`` with ``--host``/``--port``
-refused with one line; ``rush proxy`` on two binds.
+refused with one line; ``rush proxy`` on two binds; an address already in
+use named in the error, as uvicorn and gunicorn name it.
 """
 
 from __future__ import annotations
@@ -108,6 +109,38 @@ def test_bind_with_host_or_port_is_one_clear_error(flags: list[str], env: dict[s
         f"(got ['127.0.0.1:{port}'])"
     ]
     assert not listening(port) and not listening(other)
+
+
+def test_an_address_in_use_is_named(tmp_path: Path) -> None:
+    """With several binds, "Address already in use" alone does not say which one: uvicorn and
+    gunicorn name the address, and so does rush."""
+    free = free_port()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        commands = {
+            "rush": [str(RUSH), "tests.apps.basic:app", "-b", f"127.0.0.1:{free}", "-b", f"127.0.0.1:{port}"],
+            "uvicorn": [str(REPO / ".venv" / "bin" / "uvicorn"), "tests.apps.asgi_apps:app", "--port", str(port)],
+        }
+        results = {
+            name: subprocess.run(
+                command,
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=GUARD_TIMEOUT,
+                env=clean_environment(),
+                stdin=subprocess.DEVNULL,
+            )
+            for name, command in commands.items()
+        }
+    assert f"127.0.0.1', {port}" in results["uvicorn"].stderr, results["uvicorn"]
+    assert results["rush"].returncode == 1
+    assert results["rush"].stderr.splitlines() == [
+        f"rush: cannot listen: [Errno 98] Address already in use (127.0.0.1:{port})"
+    ]
+    assert not listening(free)
 
 
 def test_rush_bind_env_takes_several_addresses(rush_server: ServerFactory) -> None:

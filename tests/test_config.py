@@ -202,6 +202,17 @@ def test_rush_run_raises_value_error_naming_the_flag(
     assert str(refused.value).startswith(message)
 
 
+def test_rush_run_names_its_own_option_for_a_uvicorn_keyword(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``rush.run(app, timeout_keep_alive=5)``, as ``uvicorn.run`` takes it: the error says what
+    rush calls it."""
+    monkeypatch.setattr(rush.main, "open_listeners", lambda config: pytest.fail("rush.run would have bound"))
+    with pytest.raises(TypeError) as refused:
+        rush.run(APP, timeout_keep_alive=5, loop="uvloop")
+    assert str(refused.value) == (
+        "unknown option(s): loop, timeout_keep_alive (uvicorn's name; rush's is keep_alive_timeout)"
+    )
+
+
 # ---------------------------------------------------------------------------
 # The real command
 

@@ -4,6 +4,11 @@ it the path and rush sends the file natively) against the same app under
 uvicorn (which does not, so Starlette streams the file): what the client
 sees must be the same.
 
+A relative path (``FileResponse("static/a.pdf")``) is resolved against the
+worker's working directory, as a read under uvicorn resolves it; a file that
+cannot be opened is a 500 before any byte of the head, over HTTP/1.1 and
+HTTP/2.
+
 One deliberate difference: rush answers a conditional GET whose validator
 matches the ``ETag`` or ``Last-Modified`` Starlette sent with a 304, as
 ``--static`` does (RFC 9110 13.2); Starlette's ``FileResponse`` itself does
@@ -47,9 +52,11 @@ class Peers:
         self.markers = markers
 
     def fetch(
-        self, server: RushServer, method: str, path: str, headers: dict[str, str] | None = None
+        self, server: RushServer, method: str, path: str, headers: dict[str, str] | None = None, http2: bool = False
     ) -> httpx.Response:
-        with httpx.Client(base_url=server.url, timeout=GUARD_TIMEOUT) as client:
+        # HTTP/2 over cleartext with prior knowledge (rush only: uvicorn speaks HTTP/1.1).
+        options = {"http1": False, "http2": True} if http2 else {}
+        with httpx.Client(base_url=server.url, timeout=GUARD_TIMEOUT, **options) as client:  # type: ignore[arg-type]
             return client.request(method, path, headers=headers)
 
     def both(self, method: str, path: str, headers: dict[str, str] | None = None) -> tuple[httpx.Response, ...]:
@@ -160,3 +167,48 @@ def test_a_missing_file_is_a_500_for_that_request_only(peers: Peers) -> None:
         answer = connection.read_response()
     assert (answer.status, answer.body) == (200, (peers.files / "small.bin").read_bytes())
     peers.rush.wait_for_log(r"http\.response\.pathsend: cannot send .*no-such-file\.bin")
+
+
+@pytest.mark.parametrize("name", list(SIZES))
+def test_a_relative_path_is_read_from_the_working_directory(peers: Peers, name: str) -> None:
+    """Before, rush refused the relative path in send() after the head had gone out: the client
+    got a 200 with a Content-Length and then a closed connection."""
+    rush, sent = peers.sent_by_rush("GET", f"/relative/{name}")
+    assert sent == "http.response.start,http.response.pathsend"
+    assert rush.content == (peers.files / name).read_bytes()
+    assert_same_answer(rush, peers.fetch(peers.uvicorn, "GET", f"/relative/{name}"))
+    over_http2 = peers.fetch(peers.rush, "GET", f"/relative/{name}", http2=True)
+    assert over_http2.http_version == "HTTP/2"
+    assert_same_answer(over_http2, rush)
+
+
+@pytest.mark.parametrize("http2", [False, True], ids=["http1", "http2"])
+def test_a_relative_file_that_cannot_be_opened_is_a_500_before_the_head(peers: Peers, http2: bool) -> None:
+    answer = peers.fetch(peers.rush, "GET", "/relative-vanished", http2=http2)
+    assert (answer.status_code, answer.headers.get("content-length")) == (500, str(len(answer.content)))
+    # The worker goes on.
+    assert peers.fetch(peers.rush, "GET", "/relative/small.bin", http2=http2).status_code == 200
+
+
+@pytest.mark.parametrize("http2", [False, True], ids=["http1", "http2"])
+def test_a_conditional_post_gets_the_file_as_under_uvicorn(peers: Peers, http2: bool) -> None:
+    """RFC 9110 13.1.2: a 304 answers a GET or HEAD only; Starlette does not evaluate If-None-Match
+    for a POST, so uvicorn sends the whole file, and so does rush."""
+    whole = peers.fetch(peers.rush, "GET", "/files/small.bin")
+    for condition in (
+        {"If-None-Match": whole.headers["etag"]},
+        {"If-Modified-Since": whole.headers["last-modified"]},
+    ):
+        for path in ("/files/small.bin", "/relative/small.bin"):
+            rush = peers.fetch(peers.rush, "POST", path, condition, http2=http2)
+            assert rush.status_code == 200, (path, condition)
+            assert_same_answer(rush, peers.fetch(peers.uvicorn, "POST", path, condition))
+
+
+def test_a_raw_pathsend_answers_ranges_and_conditions_for_get_and_head_only(peers: Peers) -> None:
+    data = (peers.files / "large.bin").read_bytes()
+    for headers in ({"If-None-Match": '"raw-tag"'}, {"Range": "bytes=10-19"}):
+        answer, sent = peers.sent_by_rush("POST", "/raw/large.bin", headers)
+        assert sent == "http.response.start,http.response.pathsend"
+        assert (answer.status_code, answer.content) == (200, data), headers
+    assert peers.fetch(peers.rush, "HEAD", "/raw/large.bin", {"If-None-Match": '"raw-tag"'}).status_code == 304

@@ -30,6 +30,7 @@ import urllib.parse
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from support import (
     GUARD_TIMEOUT,
@@ -751,6 +752,27 @@ def test_response_file_conditional_and_ranges(server: RushServer, site: Path) ->
     if_range = download(server, site / "big.bin", [("Range", "bytes=0-9"), ("If-Range", '"stale"')])
     assert if_range.status == 200
     assert if_range.body == BIG
+
+
+def test_response_file_answers_conditions_and_ranges_to_get_and_head_only(server: RushServer, site: Path) -> None:
+    """RFC 9110 13.1.2: a 304 answers a GET or HEAD only; 14.2: a range is defined for GET alone.
+    A POST handler that returns a file sends it whole (as Starlette's FileResponse does under
+    uvicorn, tests/test_pathsend.py)."""
+    etag = etag_of(site / "big.bin")
+    for headers in (
+        [("If-None-Match", etag)],
+        [("If-Modified-Since", http_date(site / "big.bin"))],
+        [("Range", "bytes=1000-1999")],
+    ):
+        answer = download(server, site / "big.bin", headers, method="POST")
+        assert (answer.status, answer.body) == (200, BIG), headers
+    assert download(server, site / "big.bin", [("If-None-Match", etag)], method="HEAD").status == 304
+    # Over HTTP/2 (cleartext, prior knowledge) as well.
+    target = "/download?" + urllib.parse.urlencode({"path": str(site / "big.bin")})
+    with httpx.Client(base_url=server.url, http1=False, http2=True, timeout=GUARD_TIMEOUT) as client:
+        answer = client.post(target, headers={"If-None-Match": etag})
+        assert (answer.http_version, answer.status_code, answer.content) == ("HTTP/2", 200, BIG)
+        assert client.get(target, headers={"If-None-Match": etag}).status_code == 304
 
 
 def test_response_file_missing_is_a_500_without_the_path(server: RushServer) -> None:

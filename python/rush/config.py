@@ -77,6 +77,19 @@ def _option(default: Any, help: str, *, kind: str = "", metavar: str | None = No
 # Environment variables other servers read, honoured after RUSH_*: option -> variable.
 ENVIRONMENT_ALIASES = {"forwarded_allow_ips": "FORWARDED_ALLOW_IPS"}
 
+# uvicorn.run's keywords that rush names otherwise: an unknown-option error names rush's (the
+# meanings match; uvicorn keywords with no counterpart here, such as limit_concurrency, get none).
+UVICORN_KEYWORDS = {
+    "timeout_keep_alive": "keep_alive_timeout",
+    "timeout_graceful_shutdown": "graceful_timeout",
+    "limit_max_requests": "max_requests",
+    "limit_max_requests_jitter": "max_requests_jitter",
+    "reload_dirs": "reload_dir",
+    "reload_includes": "reload_include",
+    "reload_excludes": "reload_exclude",
+    "headers": "header",
+}
+
 
 @dataclass
 class Config:
@@ -173,15 +186,22 @@ class Config:
     )
     ssl_keyfile: list[str] = _option(
         None,
-        "the private key of the --ssl-certfile in the same position (PEM: PKCS#8, PKCS#1 or SEC1)",
+        "the private key of the --ssl-certfile in the same position (PEM: PKCS#8, PKCS#1 or SEC1); "
+        "without it, each --ssl-certfile holds its own key",
         kind="mounts",
         metavar="PATH",
     )
     ssl_keyfile_password: str | None = _option(
         None,
         "the password of encrypted --ssl-keyfile keys (PKCS#8 or legacy PEM; needs the cryptography package); "
-        "prefer the environment variable, which other users cannot read in the process list",
+        "prefer --ssl-keyfile-password-file or the environment variable, which other users cannot read in the "
+        "process list; rush removes the variable from its environment once the keys are loaded",
         metavar="PASSWORD",
+    )
+    ssl_keyfile_password_file: str | None = _option(
+        None,
+        "read the --ssl-keyfile-password from this file's first line (nginx's ssl_password_file)",
+        metavar="PATH",
     )
     ssl_ca_certs: str | None = _option(None, "CA certificates that client certificates must chain to", metavar="PATH")
     ssl_cert_reqs: str = _option("none", "client certificates: none, optional or required (needs --ssl-ca-certs)")
@@ -281,7 +301,11 @@ class Config:
         known = {option.name: option for option in fields(cls)}
         unknown = set(explicit) - set(known)
         if unknown:
-            raise TypeError(f"unknown option(s): {', '.join(sorted(unknown))}")
+            named = [
+                f"{name} (uvicorn's name; rush's is {UVICORN_KEYWORDS[name]})" if name in UVICORN_KEYWORDS else name
+                for name in sorted(unknown)
+            ]
+            raise TypeError(f"unknown option(s): {', '.join(named)}")
         environment = _with_env_file(explicit, os.environ if environment is None else environment)
         values: dict[str, Any] = {}
         variables: dict[str, str] = {}  # option -> the environment variable that set it
@@ -551,12 +575,23 @@ class Config:
         for name in ("ssl_certfile", "ssl_keyfile"):
             if isinstance(getattr(self, name), str):
                 setattr(self, name, [getattr(self, name)])
+        if self.ssl_certfile and not self.ssl_keyfile:
+            # Each certificate file holds its key too, as uvicorn's
+            # load_cert_chain(certfile) reads it (the native loader takes the
+            # certificates and the key of one PEM file apart).
+            self.ssl_keyfile = list(self.ssl_certfile)
         if len(self.ssl_certfile or []) != len(self.ssl_keyfile or []):
             raise OptionError(
-                "ssl_keyfile", "must be given once per --ssl-certfile, in the same order", self.ssl_keyfile
+                "ssl_keyfile",
+                "must be given once per --ssl-certfile, in the same order (or not at all, when each certificate "
+                "file holds its key)",
+                self.ssl_keyfile,
             )
         if self.ssl_keyfile_password is not None and not isinstance(self.ssl_keyfile_password, str):
             raise OptionError("ssl_keyfile_password", "must be a string", "***")
+        if self.ssl_keyfile_password_file is not None and self.ssl_keyfile_password is not None:
+            path = self.ssl_keyfile_password_file
+            raise OptionError("ssl_keyfile_password_file", "cannot be given with --ssl-keyfile-password", path)
         binds = [self.bind] if isinstance(self.bind, str) else self.bind or []
         unix_binds = [text for text in binds if str(text).strip().startswith("unix:")]
         if self.ssl_certfile and (self.uds or unix_binds):
@@ -570,9 +605,15 @@ class Config:
         from rush import tls
         from rush._rush import TlsSettings
 
+        if self.ssl_keyfile_password_file is not None:
+            # Read once (by the supervisor, before it forks), then held as
+            # --ssl-keyfile-password is: the file may be gone by the time a
+            # worker is replaced.
+            self.ssl_keyfile_password = tls.read_password_file(self.ssl_keyfile_password_file)
+            self.ssl_keyfile_password_file = None
         try:
             keys = [tls.key_source(path, self.ssl_keyfile_password) for path in self.ssl_keyfile]
-            return TlsSettings(
+            settings = TlsSettings(
                 list(self.ssl_certfile),
                 keys,
                 ca_certs=self.ssl_ca_certs,
@@ -582,6 +623,10 @@ class Config:
             )
         except ValueError as error:
             raise TlsError(f"cannot serve HTTPS: {error}") from None
+        # The keys are loaded (by the supervisor before it forks, then by each
+        # worker): the password has no business in the app's environment.
+        tls.forget_password_variable()
+        return settings
 
     def cached_paths(self) -> list[tuple[str, Any]]:
         """The ``--cache`` paths and their `rush.Cache` policies."""

@@ -141,12 +141,26 @@ def open_listeners(config: Config) -> list[Listener]:
     opened: list[Listener] = []
     try:
         for endpoint in found:
-            opened.append(_open(config, endpoint))
+            try:
+                opened.append(_open(config, endpoint))
+            except OSError as error:
+                # "Address already in use" alone does not say which of several binds failed.
+                raise OSError(error.errno, f"{error.strerror or error} ({_where(endpoint)})") from None
     except BaseException:
         for listener in opened:
             listener.sock.close()
         raise
     return opened
+
+
+def _where(endpoint: Endpoint) -> str:
+    """The endpoint as a bind names it: ``HOST:PORT``, ``[V6]:PORT``, ``unix:PATH`` or ``fd N``."""
+    if endpoint.kind == "unix":
+        return f"unix:{endpoint.path}"
+    if endpoint.kind == "fd":
+        return f"fd {endpoint.fd}"
+    host = f"[{endpoint.host}]" if ":" in str(endpoint.host) else endpoint.host
+    return f"{host}:{endpoint.port}"
 
 
 def _open(config: Config, endpoint: Endpoint) -> Listener:

@@ -6,21 +6,32 @@ next connection reaches. The supervisor makes them (:func:`share_ticket_keys`)
 and rotates them from its loop (:func:`rotate_when_due`); a forked worker
 finds them in :data:`ticket_keys` and hands them to its `TlsSettings`.
 
-Encrypted private keys (``--ssl-keyfile-password``, :func:`key_source`):
+Encrypted private keys (``--ssl-keyfile-password``, or the first line of
+``--ssl-keyfile-password-file``; :func:`key_source`):
 decrypted here with the ``cryptography`` package, which reads both
 encrypted PKCS#8 (``BEGIN ENCRYPTED PRIVATE KEY``) and OpenSSL's legacy PEM
 encryption (``Proc-Type: 4,ENCRYPTED``) in one call, and handed to the
 native side as unencrypted PKCS#8 DER; plain keys are read there from their
 file. Every process that builds `TlsSettings` (the supervisor, to check
-before binding, then each worker) decrypts for itself.
+before binding, then each worker) decrypts for itself. Once it has,
+:func:`forget_password_variable` takes ``RUSH_SSL_KEYFILE_PASSWORD`` out of
+its environment, so the app and the processes it starts cannot read it.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import time
 
 from rush._rush import TicketKeys
 from rush.values import TlsError
+
+#: The environment variable that may hold the keys' password (config.py's RUSH_ prefix).
+PASSWORD_VARIABLE = "RUSH_SSL_KEYFILE_PASSWORD"
+
+# A key's PEM block, in a file that may hold certificates too (a combined --ssl-certfile).
+_KEY_BLOCK = re.compile(rb"-----BEGIN ((?:ENCRYPTED |RSA |EC )?PRIVATE KEY)-----.*?-----END \1-----", re.DOTALL)
 
 # What marks a PEM key as encrypted: PKCS#8's own label, or OpenSSL's legacy header.
 _ENCRYPTED_MARKERS = (b"-----BEGIN ENCRYPTED PRIVATE KEY-----", b"Proc-Type: 4,ENCRYPTED")
@@ -72,11 +83,30 @@ def key_source(path: str, password: str | None) -> str | tuple[str, bytes]:
         raise TlsError(
             "--ssl-keyfile-password needs the cryptography package: pip install 'rush-server[encrypted-keys]'"
         ) from None
+    block = _KEY_BLOCK.search(data)
     try:
-        key = serialization.load_pem_private_key(data, password.encode())
+        key = serialization.load_pem_private_key(block.group(0) if block else data, password.encode())
     except ValueError:
         raise TlsError(f"cannot decrypt the private key in {path}: wrong --ssl-keyfile-password?") from None
     except UnsupportedAlgorithm as error:
         raise TlsError(f"cannot decrypt the private key in {path}: {error}") from None
     der = key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     return path, der
+
+
+def read_password_file(path: str) -> str:
+    """The password in ``path``'s first line (without its line end), as
+    nginx's ``ssl_password_file`` reads one; raises `TlsError` if the file
+    cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.readline().rstrip("\r\n")
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) else "not UTF-8 text"
+        raise TlsError(f"cannot read --ssl-keyfile-password-file {path}: {reason}") from None
+
+
+def forget_password_variable() -> None:
+    """Takes the password variable out of this process's environment (the
+    keys are loaded; a forked worker then inherits it gone)."""
+    os.environ.pop(PASSWORD_VARIABLE, None)

@@ -88,7 +88,9 @@ impl Core {
                     .static_files
                     .find_mount(raw_path)
                     .expect("mount found by the guard");
-                let conditional = ConditionalHeaders::from_fields(header_fields(head_bytes));
+                // Only GET and HEAD reach a file here (the mount answers 405).
+                let conditional = ConditionalHeaders::from_fields(header_fields(head_bytes))
+                    .for_method(head.method_span.of(head_bytes));
                 let mark = connection.response_mark();
                 let outcome = self.static_files.respond(
                     mount,

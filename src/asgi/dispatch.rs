@@ -6,7 +6,7 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use rush_proto::encode::{connection_has_close, is_framing_header, status_has_no_body};
-use rush_proto::{RequestHead, Version};
+use rush_proto::{Method, RequestHead, Version};
 
 use super::objects::{address_object, build_scope, AsgiReceive};
 use super::send::{send_callable, AsgiSend, SendState};
@@ -173,6 +173,8 @@ impl Core {
                 let mut send = AsgiSend::new(request_headers);
                 send.early_hints_offered = early_hints;
                 send.high_water = producer_high_water;
+                send.trailers_offered = head.version == Version::Http2;
+                send.get_or_head = matches!(head.method, Method::Get | Method::Head);
                 let send = Py::new(py, send)?;
                 receive.bind(py).borrow_mut().send = Some(send.clone_ref(py));
                 let send_function = send_callable(send.bind(py))?;
@@ -319,7 +321,10 @@ impl Core {
                 Ok(contents) => send.pending_body = contents,
                 Err(error) => {
                     drop(send);
-                    let message = format!("http.response.pathsend: cannot read {path}: {error}");
+                    let message = format!(
+                        "http.response.pathsend: cannot read {}: {error}",
+                        path.display()
+                    );
                     self.log_error(py, &message, None);
                     exchange.receive.bind(py).borrow_mut().finish(py);
                     return Some(Outcome::Close);
@@ -512,7 +517,7 @@ impl Core {
         // The body is a file: the writer does not record it, and the
         // response is not cached.
         let loaded = load_app_file(
-            std::path::Path::new(&path),
+            &path,
             send.app_header(b"content-type"),
             send.app_header(b"etag"),
             send.app_header(b"last-modified"),
@@ -522,7 +527,8 @@ impl Core {
             Err(error) => {
                 drop(send);
                 let error = pyo3::exceptions::PyRuntimeError::new_err(format!(
-                    "http.response.pathsend: cannot send {path}: {error}"
+                    "http.response.pathsend: cannot send {}: {error}",
+                    path.display()
                 ));
                 return self.asgi_error_page(py, connection, exchange, write, line, error);
             }

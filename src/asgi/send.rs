@@ -6,10 +6,14 @@
 //! past the connection's high-water mark, `send()` returns a future the
 //! loop resolves when the output drains (backpressure).
 
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use std::path::PathBuf;
+
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyMemoryView, PyString, PyTuple};
 use rush_proto::encode::is_final_status;
+use rush_proto::fields::trim_whitespace as trim;
 use rush_proto::response::{is_valid_header_name, is_valid_header_value};
 
 use pyo3::sync::PyOnceLock;
@@ -63,14 +67,26 @@ pub struct AsgiSend {
     /// The future a waiting `send()` returned: resolved when the output
     /// drains, or failed when the client is gone.
     drain_waiter: Option<Py<PyAny>>,
-    /// The file the app asked to send as the body (`http.response.pathsend`).
-    pub pathsend: Option<String>,
+    /// The file the app asked to send as the body (`http.response.pathsend`),
+    /// made absolute against the worker's working directory.
+    pub pathsend: Option<PathBuf>,
     /// The scope's `headers` list: a file sent for `pathsend` honours the
     /// request's conditional and range fields.
     pub request_headers: Option<Py<PyAny>>,
-    /// The app's start said `"trailers": True`: its trailer fields follow
+    /// The scope offered `http.response.trailers` (HTTP/2): elsewhere a
+    /// start's `"trailers": True` is ignored, as uvicorn ignores it.
+    pub trailers_offered: bool,
+    /// The request is a GET or HEAD: only those get a conditional (304) or
+    /// range answer from a `pathsend` file (RFC 9110 13.1.2, 14.2).
+    pub get_or_head: bool,
+    /// The app's start said `"trailers": True` (and the scope offered
+    /// them): its trailer fields follow
     /// the body (`http.response.trailers`), collected here until the last.
     pub trailers_announced: bool,
+    /// The app's start said `"trailers": True` where the scope did not
+    /// offer them: the response ends with its body, and the app's
+    /// `http.response.trailers` messages are taken and dropped.
+    trailers_dropped: bool,
     pub trailers: Vec<(Vec<u8>, Vec<u8>)>,
     /// The scope offered `http.response.early_hint` (not to HTTP/1.0).
     pub early_hints_offered: bool,
@@ -98,7 +114,10 @@ impl AsgiSend {
             drain_waiter: None,
             pathsend: None,
             request_headers,
+            trailers_offered: false,
+            get_or_head: true,
             trailers_announced: false,
+            trailers_dropped: false,
             trailers: Vec::new(),
             early_hints_offered: false,
             early_hints: Vec::new(),
@@ -114,7 +133,7 @@ impl AsgiSend {
             b"range",
             b"if-range",
         ];
-        let Some(headers) = &self.request_headers else {
+        let Some(headers) = self.request_headers.as_ref().filter(|_| self.get_or_head) else {
             return Vec::new();
         };
         let Ok(fields) = headers.bind(py).try_iter() else {
@@ -189,10 +208,15 @@ impl AsgiSend {
                         None => fields.try_iter()?.try_for_each(|field| take(field?))?,
                     }
                 }
-                self.trailers_announced = match message.get(Field::Trailers) {
+                // Where the scope did not offer trailers the key means
+                // nothing (uvicorn ignores it): waiting for trailers that can
+                // never be sent would turn the response into a 500.
+                let trailers = match message.get(Field::Trailers) {
                     Some(flag) => flag.is_truthy()?,
                     None => false,
                 };
+                self.trailers_announced = trailers && self.trailers_offered;
+                self.trailers_dropped = trailers && !self.trailers_offered;
                 self.status = status;
                 self.headers = headers;
                 self.state = SendState::SendingBody;
@@ -203,9 +227,11 @@ impl AsgiSend {
                 ));
             }
             ("http.response.body", SendState::SendingBody) => {
-                if let Some(body) = message.get(Field::Body) {
-                    self.pending_body
-                        .extend_from_slice(body.cast::<PyBytes>()?.as_bytes());
+                // A `None` body is an empty one, as uvicorn reads it.
+                if let Some(body) = message.get(Field::Body).filter(|body| !body.is_none()) {
+                    with_bytes_like(body, "http.response.body's body", |bytes| {
+                        self.pending_body.extend_from_slice(bytes)
+                    })?;
                 }
                 let more_body = match message.get(Field::MoreBody) {
                     Some(flag) => flag.is_truthy()?,
@@ -230,7 +256,7 @@ impl AsgiSend {
             ("http.response.trailers", SendState::SendingTrailers) => {
                 if let Some(fields) = message.get(Field::Headers) {
                     for field in fields.try_iter()? {
-                        let (name, value): (Vec<u8>, Vec<u8>) = field?.extract()?;
+                        let (name, value) = header_pair(&field?)?;
                         if !is_valid_header_name(&name) || !is_valid_header_value(&value) {
                             return Err(PyValueError::new_err(format!(
                                 "invalid response trailer {:?}: {:?}",
@@ -249,6 +275,7 @@ impl AsgiSend {
                     self.state = SendState::Complete;
                 }
             }
+            ("http.response.trailers", SendState::Complete) if self.trailers_dropped => {}
             ("http.response.trailers", _) => {
                 return Err(PyRuntimeError::new_err(if self.trailers_announced {
                     "http.response.trailers sent before the end of the body or after the response was complete"
@@ -262,7 +289,9 @@ impl AsgiSend {
                 })?;
                 let mut values = Vec::new();
                 for link in links.try_iter()? {
-                    let link: Vec<u8> = link?.extract()?;
+                    // Trimmed as header values are (`header_pair`).
+                    let link =
+                        with_bytes_like(&link?, "an early hint link", |link| trim(link).to_vec())?;
                     if !is_valid_header_value(&link) {
                         return Err(PyValueError::new_err(format!(
                             "invalid early hint link {:?}",
@@ -284,16 +313,11 @@ impl AsgiSend {
                         "http.response.pathsend sent after part of the body",
                     ));
                 }
-                let path: String = message
+                let path: PathBuf = message
                     .get(Field::Path)
                     .ok_or_else(|| PyValueError::new_err("http.response.pathsend without path"))?
                     .extract()?;
-                if !std::path::Path::new(&path).is_absolute() {
-                    return Err(PyValueError::new_err(format!(
-                        "http.response.pathsend needs an absolute path, not {path:?}"
-                    )));
-                }
-                self.pathsend = Some(path);
+                self.pathsend = Some(openable_file(path)?);
                 self.state = SendState::Complete;
             }
             ("http.response.pathsend", SendState::AwaitingStart) => {
@@ -514,21 +538,108 @@ unsafe extern "C" fn send_entry(
     }
 }
 
-/// One `(name, value)` of `http.response.start`'s headers. The usual
-/// tuple of two `bytes` is read directly (a generic extraction cost twice
-/// as much); anything else goes through PyO3's, which accepts what it
-/// always did and raises as it always did.
-fn header_pair(field: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, Vec<u8>)> {
-    if let Ok(pair) = field.cast::<PyTuple>() {
-        if pair.len() == 2 {
-            if let (Ok(name), Ok(value)) = (pair.get_item(0), pair.get_item(1)) {
-                if let (Ok(name), Ok(value)) = (name.cast::<PyBytes>(), value.cast::<PyBytes>()) {
-                    return Ok((name.as_bytes().to_vec(), value.as_bytes().to_vec()));
-                }
-            }
+/// One `(name, value)` of a message's headers (`http.response.start`,
+/// `.trailers`, `websocket.accept`, `websocket.http.response.start`). The
+/// usual tuple (or list) of two `bytes` is read directly (a generic
+/// extraction cost twice as much); otherwise any iterable of exactly two
+/// bytes-like items,
+/// as uvicorn and hypercorn take it (the ASGI spec itself writes a header
+/// as a two-item list). The value loses its leading and trailing spaces and
+/// tabs: HTTP/2 forbids them (RFC 9113 8.2.1, a client drops the whole
+/// response), HTTP/1.1 recipients strip them anyway (RFC 9112 5.1), and
+/// hypercorn's h2 strips them too.
+pub(crate) fn header_pair(field: &Bound<'_, PyAny>) -> PyResult<(Vec<u8>, Vec<u8>)> {
+    let items = if let Ok(pair) = field.cast::<PyTuple>() {
+        (pair.len() == 2).then(|| (pair.get_item(0), pair.get_item(1)))
+    } else if let Ok(pair) = field.cast::<PyList>() {
+        (pair.len() == 2).then(|| (pair.get_item(0), pair.get_item(1)))
+    } else {
+        None
+    };
+    if let Some((Ok(name), Ok(value))) = items {
+        if let (Ok(name), Ok(value)) = (name.cast::<PyBytes>(), value.cast::<PyBytes>()) {
+            return Ok((name.as_bytes().to_vec(), trim(value.as_bytes()).to_vec()));
         }
     }
-    field.extract()
+    let not_a_pair = || {
+        PyTypeError::new_err(format!(
+            "a header is a (name, value) pair of bytes, not {}",
+            field
+                .repr()
+                .map_or_else(|_| "that".to_owned(), |text| text.to_string())
+        ))
+    };
+    // At most three items are taken, so an endless iterator cannot hang it.
+    let mut items = field.try_iter().map_err(|_| not_a_pair())?;
+    let (Some(name), Some(value), None) = (items.next(), items.next(), items.next()) else {
+        return Err(not_a_pair());
+    };
+    let name = with_bytes_like(&name?, "a header name", <[u8]>::to_vec)?;
+    let value = with_bytes_like(&value?, "a header value", |value| trim(value).to_vec())?;
+    Ok((name, value))
+}
+
+/// Hands `take` the bytes of a `bytes`, `bytearray` or byte `memoryview`
+/// (Starlette passes a `memoryview` body through unchanged; uvicorn and
+/// hypercorn send all three). `str` and anything else are refused, as
+/// neither reference sends them.
+pub(crate) fn with_bytes_like<R>(
+    value: &Bound<'_, PyAny>,
+    what: &str,
+    take: impl FnOnce(&[u8]) -> R,
+) -> PyResult<R> {
+    if let Ok(bytes) = value.cast::<PyBytes>() {
+        return Ok(take(bytes.as_bytes()));
+    }
+    if let Ok(array) = value.cast::<PyByteArray>() {
+        return Ok(take(&array.to_vec()));
+    }
+    if value.cast::<PyMemoryView>().is_ok() {
+        // A view of wider items (`array("H")`) or of another shape is sent
+        // as its bytes, as hypercorn sends it (uvicorn frames such a body
+        // by its item count, which breaks the response).
+        return match PyBuffer::<u8>::get(value) {
+            Ok(buffer) => Ok(take(&buffer.to_vec(value.py())?)),
+            Err(_) => {
+                let bytes = value.call_method0(pyo3::intern!(value.py(), "tobytes"))?;
+                Ok(take(bytes.cast::<PyBytes>()?.as_bytes()))
+            }
+        };
+    }
+    Err(PyTypeError::new_err(format!(
+        "{what} must be bytes, bytearray or memoryview, not {}",
+        value
+            .get_type()
+            .name()
+            .map_or_else(|_| "that".to_owned(), |name| name.to_string())
+    )))
+}
+
+/// The file of an `http.response.pathsend`, made absolute against the
+/// worker's working directory (Starlette's `FileResponse("static/a.pdf")`
+/// passes the path as the app wrote it; a plain read under uvicorn, and
+/// granian, resolve it so). It must open as a regular file now: if it
+/// cannot, the app gets the `OSError` from its `send()` (as a read of its
+/// own would raise it), before any byte of the response head is written.
+fn openable_file(path: PathBuf) -> PyResult<PathBuf> {
+    let path = std::path::absolute(&path)?;
+    let named = |error: std::io::Error| {
+        std::io::Error::new(
+            error.kind(),
+            format!(
+                "http.response.pathsend: cannot send {}: {error}",
+                path.display()
+            ),
+        )
+    };
+    let file = std::fs::File::open(&path).map_err(named)?;
+    if !file.metadata().map_err(named)?.is_file() {
+        return Err(pyo3::exceptions::PyIsADirectoryError::new_err(format!(
+            "http.response.pathsend: {} is not a regular file",
+            path.display()
+        )));
+    }
+    Ok(path)
 }
 
 impl AsgiSend {

@@ -6,8 +6,10 @@
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString};
+use pyo3::types::{PyDict, PyString};
 use rush_proto::ws::{close, MessageKind};
+
+use super::send::{header_pair, with_bytes_like};
 
 /// One message of the app's `send(message)`, read.
 pub(crate) enum AppMessage {
@@ -44,19 +46,18 @@ pub(crate) fn read_app_message(
     let kind = kind.cast::<PyString>()?.to_str()?;
     Ok(match kind {
         "websocket.send" => {
-            if let Some(text) = message.get_item(pyo3::intern!(py, "text"))? {
-                if !text.is_none() {
-                    let text = text.cast::<PyString>()?.to_str()?;
-                    return Ok(AppMessage::Send(
-                        MessageKind::Text,
-                        text.as_bytes().to_vec(),
-                    ));
+            // `bytes` first when both are given, as uvicorn and hypercorn
+            // read it (the spec asks for exactly one).
+            if let Some(data) = message.get_item(pyo3::intern!(py, "bytes"))? {
+                if !data.is_none() {
+                    let data = with_bytes_like(&data, "websocket.send's bytes", <[u8]>::to_vec)?;
+                    return Ok(AppMessage::Send(MessageKind::Binary, data));
                 }
             }
-            match message.get_item(pyo3::intern!(py, "bytes"))? {
-                Some(data) if !data.is_none() => {
-                    let data = data.cast::<PyBytes>()?;
-                    AppMessage::Send(MessageKind::Binary, data.as_bytes().to_vec())
+            match message.get_item(pyo3::intern!(py, "text"))? {
+                Some(text) if !text.is_none() => {
+                    let text = text.cast::<PyString>()?.to_str()?;
+                    AppMessage::Send(MessageKind::Text, text.as_bytes().to_vec())
                 }
                 _ => {
                     return Err(PyValueError::new_err(
@@ -101,7 +102,9 @@ pub(crate) fn read_app_message(
         }
         "websocket.http.response.body" => AppMessage::DenyBody {
             body: match message.get_item("body")? {
-                Some(data) => data.cast::<PyBytes>()?.as_bytes().to_vec(),
+                Some(data) => {
+                    with_bytes_like(&data, "websocket.http.response.body's body", <[u8]>::to_vec)?
+                }
                 None => Vec::new(),
             },
             more: match message.get_item("more_body")? {
@@ -117,7 +120,7 @@ fn headers_of(message: &Bound<'_, PyDict>) -> PyResult<Vec<(Vec<u8>, Vec<u8>)>> 
     let mut headers = Vec::new();
     if let Some(fields) = message.get_item("headers")? {
         for field in fields.try_iter()? {
-            headers.push(field?.extract()?);
+            headers.push(header_pair(&field?)?);
         }
     }
     Ok(headers)

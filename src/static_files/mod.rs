@@ -148,6 +148,21 @@ impl<'a> ConditionalHeaders<'a> {
         }
         headers
     }
+
+    /// The fields that still count for a request of this method: a 304 is
+    /// an answer to a GET or HEAD only (RFC 9110 13.1.2; another method's
+    /// matching If-None-Match would be a 412, which rush leaves to the app
+    /// as Starlette does), and a range is defined for GET alone (14.2;
+    /// HEAD's answer mirrors GET's). Any other method gets the whole file.
+    pub fn for_method(self, method: &[u8]) -> Self {
+        if method == b"GET" || method == b"HEAD" {
+            return self;
+        }
+        ConditionalHeaders {
+            accept_encoding: self.accept_encoding,
+            ..ConditionalHeaders::default()
+        }
+    }
 }
 
 /// What a static lookup wrote, for the access log and the connection.

@@ -7,9 +7,13 @@ Files come from ``RUSHTEST_FILE_DIR``. Every response's message types are
 written to ``RUSHTEST_MARKER_DIR/sent-<name>`` so a test can tell how the
 file went out.
 
-* ``/files/{name}``: ``FileResponse`` of that file.
+* ``/files/{name}``: ``FileResponse`` of that file (GET, HEAD and POST).
 * ``/vanished``: a ``FileResponse`` whose file is gone by the time it is
   sent (its ``stat_result`` was taken from another file).
+* ``/relative/{name}``: ``FileResponse`` of that file by a path relative to
+  the working directory (as apps write ``FileResponse("static/a.pdf")``);
+  GET, HEAD and POST.
+* ``/relative-vanished``: as ``/vanished``, by a relative path.
 * ``/extensions``: the scope's extensions, as JSON.
 * ``/raw/{name}``: raw ASGI: a 200 with an ``ETag`` of its own, then
   ``pathsend``, whatever the request's Range or conditions say.
@@ -43,14 +47,25 @@ async def vanished(request: Request) -> Response:
     return FileResponse(FILE_DIR / "no-such-file.bin", stat_result=os.stat(present))
 
 
+async def relative(request: Request) -> Response:
+    return FileResponse(os.path.relpath(FILE_DIR / request.path_params["name"]))
+
+
+async def relative_vanished(request: Request) -> Response:
+    present = FILE_DIR / "small.bin"
+    return FileResponse(os.path.relpath(FILE_DIR / "no-such-file.bin"), stat_result=os.stat(present))
+
+
 async def extensions(request: Request) -> Response:
     return JSONResponse(sorted(request.scope.get("extensions", {})))
 
 
 starlette_app = Starlette(
     routes=[
-        Route("/files/{name}", files, methods=["GET", "HEAD"]),
+        Route("/files/{name}", files, methods=["GET", "HEAD", "POST"]),
+        Route("/relative/{name}", relative, methods=["GET", "HEAD", "POST"]),
         Route("/vanished", vanished),
+        Route("/relative-vanished", relative_vanished),
         Route("/extensions", extensions),
     ]
 )

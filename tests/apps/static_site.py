@@ -7,7 +7,7 @@
 * ``GET /ping`` and ``GET /assets/route``: plain text, from Python;
 * ``GET /download?path=...&filename=...&content_type=...&header=...``:
   ``Response.file`` for an absolute path (only the query parameters given
-  are passed on);
+  are passed on); ``POST /download`` the same;
 * ``GET /download-missing``: ``Response.file`` for a path that does not exist
   (the handler raises, so the server answers 500);
 * ``GET /gate?dir=...&name=...``: holds the worker's loop until the test
@@ -50,6 +50,11 @@ def download(request: Request) -> Response:
         name, _, value = request.query["header"].partition(":")
         options["headers"] = {name: value}
     return Response.file(request.query["path"], **options)
+
+
+@app.post("/download")
+def download_by_post(request: Request) -> Response:
+    return download(request)
 
 
 @app.get("/download-missing")

@@ -1,5 +1,6 @@
 """Differential tests over HTTPS and of the access log: the scheme each interface reports, the
-TLS variables of the WSGI environ, and a gunicorn access-log format's line."""
+TLS variables of the WSGI environ, certificate files as uvicorn reads them (the key in the
+certificate's own file, plain or encrypted), and a gunicorn access-log format's line."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import ssl
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives import serialization
 from harness import Pair, Side, start_pair
 from support import GUARD_TIMEOUT, ServerFactory, request, wait_for, write_localhost_pki
 
@@ -76,6 +78,48 @@ def test_wsgi_ssl_cipher_uses_openssl_names(wsgi_tls: Pair, pki: dict[str, Path]
     which mod_ssl users parse."""
     environ, cipher = https_get(wsgi_tls.rush.server.port, "/tls", pki)
     assert json.loads(environ)["SSL_CIPHER"] == cipher
+
+
+@pytest.fixture(scope="module")
+def combined(pki: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The chain and its key in one PEM file, the key plain or encrypted (PKCS#8), and the
+    password in a file of its own (a second line that is not part of it)."""
+    directory = tmp_path_factory.mktemp("combined")
+    key = serialization.load_pem_private_key(pki["key"].read_bytes(), None)
+    encryption = serialization.BestAvailableEncryption(b"correct horse")
+    encrypted = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
+    paths = {name: directory / f"{name}.pem" for name in ("plain", "encrypted")}
+    paths["plain"].write_bytes(pki["chain"].read_bytes() + pki["key"].read_bytes())
+    paths["encrypted"].write_bytes(pki["chain"].read_bytes() + encrypted)
+    paths["password"] = directory / "password.txt"
+    paths["password"].write_text("correct horse\nsomething else\n")
+    return paths
+
+
+def test_a_certificate_file_that_holds_its_key(
+    module_servers: ServerFactory, pki: dict[str, Path], combined: dict[str, Path]
+) -> None:
+    """uvicorn's --ssl-certfile alone reads the key from the same file (load_cert_chain); rush
+    refused it before ("--ssl-keyfile must be given once per --ssl-certfile")."""
+    args = ["--ssl-certfile", str(combined["plain"])]
+    pair = start_pair(module_servers, "raw_asgi:combined_pem", "asgi", rush_args=args, reference_args=args)
+    pair.check("combined-pem", lambda side: https_get(side.server.port, "/scheme", pki)[0].decode())
+
+
+def test_an_encrypted_key_in_the_certificate_file_with_a_password_file(
+    module_servers: ServerFactory, pki: dict[str, Path], combined: dict[str, Path]
+) -> None:
+    """The same file with its key encrypted: uvicorn takes the password as a flag, rush from a
+    file (nginx's ssl_password_file), which no process list shows."""
+    certificate = ["--ssl-certfile", str(combined["encrypted"])]
+    pair = start_pair(
+        module_servers,
+        "raw_asgi:encrypted_pem",
+        "asgi",
+        rush_args=[*certificate, "--ssl-keyfile-password-file", str(combined["password"])],
+        reference_args=[*certificate, "--ssl-keyfile-password", "correct horse"],
+    )
+    pair.check("combined-encrypted-pem", lambda side: https_get(side.server.port, "/scheme", pki)[0].decode())
 
 
 def test_start_up_line_names_the_interface_in_english(asgi_tls: Pair) -> None:

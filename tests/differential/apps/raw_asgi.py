@@ -180,3 +180,9 @@ async def failing(scope, receive, send):
         await lifespan(scope, receive, send, fail=True)
         return
     await respond(send, 200, b"should not run")
+
+
+# The same app under other names, so that several pairs of one test module record into files of
+# their own (test_diff_tls_logs.py).
+combined_pem = app
+encrypted_pem = app
