@@ -496,6 +496,10 @@ SERVERS: list[Server] = [
                 "benches.apps.starlette_file_app:app", "--interface", "asgi", "--workers", "1"
             ),
             "tls-hello": rush_baseline("benches.apps.rush_app:app", "--workers", "1", *RUSH_TLS),
+            "h2-hello": rush_baseline("benches.apps.rush_app:app", "--workers", "1", *RUSH_H2),
+            "h2-asgi": rush_baseline("benches.apps.asgi_app:app", "--interface", "asgi", "--workers", "1", *RUSH_H2),
+            "h2-wsgi": rush_baseline("benches.apps.wsgi_app:app", "--interface", "wsgi", "--workers", "1", *RUSH_H2),
+            "h2-static": rush_baseline("benches.apps.rush_static_app:app", "--workers", "1", *RUSH_H2),
             "proxy": ("/usr/bin/env", f"PYTHONPATH={RUSH_BASELINE}", "{bin}/python", "-m", "rush", *RUSH_PROXY[1:]),
         },
         probe="import rush._rush",
