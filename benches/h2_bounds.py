@@ -47,16 +47,13 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 from h2_raw import (  # noqa: E402 - the raw peer lives with the tests
-    DATA,
     END_HEADERS,
     END_STREAM,
+    FLOODS,
     GOAWAY,
     HEADERS,
     INITIAL_WINDOW_SIZE,
     PING,
-    PRIORITY,
-    SETTINGS,
-    WINDOW_UPDATE,
     RawH2,
     frame,
     request_block,
@@ -65,13 +62,6 @@ from h2_raw import (  # noqa: E402 - the raw peer lives with the tests
 
 RUSH = REPO / ".venv" / "bin" / "rush"
 APP = "tests.apps.h2_hostile:app"
-FLOODS = {
-    "PING": frame(PING, 0, 0, b"abcdefgh"),
-    "SETTINGS": frame(SETTINGS, 0, 0),
-    "WINDOW_UPDATE": frame(WINDOW_UPDATE, 0, 0, (1).to_bytes(4, "big")),
-    "PRIORITY": frame(PRIORITY, 0, 101, bytes([0, 0, 0, 0, 16])),
-    "empty DATA": frame(DATA, 0, 1),
-}
 
 
 def free_port() -> int:

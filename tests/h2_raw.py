@@ -38,6 +38,18 @@ def settings(*pairs: tuple[int, int]) -> bytes:
     return frame(SETTINGS, 0, 0, b"".join(key.to_bytes(2, "big") + value.to_bytes(4, "big") for key, value in pairs))
 
 
+# Frames that carry nothing, each legal on its own: the flood tests' and
+# benches/h2_bounds.py's ("empty DATA" goes on stream 1, a request whose
+# body never ends, which the flooder opens first).
+FLOODS: dict[str, bytes] = {
+    "PING": frame(PING, 0, 0, b"abcdefgh"),
+    "SETTINGS": frame(SETTINGS, 0, 0),
+    "WINDOW_UPDATE": frame(WINDOW_UPDATE, 0, 0, (1).to_bytes(4, "big")),
+    "PRIORITY": frame(PRIORITY, 0, 101, bytes([0, 0, 0, 0, 16])),
+    "empty DATA": frame(DATA, 0, 1),
+}
+
+
 def _literal(index: int, value: bytes) -> bytes:
     """A field with a static-table name, literal value, not indexed."""
     assert len(value) < 127

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import select
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
@@ -72,10 +72,12 @@ def hits(server: RushServer) -> int:
 
 class NormalClient:
     """A client asking for /pid over its own HTTP/2 connection, request after
-    request, until stopped; every answer must be the worker's pid."""
+    request, until stopped; every answer must be the worker's pid.
+    ``make_client`` makes its httpx client (h2c to ``server`` by default)."""
 
-    def __init__(self, server: RushServer, pid: int) -> None:
-        self.server, self.pid = server, pid
+    def __init__(self, server: RushServer, pid: int, make_client: Callable[[], httpx.Client] | None = None) -> None:
+        self.pid = pid
+        self.make_client = make_client or (lambda: h2_client(server))
         self.answered = 0
         self.failure: BaseException | None = None
         self.stopping = threading.Event()
@@ -86,10 +88,11 @@ class NormalClient:
 
     def _run(self) -> None:
         try:
-            with h2_client(self.server) as client:
+            with self.make_client() as client:
                 while not self.stopping.is_set():
                     answer = client.get("/pid")
-                    assert answer.status_code == 200 and int(answer.text) == self.pid, answer
+                    assert answer.status_code == 200 and answer.http_version == "HTTP/2", answer
+                    assert int(answer.text) == self.pid, answer
                     self.answered += 1
                     self.first.set()
         except BaseException as error:  # noqa: BLE001 - reported by stop()

@@ -24,42 +24,29 @@ from __future__ import annotations
 
 import select
 import ssl
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 from h2_raw import (
-    DATA,
     END_HEADERS,
     END_STREAM,
     ENHANCE_YOUR_CALM,
+    FLOODS,
     GOAWAY,
     HEADERS,
     INITIAL_WINDOW_SIZE,
     PING,
-    PRIORITY,
-    SETTINGS,
-    WINDOW_UPDATE,
     RawH2,
     frame,
     request_block,
     settings,
 )
 from support import GUARD_TIMEOUT, RushServer, ServerFactory, socket_fd_count, wait_for, write_localhost_pki
+from test_http2_attacks import NormalClient
 
 APP = "tests.apps.h2_hostile:app"
-
-# Frames that carry nothing, each legal on its own.
-FLOODS: dict[str, bytes] = {
-    "PING": frame(PING, 0, 0, b"abcdefgh"),
-    "SETTINGS": frame(SETTINGS, 0, 0),
-    "WINDOW_UPDATE": frame(WINDOW_UPDATE, 0, 0, (1).to_bytes(4, "big")),
-    "PRIORITY": frame(PRIORITY, 0, 101, bytes([0, 0, 0, 0, 16])),
-    # Empty DATA on an open stream whose body never ends (stream 1, below).
-    "empty DATA": frame(DATA, 0, 1),
-}
 
 
 @pytest.fixture(scope="module")
@@ -99,41 +86,6 @@ class Over:
 @pytest.fixture(params=["h2c", "tls"])
 def over(request: pytest.FixtureRequest, pki: dict[str, Path]) -> Over:
     return Over(request.param, pki)
-
-
-class Answers:
-    """A client asking for /pid over its own connection, request after
-    request, until stopped; counts its answers."""
-
-    def __init__(self, make_client: Callable[[], httpx.Client]) -> None:
-        self.make_client = make_client
-        self.answered = 0
-        self.failure: BaseException | None = None
-        self.stopping = threading.Event()
-        self.first = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-        assert self.first.wait(GUARD_TIMEOUT), "the normal client got no first answer"
-
-    def _run(self) -> None:
-        try:
-            with self.make_client() as client:
-                while not self.stopping.is_set():
-                    answer = client.get("/pid")
-                    assert answer.status_code == 200 and answer.http_version == "HTTP/2", answer
-                    self.answered += 1
-                    self.first.set()
-        except BaseException as error:  # noqa: BLE001 - reported by stop()
-            self.failure = error
-            self.first.set()
-
-    def stop(self) -> int:
-        self.stopping.set()
-        self.thread.join(GUARD_TIMEOUT)
-        assert not self.thread.is_alive(), "the normal client hung"
-        if self.failure is not None:
-            raise AssertionError(f"the normal client failed after {self.answered} answers") from self.failure
-        return self.answered
 
 
 def flood_until_goaway(attacker: RawH2, flood: bytes, on_sent: Callable[[], None]) -> tuple[int, list]:
@@ -187,7 +139,7 @@ def test_a_control_frame_flood_gets_goaway_while_others_are_answered(
     server = rush_server(APP, "--http", "auto", *over.args())
     with over.client(server) as client:
         pid = int(client.get("/pid").text)
-    normal = Answers(lambda: over.client(server))
+    normal = NormalClient(server, pid, lambda: over.client(server))
     answered_during = []
     with over.raw(server) as attacker:
         if kind == "empty DATA":
