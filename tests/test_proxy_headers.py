@@ -136,3 +136,22 @@ def test_the_flag_alone_before_the_app(rush_server: ServerFactory) -> None:
     server = rush_server("fronted", command=[str(RUSH), "--proxy-headers"])
     assert server.command_line[1:3] == ["--proxy-headers", "tests.apps.fronted:app"]
     assert origin(server, "rush", XFF) == ("1.2.3.4", "https", "public.test")
+
+
+@pytest.mark.parametrize("interface", INTERFACES)
+def test_a_forwarded_client_that_is_no_address_is_not_believed(rush_server: ServerFactory, interface: str) -> None:
+    """An X-Forwarded-For entry that is no address (nor RFC 7239's
+    ``unknown`` or an obfuscated id) is no client: it and what stands left
+    of it are ignored, as a malformed Forwarded element is, so markup or a
+    made-up name never reaches the app or the access log as a client
+    address (uvicorn passes such an entry on as it came)."""
+    server = start(rush_server, interface, "--access-log", "--forwarded-allow-ips", "127.0.0.1,10.0.0.2")
+    hostile = '1.2.3.4"><script>'
+    assert origin(server, interface, [("X-Forwarded-For", hostile)])[0] == "127.0.0.1"
+    # Behind a trusted proxy that appended its own hop: that proxy is as far as can be told.
+    assert origin(server, interface, [("X-Forwarded-For", f"{hostile}, 10.0.0.2")])[0] == "10.0.0.2"
+    # A real client right of it still counts.
+    assert origin(server, interface, [("X-Forwarded-For", f"{hostile}, 6.6.6.6")])[0] == "6.6.6.6"
+    assert origin(server, interface, [("X-Forwarded-For", "evil.test")])[0] == "127.0.0.1"
+    server.wait_for_log(r"\] 6\.6\.6\.6 - \"GET /", stream="stdout")
+    assert "<script>" not in server.stdout_text() and "evil.test" not in server.stdout_text()

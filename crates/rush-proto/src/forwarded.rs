@@ -294,6 +294,13 @@ fn resolve_x_forwarded<'a>(
         length = hops.entries_from_right().count();
         let mut chosen = None;
         for (position, node) in nodes.enumerate() {
+            // An entry that is no address, `unknown` or obfuscated id
+            // (`1.2.3.4"><script>`) hides itself and what stands left of
+            // it, as a malformed `Forwarded` element does: the client is
+            // the nearest valid hop right of it.
+            let Some(node) = node else {
+                break;
+            };
             let trusted = rules.trusted.trusts_node(&node);
             // Every entry trusted: the left-most one (the last seen) is the client.
             chosen = Some((position, node));
@@ -317,22 +324,36 @@ fn resolve_x_forwarded<'a>(
 
 /// An `X-Forwarded-For` entry: an address (IPv6 possibly in brackets), an
 /// address with the client's port (`192.0.2.7:4711`, `[2001:db8::7]:4711`,
-/// as Azure Application Gateway and some ingresses write it), or a name.
+/// as Azure Application Gateway and some ingresses write it), or RFC
+/// 7239's `unknown` or an obfuscated id (`_hidden`); `None` for anything
+/// else, which no proxy writes and an app must not be handed as its
+/// client's address (uvicorn passes it on as it came).
 /// Read as a name, an entry with a port would be reported whole and would
 /// never count as a trusted proxy; uvicorn splits it the same way.
-fn parse_bare_node(entry: &[u8]) -> Node<'_> {
-    let text = std::str::from_utf8(entry).unwrap_or("");
+fn parse_bare_node(entry: &[u8]) -> Option<Node<'_>> {
+    let text = std::str::from_utf8(entry).ok()?;
     let unbracketed = text
         .strip_prefix('[')
         .and_then(|rest| rest.strip_suffix(']'))
         .unwrap_or(text);
     if let Ok(address) = unbracketed.parse::<IpAddr>() {
-        return Node::Ip(canonical(address), None);
+        return Some(Node::Ip(canonical(address), None));
     }
     match text.parse::<SocketAddr>() {
-        Ok(socket) => Node::Ip(canonical(socket.ip()), Some(socket.port())),
-        Err(_) => Node::Name(Cow::Borrowed(entry)),
+        Ok(socket) => Some(Node::Ip(canonical(socket.ip()), Some(socket.port()))),
+        Err(_) => is_unknown_or_obfuscated(text).then_some(Node::Name(Cow::Borrowed(entry))),
     }
+}
+
+/// RFC 7239 section 6: a node that is no address, `unknown` or an
+/// obfuscated identifier (`_` then letters, digits, `.`, `_`, `-`).
+fn is_unknown_or_obfuscated(name: &str) -> bool {
+    let obfuscated = name.len() > 1
+        && name.starts_with('_')
+        && name[1..]
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    obfuscated || name.eq_ignore_ascii_case("unknown")
 }
 
 fn parse_port(value: &[u8]) -> Option<u16> {

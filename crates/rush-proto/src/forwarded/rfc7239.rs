@@ -13,7 +13,9 @@
 use std::borrow::Cow;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use super::{canonical, is_host, trim, ForwardingRules, Node, Origin, Scheme};
+use super::{
+    canonical, is_host, is_unknown_or_obfuscated, trim, ForwardingRules, Node, Origin, Scheme,
+};
 
 /// One hop: the parameters this server reads.
 #[derive(Default)]
@@ -206,12 +208,7 @@ fn parse_node<'a>(value: &Cow<'a, [u8]>) -> Option<Node<'a>> {
     if let Ok(address) = name.parse::<Ipv4Addr>() {
         return Some(Node::Ip(IpAddr::V4(address), port));
     }
-    let obfuscated = name.len() > 1
-        && name.starts_with('_')
-        && name[1..]
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-    if name.eq_ignore_ascii_case("unknown") || obfuscated {
+    if is_unknown_or_obfuscated(name) {
         let end = name.len();
         return Some(Node::Name(match value {
             Cow::Borrowed(bytes) => Cow::Borrowed(&bytes[..end]),

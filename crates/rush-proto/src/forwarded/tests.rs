@@ -117,13 +117,55 @@ fn x_forwarded_for_entries_with_a_port() {
     assert_eq!(client("[2001:db8::7]:4711"), with_port("2001:db8::7", 4711));
     // A trusted proxy written with its port is still a trusted proxy.
     assert_eq!(client("192.0.2.7, 127.0.0.1:4711"), ip("192.0.2.7"));
-    // Not an address with a port: names, as before.
-    assert_eq!(client("192.0.2.7:http"), name("192.0.2.7:http"));
-    assert_eq!(client("192.0.2.7:99999"), name("192.0.2.7:99999"));
-    assert_eq!(
-        client("2001:db8::7:4711:1:2:3:4"),
-        name("2001:db8::7:4711:1:2:3:4")
-    );
+    // Not an address with a port, nor `unknown` or an obfuscated id: no
+    // client at all (the app then sees its peer).
+    assert_eq!(client("192.0.2.7:http"), None);
+    assert_eq!(client("192.0.2.7:99999"), None);
+    assert_eq!(client("2001:db8::7:4711:1:2:3:4"), None);
+}
+
+/// An entry that is no address (`unknown` and obfuscated ids aside) hides
+/// itself and what stands left of it, as a malformed `Forwarded` element
+/// does: the client is then the nearest valid hop right of it.
+#[test]
+fn x_forwarded_for_entries_that_are_no_address_are_not_a_client() {
+    let rules = rules(ProxyHeaders::XForwarded, "127.0.0.1, 10.0.0.0/8", false);
+    let client = |value: &str| -> Option<Node<'static>> {
+        match resolve_fields(&rules, &[("X-Forwarded-For", value)])
+            .unwrap()
+            .client?
+        {
+            Node::Ip(address, port) => Some(Node::Ip(address, port)),
+            Node::Name(name) => Some(Node::Name(Cow::Owned(name.into_owned()))),
+        }
+    };
+    for hostile in [
+        "1.2.3.4\"><script>",
+        "evil.test",
+        "1.2.3.4 5.6.7.8",
+        "_",
+        "_a/b",
+        "unknown2",
+    ] {
+        assert_eq!(client(hostile), None, "{hostile:?}");
+        // Left of a trusted proxy: that proxy is as far as can be told.
+        assert_eq!(
+            client(&format!("{hostile}, 10.0.0.2")),
+            ip("10.0.0.2"),
+            "{hostile:?}"
+        );
+        // Right of a real client: hidden with it (a client can write
+        // anything left of what its proxy appends, never right of it).
+        assert_eq!(
+            client(&format!("1.2.3.4, {hostile}, 10.0.0.2")),
+            ip("10.0.0.2"),
+            "{hostile:?}"
+        );
+    }
+    assert_eq!(client("unknown, 10.0.0.2"), name("unknown"));
+    assert_eq!(client("UNKNOWN"), name("UNKNOWN"));
+    assert_eq!(client("_hidden.proxy-1, 10.0.0.2"), name("_hidden.proxy-1"));
+    assert_eq!(client("6.6.6.6, 1.2.3.4, 10.0.0.2"), ip("1.2.3.4"));
 }
 
 #[test]
