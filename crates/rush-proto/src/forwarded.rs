@@ -341,7 +341,31 @@ fn parse_bare_node(entry: &[u8]) -> Option<Node<'_>> {
     }
     match text.parse::<SocketAddr>() {
         Ok(socket) => Some(Node::Ip(canonical(socket.ip()), Some(socket.port()))),
-        Err(_) => is_unknown_or_obfuscated(text).then_some(Node::Name(Cow::Borrowed(entry))),
+        // Reported as given, as before: an address with an empty port
+        // (`203.0.113.7:`) or an IPv6 link-local address with its zone
+        // (`fe80::1%eth0`, RFC 6874), which Rust's address types do not
+        // hold, but which carry nothing but an address.
+        Err(_) if is_unknown_or_obfuscated(text) || is_address_as_written(unbracketed) => {
+            Some(Node::Name(Cow::Borrowed(entry)))
+        }
+        Err(_) => None,
+    }
+}
+
+/// An address with an empty port, or an IPv6 address with a zone id.
+fn is_address_as_written(text: &str) -> bool {
+    if let Some(address) = text.strip_suffix(':') {
+        return address.parse::<std::net::Ipv4Addr>().is_ok();
+    }
+    match text.split_once('%') {
+        Some((address, zone)) => {
+            address.parse::<std::net::Ipv6Addr>().is_ok()
+                && !zone.is_empty()
+                && zone
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'~' | b'-'))
+        }
+        None => false,
     }
 }
 

@@ -162,6 +162,10 @@ fn x_forwarded_for_entries_that_are_no_address_are_not_a_client() {
             "{hostile:?}"
         );
     }
+    assert_eq!(client("fe80::1%eth0"), name("fe80::1%eth0"));
+    assert_eq!(client("203.0.113.7:"), name("203.0.113.7:"));
+    assert_eq!(client("fe80::1%eth0\"><b>"), None);
+    assert_eq!(client("fe80::1%"), None);
     assert_eq!(client("unknown, 10.0.0.2"), name("unknown"));
     assert_eq!(client("UNKNOWN"), name("UNKNOWN"));
     assert_eq!(client("_hidden.proxy-1, 10.0.0.2"), name("_hidden.proxy-1"));
