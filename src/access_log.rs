@@ -59,7 +59,9 @@ pub(crate) struct AccessFormat {
 pub(crate) struct AccessEntry<'a> {
     pub client: &'a str,
     pub request_line: &'a str,
-    pub status: u16,
+    /// `None`: no response head went out (the client left first); shown
+    /// as `-`, as hypercorn and gunicorn show a status they do not have.
+    pub status: Option<u16>,
     pub length: usize,
     pub duration: Duration,
     /// Values of [`AccessFormat::header_names`], in order.
@@ -189,7 +191,10 @@ impl AccessFormat {
                 Segment::Path => write!(line, "{path}"),
                 Segment::Query => write!(line, "{query}"),
                 Segment::Protocol => write!(line, "{protocol}"),
-                Segment::Status => write!(line, "{}", entry.status),
+                Segment::Status => match entry.status {
+                    Some(status) => write!(line, "{status}"),
+                    None => write!(line, "-"),
+                },
                 Segment::Bytes => write!(line, "{}", entry.length),
                 Segment::Seconds => write!(line, "{}", entry.duration.as_secs()),
                 Segment::Micros => write!(line, "{}", entry.duration.as_micros()),
@@ -222,7 +227,7 @@ mod tests {
         AccessEntry {
             client: "1.2.3.4",
             request_line: "GET /a/b?x=1 HTTP/1.1",
-            status: 200,
+            status: Some(200),
             length: 12,
             duration: Duration::from_micros(1_500_250),
             headers,
@@ -251,6 +256,13 @@ mod tests {
             "GET /a/b x=1 HTTP/1.1 1 1500 abc"
         );
         assert!(!AccessFormat::parse("plain").unwrap().needs_headers());
+        let format = AccessFormat::parse(r#""%(r)s" %(s)s %(b)s"#).unwrap();
+        let cut = AccessEntry {
+            status: None,
+            length: 0,
+            ..entry(&[])
+        };
+        assert_eq!(format.render(&cut), r#""GET /a/b?x=1 HTTP/1.1" - 0"#);
     }
 
     #[test]

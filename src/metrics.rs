@@ -30,7 +30,9 @@ const BUCKETS: [f64; 14] = [
 ];
 /// Per status class: the buckets, then the count, then the sum in µs.
 const PER_CLASS: usize = BUCKETS.len() + 2;
-const CLASSES: usize = 5;
+/// 1xx to 5xx, then `none`: requests cut off before any response head
+/// went out (the client reset its stream or left), `-` in the access log.
+const CLASSES: usize = 6;
 
 /// Statuses a refused request gets (the protocol's answers to bad input).
 const REFUSALS: [u16; 7] = [400, 408, 413, 414, 431, 501, 505];
@@ -94,9 +96,9 @@ pub fn enabled() -> bool {
     !BLOCK.load(Ordering::Relaxed).is_null()
 }
 
-/// A response: its status, how long the request took and the protocol
-/// it came over.
-pub fn response(status: u16, took: Duration, protocol: WireProtocol) {
+/// A response: its status (`None`: no head went out), how long the
+/// request took and the protocol it came over.
+pub fn response(status: Option<u16>, took: Duration, protocol: WireProtocol) {
     let Some(block) = block() else {
         return;
     };
@@ -105,7 +107,10 @@ pub fn response(status: u16, took: Duration, protocol: WireProtocol) {
         WireProtocol::Http2 => Counter::RequestsHttp2,
     };
     block[FIRST_COUNTER + counter as usize].fetch_add(1, Ordering::Relaxed);
-    let class = usize::from(status / 100).clamp(1, CLASSES) - 1;
+    let class = match status {
+        Some(status) => usize::from(status / 100).clamp(1, CLASSES - 1) - 1,
+        None => CLASSES - 1,
+    };
     let base = class * PER_CLASS;
     let seconds = took.as_secs_f64();
     if let Some(bucket) = BUCKETS.iter().position(|&bound| seconds <= bound) {
@@ -182,7 +187,11 @@ fn render(sum: &[u64]) -> String {
     let _ = writeln!(out, "# TYPE rush_request_duration_seconds histogram");
     for class in 0..CLASSES {
         let base = class * PER_CLASS;
-        let label = format!("{}xx", class + 1);
+        let label = if class == CLASSES - 1 {
+            "none".to_owned()
+        } else {
+            format!("{}xx", class + 1)
+        };
         let mut cumulative = 0;
         for (bucket, bound) in BUCKETS.iter().enumerate() {
             cumulative += sum[base + bucket];

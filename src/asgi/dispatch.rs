@@ -345,6 +345,21 @@ impl Core {
                 return None;
             }
             if unfinished && write.app_finished {
+                let client_left = send.disconnected
+                    || exchange
+                        .receive
+                        .bind(py)
+                        .try_borrow()
+                        .is_ok_and(|receive| receive.client_left);
+                if client_left {
+                    // The client left before any head (a long poll given
+                    // up): no 500 for nobody. Logged with `-`, as a stream
+                    // the client reset before its head is over HTTP/2.
+                    drop(send);
+                    exchange.receive.bind(py).borrow_mut().finish(py);
+                    self.access_log_status(py, connection, line, None, 0);
+                    return Some(Outcome::Close);
+                }
                 // Nothing is on the wire yet: the app's incomplete response
                 // becomes a 500 (a complete one is sent as the app made it).
                 let message = if send.state == SendState::AwaitingStart {

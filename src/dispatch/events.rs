@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 
 use rush_proto::RequestHead;
 
-use super::{AppInterface, Core, Outcome};
+use super::{AppInterface, Core, Outcome, RequestLine};
 use crate::asgi::dispatch::AsgiBody;
 use crate::exchange::{ResponseWriter, StreamKey};
 use crate::inflight::InFlight;
@@ -86,6 +86,35 @@ impl Core {
                 .is_some_and(|exchange| exchange.wants_body(py)),
             _ => false,
         }
+    }
+
+    /// An HTTP/1.1 connection closes (the socket failed, a timeout) while
+    /// its request is still answered: the request's one access-log line and
+    /// count, as an HTTP/2 stream cut the same way gets
+    /// (`Core::http2_stream_cut`): the status that went out, or `-` if no
+    /// head did, and the body bytes written so far.
+    pub(crate) fn log_cut_request<W: ResponseWriter>(&self, py: Python<'_>, writer: &W) {
+        let (line, status, length) = match writer.request_ref() {
+            Some(InFlight::Handler(awaiting)) => {
+                let sent = awaiting.asgi.as_ref().and_then(|exchange| {
+                    let send = exchange.send.bind(py).try_borrow().ok()?;
+                    send.head_written
+                        .then_some((send.status, send.body_written))
+                });
+                match sent {
+                    Some((status, length)) => (&awaiting.request_line, Some(status), length),
+                    None => (&awaiting.request_line, None, 0),
+                }
+            }
+            Some(InFlight::Stream(stream)) => (
+                &stream.request_line,
+                Some(stream.status),
+                stream.encoder.written(),
+            ),
+            Some(InFlight::AwaitingFill(_)) | None => return,
+        };
+        let line = RequestLine::Owned(line);
+        self.access_log_status(py, writer, &line, status, length as usize);
     }
 
     /// The client closed its side while the app runs (its output may still

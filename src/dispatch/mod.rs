@@ -359,6 +359,19 @@ impl Core {
         status: u16,
         length: usize,
     ) {
+        self.access_log_status(py, connection, line, Some(status), length);
+    }
+
+    /// One access-log line and count, with `status` `None` for a request
+    /// cut off before any response head went out (shown as `-`).
+    pub(crate) fn access_log_status<W: ResponseWriter>(
+        &self,
+        py: Python<'_>,
+        connection: &W,
+        line: &RequestLine<'_>,
+        status: Option<u16>,
+        length: usize,
+    ) {
         if crate::metrics::enabled() {
             crate::metrics::response(
                 status,
@@ -381,10 +394,16 @@ impl Core {
                 duration,
                 headers: connection.log_headers(),
             }),
-            None => format!(
-                "{} - \"{request_line}\" {status} {length}",
-                client_text(connection)
-            ),
+            None => match status {
+                Some(status) => format!(
+                    "{} - \"{request_line}\" {status} {length}",
+                    client_text(connection)
+                ),
+                None => format!(
+                    "{} - \"{request_line}\" - {length}",
+                    client_text(connection)
+                ),
+            },
         };
         let result = if self.access_fields {
             // The fields for a structured (JSON) log, beside the line.

@@ -24,7 +24,7 @@ use rush_proto::{parse_request_head, HeadStatus, Version};
 use super::{H2Session, H2Stream, StreamBody, StreamOut, StreamWriter};
 use crate::body::{BodyBuffer, RequestBody};
 use crate::conn::{Connection, Disposition, Protocol};
-use crate::dispatch::{Core, Outcome};
+use crate::dispatch::{Core, Outcome, RequestLine};
 use crate::exchange::{ResponseWriter, StreamKey, WholeResponse};
 use crate::http_write::TEXT_PLAIN;
 use crate::inflight::{InFlight, RequestUnit};
@@ -398,13 +398,7 @@ impl Core {
                         other => entry.body = other,
                     }
                 }
-                Event::Reset { stream, .. } => {
-                    if let Some(entry) = h2_session(connection).streams.remove(&stream) {
-                        if let Some(in_flight) = &entry.unit.in_flight {
-                            in_flight.client_gone();
-                        }
-                    }
-                }
+                Event::Reset { stream, .. } => self.http2_stream_cut(py, connection, stream),
                 Event::SendReady { .. } => {}
                 Event::Closed { error, .. } => {
                     h2_session(connection).closed = true;
@@ -513,6 +507,9 @@ impl Core {
                 send_watch: None,
             },
         );
+        if let Some(why) = h2_head.malformed() {
+            return self.http2_malformed(py, connection, id, why);
+        }
         let head_bytes = head_text(h2_head);
         let mut head =
             match parse_request_head(&head_bytes, &self.config.limits, &mut self.header_scratch) {
@@ -587,6 +584,21 @@ impl Core {
                 received: 0,
             };
         }
+    }
+
+    /// A malformed request on stream `id` (RFC 9113 section 8.1.1): reset
+    /// with PROTOCOL_ERROR, as `h2` resets the malformed requests it finds
+    /// itself, before any app sees it; logged and counted as a refused
+    /// head (counted under 400, HTTP/1.1's answer to a malformed head).
+    fn http2_malformed(&mut self, py: Python<'_>, connection: &mut Connection, id: u32, why: &str) {
+        metrics::refused(400);
+        if let Some(writer) = stream_writer(connection, id) {
+            let what = format!("malformed HTTP/2 request, stream reset: {why}");
+            self.log_refusal(py, &writer, &what);
+        }
+        let session = h2_session(connection);
+        session.streams.remove(&id);
+        session.conn.reset(id, rush_h2::Reason::PROTOCOL_ERROR);
     }
 
     /// What every later step of a stream's answer needs from its head (as
@@ -682,16 +694,17 @@ impl Core {
                 "408 the request body did not arrive in time"
             };
             self.log_refusal(py, &writer, what);
-            if let Some(in_flight) = &writer.stream.unit.in_flight {
-                in_flight.client_gone();
-            }
             writer.conn.stop_request_body(id);
             drop(writer); // commits what the call sent
             if head_sent {
-                let session = h2_session(connection);
-                session.streams.remove(&id);
-                session.conn.reset(id, rush_h2::Reason::CANCEL);
+                self.http2_stream_cut(py, connection, id);
+                h2_session(connection)
+                    .conn
+                    .reset(id, rush_h2::Reason::CANCEL);
             } else {
+                // A dispatched app (one reading its body as it comes) has
+                // its line with the 408 it was answered with.
+                self.http2_answered_for_app(py, connection, id, 408);
                 self.http2_refuse(py, connection, id, 408);
             }
         }
@@ -716,14 +729,33 @@ impl Core {
             return;
         }
         let error = rush_proto::ProtoError::PayloadTooLarge;
+        // The app ran: its one access-log line, taken before its request
+        // unit lets the app go.
+        let line = writer
+            .stream
+            .unit
+            .in_flight
+            .as_ref()
+            .and_then(cut_request_line);
         if !self.request_body_refused(py, &mut writer) {
             self.log_refusal(py, &writer, &error.to_string());
+            if let Some(line) = &line {
+                let status = error.status();
+                self.access_log(py, &writer, &RequestLine::Owned(line), status, 0);
+            }
             drop(writer); // commits what the app had sent: nothing of a head
             return self.http2_refuse_error(py, connection, id, &error);
         }
         metrics::refused(error.status());
         let what = format!("{error} (its response had begun: the stream was reset)");
         self.log_refusal(py, &writer, &what);
+        if let Some(line) = &line {
+            // Cut with the status that went out.
+            let out = &writer.stream.out;
+            let status = out.head_sent.then_some(out.status);
+            let length = out.body_bytes as usize;
+            self.access_log_status(py, &writer, &RequestLine::Owned(line), status, length);
+        }
         writer.conn.stop_request_body(id);
         drop(writer); // commits what the call sent
         let session = h2_session(connection);
@@ -852,6 +884,103 @@ impl Core {
                 finish_if_sent(connection, id);
             }
         }
+    }
+}
+
+impl Core {
+    /// Stream `id` ends before its answer did: reset by the client, by the
+    /// server (`--body-timeout`, a peer that never opens its window), or
+    /// with its connection. A request that was dispatched and not yet
+    /// logged gets its one access-log line and count now, as hypercorn
+    /// logs it at that moment: with the status that went out, or `-` if
+    /// none did, and the body bytes handed on so far (what HTTP/1.1 logs
+    /// for a client that left mid-response). Its app is told the client
+    /// is gone, and the stream is forgotten.
+    pub(crate) fn http2_stream_cut(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        id: u32,
+    ) {
+        if let Some(writer) = stream_writer(connection, id) {
+            let line = writer
+                .stream
+                .unit
+                .in_flight
+                .as_ref()
+                .and_then(cut_request_line);
+            if let Some(line) = line {
+                let out = &writer.stream.out;
+                let status = out.head_sent.then_some(out.status);
+                let length = out.body_bytes as usize;
+                self.access_log_status(py, &writer, &RequestLine::Owned(&line), status, length);
+            }
+        }
+        if let Some(entry) = h2_session(connection).streams.remove(&id) {
+            if let Some(in_flight) = &entry.unit.in_flight {
+                in_flight.client_gone();
+            }
+        }
+    }
+
+    /// Every stream of a connection that is closing (the socket failed,
+    /// its send timeout passed, the drain's deadline): cut, each logged as
+    /// [`Core::http2_stream_cut`] says.
+    pub(crate) fn http2_cut_all(&mut self, py: Python<'_>, connection: &mut Connection) {
+        let Protocol::Http2(session) = &mut connection.protocol else {
+            return;
+        };
+        let mut ids = std::mem::take(&mut session.scratch_ids);
+        ids.clear();
+        ids.extend(session.streams.keys().copied());
+        ids.sort_unstable();
+        for &id in &ids {
+            self.http2_stream_cut(py, connection, id);
+        }
+        h2_session(connection).scratch_ids = ids;
+    }
+
+    /// A dispatched request on stream `id` answered by the server instead
+    /// of its app (a 408 when its body stalled): its access-log line and
+    /// count, and its app is told the client is gone.
+    fn http2_answered_for_app(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        id: u32,
+        status: u16,
+    ) {
+        let Some(writer) = stream_writer(connection, id) else {
+            return;
+        };
+        let line = writer
+            .stream
+            .unit
+            .in_flight
+            .as_ref()
+            .and_then(cut_request_line);
+        if let Some(line) = line {
+            self.access_log(py, &writer, &RequestLine::Owned(&line), status, 0);
+        }
+        if let Some(in_flight) = &writer.stream.unit.in_flight {
+            in_flight.client_gone();
+        }
+    }
+}
+
+/// The request line of a request still being answered, for its access-log
+/// line when its stream is cut; `None` if it has none to log.
+fn cut_request_line(in_flight: &InFlight) -> Option<String> {
+    match in_flight {
+        InFlight::Handler(awaiting) => Some(awaiting.request_line.clone()),
+        InFlight::Stream(stream) => Some(stream.request_line.clone()),
+        InFlight::AwaitingFill(Some(head)) => {
+            // Parked with its head as `head_text` wrote it: its first line,
+            // with the version the request came in.
+            let end = memchr::memmem::find(head, b" HTTP/1.1\r\n")?;
+            Some(format!("{} HTTP/2", String::from_utf8_lossy(&head[..end])))
+        }
+        InFlight::AwaitingFill(None) => None,
     }
 }
 

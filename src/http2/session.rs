@@ -71,15 +71,18 @@ impl H2Session {
         self.conn.abrupt_shutdown(rush_h2::Reason::NO_ERROR);
     }
 
-    /// Resets (CANCEL) the streams whose queued response data has not moved
-    /// for `send_timeout`: a peer that never opens its window (slow read,
-    /// CVE-2019-9517) holds nothing on the socket, so the connection's own
-    /// send deadline never starts. Their apps are told the client left.
-    /// Called by the worker's sweep (once a second); returns whether any
-    /// stream was reset (its RST_STREAM waits to be written).
-    pub(crate) fn reset_stalled_streams(&mut self, now: Instant, send_timeout: Duration) -> bool {
-        let mut stalled = std::mem::take(&mut self.scratch_ids);
-        stalled.clear();
+    /// Adds to `stalled` the streams whose queued response data has not
+    /// moved for `send_timeout`: a peer that never opens its window (slow
+    /// read, CVE-2019-9517) holds nothing on the socket, so the
+    /// connection's own send deadline never starts. Called by the worker's
+    /// sweep (once a second), which resets them (CANCEL) and logs them as
+    /// cut (`Core::http2_stream_cut`): their apps are told the client left.
+    pub(crate) fn find_stalled_streams(
+        &mut self,
+        now: Instant,
+        send_timeout: Duration,
+        stalled: &mut Vec<u32>,
+    ) {
         for (&id, stream) in self.streams.iter_mut() {
             if self.conn.pending_send(id) == 0 {
                 stream.send_watch = None;
@@ -95,17 +98,6 @@ impl H2Session {
                 _ => stream.send_watch = Some((sent, now)),
             }
         }
-        for &id in &stalled {
-            self.conn.reset(id, rush_h2::Reason::CANCEL);
-            if let Some(entry) = self.streams.remove(&id) {
-                if let Some(in_flight) = &entry.unit.in_flight {
-                    in_flight.client_gone();
-                }
-            }
-        }
-        let any = !stalled.is_empty();
-        self.scratch_ids = stalled;
-        any
     }
 
     /// The request unit of stream `id`, if it is being answered.
@@ -116,7 +108,9 @@ impl H2Session {
 
 impl Drop for H2Session {
     /// The connection closed while streams were answered: each running
-    /// app is told its client is gone (ASGI `http.disconnect`).
+    /// app is told its client is gone (ASGI `http.disconnect`). The
+    /// worker cuts (and logs) its streams before it drops a connection
+    /// (`Core::http2_cut_all`); this is the backstop.
     fn drop(&mut self) {
         for stream in self.streams.values() {
             if let Some(in_flight) = &stream.unit.in_flight {
@@ -146,7 +140,7 @@ pub(crate) struct H2Stream {
     /// waits on the client for more.
     pub(crate) body_progress: Instant,
     /// While response data waits on the peer's windows: the bytes sent
-    /// when it was last seen moving, and when (`reset_stalled_streams`).
+    /// when it was last seen moving, and when (`find_stalled_streams`).
     pub(crate) send_watch: Option<(u64, Instant)>,
 }
 
@@ -222,6 +216,12 @@ pub(crate) struct HeldResponse {
 pub(crate) struct StreamOut {
     /// The final head was sent (it may still be held).
     pub(crate) head_sent: bool,
+    /// Its status, for the access log of a stream cut off mid-response.
+    pub(crate) status: u16,
+    /// Body bytes handed on so far (held or queued): the length logged
+    /// for a stream cut off mid-response, as HTTP/1.1 logs the bytes it
+    /// wrote before its client left.
+    pub(crate) body_bytes: u64,
     /// The response ended (END_STREAM queued) or the stream was reset:
     /// later sends are dropped.
     pub(crate) ended: bool,

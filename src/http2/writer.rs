@@ -115,6 +115,7 @@ impl StreamWriter<'_> {
         match H2Head::new(status, fields) {
             Ok(head) => {
                 out.head_sent = true;
+                out.status = status;
                 out.ended = end;
                 out.held = Some(Box::new(HeldResponse {
                     head,
@@ -142,6 +143,7 @@ impl StreamWriter<'_> {
             return;
         }
         out.ended = end;
+        out.body_bytes += data.len() as u64;
         if let Some(held) = &mut out.held {
             held.body_bytes += data.len();
             held.body.push(data);
@@ -410,6 +412,7 @@ impl ResponseWriter for StreamWriter<'_> {
             // Nothing of it went out: the next head starts afresh.
             out.held = None;
             out.head_sent = false;
+            out.body_bytes = 0;
             out.ended = false;
             out.discard = false;
             out.remaining = None;

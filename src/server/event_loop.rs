@@ -40,10 +40,22 @@ impl AppServer {
     /// are cut: the deadline passed), written as far as the socket takes
     /// it; its FIN follows, and what the client still sent is read away so
     /// the close is not a reset that could discard the GOAWAY on its side.
-    /// Dropping a connection tells its running apps the client is gone
-    /// (ASGI `http.disconnect`).
+    /// Each request or stream still answered gets its access-log line as a
+    /// cut one (`Core::http2_stream_cut`); dropping a connection tells its
+    /// running apps the client is gone (ASGI `http.disconnect`).
     pub(crate) fn close_all(&mut self) {
         for (_, connection) in self.connections.iter_mut() {
+            match connection.protocol {
+                Protocol::Http2(_) => {}
+                // A request still answered is cut: logged once.
+                Protocol::Http1 if connection.request.in_flight.is_some() => {
+                    Python::attach(|py| self.core.log_cut_request(py, &*connection));
+                    continue;
+                }
+                _ => continue,
+            }
+            // The streams still answered are cut: each logged once.
+            Python::attach(|py| self.core.http2_cut_all(py, connection));
             let Protocol::Http2(session) = &mut connection.protocol else {
                 continue;
             };
@@ -303,7 +315,17 @@ impl AppServer {
     /// Closes a connection (dropping it closes the socket and tells a
     /// running app), and takes its output off the worker's budget.
     pub(crate) fn close_connection(&mut self, key: usize) {
-        if let Some(connection) = self.connections.try_remove(key) {
+        if let Some(mut connection) = self.connections.try_remove(key) {
+            match connection.protocol {
+                // Its streams still answered are cut: each logged once.
+                Protocol::Http2(ref session) if !session.streams.is_empty() => {
+                    Python::attach(|py| self.core.http2_cut_all(py, &mut connection));
+                }
+                Protocol::Http1 if connection.request.in_flight.is_some() => {
+                    Python::attach(|py| self.core.log_cut_request(py, &connection));
+                }
+                _ => {}
+            }
             metrics::count(metrics::Counter::ConnectionsClosed, 1);
             self.core.unaccount_output(&connection);
             if self.core.debug {
@@ -563,6 +585,9 @@ impl AppServer {
         let mut woken = Vec::new();
         // Refused (408) mid-request: logged once the scan is over.
         let mut timed_out = Vec::new();
+        // HTTP/2 streams to reset and log once the scan is over.
+        let mut stalled_streams: Vec<(usize, u32)> = Vec::new();
+        let mut stalled_ids = Vec::new();
         self.core.date.refresh(SystemTime::now());
         let date_line = self.core.date.header_line();
         for (key, connection) in self.connections.iter_mut() {
@@ -591,8 +616,12 @@ impl AppServer {
             }
             if let Protocol::Http2(session) = &mut connection.protocol {
                 // A stream whose peer never opens its window: reset after
-                // the send timeout, as a stalled socket would be closed.
-                if session.reset_stalled_streams(now, self.core.config.send_timeout) {
+                // the send timeout, as a stalled socket would be closed
+                // (after the scan, where it is logged).
+                let before = stalled_streams.len();
+                session.find_stalled_streams(now, self.core.config.send_timeout, &mut stalled_ids);
+                stalled_streams.extend(stalled_ids.drain(..).map(|id| (key, id)));
+                if stalled_streams.len() > before {
                     woken.push(key);
                 }
                 if connection.deadline.is_some_and(|deadline| now >= deadline) {
@@ -659,6 +688,14 @@ impl AppServer {
                 _ => {}
             }
             expired.push(key);
+        }
+        for (key, id) in stalled_streams {
+            if let Some(connection) = self.connections.get_mut(key) {
+                self.core.http2_stream_cut(py, connection, id);
+                if let Protocol::Http2(session) = &mut connection.protocol {
+                    session.conn.reset(id, rush_h2::Reason::CANCEL);
+                }
+            }
         }
         for (key, what) in timed_out {
             if let Some(connection) = self.connections.get(key) {

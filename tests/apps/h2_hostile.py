@@ -10,6 +10,8 @@ tests.apps.h2_hostile:app --http auto``):
   (64 KiB unless given), each with ``more_body``, so the server paces the
   app on the client's windows;
 - ``/drain``: reads the request body to its end, then answers ``drained``;
+  ``/drains``: how many request bodies ``/drain`` read to their end (a
+  request refused mid-body must not count);
 - ``/started``: how many ``/big`` answers the app began (a request whose
   client is gone before it was dispatched must not begin one).
 """
@@ -22,6 +24,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 hits = 0
+drains = 0
 bigs_started = 0
 
 
@@ -31,7 +34,7 @@ async def _respond(send: Callable[[dict[str, Any]], Any], body: bytes) -> None:
 
 
 async def app(scope: dict[str, Any], receive: Callable[[], Any], send: Callable[[dict[str, Any]], Any]) -> None:
-    global hits, bigs_started
+    global hits, drains, bigs_started
     if scope["type"] != "http":
         return
     path = scope["path"]
@@ -55,8 +58,12 @@ async def app(scope: dict[str, Any], receive: Callable[[], Any], send: Callable[
             size -= part
         await send({"type": "http.response.body", "body": b""})
     elif path == "/drain":
-        while (await receive()).get("more_body", False):
+        while (message := await receive())["type"] == "http.request" and message.get("more_body", False):
             pass
-        await _respond(send, b"drained")
+        if message["type"] == "http.request":
+            drains += 1
+            await _respond(send, b"drained")
+    elif path == "/drains":
+        await _respond(send, str(drains).encode())
     else:
         await _respond(send, b"not found")

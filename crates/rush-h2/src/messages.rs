@@ -40,6 +40,57 @@ impl RequestHead {
     pub fn path(&self) -> &str {
         self.uri.path_and_query().map_or("", |pq| pq.as_str())
     }
+
+    /// Why the request is malformed (RFC 9113 sections 8.2.1 and 8.3.1),
+    /// for the shapes `h2` lets through; `None` if it is not. A server
+    /// answers a malformed request with RST_STREAM(PROTOCOL_ERROR) (RFC
+    /// 9113 section 8.1.1), as `h2` does for the shapes it finds itself
+    /// (a missing or empty `:path`, connection-specific fields, `te` other
+    /// than `trailers`, a body longer or shorter than its length).
+    pub fn malformed(&self) -> Option<&'static str> {
+        let path = self.path();
+        let connect = self.method == Method::CONNECT;
+        // `OPTIONS *` is the one path that is not absolute; CONNECT
+        // without `:protocol` has none (`h2` checks that it has none).
+        let star = path == "*" && self.method == Method::OPTIONS;
+        if !(path.starts_with('/') || star || (connect && self.protocol.is_none())) {
+            return Some(":path is not an absolute path");
+        }
+        let authority = self.authority();
+        if authority.is_some_and(|authority| authority.contains('@')) {
+            return Some(":authority has a userinfo part");
+        }
+        for (name, value) in &self.headers {
+            let value = value.as_bytes();
+            let padded = |byte: Option<&u8>| matches!(byte, Some(b' ' | b'\t'));
+            if padded(value.first()) || padded(value.last()) {
+                return Some("a field value starts or ends with whitespace");
+            }
+            if name == http::header::HOST {
+                if let Some(authority) = authority {
+                    if !same_authority(authority, value, self.scheme()) {
+                        return Some("host differs from :authority");
+                    }
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Whether a `host` field names the same entity as `:authority` (RFC 9113
+/// section 8.3.1): equal but for case, or for the scheme's default port
+/// written on one side only.
+fn same_authority(authority: &str, host: &[u8], scheme: Option<&str>) -> bool {
+    let default_port: &[u8] = match scheme {
+        Some("https") => b":443",
+        _ => b":80",
+    };
+    let strip = |text: &'_ [u8]| -> Vec<u8> {
+        let text = text.strip_suffix(default_port).unwrap_or(text);
+        text.to_ascii_lowercase()
+    };
+    strip(authority.as_bytes()) == strip(host)
 }
 
 /// A response head checked and built, not yet sent: a status and fields
@@ -171,4 +222,96 @@ fn is_connection_specific(name: &HeaderName) -> bool {
         name.as_str(),
         "connection" | "keep-alive" | "proxy-connection" | "transfer-encoding" | "upgrade" | "te"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(method: Method, uri: &str, fields: &[(&str, &[u8])]) -> RequestHead {
+        let mut headers = HeaderMap::new();
+        for (name, value) in fields {
+            let value = HeaderValue::from_bytes(value).unwrap();
+            headers.append(HeaderName::from_bytes(name.as_bytes()).unwrap(), value);
+        }
+        RequestHead {
+            method,
+            uri: uri.parse().unwrap(),
+            protocol: None,
+            headers,
+        }
+    }
+
+    #[test]
+    fn well_formed_requests_pass() {
+        let cases = [
+            head(Method::GET, "http://a.example/x?y=1", &[("accept", b"*/*")]),
+            head(Method::GET, "http://a.example/", &[("host", b"A.example")]),
+            head(
+                Method::GET,
+                "http://a.example:80/",
+                &[("host", b"a.example")],
+            ),
+            head(
+                Method::GET,
+                "https://a.example/",
+                &[("host", b"a.example:443")],
+            ),
+            head(Method::OPTIONS, "http://a.example/*", &[]),
+            head(Method::GET, "http://a.example/", &[("x-inner", b"a b\tc")]),
+            head(Method::GET, "http://a.example/", &[("x-empty", b"")]),
+        ];
+        for case in &cases {
+            assert_eq!(case.malformed(), None, "{case:?}");
+        }
+        let mut star = head(Method::OPTIONS, "http://a.example/", &[]);
+        star.uri = http::Uri::builder()
+            .scheme("http")
+            .authority("a.example")
+            .path_and_query("*")
+            .build()
+            .unwrap();
+        assert_eq!(star.malformed(), None);
+    }
+
+    #[test]
+    fn malformed_requests_are_named() {
+        let cases = [
+            (
+                head(Method::GET, "http://a.example/", &[("host", b"b.example")]),
+                "host differs from :authority",
+            ),
+            (
+                head(
+                    Method::GET,
+                    "https://a.example/",
+                    &[("host", b"a.example:80")],
+                ),
+                "host differs from :authority",
+            ),
+            (
+                head(Method::GET, "http://a.example/", &[("x-a", b" v")]),
+                "a field value starts or ends with whitespace",
+            ),
+            (
+                head(Method::GET, "http://a.example/", &[("x-a", b"v\t")]),
+                "a field value starts or ends with whitespace",
+            ),
+            (
+                head(Method::GET, "http://u@a.example/", &[]),
+                ":authority has a userinfo part",
+            ),
+        ];
+        for (case, why) in &cases {
+            assert_eq!(case.malformed(), Some(*why), "{case:?}");
+        }
+        let mut star = head(Method::GET, "http://a.example/", &[]);
+        star.uri = http::Uri::builder()
+            .scheme("http")
+            .authority("a.example")
+            .path_and_query("*")
+            .build()
+            .unwrap();
+        assert_eq!(star.malformed(), Some(":path is not an absolute path"));
+    }
 }

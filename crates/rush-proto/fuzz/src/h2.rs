@@ -10,13 +10,14 @@
 //! midway for flag 0x10. The input goes in whole, then again in two pieces
 //! at the split point and byte by byte (flag 0x20 for the latter).
 //!
-//! Invariants: no panic; every byte of output parses as complete HTTP/2
-//! frames once drained; events follow the stream rules (a request per
-//! stream, on an odd id above the previous one; data and the end only on a
-//! stream whose request has a body, never after its end or reset; nothing at
-//! all after `Closed`); no more open streams than SETTINGS allow; request
-//! data per stream never past the window granted; `is_done` only after
-//! `Closed`; and the output buffer never grows past its bound.
+//! Invariants: no panic (`RequestHead::malformed` included); every byte
+//! of output parses as complete HTTP/2 frames once drained; events follow
+//! the stream rules (a request per stream, on an odd id above the previous
+//! one; data and the end only on a stream whose request has a body, never
+//! after its end or reset; nothing at all after `Closed`); no more open
+//! streams than SETTINGS allow; request data per stream never past the
+//! window granted; `is_done` only after `Closed`; and the output buffer
+//! never grows past its bound.
 
 use std::collections::HashMap;
 
@@ -120,6 +121,9 @@ impl Driver {
                 );
                 self.last_stream = stream;
                 assert!(head.headers.keys().all(|k| !k.as_str().starts_with(':')));
+                // The server's own RFC 9113 section 8 checks (rush runs them
+                // on every request head): any head `h2` delivers, no panic.
+                let _ = head.malformed();
                 self.streams.insert(
                     stream,
                     StreamSeen {
