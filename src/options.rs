@@ -20,6 +20,11 @@ pub(crate) const OUTPUT_HIGH_WATER: usize = 1024 * 1024;
 /// Below this much unsent output, a paused sender may go on: half the high
 /// water, so a sender does not wake for every packet the kernel takes.
 pub(crate) const OUTPUT_LOW_WATER: usize = OUTPUT_HIGH_WATER / 2;
+/// An HTTP/2 connection takes no new stream while it holds this much output
+/// (its buffer and its streams' queues): four HTTP/1.1 connections' worth,
+/// as its streams are many connections' requests at once (a page's images
+/// on a slow link). The worker's budget bounds the sum, not this.
+pub(crate) const H2_CONNECTION_SHARE: usize = 4 * OUTPUT_HIGH_WATER;
 /// Once the worker's output budget is spent, a connection holding more
 /// unsent output than this stops turning requests into responses.
 pub(crate) const OUTPUT_FAIR_SHARE: usize = 64 * 1024;

@@ -8,7 +8,7 @@
 
 use crate::conn::Connection;
 use crate::dispatch::Core;
-use crate::options::{OUTPUT_FAIR_SHARE, OUTPUT_HIGH_WATER};
+use crate::options::{H2_CONNECTION_SHARE, OUTPUT_FAIR_SHARE};
 use crate::request::header_fields;
 
 impl Core {
@@ -50,8 +50,8 @@ impl Core {
     /// HTTP/2's `may_produce`, asked before each event of a connection
     /// (each may start a request, whose app may produce a response's
     /// worth before it waits): a connection takes new events while it
-    /// holds less than an HTTP/1.1 connection's high-water mark (the memory
-    /// of its output buffer and its streams' queues), and, once the
+    /// holds less than its share (`H2_CONNECTION_SHARE`: the memory of its
+    /// output buffer and its streams' queues), and, once the
     /// worker's output is over budget, only while it holds little; the
     /// others keep their events queued (in `H2Connection`, bounded by the
     /// concurrent-stream limit) until their clients read.
@@ -62,7 +62,8 @@ impl Core {
     pub(crate) fn may_produce_streams(&self, connection: &Connection) -> bool {
         let held = connection.sink.output.capacity() + connection.protocol.queued_output();
         let total = self.output_total - connection.sink.accounted + held;
-        held < OUTPUT_HIGH_WATER && (total <= self.config.output_budget || held < OUTPUT_FAIR_SHARE)
+        held < H2_CONNECTION_SHARE
+            && (total <= self.config.output_budget || held < OUTPUT_FAIR_SHARE)
     }
 
     /// Notes what every later step of a request's answer needs from its

@@ -153,43 +153,12 @@ impl H2Connection {
     /// processed and may be retried (RFC 9113 section 8.7), rather than
     /// decoded and kept: a client that never reads could otherwise make
     /// the server keep every stream the concurrency limit allows.
+    ///
+    /// Requests that arrived before the server held them back (a page's
+    /// hundred requests come in one read) all wait: refusing those would
+    /// make a browser on a slow link retry half a page.
     pub fn hold_requests(&mut self, hold: bool) {
         self.holding = hold;
-        if hold && self.waiting_requests > self.settings.max_waiting_requests {
-            self.refuse_waiting_past_the_limit();
-        }
-    }
-
-    /// Requests that arrived together (one read of a hundred HEADERS) wait
-    /// past the limit when the server starts holding them: the newest are
-    /// refused, as they would have been had they come a moment later.
-    fn refuse_waiting_past_the_limit(&mut self) {
-        let mut kept = 0;
-        let mut refused = Vec::new();
-        for event in &self.events {
-            if let Event::Request { stream, .. } = event {
-                kept += 1;
-                if kept > self.settings.max_waiting_requests {
-                    refused.push(*stream);
-                }
-            }
-        }
-        self.events.retain(|event| match event {
-            Event::Request { stream, .. }
-            | Event::Data { stream, .. }
-            | Event::RequestEnd { stream, .. }
-            | Event::Reset { stream, .. } => !refused.contains(stream),
-            _ => true,
-        });
-        for stream in &refused {
-            if let Some(mut s) = self.streams.remove(stream) {
-                if let Some(respond) = s.respond.as_mut() {
-                    respond.send_reset(Reason::REFUSED_STREAM);
-                }
-            }
-        }
-        self.waiting_requests -= refused.len();
-        self.dirty = true;
     }
 
     /// Hands bytes read from the socket to the connection and processes them.

@@ -376,15 +376,17 @@ fn requests_reset_or_closed_before_they_were_taken_are_never_delivered() {
     }
 }
 
-/// While the server holds requests back (its output over its share), a
-/// few wait and the rest are refused with REFUSED_STREAM, safe to retry;
-/// once it takes requests again, new streams are accepted as before.
+/// While the server holds requests back (its output over its share), new
+/// requests past a few waiting are refused with REFUSED_STREAM, safe to
+/// retry; those that arrived before it held them all wait; once it takes
+/// requests again, new streams are accepted as before.
 #[test]
 fn requests_past_the_waiting_limit_are_refused_while_held() {
     let mut raw = started();
     let limit = H2Settings::default().max_waiting_requests;
-    // Twenty arrive together before the server holds them back, twenty
-    // more while it does.
+    // Twenty arrive together before the server holds them back (all wait),
+    // twenty more while it does (with twenty waiting, all are refused), then
+    // four more on a connection where only a few wait.
     let mut input = Vec::new();
     for i in 0..20u32 {
         input.extend(get_headers(2 * i + 1, true));
@@ -403,14 +405,28 @@ fn requests_past_the_waiting_limit_are_refused_while_held() {
         .filter(|f| f.ty == RST_STREAM && f.error_code() == REFUSED_STREAM)
         .map(|f| f.stream)
         .collect();
-    assert_eq!(refused.len(), 40 - limit, "{refused:?}");
-    assert!(
-        refused.iter().all(|&id| id > 2 * limit as u32),
-        "{refused:?}"
-    );
+    assert_eq!(refused, (20..40).map(|i| 2 * i + 1).collect::<Vec<u32>>());
     raw.server.hold_requests(false);
-    raw.feed(&get_headers(101, true));
-    assert_eq!(raw.requests(), limit + 1);
+    raw.settle();
+    assert_eq!(raw.requests(), 20);
+    // Taken: none waits now. Held again, a few more may wait, no more.
+    raw.server.hold_requests(true);
+    input.clear();
+    for i in 50..(50 + limit as u32 + 4) {
+        input.extend(get_headers(2 * i + 1, true));
+    }
+    raw.output.clear();
+    raw.server.feed(&input);
+    raw.server.take_output(&mut raw.output);
+    let refused = raw
+        .frames()
+        .iter()
+        .filter(|f| f.ty == RST_STREAM && f.error_code() == REFUSED_STREAM)
+        .count();
+    assert_eq!(refused, 4);
+    raw.server.hold_requests(false);
+    raw.settle();
+    assert_eq!(raw.requests(), 20 + limit);
     assert!(raw.goaway().is_none());
 }
 
