@@ -87,15 +87,64 @@ def test_each_app_has_its_own_namespace(rush_server: ServerFactory, redis_url: s
     theirs = item(other.url, "8").json()
     assert theirs["app"] == "other" and "app" not in mine, "neither app reads the other's answer"
     assert calls(other.url) == 1
-    # Names are rush:NAMESPACE:..., the namespace being the import string.
+    # Names are rush:NAMESPACE:..., the namespace being the import string and a digest of the
+    # module's path (the same module here: the import strings tell the two apart).
     names = redis.Redis.from_url(redis_url).keys("*")
-    namespaces = {b":".join(name.split(b":")[1:3]) for name in names}
+    namespaces = {b":".join(name.split(b":")[1:3]).partition(b"@")[0] for name in names}
     assert {b"tests.apps.cached_shared:app", b"tests.apps.cached_shared:other"} <= namespaces, names
     # One app's clear() leaves the other's answers.
     httpx.get(f"{other.url}/clear", timeout=GUARD_TIMEOUT)
     fresh = rush_server("tests.apps.cached_shared:app", env=env)
     assert item(fresh.url, "8").json() == mine
     assert calls(fresh.url) == 0, "its answer is still in Redis"
+
+
+# Two projects that both say `main:app`, as most do: a cached route of the same pattern and key,
+# each answering with its own name.
+PROJECT = """
+import os
+from collections import Counter
+
+from rush import App, Cache, Request
+
+app = App()
+calls: Counter[str] = Counter()
+
+
+@app.get("/item", cache=Cache(ttl=600, vary_query=["id"], shared=os.environ["CACHE_TEST_REDIS"]))
+def item(request: Request) -> dict[str, object]:
+    calls["item"] += 1
+    return {"id": request.query.get("id"), "project": PROJECT_NAME}
+
+
+@app.get("/calls")
+def get_calls(request: Request) -> dict[str, int]:
+    return dict(calls)
+"""
+
+
+def project(root: Path, name: str) -> Path:
+    directory = root / name
+    directory.mkdir()
+    (directory / "main.py").write_text(f"PROJECT_NAME = {name!r}\n{PROJECT}")
+    return directory
+
+
+def test_two_projects_both_main_app_never_read_each_others_answers(
+    rush_server: ServerFactory, redis_url: str, tmp_path: Path
+) -> None:
+    """The README's promise where the import strings are the same: issue 33 item 5 (the
+    namespace was the import string alone, so the shop read the blog's answer)."""
+    env = clean_environment({"CACHE_TEST_REDIS": redis_url})
+    blog = rush_server("main:app", "--app-dir", project(tmp_path, "blog"), env=env)
+    shop = rush_server("main:app", "--app-dir", project(tmp_path, "shop"), env=env)
+    assert item(blog.url, "9").json()["project"] == "blog"
+    assert item(shop.url, "9").json()["project"] == "shop", "the shop answers with its own body"
+    assert calls(shop.url) == 1, "its own handler was called"
+    # And the blog, asked again by a second server of its own, still finds its answer in Redis.
+    blog_again = rush_server("main:app", "--app-dir", tmp_path / "blog", env=env)
+    assert item(blog_again.url, "9").json()["project"] == "blog"
+    assert calls(blog_again.url) == 0, "one project served twice from its directory shares"
 
 
 def test_a_redis_that_is_down_costs_the_level_not_the_route(rush_server: ServerFactory) -> None:

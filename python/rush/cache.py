@@ -60,8 +60,11 @@ class Cache:
     shared: str | None = None
     #: The shared level's namespace: names are ``rush:NAMESPACE:...``, and
     #: ``clear()``/``invalidate()`` touch only this namespace. By default the
-    #: app's import string; give each release its own when its answers
-    #: differ from the previous one's during a rolling deploy.
+    #: app's import string and a digest of its module's absolute path
+    #: (``main:app@3f2a9c1b0d4e``); give each release its own when its
+    #: answers differ from the previous one's during a rolling deploy, and
+    #: name one when the same app runs from different paths on different
+    #: machines and should still share.
     namespace: str | None = None
     max_bytes_value: int = field(init=False, repr=False, default=0)
 

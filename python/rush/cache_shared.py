@@ -7,9 +7,13 @@ Names come from the native key (src/cache/key.rs, ``shared_name``): hex,
 ``ENTRY:REST``, under the prefix ``rush:NAMESPACE:``, so an invalidation
 drops a route's or an entry's names by prefix (``invalidate``) and touches
 no other app's. The namespace is the ``Cache``'s ``namespace=``, by default
-the app's import string (``main:app``): two apps sharing one Redis never
-read each other's answers, and a release whose answers differ from the one
-before it for the same request (a rolling deploy) sets its own namespace.
+the app's import string and a digest of the absolute path of the file that
+defines it (``main:app@3f2a9c1b0d4e``): the import string alone is shared by
+every project that serves ``main:app``, the path is not, so two apps sharing
+one Redis never read each other's answers while one app served by several
+servers from the same directory shares. A release whose answers differ from
+the one before it for the same request (a rolling deploy), or one app
+deployed at different paths, names its own namespace.
 
 Redis being down must never take the route down: every call has a short
 timeout, a failure is logged once, and the level is then skipped for a few
@@ -19,6 +23,9 @@ again. The client is made in the worker, after the fork, on first use.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -120,16 +127,26 @@ class RedisLevel:
 
 _levels: dict[tuple[str, str], RedisLevel] = {}
 
-#: The namespace of a ``Cache`` that names none: the app's import string,
-#: set by the worker before it builds the router (set_default_namespace).
+#: The namespace of a ``Cache`` that names none (see the module's doc), set
+#: by the worker before it builds the router (set_default_namespace).
 _default_namespace = "app"
 
 
-def set_default_namespace(import_string: str) -> None:
-    """Names the app this worker serves (its import string), the namespace
-    of every shared level whose ``Cache`` names none."""
+def app_namespace(label: str, module_name: str, app_dir: str) -> str:
+    """The default namespace of an app: ``label`` (its import string) and a
+    digest of where it lives, the absolute path of ``module_name``'s file
+    (or ``app_dir``'s, for a module without one). A digest rather than the
+    path itself keeps names short and free of Redis's glob characters, which
+    an invalidation's ``SCAN MATCH`` would read as patterns."""
+    where = getattr(sys.modules.get(module_name), "__file__", None) or app_dir
+    digest = hashlib.sha256(os.path.abspath(where).encode()).hexdigest()[:12]
+    return f"{label}@{digest}"
+
+
+def set_default_namespace(namespace: str) -> None:
+    """The namespace of every shared level whose ``Cache`` names none."""
     global _default_namespace
-    _default_namespace = import_string
+    _default_namespace = namespace
 
 
 def level_for(url: str, namespace: str | None = None) -> RedisLevel:

@@ -51,7 +51,7 @@ from rush._rush import (
 )
 from rush.app import App
 from rush.cache import worker_cache
-from rush.cache_shared import set_default_namespace
+from rush.cache_shared import app_namespace, set_default_namespace
 from rush.config import Config
 from rush.coroutines import CoroutineRunner
 from rush.lifespan import Lifespan
@@ -192,7 +192,11 @@ def run_worker(
             raise TypeError(f"--interface rush needs a rush.App, not a {type(app).__name__}")
         # WSGI and ASGI apps are served behind an empty router that holds
         # only the --static mounts (those are answered first, natively).
-        set_default_namespace(config.app if isinstance(config.app, str) else type(app).__name__)
+        if isinstance(config.app, str):
+            namespace = app_namespace(config.app, config.app.partition(":")[0], config.app_dir)
+        else:  # rush.run(app): the script that made it
+            namespace = app_namespace(type(app).__name__, "__main__", config.app_dir)
+        set_default_namespace(namespace)
         rush_app = app if interface == "rush" else App()
         for prefix, directory in config.static_mounts():
             rush_app.static(prefix, directory, cache=config.static_cache, cache_control=config.static_cache_control)

@@ -92,6 +92,10 @@ pub enum Timer {
 pub struct ConnState {
     read: ReadState,
     write: WriteState,
+    /// The response's head said `Connection: close` because the request's
+    /// body was still arriving (`close_if_body_unread`): the connection
+    /// closes after it even if the body has arrived by then.
+    close_announced: bool,
 }
 
 impl Default for ConnState {
@@ -99,6 +103,7 @@ impl Default for ConnState {
         ConnState {
             read: ReadState::Idle,
             write: WriteState::Ready,
+            close_announced: false,
         }
     }
 }
@@ -252,19 +257,36 @@ impl ConnState {
 
     /// A response is complete. `keep_alive`: the connection may serve the
     /// next request; it may not if the request's own body never fully
-    /// arrived (what follows it could not be found). Returns the timer to
-    /// start.
+    /// arrived (what follows it could not be found). Then it lingers as
+    /// after a refusal: the client may still be sending that body, and a
+    /// close with input unread (or arriving) resets the connection, which
+    /// can destroy the answer before the client reads it. Returns the
+    /// timer to start.
     pub fn response_complete(&mut self, keep_alive: bool) -> Option<Timer> {
         let body_unread = matches!(self.read, ReadState::BodyToApp(_));
-        if keep_alive && !body_unread {
+        let announced = std::mem::take(&mut self.close_announced);
+        if keep_alive && !body_unread && !announced {
             self.write = WriteState::Ready;
             self.read = ReadState::Idle;
             Some(Timer::KeepAlive)
         } else {
-            self.write = WriteState::Closing { linger: false };
+            self.write = WriteState::Closing {
+                linger: body_unread,
+            };
             self.read = ReadState::Held;
             None
         }
+    }
+
+    /// A response head is being written: whether it must say
+    /// `Connection: close` because the request's body is still arriving
+    /// (the connection cannot be kept, and a client told so opens a new
+    /// one for its next request instead of racing the close).
+    pub fn close_if_body_unread(&mut self) -> bool {
+        if matches!(self.read, ReadState::BodyToApp(_)) {
+            self.close_announced = true;
+        }
+        self.close_announced
     }
 
     /// The request was refused (a 4xx queued): close after lingering.
@@ -431,9 +453,14 @@ mod tests {
                 (Read::Idle, Ready, Some(Timer::KeepAlive), true),
             ),
             (
-                "app answered before its body arrived: close",
+                "app answered before its body arrived: close, lingering",
                 &[run_with_body, answer],
-                (Read::Held, Closing { linger: false }, None, false),
+                (Read::Held, Closing { linger: true }, None, false),
+            ),
+            (
+                "the same with Connection: close",
+                &[run_with_body, answer_and_close],
+                (Read::Held, Closing { linger: true }, None, false),
             ),
             (
                 "streaming a body",
@@ -510,6 +537,24 @@ mod tests {
         assert_eq!(state.response_complete(true), Some(Timer::KeepAlive));
         assert_eq!(state.response_complete(false), None);
         assert_eq!(state.closes(), Some(false));
+    }
+
+    #[test]
+    fn a_close_announced_while_the_body_arrived_is_kept() {
+        let mut state = ConnState::default();
+        state.handler_pending(Some(BodyProgress::Remaining(9)));
+        assert!(state.close_if_body_unread(), "the body still arrives");
+        state.body_to_app_complete();
+        assert_eq!(state.response_complete(true), None);
+        assert_eq!(
+            state.closes(),
+            Some(false),
+            "closes (input complete: no linger)"
+        );
+        let mut state = ConnState::default();
+        state.handler_pending(None);
+        assert!(!state.close_if_body_unread(), "no body to come");
+        assert_eq!(state.response_complete(true), Some(Timer::KeepAlive));
     }
 
     #[test]

@@ -61,6 +61,7 @@ impl Connection {
         head: &ResponseHead<'_>,
         fields: impl Iterator<Item = (&'f [u8], &'f [u8])>,
     ) {
+        let close = self.state.close_if_body_unread() || head.close;
         let out = &mut self.sink.output;
         write_status_line(out, head.status);
         let mut app = AppFields::default();
@@ -74,7 +75,7 @@ impl Connection {
             BodyLength::Streamed => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
             BodyLength::Empty | BodyLength::UntilClose => {}
         }
-        finish_head_after(out, &head.context, head.close, app);
+        finish_head_after(out, &head.context, close, app);
         self.sink.framing = BodyFraming {
             chunked: head.length == BodyLength::Streamed,
             discard: head.context.head_only || head.length == BodyLength::Empty,
@@ -88,6 +89,7 @@ impl Connection {
         response: &WholeResponse<'_>,
         fields: impl Iterator<Item = (&'f [u8], &'f [u8])>,
     ) {
+        let close = self.state.close_if_body_unread() || response.close;
         write_response(
             &mut self.sink.output,
             response.status,
@@ -95,7 +97,7 @@ impl Connection {
             fields,
             response.body,
             response.context,
-            response.close,
+            close,
         );
     }
 }

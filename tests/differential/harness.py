@@ -12,7 +12,8 @@
   ``deliberate.toml`` lists that path (a glob over ``app/case/path``) with the
   reason rush differs on purpose.
 * What is never compared: the fields each server owns (`SERVER_OWNED`), ports
-  (`mask_ports`), and transport accidents such as how a request body was split into
+  (`mask_ports`), values that hold the clock (`mask_clock`: the timestamp and signature of a
+  signed value, a cookie's expiry), and transport accidents such as how a request body was split into
   ``http.request`` messages (`merge_body_messages`).
 """
 
@@ -143,7 +144,7 @@ class Pair:
 
     def compare(self, case: str, rush_view: Any, reference_view: Any) -> None:
         """Fails on every difference between the two views that deliberate.toml does not list."""
-        ours, theirs = flatten(mask_ports(rush_view)), flatten(mask_ports(reference_view))
+        ours, theirs = (flatten(mask_clock(mask_ports(view))) for view in (rush_view, reference_view))
         undeclared = []
         for path in sorted(set(ours) | set(theirs)):
             mine, other = ours.get(path, "<absent>"), theirs.get(path, "<absent>")
@@ -233,6 +234,29 @@ def mask_ports(value: Any) -> Any:
         return {key: mask_ports(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [mask_ports(item) for item in value]
+    return value
+
+
+# A value signed with its time by itsdangerous (Flask's session cookie, Flask-Login's remember me):
+# PAYLOAD.TIMESTAMP.SIGNATURE, base64url without padding; the payload starts with "." when
+# compressed. The timestamp is the second it was signed in, and the signature covers it, so two
+# servers answering in different seconds sign differently; the payload is what the app said.
+SIGNED_WITH_TIME = re.compile(r"(?<![\w.-])(\.?[\w-]+)\.([\w-]{5,8})\.([\w-]{27,86})(?![\w.-])")
+# A cookie's expiry computed from now (Django's csrftoken, Flask's permanent session).
+COOKIE_EXPIRES = re.compile(r"(;\s*expires=)[^;]*", re.IGNORECASE)
+
+
+def mask_clock(value: Any) -> Any:
+    """Values the clock writes, anywhere in a view (Set-Cookie, Cookie, an environ, a body):
+    a timed signature keeps its payload and loses its timestamp and signature
+    (``PAYLOAD.<time>.<signature>``), a cookie's ``expires=`` loses its date. Dates that are facts
+    rather than the time of answering (Last-Modified and the ETag of a file) are compared."""
+    if isinstance(value, str):
+        return COOKIE_EXPIRES.sub(r"\1<date>", SIGNED_WITH_TIME.sub(r"\1.<time>.<signature>", value))
+    if isinstance(value, dict):
+        return {key: mask_clock(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [mask_clock(item) for item in value]
     return value
 
 

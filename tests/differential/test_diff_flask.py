@@ -21,10 +21,8 @@ def test_session_cookie_round_trip(flask: Pair) -> None:
             views = [httpx_view(client.get("/visits")) for _ in range(3)]
             views.append(httpx_view(client.post("/logout")))
             views.append(httpx_view(client.get("/visits")))
-        # The session cookie is signed with a timestamp: compare everything but its value.
-        for view in views:
-            if "set-cookie" in view["headers"]:
-                view["headers"]["set-cookie"] = view["headers"]["set-cookie"].partition(";")[2]
+        # The session cookie's timestamp and signature are masked by the harness (mask_clock):
+        # its payload, the visits counted, is compared.
         return views
 
     flask.check("session", script)
