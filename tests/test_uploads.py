@@ -48,8 +48,7 @@ def pattern_digest(size: int) -> str:
 
 def head(path: str, length: int, content_type: str = "application/octet-stream") -> bytes:
     return (
-        f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: {content_type}\r\n"
-        f"Content-Length: {length}\r\n\r\n"
+        f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: {content_type}\r\nContent-Length: {length}\r\n\r\n"
     ).encode()
 
 
