@@ -60,10 +60,11 @@ impl From<io::Error> for SpoolError {
     }
 }
 
-/// Takes `bytes` more from the worker's budget, all or nothing.
-fn reserve(bytes: u64) -> Result<(), SpoolError> {
+/// Takes `bytes` more from the worker's budget, all or nothing, for a body
+/// that then reserves `total`.
+fn reserve(bytes: u64, total: u64) -> Result<(), SpoolError> {
     let budget = BUDGET.load(Ordering::Relaxed);
-    if bytes > budget {
+    if total > budget {
         return Err(SpoolError::TooLarge);
     }
     RESERVED
@@ -93,7 +94,7 @@ impl BodyBuffer {
     /// an upload that cannot fit is refused before its first byte is read.
     pub fn new(expected: Option<u64>) -> Result<BodyBuffer, SpoolError> {
         let reserved = expected.unwrap_or(0);
-        reserve(reserved)?;
+        reserve(reserved, reserved)?;
         let capacity = reserved.min(SPOOL_THRESHOLD as u64) as usize;
         Ok(BodyBuffer {
             storage: Storage::Memory(Vec::with_capacity(capacity)),
@@ -112,7 +113,7 @@ impl BodyBuffer {
     pub fn append(&mut self, data: &[u8]) -> Result<(), SpoolError> {
         let total = self.len() + data.len() as u64;
         if total > self.reserved {
-            reserve(total - self.reserved)?;
+            reserve(total - self.reserved, total)?;
             self.reserved = total;
         }
         match &mut self.storage {

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 
 import pytest
 from support import RushServer, ServerFactory, fd_targets, rss_kib, wait_for
+from test_body_limit import UPLOADS
 
 APP = "tests.apps.uploads"
 MIB = 1024 * 1024
@@ -157,3 +158,25 @@ def test_concurrent_wsgi_uploads_stay_within_the_spool_budget(rush_server: Serve
     wait_for(lambda: spooled_bytes(worker) == 0, "the spool files closed")
     assert upload(server, "/", size)["size"] == size
     server.wait_for_log(r"503 request body spool full")
+
+
+@pytest.mark.parametrize("protocol", ["h1", "h2"])
+def test_a_body_without_a_length_past_the_spool_budget_is_503(rush_server: ServerFactory, protocol: str) -> None:
+    """A chunked HTTP/1.1 body, an HTTP/2 body without ``content-length``:
+    the budget is counted as it arrives, and the upload that no longer fits
+    beside a held one gets 503 (with Retry-After over HTTP/1.1), logged as
+    a refusal; one larger than the whole budget 413."""
+    server = rush_server(f"{APP}:wsgi_app", "--interface", "wsgi", "--max-spool-size", "2M", "--http", "auto")
+    worker = server.single_worker()
+    with server.connect() as held:
+        held.send(head("/", 3 * MIB // 2))
+        # Past 1 MiB, so it is on disk where the test can see it arrive.
+        held.send(BLOCK + BLOCK[:1])
+        wait_for(lambda: spooled_bytes(worker) > MIB, "the held upload spooled")
+        answer = UPLOADS[protocol](server, "/", BLOCK)
+        assert answer.status == 503, answer
+        server.wait_for_log(r"\[WARNING\] refused a request from 127\.0\.0\.1:\d+: 503 request body spool full")
+        held.send(BLOCK[1 : MIB // 2])
+        assert held.read_response("POST").status == 200
+    assert UPLOADS[protocol](server, "/", BLOCK).status == 200
+    assert UPLOADS[protocol](server, "/", BLOCK * 3).status == 413

@@ -46,6 +46,8 @@ impl LimitSettings {
         *, max_request_line, max_head_size, max_headers, max_body_size,
         max_spool_size, max_connections, max_worker_output, tls_max_handshakes,
     ))]
+    // The settings object itself: keyword-only from Python, one per flag.
+    #[allow(clippy::too_many_arguments)]
     fn new(
         max_request_line: usize,
         max_head_size: usize,
