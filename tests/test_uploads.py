@@ -7,6 +7,8 @@ unless a test says otherwise.
   references, which have none.
 * A 200 MB multipart upload reaches Flask and Django (WSGI, so rush
   collects and spools it first) with default flags.
+* In-memory bodies are bounded per worker (64 MiB); past it even small
+  bodies go to temporary files.
 * Collected bodies are bounded per worker by ``--max-spool-size``: with
   uploads holding the budget, the worker's temporary files and memory stay
   within it, the next upload gets 503 with Retry-After before any of its
@@ -180,3 +182,31 @@ def test_a_body_without_a_length_past_the_spool_budget_is_503(rush_server: Serve
         assert held.read_response("POST").status == 200
     assert UPLOADS[protocol](server, "/", BLOCK).status == 200
     assert UPLOADS[protocol](server, "/", BLOCK * 3).status == 413
+
+
+def test_in_memory_bodies_are_bounded_per_worker(rush_server: ServerFactory) -> None:
+    """Bodies under 1 MiB stay in memory, but only up to 64 MiB summed over
+    the worker's uploads: 100 uploads each holding 900 KB unfinished
+    (88 MB in all) put the ones past 64 MiB in temporary files, and the
+    worker's memory grows by less than the 88 MB they hold."""
+    count, piece = 100, 900 * 1000
+    server = rush_server(f"{APP}:wsgi_app", "--interface", "wsgi")
+    worker = server.single_worker()
+    rss_before = rss_kib(worker)
+    held = [server.connect() for _ in range(count)]
+    try:
+        for connection in held:
+            connection.send(head("/", piece + 1))
+            connection.send(BLOCK[:piece])
+        in_memory = 64 * MIB // piece
+        spooled = count - in_memory - 1
+        wait_for(lambda: spooled_bytes(worker) >= spooled * piece, "the uploads past the memory budget spooled")
+        # About 70 MiB here (64 of bodies, the rest buffers); all 88 MB without the budget.
+        assert rss_kib(worker) - rss_before < count * piece // 1024
+        for connection in held:
+            connection.send(b"x")
+        for connection in held:
+            assert json.loads(connection.read_response("POST").body)["size"] == piece + 1
+    finally:
+        for connection in held:
+            connection.close()
