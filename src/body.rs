@@ -16,11 +16,17 @@
 //! ([`SpoolError::TooLarge`]). Memory is bounded apart: past
 //! [`MEMORY_BUDGET`] summed over a worker's in-memory bodies, new bytes go
 //! to a file at once rather than wait for [`SPOOL_THRESHOLD`].
+//!
+//! The reservation is a [`SpoolHold`] shared with whatever reads the body
+//! after the loop lets its buffer go (a WSGI pool thread's `wsgi.input`, a
+//! rush `Request`, an ASGI static mount's `receive()`), so a file counts
+//! until the last reader of it is gone.
 
 use std::fs::File;
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// Bodies larger than this are spooled to a temporary file.
 pub const SPOOL_THRESHOLD: usize = 1024 * 1024;
@@ -75,6 +81,17 @@ fn reserve(bytes: u64, total: u64) -> Result<(), SpoolError> {
         .map_err(|_| SpoolError::Full)
 }
 
+/// A body's share of the worker's spool budget, given back when the last
+/// holder drops it.
+#[derive(Default)]
+pub struct SpoolHold(AtomicU64);
+
+impl Drop for SpoolHold {
+    fn drop(&mut self) {
+        RESERVED.fetch_sub(*self.0.get_mut(), Ordering::AcqRel);
+    }
+}
+
 enum Storage {
     Memory(Vec<u8>),
     Spooled { file: File, length: u64 },
@@ -83,8 +100,9 @@ enum Storage {
 /// A body being received, with its share of the worker's spool budget.
 pub struct BodyBuffer {
     storage: Storage,
-    /// Bytes this body took from the budget (at least what it stores).
-    reserved: u64,
+    /// Bytes this body took from the budget (at least what it stores);
+    /// only this buffer adds to it.
+    hold: Arc<SpoolHold>,
     /// Bytes of `storage` counted in [`IN_MEMORY`].
     in_memory: u64,
 }
@@ -98,7 +116,7 @@ impl BodyBuffer {
         let capacity = reserved.min(SPOOL_THRESHOLD as u64) as usize;
         Ok(BodyBuffer {
             storage: Storage::Memory(Vec::with_capacity(capacity)),
-            reserved,
+            hold: Arc::new(SpoolHold(AtomicU64::new(reserved))),
             in_memory: 0,
         })
     }
@@ -112,9 +130,10 @@ impl BodyBuffer {
 
     pub fn append(&mut self, data: &[u8]) -> Result<(), SpoolError> {
         let total = self.len() + data.len() as u64;
-        if total > self.reserved {
-            reserve(total - self.reserved, total)?;
-            self.reserved = total;
+        let reserved = self.hold.0.load(Ordering::Acquire);
+        if total > reserved {
+            reserve(total - reserved, total)?;
+            self.hold.0.store(total, Ordering::Release);
         }
         match &mut self.storage {
             Storage::Memory(bytes)
@@ -152,6 +171,7 @@ impl BodyBuffer {
             Storage::Spooled { file, length } => RequestBody::File {
                 file,
                 length: *length,
+                hold: &self.hold,
             },
         }
     }
@@ -159,7 +179,6 @@ impl BodyBuffer {
 
 impl Drop for BodyBuffer {
     fn drop(&mut self) {
-        RESERVED.fetch_sub(self.reserved, Ordering::AcqRel);
         IN_MEMORY.fetch_sub(self.in_memory, Ordering::Relaxed);
     }
 }
@@ -168,16 +187,22 @@ impl Drop for BodyBuffer {
 #[derive(Clone, Copy)]
 pub enum RequestBody<'a> {
     Bytes(&'a [u8]),
-    File { file: &'a File, length: u64 },
+    File {
+        file: &'a File,
+        length: u64,
+        /// Kept by whoever reads the file after the loop's buffer is gone.
+        hold: &'a Arc<SpoolHold>,
+    },
 }
 
 impl RequestBody<'_> {
     pub fn to_owned_body(self) -> io::Result<OwnedBody> {
         Ok(match self {
             RequestBody::Bytes(bytes) => OwnedBody::Bytes(bytes.into()),
-            RequestBody::File { file, length } => OwnedBody::File {
+            RequestBody::File { file, length, hold } => OwnedBody::File {
                 file: file.try_clone()?,
                 length,
+                _hold: Arc::clone(hold),
             },
         })
     }
@@ -190,6 +215,7 @@ pub enum OwnedBody {
     File {
         file: File,
         length: u64,
+        _hold: Arc<SpoolHold>,
     },
 }
 
@@ -209,7 +235,7 @@ impl OwnedBody {
                 let end = start.saturating_add(limit).min(bytes.len());
                 Ok(bytes[start..end].to_vec())
             }
-            OwnedBody::File { file, length } => {
+            OwnedBody::File { file, length, .. } => {
                 let wanted = (length.saturating_sub(offset)).min(limit as u64) as usize;
                 let mut buffer = vec![0; wanted];
                 file.read_exact_at(&mut buffer, offset)?;

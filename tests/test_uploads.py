@@ -22,9 +22,10 @@ import hashlib
 import json
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from support import RushServer, ServerFactory, fd_targets, rss_kib, wait_for
+from support import Gate, RushServer, ServerFactory, fd_targets, rss_kib, wait_for
 from test_body_limit import UPLOADS
 
 APP = "tests.apps.uploads"
@@ -210,3 +211,28 @@ def test_in_memory_bodies_are_bounded_per_worker(rush_server: ServerFactory) -> 
     finally:
         for connection in held:
             connection.close()
+
+
+def test_a_pool_thread_reading_its_input_keeps_its_share_of_the_budget(
+    rush_server: ServerFactory, tmp_path: Path
+) -> None:
+    """Under ``--threads`` the loop lets its buffer go once the request is
+    handed to a pool thread, but the app still has the file: it counts
+    against the budget until the app is done with ``wsgi.input``."""
+    server = rush_server(f"{APP}:wsgi_app", "--interface", "wsgi", "--threads", "2", "--max-spool-size", "2M")
+    gate = Gate(tmp_path)
+    with server.connect() as held:
+        size = 3 * MIB // 2
+        held.send(head(gate.target, size))
+        held.send(BLOCK + BLOCK[: size - MIB])
+        gate.wait_entered()
+        # The held body (1.5 MiB) is the app's now; 1 MiB more does not fit.
+        with server.connect() as refused:
+            refused.send(head("/", MIB))
+            assert refused.read_response("POST").status == 503
+        gate.release()
+        assert held.read_response("POST").status == 200
+    # Once the app's input is gone, the budget is free again.
+    worker = server.single_worker()
+    wait_for(lambda: spooled_bytes(worker) == 0, "the app's input closed")
+    assert upload(server, "/", MIB)["size"] == MIB
