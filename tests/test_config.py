@@ -20,6 +20,7 @@ import rush
 import rush.cli
 import rush.main
 from rush.config import WORKERS_HARD_LIMIT, Config, parse_size, worker_cap
+from rush.values import format_size
 from support import GUARD_TIMEOUT, REPO, RUSH, clean_environment
 
 APP = "tests.apps.basic:app"
@@ -172,6 +173,14 @@ def test_the_override_flag_reaches_validation(cli: Any, monkeypatch: pytest.Monk
     [("16M", 16 * 1024**2), ("16MiB", 16 * 1024**2), ("16mb", 16 * 1024**2), ("1.5K", 1536), ("100", 100)],
 )
 def test_sizes_that_parse(text: str, size: int) -> None:
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize(
+    ("size", "text"), [(16 * 1024**2, "16M"), (4 * 1024**3, "4G"), (16384, "16K"), (1536, "1536"), (0, "0")]
+)
+def test_sizes_print_as_they_parse(size: int, text: str) -> None:
+    assert format_size(size) == text
     assert parse_size(text) == size
 
 

@@ -553,6 +553,7 @@ OPTIONS = [
     "send-timeout",
     "graceful-timeout",
     "max-body-size",
+    "max-spool-size",
     "max-connections",
     "max-request-line",
     "max-head-size",
@@ -575,6 +576,15 @@ def test_help_shows_only_the_real_defaults() -> None:
     text = " ".join(run_rush("--help").stdout.split())
     assert "(default: None)" not in text
     assert "[default: 8000]" in text
+
+
+def test_help_prints_sizes_as_the_readme_writes_them() -> None:
+    """Issue 33 item 8: 16M, not 16777216."""
+    text = " ".join(run_rush("--help").stdout.split())
+    assert "16777216" not in text
+    for option, default in [("ws-max-size", "16M"), ("max-spool-size", "4G"), ("max-head-size", "16K")]:
+        described = text.split(f"--{option} {option.upper().replace('-', '_')} ", 1)[1]
+        assert described.split("]", 1)[0].endswith(f"[default: {default}"), described[:300]
 
 
 def test_version() -> None:

@@ -149,6 +149,7 @@ class LimitSettings:
         max_head_size: int,
         max_headers: int,
         max_body_size: int,
+        max_spool_size: int,
         max_connections: int,
         max_worker_output: int,
         tls_max_handshakes: int,

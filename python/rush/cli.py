@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from rush.config import ENVIRONMENT_PREFIX, Config, OptionError, TlsError
 from rush.main import serve
-from rush.values import usage_error
+from rush.values import format_size, usage_error
 
 # The exit status of a usage error, as argparse uses.
 
@@ -61,7 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
             parser.add_argument(*flags, action="append", default=None, metavar=metavar, help=help_text)
             continue
         if option.default is not None and "[default:" not in help_text:
-            help_text = f"{help_text} [default: {option.default}]"
+            default = option.default
+            if option.metadata.get("kind") == "size":
+                default = format_size(default)
+            help_text = f"{help_text} [default: {default}]"
         parser.add_argument(
             *flags,
             default=None,

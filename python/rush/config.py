@@ -118,9 +118,16 @@ class Config:
         "their worker; a worker still running then is killed",
     )
     max_body_size: int = _option(
-        16 * 1024**2,
+        0,
         "largest request body in bytes, counted as it arrives, with or without a Content-Length (413 beyond; "
-        "0: no limit); suffixes K, M, G",
+        "0: no limit, as uvicorn, hypercorn and gunicorn); suffixes K, M, G",
+        kind="size",
+    )
+    max_spool_size: int = _option(
+        4 * 1024**3,
+        "request bodies a worker collects for WSGI, the rush App and ASGI static mounts, in memory and "
+        "temporary files, summed; an upload that does not fit beside the others gets 503 with Retry-After, "
+        "one larger than it 413 (0: no bound); suffixes K, M, G",
         kind="size",
     )
     max_connections: int = _option(10000, "open connections per worker; beyond it, accepting pauses")
@@ -397,6 +404,7 @@ class Config:
         self._check_seconds("graceful_timeout", zero_allowed=True)
         # 0 turns the body limit off, as nginx's client_max_body_size 0 does.
         self._check_whole("max_body_size", 0, MAX_SIZE)
+        self._check_whole("max_spool_size", 0, MAX_SIZE)
         for name in ("max_request_line", "max_head_size", "max_connections", "max_worker_output"):
             self._check_whole(name, 1, MAX_SIZE)
         self._check_whole("max_headers", 1, MAX_HEADERS_LIMIT)

@@ -62,6 +62,15 @@ def parse_size(text: str) -> int:
     return int(Decimal(number) * _SIZE_SUFFIXES[suffix.lower()])
 
 
+def format_size(size: int) -> str:
+    """16777216 -> ``"16M"``: a size as the README and ``parse_size`` write
+    it, in the largest unit that divides it exactly (plain bytes otherwise)."""
+    for suffix, unit in (("G", 1024**3), ("M", 1024**2), ("K", 1024)):
+        if size and size % unit == 0:
+            return f"{size // unit}{suffix}"
+    return str(size)
+
+
 def parse_bool(text: str) -> bool:
     lowered = text.strip().lower()
     if lowered in ("1", "true", "yes", "on"):

@@ -123,6 +123,7 @@ def app_server_settings(config: Config, router: Router, **app: Any) -> AppServer
             max_headers=config.max_headers,
             # 0 is no limit: the core counts against the largest size it can.
             max_body_size=config.max_body_size or 2**64 - 1,
+            max_spool_size=config.max_spool_size,
             max_connections=config.max_connections,
             max_worker_output=config.max_worker_output,
             tls_max_handshakes=config.ssl_max_handshakes,

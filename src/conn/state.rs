@@ -350,7 +350,7 @@ mod tests {
         Box::new(PendingBody {
             head_bytes,
             head,
-            body: BodyBuffer::new(Some(5)),
+            body: BodyBuffer::new(Some(5)).unwrap(),
             framing: BodyProgress::Remaining(5),
         })
     }

@@ -264,6 +264,28 @@ impl Core {
     ) {
         match error {
             BodyError::Protocol(error) => self.refuse(py, connection, &error),
+            BodyError::Busy => {
+                // Not the client's fault and not a failure: other uploads
+                // hold the worker's spool budget. Logged as a refusal.
+                connection.request.origin = None;
+                self.log_refusal(py, connection, "503 request body spool full");
+                metrics::refused(503);
+                write_status_page(
+                    connection,
+                    503,
+                    std::iter::once((&b"retry-after"[..], &b"5"[..])),
+                    &ResponseContext {
+                        date_line: self.date.header_line(),
+                        head_only: false,
+                        keep_alive: false,
+                        http10: false,
+                        request_head: &[],
+                        allow: None,
+                    },
+                    true,
+                );
+                connection.state.refused();
+            }
             BodyError::Storage(error) => {
                 self.log_error(py, &format!("cannot store a request body: {error}"), None);
                 write_status_page(

@@ -11,7 +11,7 @@ use rush_proto::{
     Version,
 };
 
-use crate::body::{BodyBuffer, RequestBody};
+use crate::body::{BodyBuffer, RequestBody, SpoolError};
 use crate::conn::{BodyProgress, Connection, PendingBody, ReadState};
 use crate::dispatch::{Core, Outcome};
 use crate::exchange::StreamKey;
@@ -92,7 +92,8 @@ impl Core {
                             break;
                         }
                     }
-                    match start_body(&head, &available[head_end..], &self.config.limits) {
+                    let flows = self.takes_body_as_it_comes(head.path.of(head_bytes));
+                    match start_body(&head, &available[head_end..], &self.config.limits, flows) {
                         Err(error) => {
                             self.refuse_body(py, connection, error);
                             offset = input.len();
@@ -118,11 +119,11 @@ impl Core {
                             }
                             offset = next;
                         }
-                        Ok(BodyStart::Incomplete {
-                            body: BodyBuffer::Memory(initial),
+                        Ok(BodyStart::Flowing {
+                            initial,
                             progress,
                             consumed,
-                        }) if self.takes_body_as_it_comes(head.path.of(head_bytes)) => {
+                        }) => {
                             // The app starts now and receives the body as it comes.
                             if head.expect_continue
                                 && consumed == 0
@@ -218,6 +219,18 @@ pub(crate) enum BodyError {
     Protocol(ProtoError),
     /// The server could not store it (spooling to disk failed): a 500.
     Storage(io::Error),
+    /// The worker's spool budget is taken by other bodies: 503, retry later.
+    Busy,
+}
+
+impl From<SpoolError> for BodyError {
+    fn from(error: SpoolError) -> Self {
+        match error {
+            SpoolError::Full => BodyError::Busy,
+            SpoolError::TooLarge => BodyError::Protocol(ProtoError::PayloadTooLarge),
+            SpoolError::Io(error) => BodyError::Storage(error),
+        }
+    }
 }
 
 impl From<ProtoError> for BodyError {
@@ -238,6 +251,13 @@ pub(crate) enum BodyStart<'a> {
     Complete { body: &'a [u8], consumed: usize },
     /// A chunked body that was complete in the buffer, decoded.
     Decoded { body: Vec<u8>, consumed: usize },
+    /// More is to come for an app that takes it as it comes (`flows`):
+    /// `initial` is what came with the head, held by no spool.
+    Flowing {
+        initial: Vec<u8>,
+        progress: BodyProgress,
+        consumed: usize,
+    },
     /// More is to come; `body` holds what was received so far.
     Incomplete {
         body: BodyBuffer,
@@ -250,6 +270,7 @@ pub(crate) fn start_body<'a>(
     head: &RequestHead,
     available: &'a [u8],
     limits: &Limits,
+    flows: bool,
 ) -> Result<BodyStart<'a>, BodyError> {
     match head.framing {
         BodyFraming::Empty => Ok(BodyStart::Complete {
@@ -263,8 +284,14 @@ pub(crate) fn start_body<'a>(
                     body: &available[..length_usize],
                     consumed: length_usize,
                 })
+            } else if flows {
+                Ok(BodyStart::Flowing {
+                    initial: available.to_vec(),
+                    progress: BodyProgress::Remaining(length - available.len() as u64),
+                    consumed: available.len(),
+                })
             } else {
-                let mut body = BodyBuffer::new(Some(length));
+                let mut body = BodyBuffer::new(Some(length))?;
                 body.append(available)?;
                 Ok(BodyStart::Incomplete {
                     body,
@@ -282,8 +309,14 @@ pub(crate) fn start_body<'a>(
                     body: decoded,
                     consumed: progress.consumed,
                 })
+            } else if flows {
+                Ok(BodyStart::Flowing {
+                    initial: decoded,
+                    progress: BodyProgress::Chunked(Box::new(decoder)),
+                    consumed: progress.consumed,
+                })
             } else {
-                let mut body = BodyBuffer::new(None);
+                let mut body = BodyBuffer::new(None)?;
                 body.append(&decoded)?;
                 Ok(BodyStart::Incomplete {
                     body,

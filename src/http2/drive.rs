@@ -22,7 +22,7 @@ use rush_h2::{Event, RequestHead as H2Head};
 use rush_proto::{parse_request_head, HeadStatus, Version};
 
 use super::{H2Session, H2Stream, StreamBody, StreamOut, StreamWriter};
-use crate::body::{BodyBuffer, RequestBody};
+use crate::body::{BodyBuffer, RequestBody, SpoolError};
 use crate::conn::{Connection, Disposition, Protocol};
 use crate::dispatch::{Core, Outcome, RequestLine};
 use crate::exchange::{ResponseWriter, StreamKey, WholeResponse};
@@ -307,6 +307,7 @@ impl Core {
                     };
                     entry.body_progress = self.now;
                     let mut refuse_flowing = false;
+                    let mut spool_full = false;
                     let refuse = match &mut entry.body {
                         StreamBody::ToApp {
                             waiting, received, ..
@@ -329,9 +330,14 @@ impl Core {
                             buffer, received, ..
                         } => {
                             *received += data.len() as u64;
-                            let stored = *received <= max && buffer.append(&data).is_ok();
+                            let stored = if *received > max {
+                                Err(SpoolError::TooLarge)
+                            } else {
+                                buffer.append(&data)
+                            };
                             session.conn.release(stream, data.len());
-                            !stored
+                            spool_full = matches!(stored, Err(SpoolError::Full));
+                            stored.is_err()
                         }
                         StreamBody::Done => {
                             session.conn.release(stream, data.len());
@@ -349,7 +355,13 @@ impl Core {
                             false
                         }
                     };
-                    if refuse {
+                    if spool_full {
+                        // Other uploads hold the worker's spool budget.
+                        if let Some(writer) = stream_writer(connection, stream) {
+                            self.log_refusal(py, &writer, "503 request body spool full");
+                        }
+                        self.http2_refuse_with(py, connection, stream, 503, b"Service Unavailable");
+                    } else if refuse {
                         // Past --max-body-size (or unstorable): 413, and
                         // the rest of the body is let go. Logged as
                         // HTTP/1.1 logs it.
@@ -576,11 +588,32 @@ impl Core {
             rush_proto::BodyFraming::ContentLength(length) => Some(length),
             _ => None,
         };
+        let buffer = match BodyBuffer::new(expected) {
+            Ok(buffer) => buffer,
+            Err(error) => {
+                // A declared length that does not fit the worker's spool
+                // budget: refused before any of it is read.
+                let (status, text) = match error {
+                    SpoolError::Full => (503, "503 request body spool full"),
+                    _ => (413, "413 request body too large"),
+                };
+                if let Some(writer) = stream_writer(connection, id) {
+                    self.log_refusal(py, &writer, text);
+                }
+                if status == 503 {
+                    self.http2_refuse_with(py, connection, id, 503, b"Service Unavailable");
+                } else {
+                    let error = rush_proto::ProtoError::PayloadTooLarge;
+                    self.http2_refuse_error(py, connection, id, &error);
+                }
+                return;
+            }
+        };
         if let Some(entry) = h2_session(connection).streams.get_mut(&id) {
             entry.body = StreamBody::Collect {
                 head_bytes,
                 head: Box::new(head),
-                buffer: BodyBuffer::new(expected),
+                buffer,
                 received: 0,
             };
         }

@@ -125,6 +125,7 @@ impl AppServer {
         )
         .map_err(pyo3::exceptions::PyValueError::new_err)?;
         let extra_lines = header_lines(&headers.extra_headers)?;
+        crate::body::set_spool_budget(limits.max_spool_size);
         let config = LoopConfig {
             limits: Limits {
                 max_request_line: limits.max_request_line,

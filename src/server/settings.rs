@@ -33,6 +33,7 @@ pub struct LimitSettings {
     pub(crate) max_head_size: usize,
     pub(crate) max_headers: usize,
     pub(crate) max_body_size: u64,
+    pub(crate) max_spool_size: u64,
     pub(crate) max_connections: usize,
     pub(crate) max_worker_output: usize,
     pub(crate) tls_max_handshakes: usize,
@@ -43,13 +44,16 @@ impl LimitSettings {
     #[new]
     #[pyo3(signature = (
         *, max_request_line, max_head_size, max_headers, max_body_size,
-        max_connections, max_worker_output, tls_max_handshakes,
+        max_spool_size, max_connections, max_worker_output, tls_max_handshakes,
     ))]
+    // The settings object itself: keyword-only from Python, one per flag.
+    #[allow(clippy::too_many_arguments)]
     fn new(
         max_request_line: usize,
         max_head_size: usize,
         max_headers: usize,
         max_body_size: u64,
+        max_spool_size: u64,
         max_connections: usize,
         max_worker_output: usize,
         tls_max_handshakes: usize,
@@ -59,6 +63,7 @@ impl LimitSettings {
             max_head_size,
             max_headers,
             max_body_size,
+            max_spool_size,
             max_connections,
             max_worker_output,
             tls_max_handshakes,

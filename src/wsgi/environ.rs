@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::os::fd::IntoRawFd;
+use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -18,7 +19,7 @@ use rush_proto::{BodyFraming, RequestHead, Version};
 
 use super::input::EmptyInput;
 use super::objects::FileWrapper;
-use crate::body::RequestBody;
+use crate::body::{RequestBody, SpoolHold};
 use crate::exchange::Peer;
 use crate::listen_address::ListenAddress;
 use crate::request::header_fields;
@@ -324,10 +325,20 @@ pub fn build_environ<'py>(
             .bind(py)
             .call1((PyBytes::new(py, bytes),))?,
         // A spooled body: the app reads the temporary file itself, from the start.
-        RequestBody::File { file, .. } => {
+        RequestBody::File { file, hold, .. } => {
             let descriptor = file.try_clone()?.into_raw_fd();
             let input = py.import("io")?.call_method1("open", (descriptor, "rb"))?;
             input.call_method1("seek", (0,))?;
+            // The file counts against the spool budget for as long as the
+            // app keeps its input (a pool thread outlives the loop's buffer).
+            let keeper = Py::new(
+                py,
+                SpoolKeeper {
+                    _hold: Arc::clone(hold),
+                },
+            )?;
+            py.import("weakref")?
+                .call_method1("finalize", (&input, keeper.getattr(py, "release")?))?;
             input
         }
     };
@@ -403,4 +414,19 @@ mod tests {
         assert_eq!(split_host("example.com:"), ("example.com:", None));
         assert_eq!(split_host("a:b"), ("a:b", None));
     }
+}
+
+/// A spooled body's share of the spool budget, kept alive by a
+/// `weakref.finalize` on its `wsgi.input`: the finalizer holds `release`
+/// (and so this object) until the input is collected, calls it, then lets
+/// it go, and the share with it.
+#[pyclass(module = "rush._rush", frozen)]
+struct SpoolKeeper {
+    _hold: Arc<SpoolHold>,
+}
+
+#[pymethods]
+impl SpoolKeeper {
+    /// Nothing to do: dropping this object after the call gives the share back.
+    fn release(&self) {}
 }

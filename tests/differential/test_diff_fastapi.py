@@ -77,6 +77,23 @@ def test_upload_file_with_curl(api: Pair, tmp_path: Path) -> None:
     assert json.loads(rush_view["client"]["body"])["size"] == upload.stat().st_size
 
 
+def test_a_20mb_upload_file_with_default_flags(api: Pair) -> None:
+    """Issue 33 item 1: a 20 MB ``UploadFile`` was a 413 under rush's old
+    16 MiB default while uvicorn took it; neither has a body limit now. The
+    payload repeats, so the recorder's copy of what the app received stays
+    plain text."""
+    payload = b"rush" * (5 * 1000**2)
+
+    def script(side: Side) -> dict:
+        with httpx.Client(base_url=side.url, timeout=60) as client:
+            files = {"file": ("big.bin", payload, "application/octet-stream")}
+            return httpx_view(client.post("/uploadfile/", files=files, headers={"x-diff-id": "upload-20mb"}))
+
+    rush_view, _ = api.check("upload-20mb", script)
+    assert rush_view["status"] == 200
+    assert json.loads(rush_view["body"])["size"] == len(payload)
+
+
 def test_background_task_runs_after_the_response(api: Pair) -> None:
     def script(side: Side) -> dict:
         with httpx.Client(base_url=side.url) as client:
