@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import select
 import socket
 import ssl
 import statistics
@@ -171,42 +170,13 @@ def window0(args: argparse.Namespace) -> None:
 
 def flood_one(server: Server, kind: str, stop: threading.Event, result: dict) -> None:
     """Floods ``kind`` from one raw connection, reading every answer, until
-    GOAWAY or ``stop``; notes the GOAWAY's code in ``result``."""
+    GOAWAY or ``stop``; notes the bytes sent and the GOAWAY's code in ``result``."""
     raw = RawH2(server.port, tls=server.context())
     if kind == "empty DATA":
         raw.send(frame(HEADERS, END_HEADERS, 1, request_block("/drain", "POST")))
-    sock = raw.sock
-    sock.setblocking(False)
-    batch = FLOODS[kind] * 1000
-    pending = memoryview(b"")
-    result["sent"] = 0
-    while not raw.closed and not stop.is_set():
-        if not pending:
-            pending = memoryview(batch)
-        readable, writable, _ = select.select([sock], [sock], [], 10)
-        if readable or (isinstance(sock, ssl.SSLSocket) and sock.pending()):
-            try:
-                raw.received(sock.recv(65536))
-            except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
-                pass
-            except (ConnectionResetError, ssl.SSLError):
-                raw.received(b"")
-            raw.skip_ping_acks()
-            while (got := raw.buffered_frame()) is not None:
-                raw.skip_ping_acks()
-                if got.kind == GOAWAY:
-                    result["goaway"] = got.error_code
-                    raw.close()
-                    return
-        if writable:
-            try:
-                count = sock.send(pending[:65536])
-            except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
-                count = 0
-            except OSError:
-                break
-            pending = pending[count:]
-            result["sent"] += count
+    sent, frames = raw.flood_until_goaway(FLOODS[kind], stop=stop.is_set)
+    result["sent"] = sent
+    result["goaway"] = next((got.error_code for got in frames if got.kind == GOAWAY), "none")
     raw.close()
 
 

@@ -10,8 +10,10 @@ indexing, so one block can be sent any number of times.
 
 from __future__ import annotations
 
+import select
 import socket
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import hpack
@@ -150,6 +152,56 @@ class RawH2:
         if not data:
             self.closed = True
         self.buffer += data
+
+    def flood_until_goaway(
+        self,
+        flood: bytes,
+        after_batch: Callable[[], None] = lambda: None,
+        stop: Callable[[], bool] = lambda: False,
+        bound: int = 64 * 1024 * 1024,
+    ) -> tuple[int, list[Frame]]:
+        """Sends ``flood`` a thousand times a batch and reads every answer as
+        it comes (one thread, non-blocking: an SSL socket takes no
+        concurrent reader and writer), until the server's GOAWAY was read,
+        the connection closed, ``stop()`` says so, or ``bound`` bytes went;
+        ``after_batch`` runs after each batch. Returns the bytes sent and
+        the frames read (the PING ACKs a PING flood brings skipped)."""
+        sock = self.sock
+        sock.setblocking(False)
+        batch = flood * 1000
+        pending = memoryview(b"")
+        sent = 0
+        frames: list[Frame] = []
+        while not self.closed and not stop():
+            if not pending and sent < bound:
+                pending = memoryview(batch)
+            readable, writable, _ = select.select([sock], [sock] if pending else [], [], GUARD_TIMEOUT)
+            assert readable or writable, "the connection stalled"
+            if readable or (isinstance(sock, ssl.SSLSocket) and sock.pending()):
+                try:
+                    self.received(sock.recv(65536))
+                except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+                    pass
+                except (ConnectionResetError, ssl.SSLError):
+                    self.received(b"")
+                self.skip_ping_acks()
+                while (got := self.buffered_frame()) is not None:
+                    self.skip_ping_acks()
+                    frames.append(got)
+                    if got.kind == GOAWAY:
+                        return sent, frames
+            if writable and pending:
+                try:
+                    count = sock.send(pending[:65536])
+                except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+                    count = 0
+                except OSError:
+                    break  # closed on us mid-send: what was read before still counts
+                pending = pending[count:]
+                if not pending:
+                    sent += len(batch)
+                    after_batch()
+        return sent, frames
 
     def skip_ping_acks(self) -> int:
         """Steps over the PING ACKs at the front of what was read, without

@@ -22,9 +22,7 @@ The attacker is tests/h2_raw.py's raw peer; the app is tests/apps/h2_hostile.py.
 
 from __future__ import annotations
 
-import select
 import ssl
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -88,50 +86,6 @@ def over(request: pytest.FixtureRequest, pki: dict[str, Path]) -> Over:
     return Over(request.param, pki)
 
 
-def flood_until_goaway(attacker: RawH2, flood: bytes, on_sent: Callable[[], None]) -> tuple[int, list]:
-    """Sends ``flood`` a thousand frames at a time and reads every answer as
-    it comes (one thread, non-blocking: an SSL socket takes no concurrent
-    reader and writer), until the server's GOAWAY was read or the
-    connection closed, or 64 MiB went (the bound); ``on_sent`` runs after
-    each batch. Returns the bytes sent and the frames read."""
-    sock = attacker.sock
-    sock.setblocking(False)
-    batch = flood * 1000
-    pending = memoryview(b"")
-    sent = 0
-    frames: list = []
-    while not attacker.closed:
-        if not pending and sent < 64 * 1024 * 1024:
-            pending = memoryview(batch)
-        readable, writable, _ = select.select([sock], [sock] if pending else [], [], GUARD_TIMEOUT)
-        assert readable or writable, "the connection stalled"
-        if readable or (isinstance(sock, ssl.SSLSocket) and sock.pending()):
-            try:
-                attacker.received(sock.recv(65536))
-            except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
-                pass
-            except (ConnectionResetError, ssl.SSLError):
-                attacker.received(b"")
-            attacker.skip_ping_acks()
-            while (got := attacker.buffered_frame()) is not None:
-                attacker.skip_ping_acks()
-                frames.append(got)
-                if got.kind == GOAWAY:
-                    return sent, frames
-        if writable and pending:
-            try:
-                count = sock.send(pending[:65536])
-            except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
-                count = 0
-            except OSError:
-                break  # closed on us mid-send: what was read before still counts
-            pending = pending[count:]
-            if not pending:
-                sent += len(batch)
-                on_sent()
-    return sent, frames
-
-
 @pytest.mark.parametrize("kind", list(FLOODS))
 def test_a_control_frame_flood_gets_goaway_while_others_are_answered(
     rush_server: ServerFactory, over: Over, kind: str
@@ -145,7 +99,7 @@ def test_a_control_frame_flood_gets_goaway_while_others_are_answered(
         if kind == "empty DATA":
             attacker.send(frame(HEADERS, END_HEADERS, 1, request_block("/drain", "POST")))
         before = normal.answered
-        sent, frames = flood_until_goaway(attacker, FLOODS[kind], lambda: answered_during.append(normal.answered))
+        sent, frames = attacker.flood_until_goaway(FLOODS[kind], lambda: answered_during.append(normal.answered))
     answered = normal.stop()
     goaway = next((got for got in frames if got.kind == GOAWAY), None)
     assert goaway is not None, f"closed without GOAWAY after {sent} bytes of {kind}"
