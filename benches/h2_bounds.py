@@ -29,6 +29,8 @@ checked (status 200 and the worker's pid) before a latency counts.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import multiprocessing.synchronize
 import os
 import socket
 import ssl
@@ -36,7 +38,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -168,16 +169,21 @@ def window0(args: argparse.Namespace) -> None:
         server.stop()
 
 
-def flood_one(server: Server, kind: str, stop: threading.Event, result: dict) -> None:
+def flood_one(
+    server: Server, kind: str, stop: multiprocessing.synchronize.Event, results: multiprocessing.Queue
+) -> None:
     """Floods ``kind`` from one raw connection, reading every answer, until
-    GOAWAY or ``stop``; notes the bytes sent and the GOAWAY's code in ``result``."""
+    GOAWAY or ``stop``; puts the bytes sent and the GOAWAY's code on
+    ``results``. Run in a process of its own: in a thread, its reading of
+    every answer in Python held the interpreter lock the normal client's
+    thread waited on, and its latency measured that."""
     raw = RawH2(server.port, tls=server.context())
     if kind == "empty DATA":
         raw.send(frame(HEADERS, END_HEADERS, 1, request_block("/drain", "POST")))
     sent, frames = raw.flood_until_goaway(FLOODS[kind], stop=stop.is_set)
-    result["sent"] = sent
-    result["goaway"] = next((got.error_code for got in frames if got.kind == GOAWAY), "none")
+    goaway = next((got.error_code for got in frames if got.kind == GOAWAY), "none")
     raw.close()
+    results.put({"sent": sent, "goaway": goaway})
 
 
 def flood(args: argparse.Namespace) -> None:
@@ -192,15 +198,17 @@ def flood(args: argparse.Namespace) -> None:
             latencies(client, server.pid, 50)  # warm-up
             quiet = latencies(client, server.pid, args.requests)
             print(f"flood over {'TLS' if tls else 'h2c'}: quiet p99 {p99(quiet) * 1000:.2f} ms")
+            processes = multiprocessing.get_context("fork")
             for kind in FLOODS:
-                stop, result = threading.Event(), {}
-                flooder = threading.Thread(target=flood_one, args=(server, kind, stop, result), daemon=True)
+                stop, results = processes.Event(), processes.Queue()
+                flooder = processes.Process(target=flood_one, args=(server, kind, stop, results), daemon=True)
                 flooder.start()
                 during = []
                 # Requests only while the flood runs (it ends with its GOAWAY).
                 while flooder.is_alive() and len(during) < args.requests:
                     during += latencies(client, server.pid, 1)
                 stop.set()
+                result = results.get(timeout=30)
                 flooder.join(30)
                 figure = f"p99 {p99(during) * 1000:.2f} ms over {len(during)}" if len(during) >= 2 else "no request"
                 print(

@@ -33,6 +33,10 @@ pub(crate) const OUTPUT_FAIR_SHARE: usize = 64 * 1024;
 /// upload at full speed costs a turn per 256 KiB, and a peer that floods
 /// control frames cannot hold the worker.
 pub(crate) const READ_BUDGET_PER_TURN: usize = 4 * READ_CHUNK;
+/// Frames an HTTP/2 connection may bring per turn of the loop, beside its
+/// bytes: 256 KiB of SETTINGS frames are 29,000 frames, each applied and
+/// answered; a browser or a load generator sends a few dozen per read.
+pub(crate) const FRAMES_PER_TURN: u64 = 1024;
 /// How long to discard input after refusing a request, before closing.
 pub(crate) const LINGER_TIMEOUT: Duration = Duration::from_secs(2);
 /// Most bytes discarded while lingering.

@@ -29,7 +29,7 @@ use crate::exchange::{ResponseWriter, StreamKey, WholeResponse};
 use crate::http_write::TEXT_PLAIN;
 use crate::inflight::{InFlight, RequestUnit};
 use crate::metrics;
-use crate::options::{LINGER_MAX_BYTES, LINGER_TIMEOUT, READ_BUDGET_PER_TURN};
+use crate::options::{FRAMES_PER_TURN, LINGER_MAX_BYTES, LINGER_TIMEOUT, READ_BUDGET_PER_TURN};
 use crate::request::header_fields;
 use crate::response::ResponseContext;
 
@@ -133,6 +133,12 @@ impl Core {
         // What this drive read: past its share of the turn, the connection
         // waits for the next turn (`crate::next_turn`).
         let mut read_this_turn = 0;
+        let frames_at_start = h2_session(connection).conn.frames_received();
+        // Input kept from the last turn goes first, under this turn's budget.
+        let unfed = std::mem::take(&mut h2_session(connection).unfed);
+        if !unfed.is_empty() {
+            self.http2_feed(connection, &unfed, frames_at_start);
+        }
         if h2_session(connection)
             .body_deadline
             .is_some_and(|deadline| self.now >= deadline)
@@ -189,7 +195,7 @@ impl Core {
             if !socket_may_have_input {
                 return self.http2_pause(py, connection);
             }
-            if read_this_turn >= READ_BUDGET_PER_TURN {
+            if read_this_turn >= READ_BUDGET_PER_TURN || !h2_session(connection).unfed.is_empty() {
                 self.next_turn.push(key);
                 return self.http2_pause(py, connection);
             }
@@ -219,7 +225,9 @@ impl Core {
                         // alone (each turn reads at most its share).
                         continue;
                     }
-                    session.conn.feed(&self.read_buffer[..count]);
+                    let read = std::mem::take(&mut self.read_buffer);
+                    self.http2_feed(connection, &read[..count], frames_at_start);
+                    self.read_buffer = read;
                 }
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
                     return self.http2_pause(py, connection);
@@ -228,6 +236,17 @@ impl Core {
                 Err(_) => return Disposition::Close,
             }
         }
+    }
+
+    /// Hands `data` to the connection as far as this turn's frame budget
+    /// goes (`FRAMES_PER_TURN` since `frames_at_start`); the rest waits in
+    /// `H2Session::unfed` for the next turn.
+    fn http2_feed(&mut self, connection: &mut Connection, data: &[u8], frames_at_start: u64) {
+        let session = h2_session(connection);
+        let spent = session.conn.frames_received() - frames_at_start;
+        let left = FRAMES_PER_TURN.saturating_sub(spent).max(1) as usize;
+        let taken = session.conn.feed_frames(data, left);
+        session.unfed.extend_from_slice(&data[taken..]);
     }
 
     /// Before the drive returns: the ASGI producers waiting on their

@@ -38,6 +38,10 @@ pub struct H2Session {
     /// streams. Kept apart from the connection's deadline, which is the
     /// keep-alive's and the shutdown's.
     pub(crate) body_deadline: Option<Instant>,
+    /// Input read past the connection's frame budget for a turn
+    /// (`FRAMES_PER_TURN`): fed first on its next turn, before the socket
+    /// is read again.
+    pub(crate) unfed: Vec<u8>,
 }
 
 impl H2Session {
@@ -50,6 +54,7 @@ impl H2Session {
             lingering: None,
             scratch_ids: Vec::new(),
             body_deadline: None,
+            unfed: Vec::new(),
         }
     }
 

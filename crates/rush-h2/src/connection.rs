@@ -168,17 +168,37 @@ impl H2Connection {
     /// [`crate::FloodLimit`]) gets GOAWAY(ENHANCE_YOUR_CALM); what it sends
     /// after that is dropped unread.
     pub fn feed(&mut self, data: &[u8]) {
+        self.feed_frames(data, usize::MAX);
+    }
+
+    /// [`feed`](Self::feed), up to the header of the `frames`-th frame
+    /// that begins in `data`; returns how many bytes were taken (all of
+    /// them when fewer frames begin there). A server that bounds the frames it
+    /// handles per turn of its loop keeps the rest for the next turn: a
+    /// flood of tiny frames (30,000 SETTINGS in 256 KiB) is then no longer
+    /// one long turn.
+    pub fn feed_frames(&mut self, data: &[u8], frames: usize) -> usize {
         if data.is_empty() || self.calmed {
-            return;
+            return data.len();
         }
-        self.flood.observe(data);
+        let taken = self.flood.observe_frames(data, frames);
         if self.flood.flooded() {
             self.calm_down();
-            return;
+            return data.len();
         }
-        self.buffers.borrow_mut().input.extend_from_slice(data);
+        self.buffers
+            .borrow_mut()
+            .input
+            .extend_from_slice(&data[..taken]);
         self.input_seen = true;
         self.drive();
+        taken
+    }
+
+    /// Frame headers received so far (what [`feed_frames`](Self::feed_frames)
+    /// counts).
+    pub fn frames_received(&self) -> u64 {
+        self.flood.frames()
     }
 
     /// The peer closed its side of the connection (a read returned 0).

@@ -64,6 +64,8 @@ pub(crate) struct FloodMeter {
     payload_useful: bool,
     received: u64,
     useful: u64,
+    /// Frame headers read so far.
+    frames: u64,
 }
 
 impl FloodMeter {
@@ -77,36 +79,55 @@ impl FloodMeter {
             payload_useful: false,
             received: 0,
             useful: 0,
+            frames: 0,
         }
     }
 
-    /// Counts `bytes`, the next bytes received from the peer.
-    pub(crate) fn observe(&mut self, mut bytes: &[u8]) {
-        self.received += bytes.len() as u64;
+    /// Counts the next bytes received from the peer, up to the end of the
+    /// `frames`-th frame header that completes in them; returns how many
+    /// bytes were counted (all of `bytes` when fewer frames start in them).
+    pub(crate) fn observe_frames(&mut self, bytes: &[u8], frames: usize) -> usize {
         let skip = self.preface_left.min(bytes.len());
         self.preface_left -= skip;
-        bytes = &bytes[skip..];
-        while !bytes.is_empty() {
+        let mut rest = &bytes[skip..];
+        let mut headers = 0;
+        while !rest.is_empty() && headers < frames {
             if self.payload_left > 0 {
-                let take = self.payload_left.min(bytes.len());
+                let take = self.payload_left.min(rest.len());
                 self.payload_left -= take;
                 if self.payload_useful {
                     self.useful += take as u64;
                 }
-                bytes = &bytes[take..];
+                rest = &rest[take..];
                 continue;
             }
-            let take = (FRAME_HEADER_LEN - self.header_len).min(bytes.len());
-            self.header[self.header_len..self.header_len + take].copy_from_slice(&bytes[..take]);
+            let take = (FRAME_HEADER_LEN - self.header_len).min(rest.len());
+            self.header[self.header_len..self.header_len + take].copy_from_slice(&rest[..take]);
             self.header_len += take;
-            bytes = &bytes[take..];
+            rest = &rest[take..];
             if self.header_len == FRAME_HEADER_LEN {
                 self.header_len = 0;
+                headers += 1;
                 let [l0, l1, l2, kind, ..] = self.header;
                 self.payload_left = usize::from(l0) << 16 | usize::from(l1) << 8 | usize::from(l2);
                 self.payload_useful = matches!(kind, DATA | HEADERS | CONTINUATION);
             }
         }
+        let counted = bytes.len() - rest.len();
+        self.received += counted as u64;
+        self.frames += headers as u64;
+        counted
+    }
+
+    /// Counts `bytes`, the next bytes received from the peer.
+    #[cfg(test)]
+    pub(crate) fn observe(&mut self, bytes: &[u8]) {
+        self.observe_frames(bytes, usize::MAX);
+    }
+
+    /// Frame headers received so far.
+    pub(crate) fn frames(&self) -> u64 {
+        self.frames
     }
 
     /// The server sent `bytes` of response body: useful traffic.
@@ -208,6 +229,25 @@ mod tests {
             );
         }
         assert_eq!(whole.useful, 30 + 16_384 + 7);
+    }
+
+    #[test]
+    fn observing_stops_after_the_frame_limit_and_goes_on_where_it_stopped() {
+        let mut stream = vec![b'P'; PREFACE_LEN];
+        for _ in 0..10 {
+            stream.extend(frame(0x6, 8)); // PING: 17 bytes each
+        }
+        let mut limited = meter();
+        let first = limited.observe_frames(&stream, 3);
+        // The preface and three headers (the third's payload not yet).
+        assert_eq!(first, PREFACE_LEN + 2 * 17 + FRAME_HEADER_LEN);
+        let second = limited.observe_frames(&stream[first..], 7);
+        assert_eq!(first + second, stream.len() - 8);
+        let rest = limited.observe_frames(&stream[first + second..], 1);
+        assert_eq!(first + second + rest, stream.len());
+        let mut whole = meter();
+        whole.observe(&stream);
+        assert_eq!(limited.received, whole.received);
     }
 
     #[test]
