@@ -194,6 +194,11 @@ def overdue_scene(side: Side) -> dict:
         stream_raw = read_all(streaming).decode("latin-1")
         exit_code = side.server.wait_exit()
     markers = {path.name for path in directory.iterdir() if path.suffix != ".entered"}
+    # A stream cut at the deadline: rush cancels its task before the worker
+    # exits, and the generator's `finally` runs when the cancellation gets
+    # there before the exit does, which is a race; uvicorn dies of the
+    # signal with the generator suspended, and never runs it. Not compared.
+    markers.discard("stream.finally")
     return {
         "in-flight": in_flight_view,
         "stream": stream_raw.partition("\r\n\r\n")[2],
