@@ -8,7 +8,10 @@
 //! stream id in `session::H2Session`) dispatched through the same entry
 //! HTTP/1.1 uses (`Core::dispatch`, so the native App, WSGI, ASGI and
 //! static files answer over HTTP/2 unchanged), and writes what it owes
-//! under the send-timeout rules of every connection. `writer.rs` is this
+//! under the send-timeout rules of every connection; `request.rs` takes
+//! one stream's request from its head to its outcome, and `stream_end.rs`
+//! the streams the server ends itself (refusals, timeouts, cuts, each with
+//! its access-log line). `writer.rs` is this
 //! protocol's side of the response-writer seam: a [`StreamWriter`] frames
 //! one stream's response as HEADERS and DATA through the connection.
 //!
@@ -24,7 +27,9 @@
 //! ([`Core::pick_protocol`]): ALPN over TLS, the client preface in clear.
 
 mod drive;
+mod request;
 pub(crate) mod session;
+mod stream_end;
 mod writer;
 
 use rush_h2::{detect_preface, Preface};
