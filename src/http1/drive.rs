@@ -270,41 +270,34 @@ impl Core {
                 connection.request.origin = None;
                 self.log_refusal(py, connection, "503 request body spool full");
                 metrics::refused(503);
-                write_status_page(
-                    connection,
-                    503,
-                    std::iter::once((&b"retry-after"[..], &b"5"[..])),
-                    &ResponseContext {
-                        date_line: self.date.header_line(),
-                        head_only: false,
-                        keep_alive: false,
-                        http10: false,
-                        request_head: &[],
-                        allow: None,
-                    },
-                    true,
-                );
-                connection.state.refused();
+                let retry = std::iter::once((&b"retry-after"[..], &b"5"[..]));
+                self.close_with_status_page(connection, 503, retry);
             }
             BodyError::Storage(error) => {
                 self.log_error(py, &format!("cannot store a request body: {error}"), None);
-                write_status_page(
-                    connection,
-                    500,
-                    std::iter::empty(),
-                    &ResponseContext {
-                        date_line: self.date.header_line(),
-                        head_only: false,
-                        keep_alive: false,
-                        http10: false,
-                        request_head: &[],
-                        allow: None,
-                    },
-                    true,
-                );
-                connection.state.refused();
+                self.close_with_status_page(connection, 500, std::iter::empty());
             }
         }
+    }
+
+    /// A status page of rush's own for a request whose body was not taken,
+    /// then the lingering close of every refusal.
+    fn close_with_status_page<'f>(
+        &self,
+        connection: &mut Connection,
+        status: u16,
+        fields: impl Iterator<Item = (&'f [u8], &'f [u8])>,
+    ) {
+        let context = ResponseContext {
+            date_line: self.date.header_line(),
+            head_only: false,
+            keep_alive: false,
+            http10: false,
+            request_head: &[],
+            allow: None,
+        };
+        write_status_page(connection, status, fields, &context, true);
+        connection.state.refused();
     }
 
     /// Answers a request the protocol refused, and closes.
