@@ -711,12 +711,6 @@ impl H2Connection {
         }
     }
 
-    /// Whether the connection was closed for abuse (a flood, too many
-    /// resets): GOAWAY(ENHANCE_YOUR_CALM) is out or on its way.
-    pub fn calmed(&self) -> bool {
-        self.calmed
-    }
-
     /// GOAWAY(ENHANCE_YOUR_CALM), once: the peer abused the connection.
     fn calm_down(&mut self) {
         if self.calmed {
