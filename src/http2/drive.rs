@@ -111,10 +111,7 @@ impl Core {
                 continue;
             }
             let session = h2_session(connection);
-            let (closed, lingering) = (
-                session.closed || session.conn.is_done(),
-                session.lingering.is_some(),
-            );
+            let (closed, lingering) = (session.closed || session.conn.is_done(), session.lingering);
             if closed {
                 if connection.peer_closed {
                     return Disposition::Close;
@@ -123,7 +120,7 @@ impl Core {
                     // Like an HTTP/1.1 refusal: shut the write side, then
                     // discard what still comes for a bounded time.
                     let session = h2_session(connection);
-                    session.lingering = Some(0);
+                    session.lingering = true;
                     session.shutdown_requested = true;
                     connection.stream.shutdown_write();
                     connection.deadline = Some(self.now + LINGER_TIMEOUT);
@@ -133,7 +130,7 @@ impl Core {
                 return Disposition::Close;
             }
             let session = h2_session(connection);
-            if session.lingering.is_none() && !session.conn.wants_read() {
+            if !session.lingering && !session.conn.wants_read() {
                 if progress {
                     continue;
                 }
@@ -161,8 +158,7 @@ impl Core {
                         || connection.peer_sent_fin
                         || connection.stream.tls().is_some();
                     let session = h2_session(connection);
-                    if let Some(discarded) = &mut session.lingering {
-                        *discarded += count;
+                    if session.lingering {
                         // A peer closed for abuse (a flood, which `h2` or
                         // the flood meter caught) keeps sending: closing on
                         // unread input would reset the socket and lose the
@@ -223,7 +219,7 @@ impl Core {
             .filter_map(|stream| stream.body_deadline(body_timeout))
             .min();
         let idle = session.streams.is_empty();
-        let lingering = session.lingering.is_some();
+        let lingering = session.lingering;
         let shutting = session.shutdown_requested;
         for &id in &paced {
             if let Some(writer) = stream_writer(connection, id) {

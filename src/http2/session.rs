@@ -25,10 +25,10 @@ pub struct H2Session {
     /// A graceful shutdown was asked for (drain, idle timeout).
     pub(crate) shutdown_requested: bool,
     /// After the last frame: the write side is shut and input is
-    /// discarded (this many bytes so far) until the peer closes, as
+    /// discarded until the peer closes or the linger's time ends, as
     /// HTTP/1.1 refusals linger, so the peer reads the GOAWAY rather than
     /// a reset.
-    pub(crate) lingering: Option<usize>,
+    pub(crate) lingering: bool,
     /// Stream ids a pass walks while it drives the streams (which borrow
     /// the connection): kept between passes so a drive allocates no list.
     pub(crate) scratch_ids: Vec<u32>,
@@ -51,7 +51,7 @@ impl H2Session {
             streams: HashMap::new(),
             closed: false,
             shutdown_requested: false,
-            lingering: None,
+            lingering: false,
             scratch_ids: Vec::new(),
             body_deadline: None,
             unfed: Vec::new(),
