@@ -20,7 +20,6 @@ use std::io::{self, Read};
 use pyo3::prelude::*;
 use rush_h2::Event;
 
-use super::request::finish_if_sent;
 use super::{H2Session, StreamBody, StreamWriter};
 use crate::body::SpoolError;
 use crate::conn::{Connection, Disposition, Protocol};
@@ -65,6 +64,25 @@ pub(crate) fn stream_writer(connection: &mut Connection, id: u32) -> Option<Stre
         client: *client,
         listener: *listener,
     })
+}
+
+/// Forgets stream `id` once its response is complete and all of it was
+/// handed to `H2Connection` (which sends the rest as the windows allow).
+/// A response whose app never ended it is reset rather than left open.
+pub(super) fn finish_if_sent(connection: &mut Connection, id: u32) {
+    let session = h2_session(connection);
+    let Some(stream) = session.streams.get(&id) else {
+        return;
+    };
+    let draining = matches!(stream.body, StreamBody::Discard { .. });
+    if !stream.answered || stream.out.file.is_some() || draining {
+        return;
+    }
+    let ended = stream.out.ended;
+    session.streams.remove(&id);
+    if !ended {
+        session.conn.reset(id, rush_h2::Reason::INTERNAL_ERROR);
+    }
 }
 
 impl Core {

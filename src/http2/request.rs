@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use rush_h2::RequestHead as H2Head;
 use rush_proto::{parse_request_head, HeadStatus, Version};
 
-use super::drive::{h2_session, stream_writer};
+use super::drive::{finish_if_sent, h2_session, stream_writer};
 use super::{H2Stream, StreamBody, StreamOut};
 use crate::body::{BodyBuffer, RequestBody, SpoolError};
 use crate::conn::Connection;
@@ -339,25 +339,6 @@ impl Core {
                 finish_if_sent(connection, id);
             }
         }
-    }
-}
-
-/// Forgets stream `id` once its response is complete and all of it was
-/// handed to `H2Connection` (which sends the rest as the windows allow).
-/// A response whose app never ended it is reset rather than left open.
-pub(super) fn finish_if_sent(connection: &mut Connection, id: u32) {
-    let session = h2_session(connection);
-    let Some(stream) = session.streams.get(&id) else {
-        return;
-    };
-    let draining = matches!(stream.body, StreamBody::Discard { .. });
-    if !stream.answered || stream.out.file.is_some() || draining {
-        return;
-    }
-    let ended = stream.out.ended;
-    session.streams.remove(&id);
-    if !ended {
-        session.conn.reset(id, rush_h2::Reason::INTERNAL_ERROR);
     }
 }
 
