@@ -187,6 +187,9 @@ fn cancelled_of_assignment(runner: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
 /// as that task. Without a runner (no asyncio loop), a coroutine that
 /// finishes at once is still fine; one that would suspend is an error.
 ///
+/// `(key, request_id)` name the request the adopted task completes: its
+/// stream's key as a token, and the id its request unit carries.
+///
 /// With `hold`, the spare stays the current task after a step that
 /// finished, until the next step needs it or [`Runner::release`] (when the
 /// loop returns to asyncio): the requests answered in one pass of the
@@ -201,8 +204,7 @@ pub(crate) fn start<'py>(
     runner: Option<&Runner>,
     context: &Bound<'py, PyAny>,
     coroutine: &Bound<'py, PyAny>,
-    key: u64,
-    request_id: u64,
+    (key, request_id): (u64, u64),
     hold: bool,
 ) -> PyResult<CoroutineStart<'py>> {
     let Some(runner) = runner else {

@@ -8,9 +8,6 @@ use std::fs::File;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use rush_proto::encode::status_has_no_body;
-use rush_proto::response::{write_content_length, write_status_line};
-
 /// A response body sent after the head, without copying it into the output buffer.
 pub enum OutgoingBody {
     Shared {
@@ -56,37 +53,6 @@ pub struct Rendered {
     pub body: Option<OutgoingBody>,
     /// The app asked for `Connection: close`.
     pub close: bool,
-}
-
-/// Appends a complete response to `out`.
-#[allow(clippy::too_many_arguments)]
-pub fn write_response<'h>(
-    out: &mut Vec<u8>,
-    status: u16,
-    content_type: &[u8],
-    extra_headers: impl Iterator<Item = (&'h [u8], &'h [u8])>,
-    body: &[u8],
-    context: &ResponseContext<'_>,
-    close: bool,
-) {
-    write_status_line(out, status);
-    if !content_type.is_empty() {
-        out.extend_from_slice(b"Content-Type: ");
-        out.extend_from_slice(content_type);
-        out.extend_from_slice(b"\r\n");
-    }
-    let mut app_fields = AppFields::default();
-    for (name, value) in extra_headers {
-        app_fields.write(out, name, value);
-    }
-    let bodyless = status_has_no_body(status);
-    if !bodyless {
-        write_content_length(out, body.len() as u64);
-    }
-    finish_head_after(out, context, close, app_fields);
-    if !context.head_only && !bodyless {
-        out.extend_from_slice(body);
-    }
 }
 
 /// The header fields the server adds unless the app set them itself: an

@@ -18,7 +18,7 @@ pub(crate) use crate::exchange::write_status_page;
 use crate::exchange::{ResponseWriter, WholeResponse};
 pub use crate::http_write::ResponseContext;
 use crate::http_write::{Rendered, TEXT_PLAIN};
-use crate::static_files::{load_single_file, serve_file, ConditionalHeaders};
+use crate::static_files::{load_single_file, serve_file, ConditionalHeaders, FileAnswer};
 use crate::wsgi::objects::WsgiResponse;
 use crate::wsgi::render::render_collected;
 
@@ -328,15 +328,13 @@ fn render_file<W: ResponseWriter>(
         .next()
         .unwrap_or_default();
     let conditional = ConditionalHeaders::from_fields(fields).for_method(method);
-    let outcome = serve_file(
-        &file,
-        None,
-        &extra_lines,
-        &conditional,
-        context,
-        writer,
-        None,
-    );
+    let answer = FileAnswer {
+        file: &file,
+        cache_control: None,
+        extra_lines: &extra_lines,
+        status: None,
+    };
+    let outcome = serve_file(answer, &conditional, context, writer);
     Ok(Rendered {
         status: outcome.status,
         body_length: outcome.body_length as usize,

@@ -299,6 +299,8 @@ impl Router {
         max_cache_size=64 * 1024 * 1024, cache_control=None, dotfiles=false,
         allow_symlinks_outside=false,
     ))]
+    // A mount's settings: keyword-only from Python, one per option of
+    // `App.static` (as the settings objects of server/settings.rs).
     #[allow(clippy::too_many_arguments)]
     fn add_static(
         &mut self,

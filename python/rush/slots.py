@@ -222,22 +222,31 @@ Event = (
 )
 
 
-def fork_worker(
-    config: Config,
-    slot: Slot,
-    generation: int,
-    *,
-    signals: Iterable[int],
-    slots: Iterable[Slot],
-    workers: Iterable[Worker],
-    private_fds: Iterable[int],
-) -> Worker:
+@dataclass(frozen=True)
+class Inherited:
+    """What a forked worker finds of its supervisor and must put away before
+    anything else: ``private_fds`` (the supervisor's wake-up pipe...), the
+    other ``slots``' own sockets, the other ``workers``' ready pipes, and
+    the handlers of the supervisor's ``signals``."""
+
+    signals: Iterable[int]
+    slots: Iterable[Slot]
+    workers: Iterable[Worker]
+    private_fds: Iterable[int]
+
+
+def fork_worker(config: Config, slot: Slot, generation: int, inherited: Inherited) -> Worker:
     """Forks a worker for ``slot``; raises OSError if its ready pipe or the fork
-    fails. The child closes, before anything else, what it must not inherit:
-    ``private_fds`` (the supervisor's wake-up pipe), the other ``slots``'
-    own sockets and the other ``workers``' ready pipes. The supervisor's
-    ``signals`` stay blocked until the child has reset their handlers, so
-    none runs a supervisor handler in the child."""
+    fails. The child closes, before anything else, what it must not inherit
+    (see ``Inherited``). The supervisor's signals stay blocked until the
+    child has reset their handlers, so none runs a supervisor handler in
+    the child."""
+    signals, slots, workers, private_fds = (
+        inherited.signals,
+        inherited.slots,
+        inherited.workers,
+        inherited.private_fds,
+    )
     ready_reader, ready_writer = os.pipe()
     try:
         liveness = Liveness()

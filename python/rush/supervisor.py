@@ -97,6 +97,7 @@ from rush.slots import (
     CheckupDue,
     Event,
     FilesChanged,
+    Inherited,
     ReadyOverdue,
     Reload,
     RespawnDue,
@@ -560,10 +561,7 @@ class Supervisor(Renewal):
     # Forking.
     def fork_worker(self, slot: Slot) -> Worker:
         """Forks a worker for the slot; raises OSError if the pipe or the fork fails."""
-        worker = fork_worker(
-            self.config,
-            slot,
-            self.generation,
+        inherited = Inherited(
             signals=HANDLED_SIGNALS,
             slots=self.slots.values(),
             workers=self.workers.values(),
@@ -571,6 +569,7 @@ class Supervisor(Renewal):
             + ((self.metrics.fileno(),) if self.metrics is not None else ())
             + ((self.reloader.fileno(),) if self.reloader is not None else ()),
         )
+        worker = fork_worker(self.config, slot, self.generation, inherited)
         self.workers[worker.pid] = worker
         logs.error_logger.info("started worker %d", worker.pid)
         return worker

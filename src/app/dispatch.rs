@@ -6,18 +6,19 @@
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use rush_proto::{Method, RequestHead, Version};
+use rush_proto::{Method, Version};
 
 use crate::body::RequestBody;
 use crate::coroutine::CoroutineStart;
 use crate::dispatch::cached::CacheLookup;
-use crate::dispatch::{call_handler, keep_or_close, AppInterface, Core, Outcome, RequestLine};
-use crate::exchange::{BodyLength, ResponseHead, ResponseWriter, StreamKey};
+use crate::dispatch::incoming::IncomingRequest;
+use crate::dispatch::{call_handler, keep_or_close, AppInterface, Core, Outcome};
+use crate::exchange::{BodyLength, ResponseHead, ResponseWriter};
 use crate::inflight::{AwaitingResponse, InFlight};
 use crate::request::{decode_path, header_fields, Request, RequestParts};
 use crate::response::{write_status_page, ResponseContext};
 use crate::router::RouteDecision;
-use crate::static_files::ConditionalHeaders;
+use crate::static_files::{ConditionalHeaders, MountRequest};
 
 use crate::asgi::dispatch::AsgiBody;
 
@@ -27,11 +28,12 @@ impl Core {
         &mut self,
         py: Python<'_>,
         connection: &mut W,
-        key: StreamKey,
-        head_bytes: &[u8],
-        head: &RequestHead,
+        request: IncomingRequest<'_>,
         body: RequestBody<'_>,
     ) -> Outcome {
+        let IncomingRequest {
+            head_bytes, head, ..
+        } = request;
         if let Some(liveness) = &self.liveness {
             if liveness.get().request_started(head_bytes) {
                 // --max-requests: this response already says `Connection:
@@ -40,7 +42,11 @@ impl Core {
                 self.request_limit_reached = true;
             }
         }
-        let keep_alive = head.keep_alive && !self.closes_for_drain();
+        let keep_alive = request.keep_alive && !self.closes_for_drain();
+        let request = IncomingRequest {
+            keep_alive,
+            ..request
+        };
         let context = ResponseContext {
             date_line: self.date.header_line(),
             head_only: head.method == Method::Head,
@@ -68,13 +74,7 @@ impl Core {
                 let location = (&b"Location"[..], redirect.location.as_slice());
                 connection.send_head(&redirect_head, std::iter::once(location));
                 connection.end_body(std::iter::empty());
-                self.access_log(
-                    py,
-                    connection,
-                    &RequestLine::Raw(head_bytes, head),
-                    redirect.status,
-                    0,
-                );
+                self.access_log(py, connection, &request.line(), redirect.status, 0);
                 return keep_or_close(keep_alive);
             }
             RouteDecision::NotFound
@@ -92,16 +92,16 @@ impl Core {
                 let conditional = ConditionalHeaders::from_fields(header_fields(head_bytes))
                     .for_method(head.method_span.of(head_bytes));
                 let mark = connection.response_mark();
-                let outcome = self.static_files.respond(
-                    mount,
+                let mount_request = MountRequest {
                     rest,
                     raw_path,
-                    head.query.map(|query| query.of(head_bytes)),
-                    matches!(head.method, Method::Get | Method::Head),
-                    &conditional,
-                    &context,
-                    connection,
-                );
+                    query: head.query.map(|query| query.of(head_bytes)),
+                    is_get_or_head: matches!(head.method, Method::Get | Method::Head),
+                    conditional: &conditional,
+                };
+                let outcome = self
+                    .static_files
+                    .respond(mount, mount_request, &context, connection);
                 match router.error_handler(404) {
                     // The app's own 404 page wins over the native one.
                     Some(handler) if outcome.status == 404 => {
@@ -111,13 +111,7 @@ impl Core {
                     _ => {
                         connection.set_body(outcome.body);
                         let length = outcome.body_length as usize;
-                        self.access_log(
-                            py,
-                            connection,
-                            &RequestLine::Raw(head_bytes, head),
-                            outcome.status,
-                            length,
-                        );
+                        self.access_log(py, connection, &request.line(), outcome.status, length);
                         return keep_or_close(keep_alive);
                     }
                 }
@@ -125,9 +119,7 @@ impl Core {
             RouteDecision::NotFound if !matches!(self.app, AppInterface::Native) => {
                 let mut fill = None;
                 if let Some(policy) = router.cached_path(&path) {
-                    match self.look_up_cached(
-                        py, connection, key, &router, policy, head_bytes, head, &context,
-                    ) {
+                    match self.look_up_cached(py, connection, request, &router, policy, &context) {
                         CacheLookup::Answered(outcome) => return outcome,
                         CacheLookup::Parked => return Outcome::Parked,
                         CacheLookup::Handler(handler_fill) => fill = handler_fill,
@@ -136,13 +128,9 @@ impl Core {
                 drop(router);
                 return if matches!(self.app, AppInterface::Asgi(_)) {
                     let body = AsgiBody::Complete(body);
-                    self.dispatch_asgi(
-                        py, connection, key, head_bytes, head, body, keep_alive, fill,
-                    )
+                    self.dispatch_asgi(py, connection, request, body, fill)
                 } else {
-                    self.dispatch_wsgi(
-                        py, connection, key, head_bytes, head, body, keep_alive, fill,
-                    )
+                    self.dispatch_wsgi(py, connection, request, body, fill)
                 };
             }
             RouteDecision::NotFound => match router.error_handler(404) {
@@ -150,13 +138,7 @@ impl Core {
                 None => {
                     let length =
                         write_status_page(connection, 404, std::iter::empty(), &context, false);
-                    self.access_log(
-                        py,
-                        connection,
-                        &RequestLine::Raw(head_bytes, head),
-                        404,
-                        length,
-                    );
+                    self.access_log(py, connection, &request.line(), 404, length);
                     return keep_or_close(keep_alive);
                 }
             },
@@ -168,13 +150,7 @@ impl Core {
                 None => {
                     let allow_header = std::iter::once((&b"Allow"[..], allow));
                     let length = write_status_page(connection, 405, allow_header, &context, false);
-                    self.access_log(
-                        py,
-                        connection,
-                        &RequestLine::Raw(head_bytes, head),
-                        405,
-                        length,
-                    );
+                    self.access_log(py, connection, &request.line(), 405, length);
                     return keep_or_close(keep_alive);
                 }
             },
@@ -183,9 +159,7 @@ impl Core {
                 params: matched,
             } => {
                 if let Some(policy) = &handler.cache {
-                    match self.look_up_cached(
-                        py, connection, key, &router, policy, head_bytes, head, &context,
-                    ) {
+                    match self.look_up_cached(py, connection, request, &router, policy, &context) {
                         CacheLookup::Answered(outcome) => return outcome,
                         CacheLookup::Parked => return Outcome::Parked,
                         CacheLookup::Handler(fill) => cache_fill = fill,
@@ -203,7 +177,7 @@ impl Core {
                 (handler, 200)
             }
         };
-        let request = body.to_owned_body().map_err(PyErr::from).and_then(|body| {
+        let native_request = body.to_owned_body().map_err(PyErr::from).and_then(|body| {
             Bound::new(
                 py,
                 Request::new(RequestParts {
@@ -224,14 +198,20 @@ impl Core {
         awaiting.allow = allow_for_handler;
         if router.error_handler(500).is_some() {
             // Kept for the app's 500 handler, should this one raise.
-            awaiting.request = request
+            awaiting.request = native_request
                 .as_ref()
                 .ok()
                 .map(|request| request.clone().unbind());
         }
-        let line = RequestLine::Raw(head_bytes, head);
-        let result = request.and_then(|request| {
-            call_handler(py, &self.contexts, handler, &request, params.as_ref())
+        let line = request.line();
+        let result = native_request.and_then(|native_request| {
+            call_handler(
+                py,
+                &self.contexts,
+                handler,
+                &native_request,
+                params.as_ref(),
+            )
         });
         let start = connection.response_mark();
         let outcome = match result {
@@ -240,7 +220,7 @@ impl Core {
                 self.next_request_id += 1;
                 awaiting.request_id = self.next_request_id;
                 let started = self.contexts.fresh(py).and_then(|context| {
-                    self.start_coroutine(py, &context, &coroutine, key, awaiting.request_id)
+                    self.start_coroutine(py, &context, &coroutine, request.key, awaiting.request_id)
                 });
                 match started {
                     Ok(CoroutineStart::Finished(result)) => {

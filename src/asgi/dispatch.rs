@@ -6,20 +6,21 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use rush_proto::encode::{connection_has_close, is_framing_header, status_has_no_body};
-use rush_proto::{Method, RequestHead, Version};
+use rush_proto::{Method, Version};
 
-use super::objects::{address_object, build_scope, AsgiReceive};
+use super::objects::{address_object, build_scope, AsgiReceive, ScopePeer};
 use super::send::{send_callable, AsgiSend, SendState};
 use crate::body::RequestBody;
 use crate::cache::CacheFill;
 use crate::coroutine::CoroutineStart;
+use crate::dispatch::incoming::IncomingRequest;
 use crate::dispatch::{keep_or_close, AppInterface, Core, Outcome, RequestLine};
-use crate::exchange::{BodyLength, ResponseHead, ResponseWriter, StreamKey};
+use crate::exchange::{BodyLength, ResponseHead, ResponseWriter};
 use crate::http_write::ResponseContext;
 use crate::inflight::{AsgiExchange, AwaitingResponse, InFlight};
 use crate::options::OUTPUT_FAIR_SHARE;
 use crate::request_context::in_context;
-use crate::static_files::{load_app_file, serve_file, ConditionalHeaders};
+use crate::static_files::{load_app_file, serve_file, ConditionalHeaders, FileAnswer};
 
 impl Core {
     /// Hands body bytes that arrived for a running ASGI app to its
@@ -44,20 +45,16 @@ impl Core {
 
     /// Runs the ASGI app for a request: first step inline, the rest (if it
     /// suspends) as an asyncio task.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn dispatch_asgi<W: ResponseWriter>(
         &mut self,
         py: Python<'_>,
         connection: &mut W,
-        key: StreamKey,
-        head_bytes: &[u8],
-        head: &RequestHead,
+        request: IncomingRequest<'_>,
         body: AsgiBody<'_>,
-        keep_alive: bool,
         fill: Option<CacheFill>,
     ) -> Outcome {
         let start = connection.response_mark();
-        let outcome = self.run_asgi(py, connection, key, head_bytes, head, body, keep_alive);
+        let outcome = self.run_asgi(py, connection, request, body);
         if !matches!(outcome, Outcome::Pending) {
             // Answered within this call.
             self.complete_cache_fill(py, connection, fill, Some(start), &outcome);
@@ -74,19 +71,21 @@ impl Core {
     }
 
     /// Starts the ASGI app for a request (see `dispatch_asgi`).
-    #[allow(clippy::too_many_arguments)]
     fn run_asgi<W: ResponseWriter>(
         &mut self,
         py: Python<'_>,
         connection: &mut W,
-        key: StreamKey,
-        head_bytes: &[u8],
-        head: &RequestHead,
+        request: IncomingRequest<'_>,
         body: AsgiBody<'_>,
-        keep_alive: bool,
     ) -> Outcome {
+        let IncomingRequest {
+            key,
+            head_bytes,
+            head,
+            keep_alive,
+        } = request;
         let mut awaiting = AwaitingResponse::new(head, keep_alive, 200);
-        let line = RequestLine::Raw(head_bytes, head);
+        let line = request.line();
         let (receive, body_flowing) = match body {
             AsgiBody::Complete(body) => (body.to_owned_body().map(AsgiReceive::new), false),
             AsgiBody::Streaming { initial } => (Ok(AsgiReceive::streaming(initial)), true),
@@ -139,8 +138,13 @@ impl Core {
                 return self.finish(py, connection, &awaiting, head_bytes, &line, Err(error))
             }
         };
-        let started = build_scope(py, settings, head_bytes, head, client, origin, listener)
-            .and_then(|(scope, headers)| {
+        let scope_peer = ScopePeer {
+            client,
+            origin,
+            listener,
+        };
+        let started =
+            build_scope(py, settings, head_bytes, head, scope_peer).and_then(|(scope, headers)| {
                 // The extensions rush implements for http (and tls, below):
                 // trailers where the protocol carries them (HTTP/2, as
                 // hypercorn offers them; sent only if the request said
@@ -592,15 +596,13 @@ impl Core {
             // Another status (an error page from a file, say) is sent whole.
             ConditionalHeaders::default()
         };
-        let outcome = serve_file(
-            &file,
-            None,
-            &extra_lines,
-            &conditional,
-            &context,
-            connection,
-            (status != 200).then_some(status),
-        );
+        let answer = FileAnswer {
+            file: &file,
+            cache_control: None,
+            extra_lines: &extra_lines,
+            status: (status != 200).then_some(status),
+        };
+        let outcome = serve_file(answer, &conditional, &context, connection);
         connection.set_body(outcome.body);
         exchange.receive.bind(py).borrow_mut().finish(py);
         self.access_log(

@@ -128,6 +128,17 @@ impl AsgiSettings {
     }
 }
 
+/// Where a request came from, as a scope tells it.
+pub struct ScopePeer<'a> {
+    /// The connection's peer address as its Python object (made once per
+    /// connection).
+    pub client: &'a Py<PyAny>,
+    /// What a trusted proxy said of the client, scheme and host.
+    pub origin: Option<&'a RequestOrigin>,
+    /// The listener it came through: its `server` entry (0: the template's).
+    pub listener: usize,
+}
+
 /// Builds the `http` connection scope for one request.
 ///
 /// How: a copy of the worker's template (one C call that clones the key
@@ -142,10 +153,13 @@ pub fn build_scope<'py>(
     settings: &AsgiSettings,
     head_bytes: &[u8],
     head: &RequestHead,
-    client: &Py<PyAny>,
-    origin: Option<&RequestOrigin>,
-    listener: usize,
+    peer: ScopePeer<'_>,
 ) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyList>)> {
+    let ScopePeer {
+        client,
+        origin,
+        listener,
+    } = peer;
     let scope = settings.scope_template.bind(py).copy()?;
     if listener != 0 {
         if let Some(server) = settings.servers.get(listener) {

@@ -24,10 +24,11 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use rush_proto::{Method, RequestHead};
+use rush_proto::Method;
 
+use super::incoming::IncomingRequest;
 use super::refresh::RefreshJob;
-use super::{Core, Outcome, RequestLine};
+use super::{Core, Outcome};
 use crate::cache::{self, CacheFill, CachePolicy, Lookup, Recording, Stored};
 use crate::exchange::{ResponseWriter, StreamKey};
 use crate::http_write::ResponseContext;
@@ -50,19 +51,23 @@ pub(crate) enum CacheLookup {
 
 impl Core {
     /// Looks a request of a cached route up (see the module's comment).
-    /// `stream` names the request should it be parked.
-    #[allow(clippy::too_many_arguments)]
+    /// `request.key` names the request should it be parked.
     pub(crate) fn look_up_cached<W: ResponseWriter>(
         &self,
         py: Python<'_>,
         connection: &mut W,
-        stream: StreamKey,
+        request: IncomingRequest<'_>,
         router: &Router,
         policy: &Arc<CachePolicy>,
-        head_bytes: &[u8],
-        head: &RequestHead,
         context: &ResponseContext<'_>,
     ) -> CacheLookup {
+        let IncomingRequest {
+            key: stream,
+            head_bytes,
+            head,
+            ..
+        } = request;
+        let line = request.line();
         if let Some(fill) = connection.detached_fill() {
             // A detached refresh: its lookup was made by the request that
             // found the stale answer. Another machine may have refreshed
@@ -147,7 +152,6 @@ impl Core {
         match lookup {
             Lookup::Hit(stored) | Lookup::Stale(stored) | Lookup::Refresh(stored) => {
                 let status = self.write_stored(connection, &stored, if_none_match, context, true);
-                let line = RequestLine::Raw(head_bytes, head);
                 self.access_log(py, connection, &line, status, stored.body.len());
                 if refresh {
                     let fill = CacheFill {
@@ -179,7 +183,6 @@ impl Core {
                     let found = self
                         .answer_from_shared_level(py, connection, router, level, &fill, context);
                     if let Some(status) = found {
-                        let line = RequestLine::Raw(head_bytes, head);
                         self.access_log(py, connection, &line, status, 0);
                         return CacheLookup::Answered(keep_or_close(context.keep_alive));
                     }

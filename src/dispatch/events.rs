@@ -12,11 +12,10 @@
 
 use pyo3::prelude::*;
 
-use rush_proto::RequestHead;
-
+use super::incoming::IncomingRequest;
 use super::{AppInterface, Core, Outcome, RequestLine};
 use crate::asgi::dispatch::AsgiBody;
-use crate::exchange::{ResponseWriter, StreamKey};
+use crate::exchange::ResponseWriter;
 use crate::inflight::InFlight;
 use crate::options::OUTPUT_FAIR_SHARE;
 
@@ -33,19 +32,15 @@ impl Core {
     /// [`Core::takes_body_as_it_comes`]): `initial` came with the head,
     /// the rest arrives through [`Core::request_body`], decoded by the
     /// protocol, which set its progress aside before this call.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn dispatch_body_flowing<W: ResponseWriter>(
         &mut self,
         py: Python<'_>,
         writer: &mut W,
-        key: StreamKey,
-        head_bytes: &[u8],
-        head: &RequestHead,
+        request: IncomingRequest<'_>,
         initial: Vec<u8>,
-        keep_alive: bool,
     ) -> Outcome {
         let body = AsgiBody::Streaming { initial };
-        self.dispatch_asgi(py, writer, key, head_bytes, head, body, keep_alive, None)
+        self.dispatch_asgi(py, writer, request, body, None)
     }
 
     /// The client can take more output: a streamed body goes on.

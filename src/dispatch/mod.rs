@@ -18,6 +18,7 @@
 
 pub(crate) mod cached;
 mod events;
+pub(crate) mod incoming;
 pub(crate) mod refresh;
 mod resume;
 
@@ -169,8 +170,7 @@ impl Core {
             self.async_scheduler.as_ref(),
             context,
             coroutine,
-            key.token(),
-            request_id,
+            (key.token(), request_id),
             hold,
         )
     }
@@ -231,8 +231,8 @@ impl Core {
         keep_or_close(keep_alive)
     }
 
-    /// Runs the WSGI app for a request, on this thread or on the pool.
-    #[allow(clippy::too_many_arguments)]
+    /// Answers a request from its handler's `result`: rendered, or the 500
+    /// page when it raised or cannot be rendered; logged.
     pub(crate) fn finish<W: ResponseWriter>(
         &mut self,
         py: Python<'_>,

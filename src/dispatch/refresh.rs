@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use pyo3::prelude::*;
 use rush_proto::{parse_request_head, HeadStatus, RequestHead};
 
+use super::incoming::IncomingRequest;
 use super::{Core, Outcome};
 use crate::body::RequestBody;
 use crate::cache::{CacheFill, Recording, Stored};
@@ -167,14 +168,8 @@ impl Core {
             self.complete_cache_fill(py, refresh, fill, None, &Outcome::Close);
             return Outcome::Close;
         };
-        self.dispatch(
-            py,
-            refresh,
-            key,
-            &head_bytes,
-            &head,
-            RequestBody::Bytes(&[]),
-        )
+        let request = IncomingRequest::new(key, &head_bytes, &head);
+        self.dispatch(py, refresh, request, RequestBody::Bytes(&[]))
     }
 }
 

@@ -13,6 +13,7 @@ use rush_proto::{
 
 use crate::body::{BodyBuffer, RequestBody, SpoolError};
 use crate::conn::{BodyProgress, Connection, PendingBody, ReadState};
+use crate::dispatch::incoming::IncomingRequest;
 use crate::dispatch::{Core, Outcome};
 use crate::exchange::StreamKey;
 
@@ -45,14 +46,10 @@ impl Core {
                         };
                         self.pipelined_after = offset < input.len();
                         self.begin_request(connection, &pending.head_bytes);
-                        let outcome = self.dispatch(
-                            py,
-                            connection,
-                            stream,
-                            &pending.head_bytes,
-                            &pending.head,
-                            pending.body.as_request_body(),
-                        );
+                        let request =
+                            IncomingRequest::new(stream, &pending.head_bytes, &pending.head);
+                        let body = pending.body.as_request_body();
+                        let outcome = self.dispatch(py, connection, request, body);
                         self.after_outcome(connection, outcome);
                     }
                     Err(error) => {
@@ -82,9 +79,8 @@ impl Core {
                             // The forwarded client and scheme, the access log's clock.
                             self.begin_request(connection, head_bytes);
                             let headers = std::mem::take(&mut self.header_scratch);
-                            self.upgrade_websocket(
-                                py, connection, key, head_bytes, &head, &headers, target,
-                            );
+                            let request = IncomingRequest::new(stream, head_bytes, &head);
+                            self.upgrade_websocket(py, connection, request, &headers, target);
                             self.header_scratch = headers;
                             // Bytes after the head are frames (or, after a
                             // refusal, dropped with the connection).
@@ -101,9 +97,8 @@ impl Core {
                         Ok(BodyStart::Complete { body, consumed }) => {
                             let next = offset + head_end + consumed;
                             let more = next < input.len();
-                            if self.dispatch_whole(
-                                py, connection, stream, head_bytes, &head, body, more,
-                            ) {
+                            let request = IncomingRequest::new(stream, head_bytes, &head);
+                            if self.dispatch_whole(py, connection, request, body, more) {
                                 // Parked: the request stays in the input.
                                 break;
                             }
@@ -112,9 +107,8 @@ impl Core {
                         Ok(BodyStart::Decoded { body, consumed }) => {
                             let next = offset + head_end + consumed;
                             let more = next < input.len();
-                            if self.dispatch_whole(
-                                py, connection, stream, head_bytes, &head, &body, more,
-                            ) {
+                            let request = IncomingRequest::new(stream, head_bytes, &head);
+                            if self.dispatch_whole(py, connection, request, &body, more) {
                                 break;
                             }
                             offset = next;
@@ -135,9 +129,12 @@ impl Core {
                             let keep_alive = head.keep_alive && !self.closes_for_drain();
                             connection.state.request_dispatched_with_body(progress);
                             self.begin_request(connection, head_bytes);
-                            let outcome = self.dispatch_body_flowing(
-                                py, connection, stream, head_bytes, &head, initial, keep_alive,
-                            );
+                            let request = IncomingRequest {
+                                keep_alive,
+                                ..IncomingRequest::new(stream, head_bytes, &head)
+                            };
+                            let outcome =
+                                self.dispatch_body_flowing(py, connection, request, initial);
                             self.after_outcome(connection, outcome);
                         }
                         Ok(BodyStart::Incomplete {
@@ -184,29 +181,19 @@ impl Core {
     /// complete bytes of later requests follow it in the buffer. Returns
     /// whether the request was parked (left unconsumed, see
     /// `dispatch/cached.rs`) instead.
-    #[allow(clippy::too_many_arguments)]
     fn dispatch_whole(
         &mut self,
         py: Python<'_>,
         connection: &mut Connection,
-        key: StreamKey,
-        head_bytes: &[u8],
-        head: &RequestHead,
+        request: IncomingRequest<'_>,
         body: &[u8],
         pipelined_after: bool,
     ) -> bool {
         self.pipelined_after = pipelined_after;
         self.may_park = true;
         connection.state.request_dispatched();
-        self.begin_request(connection, head_bytes);
-        let outcome = self.dispatch(
-            py,
-            connection,
-            key,
-            head_bytes,
-            head,
-            RequestBody::Bytes(body),
-        );
+        self.begin_request(connection, request.head_bytes);
+        let outcome = self.dispatch(py, connection, request, RequestBody::Bytes(body));
         self.may_park = false;
         let parked = matches!(outcome, Outcome::Parked);
         self.after_outcome(connection, outcome);

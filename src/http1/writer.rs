@@ -23,9 +23,7 @@ use crate::cache::{Recording, Stored};
 use crate::conn::{BodyFraming, Connection, TlsInfo};
 use crate::exchange::{BodyLength, Peer, ResponseHead, ResponseWriter, WholeResponse};
 use crate::forwarding::RequestOrigin;
-use crate::http_write::{
-    finish_head_after, write_response, AppFields, OutgoingBody, ResponseContext,
-};
+use crate::http_write::{finish_head_after, AppFields, OutgoingBody, ResponseContext};
 use crate::inflight::{InFlight, PeerObjects};
 
 /// Stored bodies up to this size are copied into the output with the head
@@ -90,15 +88,7 @@ impl Connection {
         fields: impl Iterator<Item = (&'f [u8], &'f [u8])>,
     ) {
         let close = self.state.close_if_body_unread() || response.close;
-        write_response(
-            &mut self.sink.output,
-            response.status,
-            response.content_type,
-            fields,
-            response.body,
-            response.context,
-            close,
-        );
+        write_response(&mut self.sink.output, response, fields, close);
     }
 }
 
@@ -339,6 +329,41 @@ impl ResponseWriter for Connection {
             tls: self.stream.tls().map(|tls| tls.info()),
             listener: usize::from(self.listener),
         }
+    }
+}
+
+/// Appends a complete response to `out`; `close` (the response's own wish
+/// or the connection's) adds `Connection: close`.
+fn write_response<'h>(
+    out: &mut Vec<u8>,
+    response: &WholeResponse<'_>,
+    extra_headers: impl Iterator<Item = (&'h [u8], &'h [u8])>,
+    close: bool,
+) {
+    let WholeResponse {
+        status,
+        content_type,
+        body,
+        context,
+        ..
+    } = *response;
+    write_status_line(out, status);
+    if !content_type.is_empty() {
+        out.extend_from_slice(b"Content-Type: ");
+        out.extend_from_slice(content_type);
+        out.extend_from_slice(b"\r\n");
+    }
+    let mut app_fields = AppFields::default();
+    for (name, value) in extra_headers {
+        app_fields.write(out, name, value);
+    }
+    let bodyless = status_has_no_body(status);
+    if !bodyless {
+        write_content_length(out, body.len() as u64);
+    }
+    finish_head_after(out, context, close, app_fields);
+    if !context.head_only && !bodyless {
+        out.extend_from_slice(body);
     }
 }
 

@@ -23,8 +23,9 @@ use rush_h2::Event;
 use super::{H2Session, StreamBody, StreamWriter};
 use crate::body::SpoolError;
 use crate::conn::{Connection, Disposition, Protocol};
+use crate::dispatch::incoming::IncomingRequest;
 use crate::dispatch::Core;
-use crate::exchange::ResponseWriter;
+use crate::exchange::{ResponseWriter, StreamKey};
 use crate::inflight::InFlight;
 use crate::metrics;
 use crate::options::{FRAMES_PER_TURN, LINGER_MAX_BYTES, LINGER_TIMEOUT, READ_BUDGET_PER_TURN};
@@ -379,16 +380,12 @@ impl Core {
                             buffer,
                             ..
                         } => {
-                            let body = buffer;
-                            self.http2_dispatch(
-                                py,
-                                connection,
-                                key,
+                            let stream = StreamKey {
+                                connection: key,
                                 stream,
-                                &head_bytes,
-                                &head,
-                                body.as_request_body(),
-                            );
+                            };
+                            let request = IncomingRequest::new(stream, &head_bytes, &head);
+                            self.http2_dispatch(py, connection, request, buffer.as_request_body());
                         }
                         StreamBody::ToApp {
                             waiting, received, ..

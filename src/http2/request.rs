@@ -15,6 +15,7 @@ use super::drive::{finish_if_sent, h2_session, stream_writer};
 use super::{H2Stream, StreamBody, StreamOut};
 use crate::body::{BodyBuffer, RequestBody, SpoolError};
 use crate::conn::Connection;
+use crate::dispatch::incoming::IncomingRequest;
 use crate::dispatch::{Core, Outcome};
 use crate::exchange::StreamKey;
 use crate::inflight::{InFlight, RequestUnit};
@@ -129,16 +130,13 @@ impl Core {
                     .send_response(id, 100, std::iter::empty(), false);
             }
         }
+        let stream = StreamKey {
+            connection: key,
+            stream: id,
+        };
         if end_stream {
-            return self.http2_dispatch(
-                py,
-                connection,
-                key,
-                id,
-                &head_bytes,
-                &head,
-                RequestBody::Bytes(&[]),
-            );
+            let request = IncomingRequest::new(stream, &head_bytes, &head);
+            return self.http2_dispatch(py, connection, request, RequestBody::Bytes(&[]));
         }
         if self.takes_body_as_it_comes(head.path.of(&head_bytes)) {
             let Some(mut writer) = stream_writer(connection, id) else {
@@ -149,20 +147,11 @@ impl Core {
                 ended: false,
                 received: 0,
             };
-            let stream = StreamKey {
-                connection: key,
-                stream: id,
+            let request = IncomingRequest {
+                keep_alive: !self.closes_for_drain(),
+                ..IncomingRequest::new(stream, &head_bytes, &head)
             };
-            let keep_alive = !self.closes_for_drain();
-            let outcome = self.dispatch_body_flowing(
-                py,
-                &mut writer,
-                stream,
-                &head_bytes,
-                &head,
-                Vec::new(),
-                keep_alive,
-            );
+            let outcome = self.dispatch_body_flowing(py, &mut writer, request, Vec::new());
             drop(writer); // commits what the call sent
             return self.http2_after_outcome(connection, id, outcome);
         }
@@ -251,32 +240,26 @@ impl Core {
     }
 
     /// Dispatches a complete request on stream `id`.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn http2_dispatch(
         &mut self,
         py: Python<'_>,
         connection: &mut Connection,
-        key: usize,
-        id: u32,
-        head_bytes: &[u8],
-        head: &rush_proto::RequestHead,
+        request: IncomingRequest<'_>,
         body: RequestBody<'_>,
     ) {
+        let id = request.key.stream;
         let Some(mut writer) = stream_writer(connection, id) else {
             return;
-        };
-        let stream = StreamKey {
-            connection: key,
-            stream: id,
         };
         // A request with no body can be dispatched again from its head: it
         // may wait for another request's cache fill of its key.
         self.may_park = matches!(body, RequestBody::Bytes(bytes) if bytes.is_empty());
-        let outcome = self.dispatch(py, &mut writer, stream, head_bytes, head, body);
+        let outcome = self.dispatch(py, &mut writer, request, body);
         self.may_park = false;
         if let Outcome::Parked = outcome {
             // The stream waits, its head kept; the other streams go on.
-            writer.stream.unit.in_flight = Some(InFlight::AwaitingFill(Some(head_bytes.into())));
+            let head_bytes = request.head_bytes.into();
+            writer.stream.unit.in_flight = Some(InFlight::AwaitingFill(Some(head_bytes)));
             return;
         }
         drop(writer); // commits what the call sent
@@ -310,7 +293,12 @@ impl Core {
         };
         head.version = Version::Http2;
         let body = RequestBody::Bytes(&[]);
-        self.http2_dispatch(py, connection, key, id, &head_bytes, &head, body);
+        let stream = StreamKey {
+            connection: key,
+            stream: id,
+        };
+        let request = IncomingRequest::new(stream, &head_bytes, &head);
+        self.http2_dispatch(py, connection, request, body);
     }
 
     /// Moves stream `id` on from what became of its request: a complete

@@ -29,7 +29,9 @@ use std::time::Instant;
 use mio::net::TcpStream;
 use mio::Token;
 use pyo3::prelude::*;
-use rush_proto::proxy::{is_forwarding_loop, proxy_target, write_forward_head, ProxyTarget};
+use rush_proto::proxy::{
+    is_forwarding_loop, proxy_target, write_forward_head, ParsedHead, ProxyTarget,
+};
 use rush_proto::{parse_proxy_request_head, HeadStatus, ProtoError, RequestHead};
 
 use super::auth::CredentialDigest;
@@ -404,11 +406,14 @@ impl Worker {
             None => None,
             Some((authority, origin_form)) => {
                 let mut out = Vec::with_capacity(head.head_len + 64);
+                let request = ParsedHead {
+                    buffer,
+                    head: &head,
+                    headers: &self.headers,
+                };
                 write_forward_head(
                     &mut out,
-                    buffer,
-                    &head,
-                    &self.headers,
+                    request,
                     authority.as_bytes(),
                     &origin_form,
                     &self.via,

@@ -18,7 +18,7 @@ use std::io::{self, Write};
 
 use mio::net::TcpStream;
 use rush_proto::proxy::{
-    parse_response_head, write_client_response_head, ResponseFraming, ResponseStatus,
+    parse_response_head, write_client_response_head, ParsedHead, ResponseFraming, ResponseStatus,
 };
 use rush_proto::{BodyFraming, ChunkedDecoder, HeaderSpan, Limits, Method};
 
@@ -356,11 +356,14 @@ impl Exchange {
         if self.dechunk {
             self.client_keep_alive = false;
         }
+        let response = ParsedHead {
+            buffer,
+            head: &head,
+            headers: io.headers,
+        };
         write_client_response_head(
             io.output,
-            buffer,
-            &head,
-            io.headers,
+            response,
             !interim && !self.client_keep_alive,
             self.dechunk,
             io.via,

@@ -36,11 +36,11 @@ use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
 mod serve;
 
 pub(crate) use serve::etag_list_matches;
-pub(crate) use serve::serve_file;
 use serve::write_plain;
 #[cfg(test)]
 use serve::*;
 pub use serve::{load_app_file, load_single_file};
+pub(crate) use serve::{serve_file, FileAnswer};
 
 use crate::exchange::ResponseWriter;
 pub use crate::http_write::OutgoingBody;
@@ -163,6 +163,19 @@ impl<'a> ConditionalHeaders<'a> {
             ..ConditionalHeaders::default()
         }
     }
+}
+
+/// A request under a static mount, as the mount reads it.
+pub(crate) struct MountRequest<'a> {
+    /// The raw path after the mount's prefix.
+    pub rest: &'a [u8],
+    /// The whole raw path (a directory's redirect keeps it).
+    pub raw_path: &'a [u8],
+    pub query: Option<&'a [u8]>,
+    /// Only GET and HEAD are served; anything else gets 405.
+    pub is_get_or_head: bool,
+    /// Its conditional, range and encoding fields.
+    pub conditional: &'a ConditionalHeaders<'a>,
 }
 
 /// What a static lookup wrote, for the access log and the connection.
@@ -407,20 +420,22 @@ impl StaticFiles {
         })
     }
 
-    /// Answers a request under mount `mount` (`rest` is the raw path after
-    /// the prefix). Writes the head (and small bodies) to `out`.
-    #[allow(clippy::too_many_arguments)]
+    /// Answers a request under mount `mount`. Writes the head (and small
+    /// bodies) to `out`.
     pub(crate) fn respond<W: ResponseWriter>(
         &mut self,
         mount: usize,
-        rest: &[u8],
-        raw_path: &[u8],
-        query: Option<&[u8]>,
-        is_get_or_head: bool,
-        headers: &ConditionalHeaders<'_>,
+        request: MountRequest<'_>,
         context: &ResponseContext<'_>,
         out: &mut W,
     ) -> StaticOutcome {
+        let MountRequest {
+            rest,
+            raw_path,
+            query,
+            is_get_or_head,
+            ..
+        } = request;
         if !is_get_or_head {
             return write_plain(
                 out,
@@ -454,15 +469,13 @@ impl StaticFiles {
             }
             LookupResult::File(file) => {
                 let cache_control = self.mounts[mount].spec.cache_control.clone();
-                serve_file(
-                    &file,
-                    cache_control.as_deref(),
-                    b"",
-                    headers,
-                    context,
-                    out,
-                    None,
-                )
+                let answer = FileAnswer {
+                    file: &file,
+                    cache_control: cache_control.as_deref(),
+                    extra_lines: b"",
+                    status: None,
+                };
+                serve_file(answer, request.conditional, context, out)
             }
         }
     }

@@ -13,20 +13,32 @@ use crate::exchange::{BodyLength, ResponseHead, ResponseWriter, WholeResponse};
 use crate::http_write::ResponseContext;
 use crate::request::trim_whitespace as trim;
 
+/// A file to answer with, and what its sender adds to the answer.
+pub(crate) struct FileAnswer<'a> {
+    pub file: &'a CachedFile,
+    /// A static mount's `Cache-Control` value.
+    pub cache_control: Option<&'a str>,
+    /// Whole, already validated header lines (`Name: value\r\n`) to add.
+    pub extra_lines: &'a [u8],
+    /// An app's own status: other than 200, the whole file is sent under
+    /// it, with no conditional or range answer.
+    pub status: Option<u16>,
+}
+
 /// Serves one file, honouring conditional requests, ranges and encodings.
-/// Used by static mounts, `Response.file` and ASGI's pathsend; `extra_lines`
-/// are whole, already validated header lines (`Name: value\r\n`) to add.
-/// `status`: an app's own status other than 200 sends the whole file under
-/// it, with no conditional or range answer.
+/// Used by static mounts, `Response.file` and ASGI's pathsend.
 pub(crate) fn serve_file<W: ResponseWriter>(
-    file: &CachedFile,
-    cache_control: Option<&str>,
-    extra_lines: &[u8],
+    answer: FileAnswer<'_>,
     headers: &ConditionalHeaders<'_>,
     context: &ResponseContext<'_>,
     writer: &mut W,
-    status: Option<u16>,
 ) -> StaticOutcome {
+    let FileAnswer {
+        file,
+        cache_control,
+        extra_lines,
+        status,
+    } = answer;
     let whole_with = status.filter(|&status| status != 200);
     let variant = choose_variant(file, headers.accept_encoding);
     let varies = file.variants.len() > 1;

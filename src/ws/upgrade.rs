@@ -19,10 +19,11 @@ use rush_proto::{HeaderSpan, RequestHead};
 
 use super::channel::{WebSocket, WebSocketSetup};
 use super::WsSession;
-use crate::asgi::objects::{address_object, build_scope};
+use crate::asgi::objects::{address_object, build_scope, ScopePeer};
 use crate::conn::{Connection, Protocol};
 use crate::coroutine::CoroutineStart;
-use crate::dispatch::{request_line, AppInterface, Core};
+use crate::dispatch::incoming::IncomingRequest;
+use crate::dispatch::{AppInterface, Core};
 use crate::exchange::StreamKey;
 use crate::metrics;
 use crate::request::decode_path;
@@ -104,17 +105,21 @@ impl Core {
     }
 
     /// Validates the handshake and starts the app (see the module docs).
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn upgrade_websocket(
         &mut self,
         py: Python<'_>,
         connection: &mut Connection,
-        key: usize,
-        head_bytes: &[u8],
-        head: &RequestHead,
+        request: IncomingRequest<'_>,
         headers: &[HeaderSpan],
         target: WsTarget,
     ) {
+        let IncomingRequest {
+            key,
+            head_bytes,
+            head,
+            ..
+        } = request;
+        let key = key.connection;
         connection.state.request_dispatched();
         if self.draining {
             // The worker is going away: a WebSocket started now would only be
@@ -163,7 +168,7 @@ impl Core {
             .collect();
         self.next_request_id += 1;
         let id = self.next_request_id;
-        let line = request_line(head_bytes, head);
+        let line = request.line().text().into_owned();
         let native = matches!(target, WsTarget::Native { .. });
         let channel = Py::new(
             py,
@@ -261,7 +266,12 @@ impl Core {
         let client = connection.peer_objects.address.as_ref().expect("set above");
         let origin = connection.request.origin.as_deref();
         let listener = usize::from(connection.listener);
-        let (scope, _) = build_scope(py, settings, head_bytes, head, client, origin, listener)?;
+        let peer = ScopePeer {
+            client,
+            origin,
+            listener,
+        };
+        let (scope, _) = build_scope(py, settings, head_bytes, head, peer)?;
         scope.set_item(pyo3::intern!(py, "type"), pyo3::intern!(py, "websocket"))?;
         // A trusted proxy's word on the scheme wins; else the transport's.
         let secure = origin

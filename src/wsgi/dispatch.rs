@@ -11,7 +11,6 @@
 //! iterable's `close()` is called when the body ends or the client leaves.
 
 use pyo3::prelude::*;
-use rush_proto::RequestHead;
 
 use rush_proto::encode::{BodyEncoder, EncodeError, FramingHeader, FramingPlan};
 
@@ -20,8 +19,9 @@ use super::objects::{call_wsgi, WsgiResponse};
 use super::render::render_collected;
 use crate::body::RequestBody;
 use crate::cache::CacheFill;
+use crate::dispatch::incoming::IncomingRequest;
 use crate::dispatch::{keep_or_close, AppInterface, Core, Outcome, RequestLine};
-use crate::exchange::{BodyLength, ResponseHead, ResponseWriter, StreamKey};
+use crate::exchange::{BodyLength, ResponseHead, ResponseWriter};
 use crate::http_write::ResponseContext;
 use crate::inflight::{
     AwaitingResponse, BodySource, InFlight, PoolChannel, StreamEnd, Taken, WsgiStream,
@@ -29,23 +29,17 @@ use crate::inflight::{
 
 impl Core {
     /// Runs the WSGI app for a request, on this thread or on the pool.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn dispatch_wsgi<W: ResponseWriter>(
         &mut self,
         py: Python<'_>,
         connection: &mut W,
-        key: StreamKey,
-        head_bytes: &[u8],
-        head: &RequestHead,
+        request: IncomingRequest<'_>,
         body: RequestBody<'_>,
-        keep_alive: bool,
         fill: Option<CacheFill>,
     ) -> Outcome {
         let start = connection.response_mark();
         let mut fill = fill;
-        let outcome = self.run_wsgi(
-            py, connection, key, head_bytes, head, body, keep_alive, &mut fill,
-        );
+        let outcome = self.run_wsgi(py, connection, request, body, &mut fill);
         // Handed to the pool with the fill (it completes there), or
         // streamed (not stored: the recording is not complete).
         let rewrite_from = (!matches!(outcome, Outcome::Pending)).then_some(start);
@@ -55,20 +49,22 @@ impl Core {
 
     /// Calls the WSGI app; a request handed to the pool takes `fill` along
     /// (its completion stores the answer).
-    #[allow(clippy::too_many_arguments)]
     fn run_wsgi<W: ResponseWriter>(
         &mut self,
         py: Python<'_>,
         connection: &mut W,
-        key: StreamKey,
-        head_bytes: &[u8],
-        head: &RequestHead,
+        request: IncomingRequest<'_>,
         body: RequestBody<'_>,
-        keep_alive: bool,
         fill: &mut Option<CacheFill>,
     ) -> Outcome {
+        let IncomingRequest {
+            key,
+            head_bytes,
+            head,
+            keep_alive,
+        } = request;
         let mut awaiting = AwaitingResponse::new(head, keep_alive, 200);
-        let line = RequestLine::Raw(head_bytes, head);
+        let line = request.line();
         let mut peer = connection.peer();
         let AppInterface::Wsgi(settings) = &self.app else {
             unreachable!("dispatch_wsgi is called only with a WSGI app");

@@ -188,6 +188,18 @@ pub fn is_forwarding_loop(buffer: &[u8], headers: &[HeaderSpan], via: &[u8]) -> 
         .any(|element| element.trim_ascii().eq_ignore_ascii_case(via))
 }
 
+/// A parsed head with the buffer its spans point into and its field spans:
+/// what the writers below copy from.
+#[derive(Clone, Copy)]
+pub struct ParsedHead<'a, H> {
+    /// The bytes the head was parsed from.
+    pub buffer: &'a [u8],
+    /// The head, its spans into `buffer`.
+    pub head: &'a H,
+    /// Its field spans, in the order received.
+    pub headers: &'a [HeaderSpan],
+}
+
 /// Writes the head sent to the origin for a forwarded request: the method
 /// as sent, the origin-form target, HTTP/1.1 (a proxy speaks its own
 /// version), `Host` from the target, the end-to-end fields in order
@@ -195,13 +207,16 @@ pub fn is_forwarding_loop(buffer: &[u8], headers: &[HeaderSpan], via: &[u8]) -> 
 /// with the value `via` (RFC 9110 7.6.3, e.g. `1.1 host (rush)`).
 pub fn write_forward_head(
     out: &mut Vec<u8>,
-    buffer: &[u8],
-    head: &RequestHead,
-    headers: &[HeaderSpan],
+    request: ParsedHead<'_, RequestHead>,
     authority: &[u8],
     origin_form: &[u8],
     via: &[u8],
 ) {
+    let ParsedHead {
+        buffer,
+        head,
+        headers,
+    } = request;
     out.extend_from_slice(head.method_span.of(buffer));
     out.push(b' ');
     out.extend_from_slice(origin_form);
@@ -408,13 +423,16 @@ pub fn parse_response_head(
 /// and ends it by closing (`close` must then be set).
 pub fn write_client_response_head(
     out: &mut Vec<u8>,
-    buffer: &[u8],
-    head: &ResponseHead,
-    headers: &[HeaderSpan],
+    response: ParsedHead<'_, ResponseHead>,
     close: bool,
     dechunked: bool,
     via: &[u8],
 ) {
+    let ParsedHead {
+        buffer,
+        head,
+        headers,
+    } = response;
     out.extend_from_slice(b"HTTP/1.1 ");
     let mut status = itoa::Buffer::new();
     out.extend_from_slice(status.format(head.status).as_bytes());

@@ -122,9 +122,11 @@ TE: trailers\r\nTrailer: X\r\nUpgrade: h2c\r\nAccept: */*\r\nVia: 1.0 other\r\nC
     let mut out = Vec::new();
     write_forward_head(
         &mut out,
-        input,
-        &parsed,
-        &headers,
+        ParsedHead {
+            buffer: input,
+            head: &parsed,
+            headers: &headers,
+        },
         b"origin:81",
         b"/p?q",
         b"1.1 rush",
@@ -263,7 +265,17 @@ fn response_split_at_every_offset_is_partial_until_complete() {
     let mut headers = Vec::new();
     parse_response_head(input, Method::Get, 16384, &mut headers).unwrap();
     let mut out = Vec::new();
-    write_client_response_head(&mut out, input, &parsed, &headers, true, false, b"1.1 rush");
+    write_client_response_head(
+        &mut out,
+        ParsedHead {
+            buffer: input,
+            head: &parsed,
+            headers: &headers,
+        },
+        true,
+        false,
+        b"1.1 rush",
+    );
     assert_eq!(
         String::from_utf8(out).unwrap(),
         "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nVia: 1.1 rush\r\nConnection: close\r\n\r\n"
@@ -280,7 +292,17 @@ fn a_dechunked_response_head_drops_transfer_encoding() {
         panic!()
     };
     let mut out = Vec::new();
-    write_client_response_head(&mut out, input, &parsed, &headers, true, true, b"1.1 rush");
+    write_client_response_head(
+        &mut out,
+        ParsedHead {
+            buffer: input,
+            head: &parsed,
+            headers: &headers,
+        },
+        true,
+        true,
+        b"1.1 rush",
+    );
     assert_eq!(
         String::from_utf8(out).unwrap(),
         "HTTP/1.1 200 OK\r\nX: 1\r\nVia: 1.1 rush\r\nConnection: close\r\n\r\n"
@@ -346,7 +368,7 @@ mod properties {
                 return Err(TestCaseError::fail("not a forward"));
             };
             let mut out = Vec::new();
-            write_forward_head(&mut out, input.as_bytes(), &parsed, &headers, authority.as_bytes(), &origin_form, b"1.1 rush");
+            write_forward_head(&mut out, ParsedHead { buffer: input.as_bytes(), head: &parsed, headers: &headers }, authority.as_bytes(), &origin_form, b"1.1 rush");
             let mut forwarded_headers = Vec::new();
             let Ok(HeadStatus::Complete(forwarded)) = parse_request_head(&out, &Limits::default(), &mut forwarded_headers) else {
                 return Err(TestCaseError::fail(format!("not a valid head: {}", String::from_utf8_lossy(&out))));
@@ -404,9 +426,11 @@ fn a_via_named_in_connection_is_dropped_and_the_proxys_own_is_added() {
     let mut out = Vec::new();
     write_forward_head(
         &mut out,
-        input,
-        &parsed,
-        &headers,
+        ParsedHead {
+            buffer: input,
+            head: &parsed,
+            headers: &headers,
+        },
         authority.as_bytes(),
         &origin_form,
         b"1.1 rush",
