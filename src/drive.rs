@@ -32,7 +32,7 @@ impl Core {
         let disposition = loop {
             let disposition = match connection.protocol {
                 Protocol::Http1 => self.drive(py, connection, key),
-                Protocol::WebSocket(_) => self.drive_websocket(py, connection),
+                Protocol::WebSocket(_) => self.drive_websocket(py, connection, key),
                 Protocol::Http2(_) => self.drive_http2(py, connection, key),
             };
             if disposition != Disposition::Upgraded {

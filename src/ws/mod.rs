@@ -33,6 +33,7 @@ use rush_proto::ws::{ConnectionState, MessageKind, Received};
 use crate::conn::{Connection, Disposition, Protocol};
 use crate::dispatch::{Core, RequestLine};
 use crate::metrics;
+use crate::options::READ_BUDGET_PER_TURN;
 use channel::{Phase, WebSocket};
 
 /// How long the peer has to answer our close frame before the socket is closed.
@@ -50,11 +51,13 @@ pub(crate) enum SweepAction {
 }
 
 impl Core {
-    /// Drives a WebSocket connection until it would block or closes.
+    /// Drives a WebSocket connection (slab key `key`) until it would block,
+    /// closes, or has read its share of this turn of the loop.
     pub(crate) fn drive_websocket(
         &mut self,
         py: Python<'_>,
         connection: &mut Connection,
+        key: usize,
     ) -> Disposition {
         let Protocol::WebSocket(session) = &mut connection.protocol else {
             return Disposition::Close;
@@ -62,6 +65,7 @@ impl Core {
         let channel = session.channel.clone_ref(py);
         let channel = channel.bind(py);
         let mut socket_may_have_input = true;
+        let mut read_this_turn = 0;
         loop {
             // The handshake's answer for the access log: (line, status), once.
             let mut answered: Option<(String, u16)> = None;
@@ -162,15 +166,30 @@ impl Core {
                 };
             }
             drop(ws);
+            if read_this_turn >= READ_BUDGET_PER_TURN {
+                // Its share of this turn is used (pings answered as fast as
+                // a peer sends them never fill the app's queue): the other
+                // connections go first (`crate::next_turn`).
+                self.next_turn.push(key);
+                return Disposition::Open;
+            }
             match connection.stream.read(&mut self.read_buffer) {
                 Ok(0) => {
                     connection.peer_closed = true;
                     return Disposition::Close;
                 }
                 Ok(count) => {
+                    read_this_turn += count;
                     metrics::count(metrics::Counter::BytesIn, count as u64);
-                    socket_may_have_input =
-                        count == self.read_buffer.len() || connection.peer_sent_fin;
+                    // A short TLS read may leave records in the socket (as
+                    // for HTTP/1.1 in `http1/drive.rs`): read on unless the
+                    // socket itself came back short.
+                    socket_may_have_input = count == self.read_buffer.len()
+                        || connection.peer_sent_fin
+                        || connection
+                            .stream
+                            .tls()
+                            .is_some_and(|tls| tls.may_have_input());
                     if let Protocol::WebSocket(session) = &mut connection.protocol {
                         session.last_heard = self.now;
                         session.ping_sent = None;
