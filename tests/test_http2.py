@@ -523,3 +523,26 @@ def test_expect_100_continue_is_answered_before_the_body(servers: dict[str, Rush
         )
         body = b"".join(e.data for e in events if isinstance(e, h2.events.DataReceived))
         assert json.loads(body)["length"] == 5
+
+
+def test_a_wsgi_header_value_with_whitespace_around_it_reaches_an_http2_client_trimmed(
+    module_servers: ServerFactory,
+) -> None:
+    """RFC 9113 8.2.1: a field value must not begin or end with whitespace,
+    and a response that has one is malformed; the ``h2`` package, with its
+    inbound validation on as it is by default, refuses it (nghttp2 and
+    Chromium check the same rule). HTTP/1.1 sends the value as the app gave
+    it and its readers drop the optional whitespace around it (RFC 9110
+    5.5), so over HTTP/2 rush sends what they read: the value trimmed."""
+    server = module_servers("tests.apps.wsgi_apps:app", "--http", "auto")
+    sock, connection = h2_connect(server.port)
+    with sock:
+        request = [(":method", "GET"), (":scheme", "http"), (":authority", "x"), (":path", "/padded-header")]
+        connection.send_headers(1, request, end_stream=True)
+        sock.sendall(connection.data_to_send())
+        events = h2_events_until(
+            sock, connection, lambda found: any(isinstance(e, h2.events.StreamEnded) for e in found)
+        )
+    (response,) = [e for e in events if isinstance(e, h2.events.ResponseReceived)]
+    assert dict(response.headers)[b"x-padded"] == b"spaced value"
+    assert b"".join(e.data for e in events if isinstance(e, h2.events.DataReceived)) == b"padded"

@@ -18,6 +18,7 @@
     ``closes[X]`` (``fail`` raises during iteration); ``/closed?id=X``: the count;
   - ``/length?declared=N&actual=M``: a Content-Length that does not match the body;
   - ``/crlf?where=name|value|status``: CR/LF in a header or the status;
+  - ``/padded-header``: a header value with spaces and a tab around it;
   - ``/file?path=...[&offset=N][&declare=1]``: ``wsgi.file_wrapper`` over an open file;
     ``/file-bytesio``: the wrapper over a BytesIO (no file descriptor);
   - ``/block?key=K``: waits (on a pool thread, with ``--threads``) until
@@ -261,6 +262,9 @@ def app(environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         body = b"x" * int(params["actual"])
         start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", params["declared"])])
         return [body]
+    if path == "/padded-header":
+        start_response("200 OK", [("Content-Type", "text/plain"), ("X-Padded", " \tspaced value\t ")])
+        return [b"padded"]
     if path == "/crlf":
         where = params["where"]
         if where == "name":

@@ -26,7 +26,7 @@ use std::task::{Context, Poll, Waker};
 use bytes::Bytes;
 use h2::server::{Connection, Handshake, SendResponse};
 use h2::{Reason, RecvStream, SendStream};
-use http::{HeaderMap, HeaderName, HeaderValue};
+use http::{HeaderMap, HeaderName};
 
 use crate::flood::FloodMeter;
 use crate::io::{Buffers, MemoryIo, KEEP_CAPACITY};
@@ -380,7 +380,7 @@ impl H2Connection {
         let mut map = HeaderMap::new();
         for (name, value) in trailers {
             let name = HeaderName::from_bytes(name).map_err(|_| H2Error::InvalidHeader)?;
-            let value = HeaderValue::from_bytes(value).map_err(|_| H2Error::InvalidHeader)?;
+            let value = crate::messages::field_value(value)?;
             map.append(name, value);
         }
         let s = self.sendable(stream)?;

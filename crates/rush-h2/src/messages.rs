@@ -93,6 +93,26 @@ fn same_authority(authority: &str, host: &[u8], scheme: Option<&str>) -> bool {
     strip(authority.as_bytes()) == strip(host)
 }
 
+/// A field value as HTTP/2 may carry it: without the whitespace an app
+/// may leave around it (RFC 9113 8.2.1 makes a value that begins or ends
+/// with SP or HTAB malformed, and clients that check, as nghttp2 and the
+/// `h2` package do, refuse the response). HTTP/1.1 readers drop that
+/// whitespace themselves (RFC 9110 5.5), so both protocols' clients read
+/// the same value.
+pub(crate) fn field_value(value: &[u8]) -> Result<HeaderValue, H2Error> {
+    let start = value.iter().position(|&byte| byte != b' ' && byte != b'\t');
+    let trimmed = match start {
+        None => &[][..],
+        Some(start) => {
+            let end = value
+                .iter()
+                .rposition(|&byte| byte != b' ' && byte != b'\t');
+            &value[start..=end.unwrap_or(start)]
+        }
+    };
+    HeaderValue::from_bytes(trimmed).map_err(|_| H2Error::InvalidHeader)
+}
+
 /// A response head checked and built, not yet sent: a status and fields
 /// HTTP/2 can carry (see [`H2Connection::send_response`] for the fields
 /// left out). Sent with [`H2Connection::send_head`].
@@ -115,7 +135,7 @@ impl ResponseHead {
             if is_connection_specific(&name) {
                 continue;
             }
-            let value = HeaderValue::from_bytes(value).map_err(|_| H2Error::InvalidHeader)?;
+            let value = field_value(value)?;
             map.append(name, value);
         }
         Ok(ResponseHead(response))
@@ -227,6 +247,17 @@ fn is_connection_specific(name: &HeaderName) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_field_value_loses_the_whitespace_around_it_and_keeps_the_inside() {
+        let value = |bytes: &[u8]| field_value(bytes).unwrap();
+        assert_eq!(value(b" \tspaced  value\t "), "spaced  value");
+        assert_eq!(value(b"plain"), "plain");
+        assert_eq!(value(b"   "), "");
+        assert_eq!(value(b""), "");
+        assert_eq!(value(b"\tx"), "x");
+        assert!(field_value(b" a\r\nb ").is_err());
+    }
 
     fn head(method: Method, uri: &str, fields: &[(&str, &[u8])]) -> RequestHead {
         let mut headers = HeaderMap::new();
