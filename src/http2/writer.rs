@@ -31,9 +31,10 @@
 //! the abandoned response ever goes out. Only a retract of something
 //! already committed resets the stream.
 
+use std::fs::File;
 use std::io;
 use std::net::SocketAddr;
-use std::os::unix::fs::FileExt;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -215,24 +216,56 @@ impl StreamWriter<'_> {
                 return;
             }
             let length = ((end - offset) as usize).min(FILE_CHUNK);
-            let mut buffer = vec![0; length];
-            match file.read_at(&mut buffer, offset) {
-                Ok(0) | Err(_) => {
-                    // The file shrank or failed under us: the response
-                    // cannot be completed, and must not look complete.
-                    self.fail(Reason::INTERNAL_ERROR);
-                    return;
-                }
-                Ok(read) => {
-                    buffer.truncate(read);
-                    let next = offset + read as u64;
+            match read_file_part(&file, offset, length) {
+                Ok(buffer) if !buffer.is_empty() => {
+                    let next = offset + buffer.len() as u64;
                     let last = next >= end;
                     self.data(Bytes::from(buffer), last);
                     if !last {
                         self.stream.out.file = Some((file, next, end));
                     }
                 }
+                _ => {
+                    // The file shrank or failed under us: the response
+                    // cannot be completed, and must not look complete.
+                    self.fail(Reason::INTERNAL_ERROR);
+                    return;
+                }
             }
+        }
+    }
+}
+
+/// Reads up to `length` bytes of `file` at `offset` into a new buffer, the
+/// part of a file body one DATA payload carries. Read straight into the
+/// buffer's spare capacity: `vec![0; length]` before `read_at` wrote every
+/// byte twice, a 1 MiB body's worth of memset per download (HTTP/1.1 sends
+/// files with sendfile and copies nothing).
+fn read_file_part(file: &File, offset: u64, length: usize) -> io::Result<Vec<u8>> {
+    let mut buffer: Vec<u8> = Vec::with_capacity(length);
+    let offset =
+        libc::off_t::try_from(offset).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    loop {
+        // SAFETY: `buffer` owns `length` bytes of spare capacity from its
+        // start (it is empty); pread(2) writes at most `length` bytes there
+        // and says how many, and only that many are marked initialised.
+        let read = unsafe {
+            libc::pread(
+                file.as_raw_fd(),
+                buffer.as_mut_ptr().cast::<libc::c_void>(),
+                length,
+                offset,
+            )
+        };
+        if read >= 0 {
+            // SAFETY: pread initialised the first `read` (<= `length`,
+            // the capacity) bytes.
+            unsafe { buffer.set_len(read as usize) };
+            return Ok(buffer);
+        }
+        let error = io::Error::last_os_error();
+        if error.kind() != io::ErrorKind::Interrupted {
+            return Err(error);
         }
     }
 }
