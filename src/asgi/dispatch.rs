@@ -78,12 +78,7 @@ impl Core {
         request: IncomingRequest<'_>,
         body: AsgiBody<'_>,
     ) -> Outcome {
-        let IncomingRequest {
-            key,
-            head_bytes,
-            head,
-            keep_alive,
-        } = request;
+        let (key, head_bytes, head, keep_alive) = request.parts();
         let mut awaiting = AwaitingResponse::new(head, keep_alive, 200);
         let line = request.line();
         let (receive, body_flowing) = match body {

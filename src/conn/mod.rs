@@ -137,6 +137,20 @@ impl Connection {
         });
     }
 
+    /// After a read of `count` bytes into a buffer of `capacity`: whether
+    /// the socket may hold more, so the drive reads again rather than wait
+    /// for an edge. A full read may have left more; with the peer's FIN
+    /// already signalled, read on to see the EOF; a TLS read that comes
+    /// back short may still leave records in the socket (rustls reads the
+    /// socket in pieces of its own size: a large upload sent in one burst
+    /// once stalled until --body-timeout), so read on unless the socket
+    /// itself came back short.
+    pub fn may_have_more_input(&self, count: usize, capacity: usize) -> bool {
+        count == capacity
+            || self.peer_sent_fin
+            || self.stream.tls().is_some_and(|tls| tls.may_have_input())
+    }
+
     /// Whether anything is still to be written (TLS records included).
     pub fn has_pending_output(&self) -> bool {
         self.sink.has_pending() || self.stream.wants_write()

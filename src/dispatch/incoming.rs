@@ -42,6 +42,11 @@ impl<'a> IncomingRequest<'a> {
         }
     }
 
+    /// Its four parts, for a function that reads them all.
+    pub(crate) fn parts(&self) -> (StreamKey, &'a [u8], &'a RequestHead, bool) {
+        (self.key, self.head_bytes, self.head, self.keep_alive)
+    }
+
     /// Its `METHOD target HTTP/x.y`, formatted only if a log line needs it.
     pub(crate) fn line(&self) -> RequestLine<'a> {
         RequestLine::Raw(self.head_bytes, self.head)

@@ -125,17 +125,8 @@ impl Core {
                 Ok(count) => {
                     read_this_turn += count;
                     metrics::count(metrics::Counter::BytesIn, count as u64);
-                    // With the peer's FIN already signalled, read on to see the EOF.
-                    // A TLS read that comes back short may still leave records in
-                    // the socket (rustls reads the socket in pieces of its own
-                    // size: a large upload sent in one burst once stalled until
-                    // --body-timeout), so read on unless the socket came back short.
-                    socket_may_have_input = count == self.read_buffer.len()
-                        || connection.peer_sent_fin
-                        || connection
-                            .stream
-                            .tls()
-                            .is_some_and(|tls| tls.may_have_input());
+                    socket_may_have_input =
+                        connection.may_have_more_input(count, self.read_buffer.len());
                     if let ReadState::Lingering { .. } = connection.state.read() {
                         // Discarded, counted: past the bound, close now.
                         if !connection.state.discard(count, LINGER_MAX_BYTES) {

@@ -181,15 +181,8 @@ impl Core {
                 Ok(count) => {
                     read_this_turn += count;
                     metrics::count(metrics::Counter::BytesIn, count as u64);
-                    // A short TLS read may leave records in the socket (as
-                    // for HTTP/1.1 in `http1/drive.rs`): read on unless the
-                    // socket itself came back short.
-                    socket_may_have_input = count == self.read_buffer.len()
-                        || connection.peer_sent_fin
-                        || connection
-                            .stream
-                            .tls()
-                            .is_some_and(|tls| tls.may_have_input());
+                    socket_may_have_input =
+                        connection.may_have_more_input(count, self.read_buffer.len());
                     if let Protocol::WebSocket(session) = &mut connection.protocol {
                         session.last_heard = self.now;
                         session.ping_sent = None;

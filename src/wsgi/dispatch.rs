@@ -57,12 +57,7 @@ impl Core {
         body: RequestBody<'_>,
         fill: &mut Option<CacheFill>,
     ) -> Outcome {
-        let IncomingRequest {
-            key,
-            head_bytes,
-            head,
-            keep_alive,
-        } = request;
+        let (key, head_bytes, head, keep_alive) = request.parts();
         let mut awaiting = AwaitingResponse::new(head, keep_alive, 200);
         let line = request.line();
         let mut peer = connection.peer();

@@ -264,18 +264,7 @@ fn response_split_at_every_offset_is_partial_until_complete() {
     };
     let mut headers = Vec::new();
     parse_response_head(input, Method::Get, 16384, &mut headers).unwrap();
-    let mut out = Vec::new();
-    write_client_response_head(
-        &mut out,
-        ParsedHead {
-            buffer: input,
-            head: &parsed,
-            headers: &headers,
-        },
-        true,
-        false,
-        b"1.1 rush",
-    );
+    let out = client_response_head(input, &parsed, &headers, false);
     assert_eq!(
         String::from_utf8(out).unwrap(),
         "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nVia: 1.1 rush\r\nConnection: close\r\n\r\n"
@@ -291,18 +280,7 @@ fn a_dechunked_response_head_drops_transfer_encoding() {
     else {
         panic!()
     };
-    let mut out = Vec::new();
-    write_client_response_head(
-        &mut out,
-        ParsedHead {
-            buffer: input,
-            head: &parsed,
-            headers: &headers,
-        },
-        true,
-        true,
-        b"1.1 rush",
-    );
+    let out = client_response_head(input, &parsed, &headers, true);
     assert_eq!(
         String::from_utf8(out).unwrap(),
         "HTTP/1.1 200 OK\r\nX: 1\r\nVia: 1.1 rush\r\nConnection: close\r\n\r\n"
@@ -469,4 +447,21 @@ fn forwarding_loops_are_seen_in_via() {
             String::from_utf8_lossy(input)
         );
     }
+}
+
+/// The head a client gets for `parsed` (closing, `Via: 1.1 rush`).
+fn client_response_head(
+    input: &[u8],
+    parsed: &ResponseHead,
+    headers: &[HeaderSpan],
+    dechunked: bool,
+) -> Vec<u8> {
+    let mut out = Vec::new();
+    let response = ParsedHead {
+        buffer: input,
+        head: parsed,
+        headers,
+    };
+    write_client_response_head(&mut out, response, true, dechunked, b"1.1 rush");
+    out
 }
