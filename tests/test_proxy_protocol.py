@@ -24,6 +24,7 @@ through with HTTP/2.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import socket
@@ -51,6 +52,7 @@ from tests.support import (
     wait_for,
     write_localhost_pki,
 )
+from tests.ws_support import read_frame, read_head, upgrade_request
 
 V2_SIGNATURE = b"\r\n\r\n\x00\r\nQUIT\n"
 
@@ -230,6 +232,15 @@ def test_a_unix_socket_listener(rush_server: ServerFactory, tmp_path: Path) -> N
     # A client on the balancer's own Unix socket: shown as rush shows one.
     assert client_seen(server, "asgi", v2_unix()) is None
     assert_refused(server, request("GET", "/scope"))
+
+
+def test_websocket_after_the_header(rush_server: ServerFactory) -> None:
+    server = start(rush_server, "tests.apps.ws_apps:asgi_app")
+    with server.connect() as connection:
+        connection.send(v2("192.0.2.50", 5050) + upgrade_request("/scope"))
+        assert read_head(connection).startswith(b"HTTP/1.1 101 ")
+        opcode, payload = read_frame(connection)
+        assert opcode == 0x1 and json.loads(payload)["client"] == ["192.0.2.50", 5050]
 
 
 # -- refusals ---------------------------------------------------------------------------------------
