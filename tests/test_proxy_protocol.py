@@ -50,7 +50,6 @@ from tests.support import (
     free_port,
     request,
     wait_for,
-    write_localhost_pki,
 )
 from tests.ws_support import read_frame, read_head, upgrade_request
 
@@ -148,7 +147,20 @@ def assert_refused(server: RushServer, data: bytes, shut: bool = False) -> None:
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    return write_localhost_pki(tmp_path_factory.mktemp("pp-pki"))
+    """A throwaway CA, a certificate for localhost and 127.0.0.1, and a
+    client certificate whose CN is "client one" (``client.pem``, key and chain)."""
+    import trustme  # only the TLS tests need it
+
+    directory = tmp_path_factory.mktemp("pp-pki")
+    ca = trustme.CA()
+    leaf = ca.issue_cert("localhost", "127.0.0.1")
+    paths = {name: directory / f"{name}.pem" for name in ("ca", "chain", "key", "client")}
+    ca.cert_pem.write_to_path(paths["ca"])
+    leaf.private_key_pem.write_to_path(paths["key"])
+    paths["chain"].write_bytes(b"".join(blob.bytes() for blob in leaf.cert_chain_pems))
+    client = ca.issue_cert("client.example", common_name="client one")
+    client.private_key_and_cert_chain_pem.write_to_path(paths["client"])
+    return paths
 
 
 def tls_args(pki: dict[str, Path]) -> list[str]:
@@ -434,13 +446,29 @@ backend rush_v2
     server rush 127.0.0.1:{rush_port} send-proxy-v2
 """
 
+# HAProxy ending TLS itself and passing what it saw as v2 TLVs.
+HAPROXY_TLS_CONFIG = """
+frontend tls
+    bind 127.0.0.1:{tls_port} ssl crt {combined} ca-file {ca} verify optional
+    default_backend rush_tls
+backend rush_tls
+    server rush 127.0.0.1:{rush_port} send-proxy-v2 proxy-v2-options ssl,cert-cn,ssl-cipher,authority
+"""
+
 
 class HAProxy:
     """HAProxy in the foreground, as the test's own child, stopped by PID."""
 
-    def __init__(self, directory: Path, rush_port: int) -> None:
+    def __init__(self, directory: Path, rush_port: int, pki: dict[str, Path] | None = None) -> None:
         self.ports = {"v1": free_port(), "v2": free_port()}
         config = HAPROXY_CONFIG.format(v1_port=self.ports["v1"], v2_port=self.ports["v2"], rush_port=rush_port)
+        if pki is not None:
+            self.ports["tls"] = free_port()
+            combined = directory / "haproxy.pem"
+            combined.write_bytes(pki["chain"].read_bytes() + pki["key"].read_bytes())
+            config += HAPROXY_TLS_CONFIG.format(
+                tls_port=self.ports["tls"], combined=combined, ca=pki["ca"], rush_port=rush_port
+            )
         (directory / "haproxy.cfg").write_text(config)
         self.log = directory / "haproxy.stderr"
         with open(self.log, "wb") as stderr:
@@ -472,8 +500,8 @@ class HAProxy:
 def haproxy(tmp_path: Path) -> Iterator[Any]:
     started: list[HAProxy] = []
 
-    def make(rush_port: int) -> HAProxy:
-        started.append(HAProxy(tmp_path, rush_port))
+    def make(rush_port: int, pki: dict[str, Path] | None = None) -> HAProxy:
+        started.append(HAProxy(tmp_path, rush_port, pki))
         return started[-1]
 
     yield make
@@ -528,3 +556,31 @@ def test_behind_haproxy_tls_passed_through_with_http2(
         scope = response.json()
         assert (scope["client"][0], scope["scheme"]) == ("127.0.0.2", "https"), version
         assert scope["http_version"] == "2"
+
+
+@pytest.mark.skipif(HAPROXY is None, reason="haproxy is installed by `make test-tools`")
+def test_behind_haproxy_ending_tls_the_app_reads_its_tls_tlvs(
+    rush_server: ServerFactory, haproxy: Any, pki: dict[str, Path]
+) -> None:
+    server = start(rush_server, "asgi_apps")
+    proxy = haproxy(server.port, pki)
+    context = ssl.create_default_context(cafile=str(pki["ca"]))
+    context.load_cert_chain(str(pki["client"]))
+    raw = socket.create_connection(("127.0.0.1", proxy.ports["tls"]), timeout=GUARD_TIMEOUT)
+    with context.wrap_socket(raw, server_hostname="localhost") as tls:
+        tls.sendall(request("GET", "/scope", [("Connection", "close")], host="localhost"))
+        received = b""
+        while chunk := tls.recv(65536):
+            received += chunk
+        # What this client negotiated with HAProxy is what rush must report.
+        version, cipher = tls.version(), tls.cipher()[0]
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 "), received[:300]
+    scope = json.loads(body)
+    assert scope["client"][0] == "127.0.0.1"
+    info = scope["extensions"]["proxy_protocol"]
+    assert info["authority"] == "localhost"
+    ssl_info = info["ssl"]
+    assert (ssl_info["version"], ssl_info["cipher"], ssl_info["cn"]) == (version, cipher, "client one")
+    # PP2_CLIENT_SSL and a certificate on this connection, verified.
+    assert ssl_info["client"] & 0x03 == 0x03 and ssl_info["verify"] == 0
