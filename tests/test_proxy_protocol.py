@@ -249,10 +249,12 @@ def test_a_unix_socket_listener(rush_server: ServerFactory, tmp_path: Path) -> N
 def test_websocket_after_the_header(rush_server: ServerFactory) -> None:
     server = start(rush_server, "tests.apps.ws_apps:asgi_app")
     with server.connect() as connection:
-        connection.send(v2("192.0.2.50", 5050) + upgrade_request("/scope"))
+        connection.send(v2("192.0.2.50", 5050, tlvs=tlv(0x02, b"chat.example")) + upgrade_request("/scope"))
         assert read_head(connection).startswith(b"HTTP/1.1 101 ")
         opcode, payload = read_frame(connection)
-        assert opcode == 0x1 and json.loads(payload)["client"] == ["192.0.2.50", 5050]
+        scope = json.loads(payload)
+        assert opcode == 0x1 and scope["client"] == ["192.0.2.50", 5050]
+        assert scope["extensions"]["proxy_protocol"] == {"authority": "chat.example", "ssl": None}
 
 
 # -- refusals ---------------------------------------------------------------------------------------
@@ -539,6 +541,18 @@ def test_behind_haproxy_the_app_sees_the_client_haproxy_saw(
     with from_second_loopback(server.port) as connection:
         connection.send(v1("192.0.2.1") + request("GET", INTERFACES[interface][1]))
         connection.assert_closed()
+
+
+@pytest.mark.skipif(HAPROXY is None, reason="haproxy is installed by `make test-tools`")
+def test_behind_haproxy_a_websocket_sees_the_client(rush_server: ServerFactory, haproxy: Any) -> None:
+    server = start(rush_server, "tests.apps.ws_apps:asgi_app")
+    proxy = haproxy(server.port)
+    for version in ("v1", "v2"):
+        with from_second_loopback(proxy.ports[version]) as connection:
+            own = connection.sock.getsockname()
+            connection.send(upgrade_request("/scope"))
+            assert read_head(connection).startswith(b"HTTP/1.1 101 ")
+            assert json.loads(read_frame(connection)[1])["client"] == list(own), version
 
 
 @pytest.mark.skipif(HAPROXY is None, reason="haproxy is installed by `make test-tools`")
