@@ -57,11 +57,12 @@ cargo-test:
 # (the response cache's shared level), curl and openssl (the proxy's tests), mariadbd (MariaDB, which
 # tests/test_catalog.py starts as a throwaway server), nginx (in front of rush with TLS, tests/test_nginx_front.py),
 # systemd-socket-activate (Debian's systemd: socket activation, tests/test_systemd.py), h2load (Debian's
-# nghttp2-client: the http2 bench group's load generator, run for real by tests/test_benches.py). The missing ones are installed with one
+# nghttp2-client: the http2 bench group's load generator, run for real by tests/test_benches.py), haproxy
+# (in front of rush with send-proxy/send-proxy-v2, tests/test_proxy_protocol.py). The missing ones are installed with one
 # apt-get run. PostgreSQL, which the catalog's tests start too, keeps its programs off PATH
 # (/usr/lib/postgresql/N/bin), so it is looked for there.
 TEST_TOOLS := wrk:wrk redis-server:redis-server curl:curl openssl:openssl mariadbd:mariadb-server nginx:nginx \
-	systemd-socket-activate:systemd h2load:nghttp2-client nghttp:nghttp2-client
+	systemd-socket-activate:systemd h2load:nghttp2-client nghttp:nghttp2-client haproxy:haproxy
 
 test-tools:
 	@missing=""; for tool in $(TEST_TOOLS); do \

@@ -323,6 +323,8 @@ pub(crate) struct Peer<'a> {
     pub origin: Option<&'a RequestOrigin>,
     /// The TLS session the request came over, if any.
     pub tls: Option<&'a TlsInfo>,
+    /// The TLVs of the connection's PROXY header (`--proxy-protocol`).
+    pub proxy: Option<&'a crate::proxy_protocol::ProxyInfo>,
     /// The listener it came through (see [`ResponseWriter::listener`]).
     pub listener: usize,
 }

@@ -30,6 +30,7 @@ mod metrics;
 mod next_turn;
 mod options;
 mod proxy;
+mod proxy_protocol;
 mod request;
 mod request_context;
 mod response;
@@ -101,6 +102,7 @@ fn _rush(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<server::AppSettings>()?;
     module.add_class::<server::LimitSettings>()?;
     module.add_class::<server::TimeoutSettings>()?;
+    module.add_class::<server::ForwardingSettings>()?;
     module.add_class::<server::HeaderSettings>()?;
     module.add_class::<server::WebSocketSettings>()?;
     module.add_class::<server::LogSettings>()?;

@@ -50,9 +50,11 @@ pub enum Counter {
     CacheMisses,
     RequestsHttp1,
     RequestsHttp2,
+    /// Connections closed for their PROXY header (`--proxy-protocol`).
+    ProxyHeaderRefused,
 }
 
-const COUNTERS: usize = 10;
+const COUNTERS: usize = 11;
 
 /// The protocol a request came over, for `rush_requests_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -251,7 +253,7 @@ fn render(sum: &[u64]) -> String {
     }
     let accepted = counter(Counter::ConnectionsAccepted);
     let closed = counter(Counter::ConnectionsClosed);
-    let rows: [(&str, &str, &str, u64); 7] = [
+    let rows: [(&str, &str, &str, u64); 8] = [
         (
             "rush_connections_accepted_total",
             "counter",
@@ -275,6 +277,12 @@ fn render(sum: &[u64]) -> String {
             "counter",
             "Bytes written to clients.",
             counter(Counter::BytesOut),
+        ),
+        (
+            "rush_proxy_protocol_refused_total",
+            "counter",
+            "Connections closed for their PROXY protocol header: an untrusted peer, a malformed, missing or late header.",
+            counter(Counter::ProxyHeaderRefused),
         ),
         (
             "rush_static_hits_total",

@@ -63,6 +63,9 @@ pub(crate) struct LoopConfig {
     pub(crate) ws_allowed_origins: Vec<Vec<u8>>,
     /// `--http`: which HTTP versions connections speak.
     pub(crate) http: HttpMode,
+    /// `--proxy-protocol`: the peers a connection's PROXY header is taken
+    /// from (Unix-socket peers too); `None`: off.
+    pub(crate) proxy_protocol: Option<rush_proto::forwarded::TrustedProxies>,
 }
 
 /// `--http 1|2|auto`: the HTTP versions an app server speaks.

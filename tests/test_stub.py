@@ -287,6 +287,7 @@ def test_every_settings_class_is_checked() -> None:
     assert SETTINGS_CLASSES == [
         "AppServerSettings",
         "AppSettings",
+        "ForwardingSettings",
         "HeaderSettings",
         "LimitSettings",
         "LogSettings",

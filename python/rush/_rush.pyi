@@ -160,13 +160,21 @@ class TimeoutSettings:
         self, *, keep_alive_timeout: float, header_timeout: float, body_timeout: float, send_timeout: float
     ) -> None: ...
 
-class HeaderSettings:
+class ForwardingSettings:
     def __init__(
         self,
         *,
         proxy_headers: str,
         forwarded_allow_ips: str,
         forwarded_host: bool,
+        proxy_protocol: bool,
+    ) -> None: ...
+
+class HeaderSettings:
+    def __init__(
+        self,
+        *,
+        forwarding: ForwardingSettings,
         server_header: bool,
         date_header: bool,
         extra_headers: list[tuple[str, str]],

@@ -274,6 +274,12 @@ class Config:
     forwarded_host: bool = _option(
         False, "also take the host from a trusted proxy (X-Forwarded-Host/-Port, Forwarded host=)", kind="bool"
     )
+    proxy_protocol: bool = _option(
+        False,
+        "every connection starts with a PROXY protocol header (v1 or v2, HAProxy send-proxy), taken from "
+        "--forwarded-allow-ips peers only: its client becomes the connection's; anything else is closed",
+        kind="bool",
+    )
     server_header: bool = _option(False, "send 'Server: rush' (unless the app sets its own)", kind="bool")
     date_header: bool = _option(True, "send a Date header (unless the app sets its own)", kind="bool")
     header: list[str] = _option(

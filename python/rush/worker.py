@@ -38,6 +38,7 @@ from rush import logs
 from rush._rush import (
     AppServerSettings,
     AppSettings,
+    ForwardingSettings,
     HeaderSettings,
     LimitSettings,
     Liveness,
@@ -135,9 +136,12 @@ def app_server_settings(config: Config, router: Router, **app: Any) -> AppServer
             send_timeout=config.send_timeout,
         ),
         headers=HeaderSettings(
-            proxy_headers=config.proxy_headers,
-            forwarded_allow_ips=config.forwarded_allow_ips,
-            forwarded_host=config.forwarded_host,
+            forwarding=ForwardingSettings(
+                proxy_headers=config.proxy_headers,
+                forwarded_allow_ips=config.forwarded_allow_ips,
+                forwarded_host=config.forwarded_host,
+                proxy_protocol=config.proxy_protocol,
+            ),
             server_header=config.server_header,
             date_header=config.date_header,
             extra_headers=config.header_pairs(),

@@ -124,6 +124,7 @@ impl Core {
         let client = peer.objects.address.as_ref().expect("set just above");
         let origin = peer.origin;
         let tls = peer.tls;
+        let proxy = peer.proxy;
         let listener = peer.listener;
         // The request's context: the app is called in it (a plain callable
         // that returns a coroutine runs code here), and its coroutine runs in it.
@@ -158,6 +159,9 @@ impl Core {
                         pyo3::intern!(py, "http.response.early_hint"),
                         PyDict::new(py),
                     )?;
+                }
+                if let Some(proxy) = proxy {
+                    extensions.set_item(pyo3::intern!(py, "proxy_protocol"), proxy.to_dict(py)?)?;
                 }
                 scope.set_item(pyo3::intern!(py, "extensions"), extensions)?;
                 let request_headers = Some(headers.into_any().unbind());

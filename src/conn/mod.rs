@@ -91,6 +91,12 @@ pub struct Connection {
     /// The index of the listener it was accepted from (see
     /// `ResponseWriter::listener`).
     pub listener: u16,
+    /// `--proxy-protocol`: the PROXY header has not been read yet; no
+    /// transport has read a byte (see `Core::read_proxy_header`).
+    pub awaiting_proxy_header: bool,
+    /// What the PROXY header said beside the client's address (its TLVs),
+    /// for the app.
+    pub proxy_info: Option<Box<crate::proxy_protocol::ProxyInfo>>,
 }
 
 impl Connection {
@@ -101,6 +107,14 @@ impl Connection {
         now: Instant,
         config: &LoopConfig,
     ) -> Self {
+        let awaiting_proxy_header = config.proxy_protocol.is_some();
+        // The header is part of the first request's head: the header
+        // timeout applies from accept.
+        let first_timeout = if awaiting_proxy_header {
+            config.header_timeout
+        } else {
+            config.keep_alive_timeout
+        };
         Connection {
             stream,
             protocol: Protocol::Http1,
@@ -110,12 +124,14 @@ impl Connection {
             sink: ResponseSink::default(),
             state: ConnState::default(),
             request: RequestUnit::new(now),
-            deadline: Some(now + config.keep_alive_timeout),
+            deadline: Some(now + first_timeout),
             peer_closed: false,
             peer_sent_fin: false,
             trusted_proxy: false,
             protocol_pending: config.http != crate::options::HttpMode::Http1,
             listener,
+            awaiting_proxy_header,
+            proxy_info: None,
         }
     }
 

@@ -321,6 +321,7 @@ impl ResponseWriter for DetachedRefresh {
             client: self.client,
             origin: self.unit.origin.as_deref(),
             tls: None,
+            proxy: None,
             listener: self.listener,
         }
     }

@@ -327,6 +327,7 @@ impl ResponseWriter for Connection {
             client: self.client,
             origin: self.request.origin.as_deref(),
             tls: self.stream.tls().map(|tls| tls.info()),
+            proxy: self.proxy_info.as_deref(),
             listener: usize::from(self.listener),
         }
     }

@@ -48,6 +48,7 @@ pub(crate) fn stream_writer(connection: &mut Connection, id: u32) -> Option<Stre
         sink,
         client,
         listener,
+        proxy_info,
         ..
     } = connection;
     let Protocol::Http2(session) = protocol else {
@@ -63,6 +64,7 @@ pub(crate) fn stream_writer(connection: &mut Connection, id: u32) -> Option<Stre
         transport,
         peer_objects,
         client: *client,
+        proxy: proxy_info.as_deref(),
         listener: *listener,
     })
 }

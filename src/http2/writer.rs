@@ -67,6 +67,8 @@ pub(crate) struct StreamWriter<'a> {
     pub(crate) transport: &'a mut Stream,
     pub(crate) peer_objects: &'a mut PeerObjects,
     pub(crate) client: Option<SocketAddr>,
+    /// The connection's PROXY header TLVs (`--proxy-protocol`).
+    pub(crate) proxy: Option<&'a crate::proxy_protocol::ProxyInfo>,
     /// The connection's listener (see `ResponseWriter::listener`).
     pub(crate) listener: u16,
 }
@@ -668,6 +670,7 @@ impl ResponseWriter for StreamWriter<'_> {
             client: self.client,
             origin: self.stream.unit.origin.as_deref(),
             tls: self.transport.tls().map(|tls| tls.info()),
+            proxy: self.proxy,
             listener: usize::from(self.listener),
         }
     }

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll};
 use pyo3::prelude::*;
+use rush_proto::forwarded::TrustedProxies;
 use rush_proto::{DateCache, Limits};
 use slab::Slab;
 
@@ -118,12 +119,22 @@ impl AppServer {
             .map(AccessFormat::parse)
             .transpose()
             .map_err(pyo3::exceptions::PyValueError::new_err)?;
+        let forwarding_settings = headers.forwarding.get();
         let forwarding = Forwarding::new(
-            &headers.proxy_headers,
-            &headers.forwarded_allow_ips,
-            headers.forwarded_host,
+            &forwarding_settings.proxy_headers,
+            &forwarding_settings.forwarded_allow_ips,
+            forwarding_settings.forwarded_host,
         )
         .map_err(pyo3::exceptions::PyValueError::new_err)?;
+        // `--proxy-protocol` believes the peers proxy headers are believed
+        // from, even with `--no-proxy-headers`.
+        let proxy_protocol = forwarding_settings
+            .proxy_protocol
+            .then(|| TrustedProxies::parse(&forwarding_settings.forwarded_allow_ips))
+            .transpose()
+            .map_err(|problem| {
+                pyo3::exceptions::PyValueError::new_err(format!("forwarded_allow_ips: {problem}"))
+            })?;
         let extra_lines = header_lines(&headers.extra_headers)?;
         crate::body::set_spool_budget(limits.max_spool_size);
         let config = LoopConfig {
@@ -147,6 +158,7 @@ impl AppServer {
                 .map(|origin| origin.trim().to_ascii_lowercase().into_bytes())
                 .collect(),
             http: settings.http,
+            proxy_protocol,
         };
         // What WSGI's SERVER_NAME/SERVER_PORT and ASGI's scope["server"] name:
         // the listener each connection came through.

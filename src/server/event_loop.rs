@@ -585,6 +585,8 @@ impl AppServer {
         let mut woken = Vec::new();
         // Refused (408) mid-request: logged once the scan is over.
         let mut timed_out = Vec::new();
+        // PROXY headers not complete in time: refused once the scan is over.
+        let mut late_proxy_headers = Vec::new();
         // HTTP/2 streams to reset and log once the scan is over.
         let mut stalled_streams: Vec<(usize, u32)> = Vec::new();
         let mut stalled_ids = Vec::new();
@@ -596,6 +598,14 @@ impl AppServer {
                 // state (a slow download is not an idle connection).
                 if now >= write_deadline {
                     expired.push(key);
+                }
+                continue;
+            }
+            if connection.awaiting_proxy_header {
+                // Its bytes wait unread in the socket (peeked): not an idle
+                // connection with a request to serve, as below.
+                if connection.deadline.is_some_and(|deadline| now >= deadline) {
+                    late_proxy_headers.push(key);
                 }
                 continue;
             }
@@ -696,6 +706,16 @@ impl AppServer {
                     session.conn.reset(id, rush_h2::Reason::CANCEL);
                 }
             }
+        }
+        for key in late_proxy_headers {
+            if let Some(connection) = self.connections.get(key) {
+                self.core.refuse_proxy_header(
+                    py,
+                    connection,
+                    "PROXY protocol: no complete header within --header-timeout",
+                );
+            }
+            expired.push(key);
         }
         for (key, what) in timed_out {
             if let Some(connection) = self.connections.get(key) {

@@ -56,8 +56,8 @@ use app_server::AppServer;
 use listener::{listener_token, Listener, WAKEUP};
 use proxy_server::ProxyServer;
 pub use settings::{
-    AppServerSettings, AppSettings, HeaderSettings, LimitSettings, LogSettings, TimeoutSettings,
-    WebSocketSettings,
+    AppServerSettings, AppSettings, ForwardingSettings, HeaderSettings, LimitSettings, LogSettings,
+    TimeoutSettings, WebSocketSettings,
 };
 
 /// Set from a Python signal handler while `serve` runs; checked by the loop.

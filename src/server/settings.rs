@@ -101,14 +101,43 @@ impl TimeoutSettings {
     }
 }
 
-/// What response heads say and which request heads are believed: the
-/// `Server`/`Date`/`--header` fields, and the forwarding rules
-/// (`--proxy-headers`, `--forwarded-allow-ips`, `--forwarded-host`).
+/// Which peers are believed about the client: the forwarding rules
+/// (`--proxy-headers`, `--forwarded-allow-ips`, `--forwarded-host`) and
+/// whether every connection starts with a PROXY protocol header
+/// (`--proxy-protocol`), taken from the same trusted peers.
 #[pyclass(module = "rush._rush", frozen)]
-pub struct HeaderSettings {
+pub struct ForwardingSettings {
     pub(crate) proxy_headers: String,
     pub(crate) forwarded_allow_ips: String,
     pub(crate) forwarded_host: bool,
+    pub(crate) proxy_protocol: bool,
+}
+
+#[pymethods]
+impl ForwardingSettings {
+    #[new]
+    #[pyo3(signature = (*, proxy_headers, forwarded_allow_ips, forwarded_host, proxy_protocol))]
+    fn new(
+        proxy_headers: String,
+        forwarded_allow_ips: String,
+        forwarded_host: bool,
+        proxy_protocol: bool,
+    ) -> Self {
+        ForwardingSettings {
+            proxy_headers,
+            forwarded_allow_ips,
+            forwarded_host,
+            proxy_protocol,
+        }
+    }
+}
+
+/// What response heads say and which request heads are believed: the
+/// `Server`/`Date`/`--header` fields, and the forwarding rules
+/// ([`ForwardingSettings`]).
+#[pyclass(module = "rush._rush", frozen)]
+pub struct HeaderSettings {
+    pub(crate) forwarding: Py<ForwardingSettings>,
     pub(crate) server_header: bool,
     pub(crate) date_header: bool,
     pub(crate) extra_headers: Vec<(String, String)>,
@@ -117,22 +146,15 @@ pub struct HeaderSettings {
 #[pymethods]
 impl HeaderSettings {
     #[new]
-    #[pyo3(signature = (
-        *, proxy_headers, forwarded_allow_ips, forwarded_host,
-        server_header, date_header, extra_headers,
-    ))]
+    #[pyo3(signature = (*, forwarding, server_header, date_header, extra_headers))]
     fn new(
-        proxy_headers: String,
-        forwarded_allow_ips: String,
-        forwarded_host: bool,
+        forwarding: Py<ForwardingSettings>,
         server_header: bool,
         date_header: bool,
         extra_headers: Vec<(String, String)>,
     ) -> Self {
         HeaderSettings {
-            proxy_headers,
-            forwarded_allow_ips,
-            forwarded_host,
+            forwarding,
             server_header,
             date_header,
             extra_headers,

@@ -287,6 +287,9 @@ impl Core {
         scope.set_item("subprotocols", PyList::new(py, subprotocols)?)?;
         let extensions = PyDict::new(py);
         extensions.set_item("websocket.http.response", PyDict::new(py))?;
+        if let Some(proxy) = &connection.proxy_info {
+            extensions.set_item("proxy_protocol", proxy.to_dict(py)?)?;
+        }
         scope.set_item("extensions", extensions)?;
         if let Some(tls) = connection.stream.tls() {
             crate::tls::add_asgi_extension(py, &scope, tls.info())?;

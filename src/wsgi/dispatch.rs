@@ -66,9 +66,14 @@ impl Core {
         };
         let app = settings.app.clone_ref(py);
         let tls = peer.tls;
+        let proxy = peer.proxy;
         let origin = peer.origin;
         let environ =
             build_environ(py, settings, head_bytes, head, body, &mut peer).and_then(|environ| {
+                if let Some(proxy) = proxy {
+                    environ
+                        .set_item(pyo3::intern!(py, "rush.proxy_protocol"), proxy.to_dict(py)?)?;
+                }
                 if let Some(tls) = tls {
                     // A proxy's word on the scheme wins; else the transport's.
                     if origin.is_none_or(|origin| origin.https.is_none()) {

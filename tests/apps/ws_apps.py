@@ -168,7 +168,7 @@ async def asgi_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         shown = {
             key: value
             for key, value in scope.items()
-            if key in ("type", "scheme", "path", "query_string", "subprotocols", "http_version", "extensions")
+            if key in ("type", "scheme", "path", "query_string", "subprotocols", "http_version", "extensions", "client")
         }
         shown["query_string"] = shown["query_string"].decode()
         shown["headers"] = [[name.decode(), value.decode()] for name, value in scope["headers"]]

@@ -91,6 +91,8 @@ def describe_environ(environ: Environ) -> dict[str, Any]:
             described[key] = value
         elif isinstance(value, tuple):
             described[key] = list(value)
+        elif key == "rush.proxy_protocol":
+            described[key] = value  # plain JSON data (--proxy-protocol's TLVs)
         else:
             described[key] = type(value).__name__
     described["path"] = environ["PATH_INFO"]
