@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rush.config import ENVIRONMENT_PREFIX, Config, OptionError, TlsError
+from rush.config_file import ConfigFileError
 from rush.main import serve
 from rush.values import format_size, usage_error
 
@@ -112,13 +113,11 @@ def render_settings(config: Config) -> str:
             lines.append(f"# {option.name} is not set  # {where}")
         else:
             lines.append(f"{option.name} = {_toml_value(value)}  # {where}")
-    for name, function in config.sources.hooks.items():
-        module = getattr(function, "__module__", "?")
-        target = f"{module}:{getattr(function, '__qualname__', '?')}"
-        if module == "__config__":
-            lines.append(f"# {name} is the function {function.__qualname__} of {config.config}")
+    for name, hook in config.sources.hooks.items():
+        if isinstance(hook, str):
+            lines.append(f"{name} = {_toml_value(hook)}  # file {config.config}")
         else:
-            lines.append(f"{name} = {_toml_value(target)}  # file {config.config}")
+            lines.append(f"# {name} is the function {getattr(hook, '__qualname__', hook)} of {config.config}")
     return "\n".join(lines)
 
 
@@ -163,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("no application given (rush MODULE:ATTRIBUTE, or --static PREFIX=DIR to serve files)")
     try:
         return serve(config)
-    except (TlsError, OptionError) as error:
+    except (TlsError, OptionError, ConfigFileError) as error:
         return usage_error(str(error))
     except OSError as error:
         print(f"rush: cannot listen: {error}", file=sys.stderr)

@@ -320,7 +320,7 @@ class FileSettings:
 
     path: str
     values: dict[str, tuple[Any, str]] = field(default_factory=dict)
-    hooks: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    hooks: dict[str, Callable[..., Any] | str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
     def warn(self, name: str, message: str) -> None:
@@ -393,7 +393,9 @@ def _execute(path: str) -> dict[str, Any]:
 
 
 def _add_hook(settings: FileSettings, name: str, value: Any) -> None:
-    if not callable(value):
+    """A hook the file names: a function, or (TOML) a "module:function" string
+    imported when the supervisor starts (`import_hook`), from --app-dir as the app is."""
+    if not callable(value) and not isinstance(value, str):
         raise ConfigFileError(f"{settings.path}: {name} must be a function (a server hook), not {value!r}")
     why = HOOKS[name]
     if why is not None:
@@ -441,7 +443,7 @@ def _load_toml(path: str, options: Collection[str]) -> FileSettings:
         if name in HOOKS:
             if not isinstance(value, str) or ":" not in value:
                 raise ConfigFileError(f'{path}: {key} must be a hook as a "module:function" string, not {value!r}')
-            _add_hook(settings, name, _import_hook(path, name, value))
+            _add_hook(settings, name, value)
         elif name in options and name != "config":
             settings.set(name, value, key)
         elif name in GUNICORN_SETTINGS and isinstance(GUNICORN_SETTINGS[name], Mapped):
@@ -454,8 +456,13 @@ def _load_toml(path: str, options: Collection[str]) -> FileSettings:
     return settings
 
 
-def _import_hook(path: str, name: str, target: str) -> Callable[..., Any]:
+def import_hook(path: str, name: str, target: str, app_dir: str) -> Callable[..., Any]:
+    """The function a TOML file names for hook ``name`` (``"module:function"``);
+    ``module`` is looked for in ``app_dir`` first, as the app's module is."""
     module_name, _, attribute = target.partition(":")
+    directory = os.path.abspath(app_dir)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
     try:
         found: Any = importlib.import_module(module_name)
         for part in attribute.split("."):

@@ -31,6 +31,7 @@ from typing import Any
 
 from rush import logs
 from rush.config import Config
+from rush.config_file import import_hook
 
 
 class Server:
@@ -99,13 +100,18 @@ def _call(name: str, *arguments: Any) -> None:
 
 
 def start(config: Config) -> Server | None:
-    """The supervisor starts: sets up its hooks and calls ``nworkers_changed``
+    """The supervisor starts: sets up its hooks (importing those a TOML file
+    names; `ConfigFileError` if one cannot be) and calls ``nworkers_changed``
     and ``on_starting``. None (and no hook ever called) without hooks."""
     global _installed
     if not config.sources.hooks:
         return None
+    functions = {
+        name: import_hook(str(config.config), name, hook, config.app_dir) if isinstance(hook, str) else hook
+        for name, hook in config.sources.hooks.items()
+    }
     server = Server(config)
-    _installed = _Installed(dict(config.sources.hooks), server)
+    _installed = _Installed(functions, server)
     _call("nworkers_changed", server, config.workers, None)
     _call("on_starting", server)
     return server
