@@ -371,6 +371,8 @@ class Config:
         environment = os.environ if environment is None else environment
         sources = Sources()
         path = given.get("config", environment.get(ENVIRONMENT_PREFIX + "CONFIG"))
+        if "config" not in {option.name for option in cls.option_fields()}:
+            path = None  # `rush proxy` has no config file (ProxyConfig leaves the option out)
         from_file: dict[str, Any] = {}
         file_names: dict[str, str] = {}  # option -> how the file spelled it
         if path is not None:

@@ -273,7 +273,7 @@ GUNICORN_SETTINGS: dict[str, Mapped | Fixed | Missing] = {
     "header_map": Missing(_STRICT_PARSER),
     "asgi_loop": Fixed(("auto",), "rush picks uvloop when it is installed"),
     "asgi_lifespan": Mapped("lifespan"),
-    "asgi_disconnect_grace_period": Missing("rush tells an ASGI app of a disconnect at once"),
+    "asgi_disconnect_grace_period": Missing("rush has no such grace period to set"),
     "websocket_max_message_size": Mapped("ws_max_size"),
     "http_parser": Fixed(("auto",), "rush has one HTTP parser, its own"),
     "root_path": Mapped("root_path"),

@@ -97,7 +97,7 @@ def run(app: Any, **options: Any) -> int:
     copy into every worker whatever it started (threads, pools, open
     connections), which breaks in ways that are hard to trace.
     """
-    config = Config.from_sources({"app": app, **options})
+    config = Config.from_sources({"app": app, **options}, origin="keyword")
     if not isinstance(app, str) and app is not None and (config.workers > 1 or config.reload):
         asked = f"workers={config.workers}" if config.workers > 1 else "reload=True"
         raise OptionError(
