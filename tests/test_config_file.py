@@ -349,7 +349,7 @@ def test_precedence_is_command_line_then_file_then_environment_then_default(tmp_
 
 
 def test_an_unknown_setting_is_warned_about_once(rush_server: ServerFactory, tmp_path: Path) -> None:
-    conf = write_conf(tmp_path, "statsd_host = 'localhost:8125'\nworker = 4\nspew = True\n")
+    conf = write_conf(tmp_path, "from os import environ\nstatsd_host = 'localhost:8125'\nworker = 4\nspew = True\n")
     server, logs = start_under(rush_server, "rush", conf, tmp_path)
     server.wait_for_workers(2)
     server.send_signal(signal.SIGHUP)
@@ -359,6 +359,7 @@ def test_an_unknown_setting_is_warned_about_once(rush_server: ServerFactory, tmp
     assert errors.count("statsd_host: ignored, rush has no such setting: rush serves Prometheus metrics") == 1
     assert errors.count("worker: is not a setting of gunicorn or rush; ignored") == 1
     assert errors.count("spew: ignored, rush has no such setting") == 1
+    assert errors.count("WARNING") == 3  # and nothing on the imports, the helpers, the hooks
     # --print-config shows them too.
     result = print_config(APP, "-c", str(conf), env={"CONF_BIND": "127.0.0.1:1", "LOG_DIR": str(tmp_path)})
     assert result.returncode == 0
@@ -396,8 +397,9 @@ def test_toml_and_pyproject_use_rush_names(rush_server: ServerFactory, tmp_path:
     )
     pyproject = tmp_path / "pyproject.toml"
     pyproject.write_text('[project]\nname = "x"\n\n[tool.rush]\nworkers = 4\nlog-level = "debug"\n')
-    settings = tomllib.loads(print_config(APP, "-c", str(pyproject)).stdout)
+    settings = tomllib.loads(print_config(APP, "-c", str(pyproject), "-e", "SECRET=hunter2").stdout)
     assert (settings["workers"], settings["log_level"]) == (4, "debug")
+    assert settings["env"] == ["SECRET=***"]
     pyproject.write_text('[project]\nname = "x"\n')
     result = print_config(APP, "-c", str(pyproject))
     assert result.returncode == 2

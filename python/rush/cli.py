@@ -109,6 +109,9 @@ def render_settings(config: Config) -> str:
         where = origins.get(option.name, "default")
         if option.name in SECRET_OPTIONS and value is not None:
             value = "***"
+        if option.name == "env" and value:
+            # raw_env often carries credentials: the names say enough.
+            value = [f"{str(item).partition('=')[0]}=***" for item in value]
         if value is None:
             lines.append(f"# {option.name} is not set  # {where}")
         else:

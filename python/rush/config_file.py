@@ -11,9 +11,11 @@ from a file, in one of two forms.
   setting, and why). rush's own option names are read too (``max_body_size``).
   The server hooks (``on_starting``, ``post_fork``...) are read as functions;
   `HOOKS` says which of gunicorn's rush calls. Upper-case names, names that
-  start with ``_``, modules and functions that are not hooks are the file's
-  own business and skipped, as gunicorn skips them; any other name is
-  warned about, so a typo (``worker = 4``) is never silently ignored.
+  start with ``_``, modules, functions that are not hooks and objects that
+  are not plain data (``from os import environ``) are the file's own
+  business and skipped, as gunicorn skips them; any other name (a number,
+  a string, a list...) is warned about, so a typo (``worker = 4``) is
+  never silently ignored.
 * **A TOML file** (``rush.toml``, or ``pyproject.toml``'s ``[tool.rush]``
   table) with rush's option names (``max-body-size`` or ``max_body_size``)
   and hooks as ``"module:function"`` strings.
@@ -367,8 +369,9 @@ def _load_python(path: str, options: Collection[str]) -> FileSettings:
             near = difflib.get_close_matches(name, list(HOOKS), n=1, cutoff=0.8)
             if near:
                 settings.warn(name, f"is not a hook rush knows (did you mean {near[0]}?); never called")
-        else:
+        elif isinstance(value, str | bytes | int | float | list | tuple | dict | set):
             settings.warn(name, "is not a setting of gunicorn or rush; ignored")
+        # Anything else was made or imported for the file's own use (from os import environ).
     return settings
 
 
