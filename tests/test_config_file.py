@@ -358,12 +358,59 @@ def test_an_unknown_setting_is_warned_about_once(rush_server: ServerFactory, tmp
     errors = (logs / "error.log").read_text()
     assert errors.count("statsd_host: ignored, rush has no such setting: rush serves Prometheus metrics") == 1
     assert errors.count("worker: is not a setting of gunicorn or rush; ignored") == 1
-    assert errors.count("spew: ignored, rush has no such setting") == 1
+    assert errors.count("spew: not applied: rush has no tracing of every line run") == 1
     assert errors.count("WARNING") == 3  # and nothing on the imports, the helpers, the hooks
     # --print-config shows them too.
     result = print_config(APP, "-c", str(conf), env={"CONF_BIND": "127.0.0.1:1", "LOG_DIR": str(tmp_path)})
     assert result.returncode == 0
     assert sum("statsd_host" in line for line in result.stderr.splitlines()) == 1
+
+
+def test_the_defaults_an_example_config_spells_out_raise_no_warning(tmp_path: Path) -> None:
+    """gunicorn's example_config.py writes many settings at their defaults
+    (a file of the same shape, written here): only what rush cannot do is warned about."""
+    conf = tmp_path / "example.conf.py"
+    conf.write_text(
+        textwrap.dedent(
+            """
+            bind = "127.0.0.1:8000"
+            backlog = 2048
+            workers = 1
+            worker_class = "sync"
+            worker_connections = 1000
+            timeout = 30
+            keepalive = 2
+            spew = False
+            daemon = False
+            raw_env = ["SPAM=eggs"]
+            pidfile = None
+            umask = 0
+            user = None
+            group = None
+            tmp_upload_dir = None
+            errorlog = "-"
+            loglevel = "info"
+            accesslog = "-"
+            access_log_format = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s"'
+            proc_name = None
+
+            def post_fork(server, worker):
+                server.log.info("Worker spawned (pid: %s)", worker.pid)
+
+            def pre_exec(server):
+                server.log.info("Forked child, re-executing.")
+            """
+        )
+    )
+    result = print_config(APP, "-c", str(conf))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        f"rush: warning: {conf}: pre_exec: rush never calls this hook: rush never re-executes itself "
+        "(it has no USR2 binary upgrade)"
+    ]
+    settings = tomllib.loads(result.stdout)
+    assert (settings["max_connections"], settings["keep_alive_timeout"], settings["access_log"]) == (1000, 2, True)
+    assert (settings["threads"], settings["timeout"], settings["env"]) == (0, 30, ["SPAM=***"])
 
 
 def test_toml_and_pyproject_use_rush_names(rush_server: ServerFactory, tmp_path: Path) -> None:

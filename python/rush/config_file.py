@@ -67,8 +67,10 @@ class Mapped:
 
 @dataclass(frozen=True)
 class Fixed:
-    """A gunicorn setting for something rush always does one way: ``accepted``
-    values ask for what rush does anyway; any other gets a warning."""
+    """A gunicorn setting for something rush always does one way (or does
+    not do at all): ``accepted`` values ask for what rush does anyway (often
+    gunicorn's default, which example configs spell out); any other gets a
+    warning."""
 
     accepted: tuple[Any, ...]
     why: str
@@ -203,12 +205,12 @@ GUNICORN_SETTINGS: dict[str, Mapped | Fixed | Missing] = {
     "limit_request_field_size": Missing("rush bounds the whole request head instead (--max-head-size, 16K)"),
     "reload": Mapped("reload"),
     "reload_engine": Fixed(("auto", "inotify"), "rush's --reload always watches with inotify"),
-    "reload_extra_files": Missing("rush watches --reload-dir for --reload-include patterns"),
-    "spew": Missing("rush has no tracing of every line run"),
-    "check_config": Missing("use --print-config"),
-    "print_config": Missing("pass --print-config on the command line"),
+    "reload_extra_files": Fixed(([],), "rush watches --reload-dir for --reload-include patterns"),
+    "spew": Fixed((False,), "rush has no tracing of every line run"),
+    "check_config": Fixed((False,), "use --print-config"),
+    "print_config": Fixed((False,), "pass --print-config on the command line"),
     "preload_app": Mapped("preload"),
-    "sendfile": Missing("rush has no switch for sendfile"),
+    "sendfile": Fixed((True,), "rush has no switch for sendfile"),
     "reuse_port": Fixed((True,), "rush always binds one SO_REUSEPORT socket per worker for a TCP address"),
     "chdir": Mapped("chdir"),
     "daemon": Fixed((False,), "rush does not daemonize itself; run it under systemd, a container or supervisord"),
@@ -225,11 +227,11 @@ GUNICORN_SETTINGS: dict[str, Mapped | Fixed | Missing] = {
     ),
     "forwarded_allow_ips": Mapped("forwarded_allow_ips", _allow_ips("forwarded_allow_ips")),
     "accesslog": Mapped("access_log_file", _access_log),
-    "disable_redirect_access_to_syslog": Missing("rush does not log to syslog"),
+    "disable_redirect_access_to_syslog": Fixed((False,), "rush does not log to syslog"),
     "access_log_format": Mapped("access_log_format"),
     "errorlog": Mapped("error_log_file", _error_log),
     "loglevel": Mapped("log_level", _loglevel),
-    "capture_output": Missing("rush does not redirect the app's stdout and stderr"),
+    "capture_output": Fixed((False,), "rush does not redirect the app's stdout and stderr"),
     "logger_class": Fixed(("gunicorn.glogging.Logger", "simple"), "rush has one logger class; use --log-config"),
     "logconfig": Missing("rush reads a dictConfig file (JSON or YAML) with --log-config, not a fileConfig one"),
     "logconfig_dict": Missing("write the dictionary to a JSON file and pass it with --log-config"),
@@ -238,16 +240,16 @@ GUNICORN_SETTINGS: dict[str, Mapped | Fixed | Missing] = {
     "syslog": Fixed((False,), "rush does not log to syslog"),
     "syslog_prefix": Missing("rush does not log to syslog"),
     "syslog_facility": Missing("rush does not log to syslog"),
-    "enable_stdio_inheritance": Missing("rush does not daemonize, so stdio is always inherited"),
+    "enable_stdio_inheritance": Fixed((False, True), "rush does not daemonize, so stdio is always inherited"),
     "statsd_host": Missing(_NO_STATSD),
-    "dogstatsd_tags": Missing(_NO_STATSD),
-    "statsd_prefix": Missing(_NO_STATSD),
-    "enable_backlog_metric": Missing(_NO_STATSD),
+    "dogstatsd_tags": Fixed(("",), _NO_STATSD),
+    "statsd_prefix": Fixed(("",), _NO_STATSD),
+    "enable_backlog_metric": Fixed((False,), _NO_STATSD),
     "proc_name": Missing("rush does not rename its processes"),
     "default_proc_name": Missing("rush does not rename its processes"),
     "pythonpath": Mapped("app_dir", _python_path),
     "paste": Missing("rush does not load PasteDeploy files"),
-    "raw_paste_global_conf": Missing("rush does not load PasteDeploy files"),
+    "raw_paste_global_conf": Fixed(([],), "rush does not load PasteDeploy files"),
     "proxy_protocol": Mapped("proxy_protocol"),
     "proxy_allow_ips": Mapped("forwarded_allow_ips", _allow_ips("forwarded_allow_ips")),
     "protocol": Fixed(("http",), "rush speaks HTTP, not uwsgi"),
@@ -279,7 +281,7 @@ GUNICORN_SETTINGS: dict[str, Mapped | Fixed | Missing] = {
     "websocket_max_message_size": Mapped("ws_max_size"),
     "http_parser": Fixed(("auto",), "rush has one HTTP parser, its own"),
     "root_path": Mapped("root_path"),
-    "dirty_apps": Missing(_NO_DIRTY),
+    "dirty_apps": Fixed(([],), _NO_DIRTY),
     "dirty_workers": Fixed((0,), _NO_DIRTY),
     "dirty_timeout": Missing(_NO_DIRTY),
     "dirty_threads": Missing(_NO_DIRTY),
