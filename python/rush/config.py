@@ -4,7 +4,9 @@ Each option is a dataclass field whose metadata carries its help text. The
 CLI's flags are generated from these fields, every flag also reads the
 environment variable ``RUSH_<FLAG>`` (``--max-body-size`` ->
 ``RUSH_MAX_BODY_SIZE``), and `rush.run` takes the same names as keyword
-arguments. Precedence: keyword or flag, then environment, then default.
+arguments. Precedence: keyword or flag, then the ``--config`` file
+(config_file.py: a gunicorn.conf.py or TOML), then environment, then
+default; `Config.sources` says which gave each value.
 
 `Config.validate` checks every option before anything is bound or forked,
 and refuses a bad value with an `OptionError` (a ValueError) whose one-line
