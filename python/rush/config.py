@@ -96,9 +96,10 @@ UVICORN_KEYWORDS = {
 @dataclass
 class Sources:
     """Where each option's value came from (``origins``: option -> "command line",
-    "keyword", "file PATH", "file PATH (gunicorn's NAME)" or "env VARIABLE";
-    defaults are absent), the config file's hooks (hook name -> function)
-    and the warnings its reading left, logged once logging is set up."""
+    "keyword", "file PATH: NAME" with the name the file gave it, or "env
+    VARIABLE"; defaults are absent), the config file's hooks (hook name ->
+    function, or a TOML file's "module:function") and the warnings its
+    reading left, logged once logging is set up."""
 
     origins: dict[str, str] = field(default_factory=dict)
     hooks: dict[str, Any] = field(default_factory=dict)
@@ -386,7 +387,7 @@ class Config:
                 try:
                     from_file[name] = cls.convert(known[name], value) if isinstance(value, str) else value
                 except OptionError as error:
-                    raise error.from_variable(_file_origin(str(path), name, spelled)) from None
+                    raise error.from_variable(_file_origin(str(path), spelled)) from None
                 file_names[name] = spelled
         environment = _with_env_file({**from_file, **given}, environment)
         layers: list[tuple[str, dict[str, Any]]] = [
@@ -425,7 +426,7 @@ class Config:
                 if kind == "explicit":
                     sources.origins[name] = origin
                 elif kind == "file":
-                    sources.origins[name] = "file " + _file_origin(str(path), name, file_names.get(name, name))
+                    sources.origins[name] = "file " + _file_origin(str(path), file_names[name])
                 else:
                     sources.origins[name] = f"env {variables[name]}"
         config = cls(**values)
@@ -770,7 +771,7 @@ class Config:
         return load_app(self.app, factory=self.factory, app_dir=self.app_dir)
 
 
-def _file_origin(path: str, name: str, spelled: str) -> str:
+def _file_origin(path: str, spelled: str) -> str:
     """How an error or --print-config names a value from the config file."""
     return f"{path}: {spelled}"
 
