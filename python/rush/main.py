@@ -36,6 +36,8 @@ def serve(config: Config) -> int:
     )
     for warning in config.sources.warnings:
         logs.error_logger.warning("%s", warning)
+    if config.log_config is not None and (config.error_log_file or config.access_log_file):
+        logs.error_logger.warning("--log-config is in charge of logging: --error-log-file and --access-log-file unused")
     # --env (gunicorn's raw_env): set for the app, over what the environment had, as gunicorn does.
     os.environ.update(config.environment_pairs())
     hooks.start(config)
