@@ -55,6 +55,8 @@ graceful_timeout = 10
 timeout = int(os.environ.get("CONF_TIMEOUT", "30"))
 pidfile = None
 user = None
+# gunicorn 27's control socket is one path per user: off, so that tests running side by side do not share it.
+control_socket_disable = True
 
 
 def _record(hook, worker=None, **extra):
@@ -165,6 +167,15 @@ def start_under(
     return server, logs
 
 
+def wait_until_initialized(hook_log: Path, workers: set[int]) -> None:
+    """Until every one of ``workers`` ran post_worker_init: its signal handlers are set (a SIGTERM
+    or SIGINT before that ends a worker as it would any process that has not set them)."""
+    wait_for(
+        lambda: workers <= {r["pid"] for r in hook_records(hook_log) if r["hook"] == "post_worker_init"},
+        f"post_worker_init in {workers}",
+    )
+
+
 def check_hook_processes(records: list[dict[str, Any]], supervisor: int) -> set[int]:
     """Each worker hook ran in its worker, a child of the supervisor, and
     names it; returns the workers' pids."""
@@ -185,6 +196,7 @@ def run_and_stop(factory: ServerFactory, server_name: str, conf: Path, directory
     """Starts the server with the config, reads what it serves, stops it; returns what was seen."""
     server, logs = start_under(factory, server_name, conf, directory)
     workers = server.wait_for_workers(2)
+    wait_until_initialized(logs / "hooks.jsonl", workers)
     greeting = get(server, "/environ/CONF_GREETING")
     answered = {get(server, "/")[0] for _ in range(4)}
     assert server.stop() == 0
@@ -254,8 +266,9 @@ def test_worker_int_runs_in_the_worker_on_sigint(rush_server: ServerFactory, tmp
     server, logs = start_under(rush_server, "rush", conf, tmp_path)
     server.allow_worker_deaths = True  # the interrupted worker exits, and is replaced
     victim = min(server.wait_for_workers(2))
-    os.kill(victim, signal.SIGINT)
     hook_log = logs / "hooks.jsonl"
+    wait_until_initialized(hook_log, {victim})
+    os.kill(victim, signal.SIGINT)
     wait_for(lambda: [r for r in hook_records(hook_log) if r["hook"] == "child_exit"], "the worker's exit")
     records = hook_records(hook_log)
     assert names(records, victim) == ["post_fork", "post_worker_init", "worker_int", "worker_exit"]
@@ -289,11 +302,14 @@ def test_a_raising_hook_is_logged_and_the_server_serves(rush_server: ServerFacto
     )
     server, logs = start_under(rush_server, "rush", conf, tmp_path)
     assert get(server, "/")[0] == 200
-    server.wait_for_workers(2)
-    errors = (logs / "error.log").read_text()
+    error_log = logs / "error.log"
+    # The second worker starts once the first is ready: its hook's failure comes a moment later.
+    wait_for(lambda: error_log.read_text().count("RuntimeError: post_fork broke") == 2, "both post_fork failures")
+    errors = error_log.read_text()
     assert "the on_starting hook raised (rush goes on):\nTraceback" in errors
     assert 'raise RuntimeError("on_starting broke")' in errors
-    assert errors.count("RuntimeError: post_fork broke") == 2
+    assert errors.count("the post_fork hook raised (rush goes on)") == 2
+    assert all(status == 200 for status, _ in (get(server, "/") for _ in range(4)))
 
 
 def print_config(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

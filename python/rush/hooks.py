@@ -9,9 +9,10 @@ worker is forked), ``pre_fork(server, worker)``, ``child_exit(server,
 worker)`` (a worker was reaped), ``on_reload(server)`` (SIGHUP, before the
 first new worker), ``on_exit(server)`` (every worker gone, before rush
 exits). In a worker: ``post_fork(server, worker)`` (just forked, before
-the app is loaded), ``post_worker_init(worker)`` (the app loaded, before
-it serves), ``worker_int(worker)`` (SIGINT or SIGQUIT), ``worker_abort
-(worker)`` (found stuck by ``--timeout``, before it is killed: runs only
+the app is loaded), ``post_worker_init(worker)`` (the app loaded, an ASGI
+lifespan started and the worker's signal handlers set, before it serves),
+``worker_int(worker)`` (SIGINT or SIGQUIT), ``worker_abort(worker)``
+(found stuck by ``--timeout``, before it is killed: runs only
 if the worker's main thread runs Python in the half second before the
 SIGKILL), ``worker_exit(server, worker)`` (about to exit).
 

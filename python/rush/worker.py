@@ -225,7 +225,6 @@ def run_worker(
     described = config.app if isinstance(config.app, str) else type(app).__name__
     kind = {"wsgi": "a WSGI", "asgi": "an ASGI"}.get(interface, f"a {interface}")
     logs.error_logger.info("worker %d serving %s as %s app", os.getpid(), described, kind)
-    hooks.worker_initialized()
     warn_about_options_that_do_not_apply(config, interface)
     raise_open_file_limit()
     if interface == "wsgi":
@@ -340,6 +339,8 @@ def serve_native_loop(config: Config, ready_fd: int | None, build: Callable[[int
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGQUIT, quit_now)
     server = build(wakeup_reader.fileno())
+    # As in gunicorn, post_worker_init runs with the worker's signal handlers in place.
+    hooks.worker_initialized()
     notify_ready(ready_fd)
     server.serve(stop, config.graceful_timeout)
     signal.set_wakeup_fd(-1)
@@ -420,6 +421,7 @@ async def _serve_until_drained(
     loop.add_signal_handler(signal.SIGINT, interrupted)
     loop.add_signal_handler(signal.SIGQUIT, quit_now)
     loop.add_reader(server.fileno(), server.poll)
+    hooks.worker_initialized()
     notify_ready(ready_fd)
     # tick() checks deadlines once a second, and returns True once a
     # requested shutdown has drained. What it leaves to do (a parked request
