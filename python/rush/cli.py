@@ -11,10 +11,13 @@ is bound or forked.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from rush.config import ENVIRONMENT_PREFIX, Config, OptionError, TlsError
+from rush.config_file import ConfigFileError
 from rush.main import serve
 from rush.values import format_size, usage_error
 
@@ -72,7 +75,53 @@ def build_parser() -> argparse.ArgumentParser:
             help=help_text,
         )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
+    parser.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print every setting as TOML, merged from the command line, --config, RUSH_* variables and "
+        "defaults, each with where it came from, and exit",
+    )
     return parser
+
+
+# Values --print-config does not show.
+SECRET_OPTIONS = frozenset({"ssl_keyfile_password"})
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
+    # JSON's string escapes are all TOML basic-string escapes too.
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def render_settings(config: Config) -> str:
+    """The merged settings as a TOML document (a rush.toml rush would read the
+    same way), each line commented with where its value came from."""
+    origins = config.sources.origins
+    lines = ["# rush's settings: command line, then --config, then RUSH_* variables, then defaults"]
+    for option in Config.settable_fields():
+        value = getattr(config, option.name)
+        where = origins.get(option.name, "default")
+        if option.name in SECRET_OPTIONS and value is not None:
+            value = "***"
+        if option.name == "env" and value:
+            # raw_env often carries credentials: the names say enough.
+            value = [f"{str(item).partition('=')[0]}=***" for item in value]
+        if value is None:
+            lines.append(f"# {option.name} is not set  # {where}")
+        else:
+            lines.append(f"{option.name} = {_toml_value(value)}  # {where}")
+    for name, hook in config.sources.hooks.items():
+        if isinstance(hook, str):
+            lines.append(f"{name} = {_toml_value(hook)}  # file {config.config}")
+        else:
+            lines.append(f"# {name} is the function {getattr(hook, '__qualname__', hook)} of {config.config}")
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -88,6 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(f"rush {__version__}")
         return 0
+    printing = arguments.pop("print_config")
     family = arguments.get("proxy_headers")
     if arguments["app"] is None and isinstance(family, str) and ":" in family:
         # `rush --proxy-headers MODULE:APP`: the optional FAMILY took the app.
@@ -106,11 +156,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = Config.from_sources(explicit)
     except (TypeError, ValueError) as error:
         return usage_error(str(error))
+    if printing:
+        for warning in config.sources.warnings:
+            print(f"rush: warning: {warning}", file=sys.stderr)
+        print(render_settings(config))
+        return 0
     if config.app is None and not config.static:
         parser.error("no application given (rush MODULE:ATTRIBUTE, or --static PREFIX=DIR to serve files)")
     try:
         return serve(config)
-    except (TlsError, OptionError) as error:
+    except (TlsError, OptionError, ConfigFileError) as error:
         return usage_error(str(error))
     except OSError as error:
         print(f"rush: cannot listen: {error}", file=sys.stderr)

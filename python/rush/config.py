@@ -4,7 +4,9 @@ Each option is a dataclass field whose metadata carries its help text. The
 CLI's flags are generated from these fields, every flag also reads the
 environment variable ``RUSH_<FLAG>`` (``--max-body-size`` ->
 ``RUSH_MAX_BODY_SIZE``), and `rush.run` takes the same names as keyword
-arguments. Precedence: keyword or flag, then environment, then default.
+arguments. Precedence: keyword or flag, then the ``--config`` file
+(config_file.py: a gunicorn.conf.py or TOML), then environment, then
+default; `Config.sources` says which gave each value.
 
 `Config.validate` checks every option before anything is bound or forked,
 and refuses a bad value with an `OptionError` (a ValueError) whose one-line
@@ -89,6 +91,24 @@ UVICORN_KEYWORDS = {
     "reload_excludes": "reload_exclude",
     "headers": "header",
 }
+
+
+@dataclass
+class Sources:
+    """Where each option's value came from (``origins``: option -> "command line",
+    "keyword", "file PATH: NAME" with the name the file gave it, or "env
+    VARIABLE"; defaults are absent), the config file's hooks (hook name ->
+    function, or a TOML file's "module:function") and the warnings its
+    reading left, logged once logging is set up."""
+
+    origins: dict[str, str] = field(default_factory=dict)
+    hooks: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+# The options that say where to listen: the config file's give way to the command line's (a
+# --fd replaces the file's bind, as gunicorn's -b does) and replace the environment's.
+ADDRESS_OPTIONS = ("host", "port", "uds", "fd", "bind")
 
 
 @dataclass
@@ -298,20 +318,57 @@ class Config:
     log_config: str | None = _option(
         None, "configure logging with logging.config.dictConfig from a JSON or YAML file", metavar="PATH"
     )
+    access_log_file: str | None = _option(
+        None, "write the access log to this file instead of stdout (implies --access-log)", metavar="PATH"
+    )
+    error_log_file: str | None = _option(
+        None, "write rush's error log (server events, tracebacks) to this file instead of stderr", metavar="PATH"
+    )
+    # Config files (issue 34): gunicorn's -c and -e.
+    config: str | None = _option(
+        None,
+        "read settings from this file: a Python file in gunicorn's form (gunicorn.conf.py: its settings and "
+        "server hooks), rush.toml, or pyproject.toml's [tool.rush]; flags win over it, it wins over RUSH_* variables",
+        metavar="FILE",
+        short="-c",
+    )
+    env: list[str] = _option(
+        None,
+        "set NAME=VALUE in the environment of the supervisor and the workers (repeatable; env: one per line), "
+        "as gunicorn's -e/raw_env",
+        kind="headers",
+        metavar="NAME=VALUE",
+        short="-e",
+    )
+    # Where each option's value came from, and the config file's hooks and warnings
+    # (not an option: filled by from_sources).
+    sources: Sources = field(default=None, repr=False, compare=False, metadata={"internal": True})  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.sources is None:
+            self.sources = Sources()
 
     @classmethod
     def option_fields(cls) -> list[dataclasses.Field[Any]]:
-        return [option for option in fields(cls) if option.name != "app"]
+        return [option for option in cls.settable_fields() if option.name != "app"]
+
+    @classmethod
+    def settable_fields(cls) -> list[dataclasses.Field[Any]]:
+        """Every option, the app included: what a flag, a keyword, a file or a variable may set."""
+        return [option for option in fields(cls) if not option.metadata.get("internal")]
 
     @classmethod
     def from_sources(
         cls,
         explicit: Mapping[str, Any],
         environment: Mapping[str, str] | None = None,
+        origin: str = "command line",
     ) -> Config:
-        """Builds a Config from explicit values (flags or keywords; ``None``
-        means not given), then ``RUSH_*`` environment variables, then defaults."""
-        known = {option.name: option for option in fields(cls)}
+        """Builds a Config from explicit values (flags or keywords, ``origin``
+        says which; ``None`` means not given), then the config file
+        (``--config``), then ``RUSH_*`` environment variables, then defaults:
+        gunicorn's order, where the file wins over the environment's defaults."""
+        known = {option.name: option for option in cls.settable_fields()}
         unknown = set(explicit) - set(known)
         if unknown:
             named = [
@@ -319,41 +376,82 @@ class Config:
                 for name in sorted(unknown)
             ]
             raise TypeError(f"unknown option(s): {', '.join(named)}")
-        environment = _with_env_file(explicit, os.environ if environment is None else environment)
-        values: dict[str, Any] = {}
+        given = {name: value for name, value in explicit.items() if value is not None}
+        environment = os.environ if environment is None else environment
+        sources = Sources()
+        path = given.get("config", environment.get(ENVIRONMENT_PREFIX + "CONFIG"))
+        if "config" not in {option.name for option in cls.option_fields()}:
+            path = None  # `rush proxy` has no config file (ProxyConfig leaves the option out)
+        from_file: dict[str, Any] = {}
+        file_names: dict[str, str] = {}  # option -> how the file spelled it
+        if path is not None:
+            from rush.config_file import load
+
+            settings = load(str(path), known)
+            sources.hooks, sources.warnings = settings.hooks, settings.warnings
+            for name, (value, spelled) in settings.values.items():
+                try:
+                    from_file[name] = cls.convert(known[name], value) if isinstance(value, str) else value
+                except OptionError as error:
+                    raise error.from_variable(_file_origin(str(path), spelled)) from None
+                file_names[name] = spelled
+        environment = _with_env_file({**from_file, **given}, environment)
+        layers: list[tuple[str, dict[str, Any]]] = [
+            ("explicit", given),
+            ("file", from_file),
+            ("env", {}),
+        ]
         variables: dict[str, str] = {}  # option -> the environment variable that set it
         for name, option in known.items():
-            value = explicit.get(name)
-            if value is None:
-                variable = ENVIRONMENT_PREFIX + name.upper()
-                if name == "workers" and variable not in environment and "WEB_CONCURRENCY" in environment:
-                    # What Heroku, Render and gunicorn use for the number of workers.
-                    variable = "WEB_CONCURRENCY"
+            if name in given or name in from_file:
+                continue
+            variable = ENVIRONMENT_PREFIX + name.upper()
+            if name == "workers" and variable not in environment and "WEB_CONCURRENCY" in environment:
+                # What Heroku, Render and gunicorn use for the number of workers.
+                variable = "WEB_CONCURRENCY"
+            text = environment.get(variable)
+            if text is None and name in ENVIRONMENT_ALIASES:
+                variable = ENVIRONMENT_ALIASES[name]
                 text = environment.get(variable)
-                if text is None and name in ENVIRONMENT_ALIASES:
-                    variable = ENVIRONMENT_ALIASES[name]
-                    text = environment.get(variable)
-                if text is not None:
-                    variables[name] = variable
-                    try:
-                        value = cls.convert(option, text)
-                    except OptionError as error:
-                        raise error.from_variable(variable) from None
-            if value is not None:
+            if text is not None:
+                variables[name] = variable
+                try:
+                    layers[2][1][name] = cls.convert(option, text)
+                except OptionError as error:
+                    raise error.from_variable(variable) from None
+        # A file's addresses give way to those of the command line, and replace
+        # the environment's (the command line and the environment together stay an error).
+        for upper, lower in ((layers[0][1], layers[1][1]), (layers[1][1], layers[2][1])):
+            if set(ADDRESS_OPTIONS) & set(upper):
+                for name in ADDRESS_OPTIONS:
+                    lower.pop(name, None)
+        values: dict[str, Any] = {}
+        for kind, layer in reversed(layers):
+            for name, value in layer.items():
                 values[name] = value
+                if kind == "explicit":
+                    sources.origins[name] = origin
+                elif kind == "file":
+                    sources.origins[name] = "file " + _file_origin(str(path), file_names[name])
+                else:
+                    sources.origins[name] = f"env {variables[name]}"
         config = cls(**values)
+        config.sources = sources
         try:
-            given = [name for name in ("host", "port", "uds", "fd") if name in values and name in known]
-            if "bind" in values and given:
+            address = [name for name in ("host", "port", "uds", "fd") if name in values]
+            if "bind" in values and address:
                 raise OptionError(
                     "bind",
-                    "cannot be combined with " + ", ".join(map(flag_name, given)) + ": give every address with --bind",
+                    f"cannot be combined with {', '.join(map(flag_name, address))}: give every address with --bind",
                     values["bind"],
                 )
             config.validate()
         except OptionError as error:
-            if error.name in variables:
-                raise error.from_variable(variables[error.name]) from None
+            where = sources.origins.get(error.name, "")
+            if where.startswith("env "):
+                raise error.from_variable(where[4:]) from None
+            if where.startswith("file "):
+                raise error.from_variable(where[5:]) from None
             raise
         return config
 
@@ -485,10 +583,17 @@ class Config:
 
         for text in self.bind or []:
             parse_bind(text)
-        for name in ("chdir", "env_file", "pid"):
+        for name in ("chdir", "env_file", "pid", "access_log_file", "error_log_file", "config"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
                 raise OptionError(name, "must be a non-empty string", value)
+        if self.access_log_file is not None:
+            self.access_log = True
+        if isinstance(self.env, str):
+            self.env = [self.env]
+        for item in self.env or []:
+            if not isinstance(item, str) or not re.fullmatch(r"[^=\s]+=.*", item, re.S):
+                raise OptionError("env", "takes NAME=VALUE strings", item)
         if self.factory and self.app is not None and not isinstance(self.app, str):
             raise OptionError("factory", "needs the application as an import string, MODULE:FUNCTION", self.app)
 
@@ -542,6 +647,10 @@ class Config:
                 raise OptionError("access_log_format", str(error), self.access_log_format) from None
         if self.log_config is not None and not os.path.isfile(self.log_config):
             raise OptionError("log_config", "must name a JSON or YAML file", self.log_config)
+
+    def environment_pairs(self) -> list[tuple[str, str]]:
+        """The ``--env`` settings as (name, value) pairs."""
+        return [tuple(item.split("=", 1)) for item in self.env or []]  # type: ignore[misc]
 
     def header_pairs(self) -> list[tuple[str, str]]:
         """The ``--header`` options as (name, value) pairs."""
@@ -666,6 +775,11 @@ class Config:
         from rush.loading import load_app
 
         return load_app(self.app, factory=self.factory, app_dir=self.app_dir)
+
+
+def _file_origin(path: str, spelled: str) -> str:
+    """How an error or --print-config names a value from the config file."""
+    return f"{path}: {spelled}"
 
 
 def _with_env_file(explicit: Mapping[str, Any], environment: Mapping[str, str]) -> Mapping[str, str]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import logging.config
+import logging.handlers
 import sys
 from typing import Any
 
@@ -70,11 +71,21 @@ def load_log_config(path: str) -> dict[str, Any]:
 
 
 def configure(
-    level: str, log_format: str = "text", log_config: str | None = None, own_access_format: bool = False
+    level: str,
+    log_format: str = "text",
+    log_config: str | None = None,
+    own_access_format: bool = False,
+    files: tuple[str | None, str | None] = (None, None),
 ) -> None:
     """Sets up the two loggers. ``own_access_format``: the access lines are
     made by ``--access-log-format`` and printed as they are, with no prefix,
-    as gunicorn prints its access log (unless ``--log-format json``)."""
+    as gunicorn prints its access log (unless ``--log-format json``).
+    ``files``: the error log's and the access log's files
+    (``--error-log-file``, ``--access-log-file``), None for stderr and
+    stdout. A file is appended to by every process (the workers inherit the
+    supervisor's handler) and reopened when it is moved away (logrotate):
+    `logging.handlers.WatchedFileHandler`, which checks the path before
+    each record, where gunicorn reopens its files on SIGUSR1."""
     if log_config is not None:
         # The file is in charge: loggers it leaves alone propagate to its root.
         logging.config.dictConfig(load_log_config(log_config))
@@ -85,12 +96,14 @@ def configure(
     else:
         formatter = logging.Formatter("[%(asctime)s] [%(process)d] [%(levelname)s] %(message)s")
         access_formatter = logging.Formatter("%(message)s") if own_access_format else formatter
-    for logger, stream, chosen in (
-        (error_logger, sys.stderr, formatter),
-        (access_logger, sys.stdout, access_formatter),
+    for logger, stream, path, chosen in (
+        (error_logger, sys.stderr, files[0], formatter),
+        (access_logger, sys.stdout, files[1], access_formatter),
     ):
         if not logger.handlers:
-            handler = logging.StreamHandler(stream)
+            handler: logging.Handler = (
+                logging.StreamHandler(stream) if path is None else logging.handlers.WatchedFileHandler(path)
+            )
             handler.setFormatter(chosen)
             logger.addHandler(handler)
         logger.propagate = False

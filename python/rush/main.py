@@ -6,7 +6,7 @@ import contextlib
 import os
 from typing import Any
 
-from rush import logs
+from rush import hooks, logs
 from rush.config import Config, OptionError
 from rush.listeners import open_listeners
 from rush.supervisor import Supervisor
@@ -25,10 +25,40 @@ def serve(config: Config) -> int:
     # Certificates are loaded once here so that a bad file stops rush before
     # it binds or forks (each worker loads them again for itself).
     config.tls_settings()
-    logs.configure(config.log_level, config.log_format, config.log_config, config.access_log_format is not None)
+    for name in ("error_log_file", "access_log_file"):
+        _check_appendable(name, getattr(config, name))
+    logs.configure(
+        config.log_level,
+        config.log_format,
+        config.log_config,
+        config.access_log_format is not None,
+        (config.error_log_file, config.access_log_file),
+    )
+    for warning in config.sources.warnings:
+        logs.error_logger.warning("%s", warning)
+    if config.log_config is not None and (config.error_log_file or config.access_log_file):
+        logs.error_logger.warning("--log-config is in charge of logging: --error-log-file and --access-log-file unused")
+    # --env (gunicorn's raw_env): set for the app, over what the environment had, as gunicorn does.
+    os.environ.update(config.environment_pairs())
+    hooks.start(config)
     listeners = open_listeners(config)
     with _pid_file(config.pid):
-        return Supervisor(config, listeners).run()
+        supervisor = Supervisor(config, listeners)
+        hooks.ready()
+        code = supervisor.run()
+    hooks.exiting()
+    return code
+
+
+def _check_appendable(name: str, path: str | None) -> None:
+    """A log file rush cannot write stops it before anything is bound, naming the option."""
+    if path is None:
+        return
+    try:
+        with open(path, "a"):
+            pass
+    except OSError as error:
+        raise OptionError(name, f"cannot be written: {error.strerror}", path) from None
 
 
 @contextlib.contextmanager
@@ -69,7 +99,7 @@ def run(app: Any, **options: Any) -> int:
     copy into every worker whatever it started (threads, pools, open
     connections), which breaks in ways that are hard to trace.
     """
-    config = Config.from_sources({"app": app, **options})
+    config = Config.from_sources({"app": app, **options}, origin="keyword")
     if not isinstance(app, str) and app is not None and (config.workers > 1 or config.reload):
         asked = f"workers={config.workers}" if config.workers > 1 else "reload=True"
         raise OptionError(

@@ -24,6 +24,7 @@ import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from rush import hooks
 from rush._rush import Liveness, exit_with_parent
 from rush.config import Config
 from rush.listeners import Listener
@@ -261,6 +262,7 @@ def fork_worker(config: Config, slot: Slot, generation: int, inherited: Inherite
         request_limit = config.max_requests + random.randint(0, config.max_requests_jitter)
     # The worker stops accepting at its limit itself and signals us (SIGUSR2).
     liveness.set_request_limit(request_limit, supervisor_pid)
+    hooked = hooks.before_fork(slot.index)
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
     try:
         pid = os.fork()
@@ -289,6 +291,7 @@ def fork_worker(config: Config, slot: Slot, generation: int, inherited: Inherite
             # SIGKILL): the kernel then asks it to drain and exit.
             exit_with_parent(signal.SIGTERM, supervisor_pid)
             count_into_slot(slot.index)
+            hooks.in_worker(hooked)
             # A proxy worker: the same process model, the proxy loop instead of the server's.
             body = run_proxy_worker if isinstance(config, ProxyConfig) else None
             worker_main(config, [listener.sock for listener in slot.listeners], ready_writer, liveness, body)
@@ -297,6 +300,7 @@ def fork_worker(config: Config, slot: Slot, generation: int, inherited: Inherite
         finally:
             os._exit(1)
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    hooks.forked(hooked, pid)
     os.close(ready_writer)
     os.set_blocking(ready_reader, False)
     return Worker(

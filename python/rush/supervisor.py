@@ -85,7 +85,7 @@ import signal
 import time
 from collections import deque
 
-from rush import logs, tls
+from rush import hooks, logs, tls
 from rush._rush import share_cache_generations
 from rush.config import Config
 from rush.listeners import Listener, copy_for_slot, describe
@@ -336,6 +336,7 @@ class Supervisor(Renewal):
         elif self.stopping:
             logs.error_logger.info("received %s while stopping: ignored", name)
         elif signum == signal.SIGHUP:
+            hooks.reloading()
             self.begin_reload()
         elif signum == signal.SIGTTIN:
             self.add_slot()
@@ -408,6 +409,7 @@ class Supervisor(Renewal):
             self.retire(old, f"replaced by worker {worker.pid} ({reload.cause})")
 
     def on_exit(self, worker: Worker, code: int) -> None:
+        hooks.child_exited(worker.pid)
         how = _describe_exit(code)
         if self.metrics is not None:
             cause = "retired" if worker.retired is not None else "stopped" if self.stopping else "died"
@@ -537,6 +539,7 @@ class Supervisor(Renewal):
             logs.error_logger.error("received SIGTTIN: ignored, cannot listen on another socket: %s", error)
             return
         logs.error_logger.info("received SIGTTIN: up to %d worker(s)", len(self.slots))
+        hooks.workers_changed(len(self.slots), len(self.slots) - 1)
 
     def remove_slot(self) -> None:
         """Closes the supervisor's copy of the highest slot's socket, then
@@ -546,6 +549,7 @@ class Supervisor(Renewal):
             return
         slot = self.slots.pop(len(self.slots) - 1)
         logs.error_logger.info("received SIGTTOU: down to %d worker(s)", len(self.slots))
+        hooks.workers_changed(len(self.slots), len(self.slots) + 1)
         for listener in slot.listeners:
             if listener.per_slot:
                 listener.sock.close()

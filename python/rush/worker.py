@@ -34,7 +34,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from rush import logs
+from rush import hooks, logs
 from rush._rush import (
     AppServerSettings,
     AppSettings,
@@ -185,11 +185,21 @@ def run_worker(
     config: Config, listeners: list[socket.socket], ready_fd: int | None, liveness: Liveness | None = None
 ) -> int:
     """Runs one app server worker to completion; returns its exit code."""
-    logs.configure(config.log_level, config.log_format, config.log_config, config.access_log_format is not None)
+    logs.configure(
+        config.log_level,
+        config.log_format,
+        config.log_config,
+        config.access_log_format is not None,
+        (config.error_log_file, config.access_log_file),
+    )
     # Where a stuck worker is stuck (--timeout): the supervisor sends this
     # signal before SIGKILL, and faulthandler prints every thread's stack
     # from its C-level handler, which runs even while a handler holds the GIL.
-    faulthandler.register(DUMP_SIGNAL, file=sys.stderr, all_threads=True, chain=False)
+    if hooks.has("worker_abort"):
+        # The hook runs from Python's handler, chained after faulthandler's
+        # dump: only if this thread gets back to Python before the SIGKILL.
+        signal.signal(DUMP_SIGNAL, lambda signum, frame: hooks.worker_aborted())
+    faulthandler.register(DUMP_SIGNAL, file=sys.stderr, all_threads=True, chain=hooks.has("worker_abort"))
     try:
         app = config.load_app()
         interface = detect_interface(app, config.interface)
@@ -321,12 +331,20 @@ def serve_native_loop(config: Config, ready_fd: int | None, build: Callable[[int
     signal.set_wakeup_fd(wakeup_writer.fileno(), warn_on_full_buffer=False)
 
     def request_stop(signum: int, frame: Any) -> None:
+        if signum == signal.SIGINT:
+            hooks.worker_interrupted()
         stop.set()
+
+    def quit_now(signum: int, frame: Any) -> None:
+        hooks.worker_interrupted()
+        os._exit(0)
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
-    signal.signal(signal.SIGQUIT, lambda signum, frame: os._exit(0))
+    signal.signal(signal.SIGQUIT, quit_now)
     server = build(wakeup_reader.fileno())
+    # As in gunicorn, post_worker_init runs with the worker's signal handlers in place.
+    hooks.worker_initialized()
     notify_ready(ready_fd)
     server.serve(stop, config.graceful_timeout)
     signal.set_wakeup_fd(-1)
@@ -395,10 +413,19 @@ async def _serve_until_drained(
         server.begin_shutdown(config.graceful_timeout)
         stopping.set()
 
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, request_stop)
-    loop.add_signal_handler(signal.SIGQUIT, lambda: os._exit(0))
+    def interrupted() -> None:
+        hooks.worker_interrupted()
+        request_stop()
+
+    def quit_now() -> None:
+        hooks.worker_interrupted()
+        os._exit(0)
+
+    loop.add_signal_handler(signal.SIGTERM, request_stop)
+    loop.add_signal_handler(signal.SIGINT, interrupted)
+    loop.add_signal_handler(signal.SIGQUIT, quit_now)
     loop.add_reader(server.fileno(), server.poll)
+    hooks.worker_initialized()
     notify_ready(ready_fd)
     # tick() checks deadlines once a second, and returns True once a
     # requested shutdown has drained. What it leaves to do (a parked request
@@ -445,6 +472,7 @@ def worker_main(
     except BaseException:  # noqa: BLE001 - the child must exit, whatever happened
         traceback.print_exc()
     finally:
+        hooks.worker_exiting()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
