@@ -528,3 +528,18 @@ def test_every_gunicorn_setting_and_hook_has_a_row() -> None:
     for name, row in GUNICORN_SETTINGS.items():
         if isinstance(row, Mapped):
             assert row.rush in options or row.rush in ("preload", "proxy_protocol"), name
+
+
+@pytest.mark.parametrize(
+    ("given", "applied"), [("'v1'", "true"), ("'v2'", "true"), ("'auto'", "true"), ("'off'", "false"), ("True", "true")]
+)
+def test_gunicorns_proxy_protocol_values_turn_rushs_on_or_off(tmp_path: Path, given: str, applied: str) -> None:
+    """gunicorn names a version (off, v1, v2, auto); rush reads v1 and v2
+    alike once --proxy-protocol is on."""
+    conf = tmp_path / "gunicorn.conf.py"
+    conf.write_text(f"proxy_protocol = {given}\n")
+    done = print_config("-c", str(conf), "tests.apps.basic:app")
+    assert done.returncode == 0, done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("proxy_protocol = ")]
+    assert line.startswith(f"proxy_protocol = {applied}  # file "), line
+    assert line.endswith("gunicorn.conf.py: proxy_protocol"), line

@@ -172,6 +172,19 @@ def _raw_env(value: Any) -> dict[str, Any]:
     return {"env": _as_list(value)}
 
 
+def _proxy_protocol(value: Any) -> dict[str, Any]:
+    """gunicorn's ``off``/``v1``/``v2``/``auto`` (or a boolean, as older
+    gunicorn wrote it): rush reads v1 and v2 alike once it is on, so any
+    version asks for it on; ``off`` (or False) for it off."""
+    if isinstance(value, bool):
+        return {"proxy_protocol": value}
+    text = str(value).strip().lower()
+    if text not in ("off", "v1", "v2", "auto"):
+        # Passed on as given: the option's own check names the file.
+        return {"proxy_protocol": value}
+    return {"proxy_protocol": text != "off"}
+
+
 def _loglevel(value: Any) -> dict[str, Any]:
     return {"log_level": value.lower() if isinstance(value, str) else value}
 
@@ -250,7 +263,7 @@ GUNICORN_SETTINGS: dict[str, Mapped | Fixed | Missing] = {
     "pythonpath": Mapped("app_dir", _python_path),
     "paste": Missing("rush does not load PasteDeploy files"),
     "raw_paste_global_conf": Fixed(([],), "rush does not load PasteDeploy files"),
-    "proxy_protocol": Mapped("proxy_protocol"),
+    "proxy_protocol": Mapped("proxy_protocol", _proxy_protocol),
     "proxy_allow_ips": Mapped("forwarded_allow_ips", _allow_ips("forwarded_allow_ips")),
     "protocol": Fixed(("http",), "rush speaks HTTP, not uwsgi"),
     "uwsgi_allow_ips": Missing("rush speaks HTTP, not uwsgi"),
