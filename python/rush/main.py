@@ -6,10 +6,12 @@ import contextlib
 import os
 from typing import Any
 
-from rush import logs
+from rush import logs, preload
 from rush.config import Config, OptionError
 from rush.listeners import open_listeners
+from rush.loading import AppLoadError
 from rush.supervisor import Supervisor
+from rush.worker import EXIT_BOOT_FAILURE
 
 
 def serve(config: Config) -> int:
@@ -26,9 +28,26 @@ def serve(config: Config) -> int:
     # it binds or forks (each worker loads them again for itself).
     config.tls_settings()
     logs.configure(config.log_level, config.log_format, config.log_config, config.access_log_format is not None)
+    if config.preload and not _preload(config):
+        return EXIT_BOOT_FAILURE
     listeners = open_listeners(config)
     with _pid_file(config.pid):
         return Supervisor(config, listeners).run()
+
+
+def _preload(config: Config) -> bool:
+    """--preload: imports the app here, before anything is bound; False (said once) if it cannot be."""
+    try:
+        preload.load(config)
+    except AppLoadError as error:
+        details = f"\n{error.details.rstrip()}" if error.details else ""
+        logs.error_logger.error("--preload: could not load the application: %s%s", error, details)
+        return False
+    except Exception:  # noqa: BLE001 - whatever the app's import raises is reported, then rush exits
+        logs.error_logger.exception("--preload: could not load the application")
+        return False
+    logs.error_logger.info("--preload: %s imported in the supervisor (pid %d)", config.app, os.getpid())
+    return True
 
 
 @contextlib.contextmanager

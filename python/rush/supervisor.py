@@ -36,7 +36,11 @@ the `Reload` in progress, and whether the server is stopping. What events do:
 * at start, only slot 0 gets a worker; the other slots get theirs once it is
   ready, and only then is "serving on" logged: the app was loaded (by a
   worker: loading it here first would fork whatever it starts at import into
-  every worker), and a broken app fails, and says why, once;
+  every worker), and a broken app fails, and says why, once. With
+  ``--preload`` the app was imported here before anything was bound
+  (preload.py: main.serve imports it, ``fork_worker`` freezes the
+  collector's objects before each fork), and a broken one stopped rush
+  before the first fork;
 * a worker that dies is replaced in its slot (unless it failed to load the
   app, which would only fail again: then everything stops with exit code 3,
   or, under ``--reload``, the slot waits for the next change of a file).
@@ -85,7 +89,7 @@ import signal
 import time
 from collections import deque
 
-from rush import logs, tls
+from rush import logs, preload, tls
 from rush._rush import share_cache_generations
 from rush.config import Config
 from rush.listeners import Listener, copy_for_slot, describe
@@ -569,6 +573,7 @@ class Supervisor(Renewal):
             + ((self.metrics.fileno(),) if self.metrics is not None else ())
             + ((self.reloader.fileno(),) if self.reloader is not None else ()),
         )
+        preload.before_fork()  # gc.freeze() with --preload: after everything above was allocated
         worker = fork_worker(self.config, slot, self.generation, inherited)
         self.workers[worker.pid] = worker
         logs.error_logger.info("started worker %d", worker.pid)

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from rush import logs
+from rush import logs, preload
 from rush._rush import (
     AppServerSettings,
     AppSettings,
@@ -187,7 +187,7 @@ def run_worker(
     # from its C-level handler, which runs even while a handler holds the GIL.
     faulthandler.register(DUMP_SIGNAL, file=sys.stderr, all_threads=True, chain=False)
     try:
-        app = config.load_app()
+        app = preload.app_for_worker(config)  # --preload: imported before the fork
         interface = detect_interface(app, config.interface)
         if interface == "rush" and not isinstance(app, App):
             raise TypeError(f"--interface rush needs a rush.App, not a {type(app).__name__}")
