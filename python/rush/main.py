@@ -10,6 +10,7 @@ from rush import logs, preload
 from rush.config import Config, OptionError
 from rush.listeners import open_listeners
 from rush.loading import AppLoadError
+from rush.sdnotify import Notifier
 from rush.supervisor import Supervisor
 from rush.worker import EXIT_BOOT_FAILURE
 
@@ -28,11 +29,13 @@ def serve(config: Config) -> int:
     # it binds or forks (each worker loads them again for itself).
     config.tls_settings()
     logs.configure(config.log_level, config.log_format, config.log_config, config.access_log_format is not None)
+    # Before the app is imported (--preload) or a worker forked: neither may talk to systemd.
+    notifier = Notifier.from_environment()
     if config.preload and not _preload(config):
         return EXIT_BOOT_FAILURE
     listeners = open_listeners(config)
     with _pid_file(config.pid):
-        return Supervisor(config, listeners).run()
+        return Supervisor(config, listeners, notifier).run()
 
 
 def _preload(config: Config) -> bool:
