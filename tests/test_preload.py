@@ -13,6 +13,7 @@ objects shows them as its own dirty pages.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from pathlib import Path
@@ -163,6 +164,18 @@ def test_sighup_restarts_the_workers_on_the_preloaded_code_without_failing_a_req
     assert {answer.split()[1] for answer in answers} == {"1"}
     assert lines(tmp_path / "imports") == [str(server.pid)]
     assert len(lines(tmp_path / "startups")) == 4, "lifespan ran in each new worker"
+
+
+def test_a_dead_workers_successor_is_forked_from_the_preloaded_app(rush_server: ServerFactory, tmp_path: Path) -> None:
+    server = start(rush_server, tmp_path, "--preload", workers=2)
+    server.allow_worker_deaths = True
+    wait_for_startups(server, tmp_path, 2)
+    victim = sorted(server.wait_for_workers(2))[0]
+    os.kill(victim, signal.SIGKILL)
+    wait_for_startups(server, tmp_path, 3)
+    assert victim not in server.wait_for_workers(2)
+    assert get(server).split()[1] == "1"
+    assert lines(tmp_path / "imports") == [str(server.pid)], "the successor did not import the app"
 
 
 def test_an_import_error_stops_rush_once_with_the_traceback(rush_server: ServerFactory, tmp_path: Path) -> None:
