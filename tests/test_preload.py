@@ -164,6 +164,7 @@ def test_sighup_restarts_the_workers_on_the_preloaded_code_without_failing_a_req
     assert {answer.split()[1] for answer in answers} == {"1"}
     assert lines(tmp_path / "imports") == [str(server.pid)]
     assert len(lines(tmp_path / "startups")) == 4, "lifespan ran in each new worker"
+    assert "--preload: the new workers run the application imported at start" in server.stderr_text()
 
 
 def test_a_dead_workers_successor_is_forked_from_the_preloaded_app(rush_server: ServerFactory, tmp_path: Path) -> None:

@@ -350,6 +350,10 @@ class Supervisor(Renewal):
         elif self.stopping:
             logs.error_logger.info("received %s while stopping: ignored", name)
         elif signum == signal.SIGHUP:
+            if preload.is_loaded():
+                logs.error_logger.info(
+                    "--preload: the new workers run the application imported at start; new code needs a restart"
+                )
             self.begin_reload()
         elif signum == signal.SIGTTIN:
             self.add_slot()
