@@ -190,8 +190,12 @@ def test_an_abstract_socket_is_notified(rush_server: ServerFactory) -> None:
 def test_a_notify_socket_nobody_listens_on_is_said_once(rush_server: ServerFactory, tmp_path: Path) -> None:
     environment = clean_environment({"NOTIFY_SOCKET": str(tmp_path / "nobody")})
     server = rush_server("basic", "--workers", "2", env=environment)
-    server.send_signal(signal.SIGHUP)
+    server.wait_for_log(r"cannot notify NOTIFY_SOCKET")  # READY=1 once both workers serve
+    server.send_signal(signal.SIGHUP)  # RELOADING=1, then READY=1 again: not said again
     server.wait_for_log(r"reload finished")
+    # A later event, handled after the READY=1 that followed the reload (and sending a STATUS).
+    server.send_signal(signal.SIGTTIN)
+    server.wait_for_log(r"received SIGTTIN")
     assert answers(server)
     assert server.stderr_text().count("cannot notify NOTIFY_SOCKET") == 1, server.describe()
 
