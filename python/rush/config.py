@@ -270,6 +270,12 @@ class Config:
         None, "a file or directory pattern not to watch (repeatable; env: comma-separated)", kind="list"
     )
     factory: bool = _option(False, "APP is a function returning the application: call it", kind="bool")
+    preload: bool = _option(
+        False,
+        "import the application once in the supervisor and fork workers that share its memory "
+        "(gunicorn's --preload); a SIGHUP then restarts the workers on the code imported at start",
+        kind="bool",
+    )
     app_dir: str = _option(".", "look for the application's module in this directory (added to sys.path)")
     chdir: str | None = _option(None, "change to this directory before anything else", metavar="DIR")
     env_file: str | None = _option(
@@ -566,9 +572,16 @@ class Config:
                 )
         for name in ("max_requests", "max_requests_jitter"):
             self._check_whole(name, 0, MAX_SIZE)
-        for name in ("reload", "factory"):
+        for name in ("reload", "factory", "preload"):
             if not isinstance(getattr(self, name), bool):
                 raise OptionError(name, "must be true or false", getattr(self, name))
+        if self.preload and self.reload:
+            # --reload's new workers import the changed code; preloaded ones would only copy the old one.
+            raise OptionError(
+                "preload",
+                "cannot be combined with --reload (workers forked from a preloaded app never see new code)",
+                True,
+            )
         for name in ("reload_dir", "reload_include", "reload_exclude"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, str) or not all(isinstance(item, str) for item in value)):

@@ -6,10 +6,13 @@ import contextlib
 import os
 from typing import Any
 
-from rush import hooks, logs
+from rush import hooks, logs, preload
 from rush.config import Config, OptionError
 from rush.listeners import open_listeners
+from rush.loading import AppLoadError
+from rush.sdnotify import Notifier
 from rush.supervisor import Supervisor
+from rush.worker import EXIT_BOOT_FAILURE
 
 
 def serve(config: Config) -> int:
@@ -40,10 +43,15 @@ def serve(config: Config) -> int:
         logs.error_logger.warning("--log-config is in charge of logging: --error-log-file and --access-log-file unused")
     # --env (gunicorn's raw_env): set for the app, over what the environment had, as gunicorn does.
     os.environ.update(config.environment_pairs())
+    # Before the app is imported (--preload) or a worker forked: neither may talk to systemd.
+    notifier = Notifier.from_environment()
+    # As gunicorn's preload_app: imported before on_starting, with --env applied.
+    if config.preload and not _preload(config):
+        return EXIT_BOOT_FAILURE
     hooks.start(config)
     listeners = open_listeners(config)
     with _pid_file(config.pid):
-        supervisor = Supervisor(config, listeners)
+        supervisor = Supervisor(config, listeners, notifier)
         hooks.ready()
         code = supervisor.run()
     hooks.exiting()
@@ -59,6 +67,21 @@ def _check_appendable(name: str, path: str | None) -> None:
             pass
     except OSError as error:
         raise OptionError(name, f"cannot be written: {error.strerror}", path) from None
+
+
+def _preload(config: Config) -> bool:
+    """--preload: imports the app here, before anything is bound; False (said once) if it cannot be."""
+    try:
+        preload.load(config)
+    except AppLoadError as error:
+        details = f"\n{error.details.rstrip()}" if error.details else ""
+        logs.error_logger.error("--preload: could not load the application: %s%s", error, details)
+        return False
+    except Exception:  # noqa: BLE001 - whatever the app's import raises is reported, then rush exits
+        logs.error_logger.exception("--preload: could not load the application")
+        return False
+    logs.error_logger.info("--preload: %s imported in the supervisor (pid %d)", config.app, os.getpid())
+    return True
 
 
 @contextlib.contextmanager

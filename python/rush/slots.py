@@ -24,7 +24,7 @@ import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from rush import hooks
+from rush import hooks, preload
 from rush._rush import Liveness, exit_with_parent
 from rush.config import Config
 from rush.listeners import Listener
@@ -263,6 +263,8 @@ def fork_worker(config: Config, slot: Slot, generation: int, inherited: Inherite
     # The worker stops accepting at its limit itself and signals us (SIGUSR2).
     liveness.set_request_limit(request_limit, supervisor_pid)
     hooked = hooks.before_fork(slot.index)
+    # gc.freeze() with --preload: last, so what a pre_fork hook made is frozen too.
+    preload.before_fork()
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
     try:
         pid = os.fork()

@@ -36,7 +36,11 @@ the `Reload` in progress, and whether the server is stopping. What events do:
 * at start, only slot 0 gets a worker; the other slots get theirs once it is
   ready, and only then is "serving on" logged: the app was loaded (by a
   worker: loading it here first would fork whatever it starts at import into
-  every worker), and a broken app fails, and says why, once;
+  every worker), and a broken app fails, and says why, once. With
+  ``--preload`` the app was imported here before anything was bound
+  (preload.py: main.serve imports it, ``fork_worker`` freezes the
+  collector's objects before each fork), and a broken one stopped rush
+  before the first fork;
 * a worker that dies is replaced in its slot (unless it failed to load the
   app, which would only fail again: then everything stops with exit code 3,
   or, under ``--reload``, the slot waits for the next change of a file).
@@ -68,6 +72,11 @@ the `Reload` in progress, and whether the server is stopping. What events do:
   slot's socket first, then retires the slot's workers, so the socket closes
   once they let go of it.
 
+After every event the `Notifier` (sdnotify.py) tells systemd, when
+``NOTIFY_SOCKET`` is set, what changed: READY once every slot's worker is
+ready, RELOADING and READY around a reload, STOPPING, STATUS as workers
+die and come back; its watchdog deadline is one of the loop's.
+
 A forked worker keeps only its own slot's sockets, the write end of its own
 ready pipe and its liveness page: it closes the wake-up pipe, the watcher, the other slots' sockets and the
 other workers' ready pipes before anything else, with the supervisor's
@@ -85,13 +94,14 @@ import signal
 import time
 from collections import deque
 
-from rush import hooks, logs, tls
+from rush import hooks, logs, preload, tls
 from rush._rush import share_cache_generations
 from rush.config import Config
 from rush.listeners import Listener, copy_for_slot, describe
 from rush.metrics import MetricsEndpoint
 from rush.reloader import Reloader
 from rush.renewal import WORKER_READY_TIMEOUT, Renewal
+from rush.sdnotify import Notifier
 from rush.slots import (
     EARLY_DEATH,
     CheckupDue,
@@ -132,8 +142,10 @@ LONGEST_WAIT = 1.0
 
 
 class Supervisor(Renewal):
-    def __init__(self, config: Config, listeners: list[Listener]) -> None:
+    def __init__(self, config: Config, listeners: list[Listener], notifier: Notifier | None = None) -> None:
         self.config = config
+        # systemd's NOTIFY_SOCKET (sdnotify.py): told after every event what changed.
+        self.notifier = notifier if notifier is not None else Notifier(None)
         self.address = ", ".join(describe(listener, tls=bool(config.ssl_certfile)) for listener in listeners)
         self.slots: dict[int, Slot] = {0: Slot(0, listeners)}
         # Every forked worker not reaped yet, by pid.
@@ -188,6 +200,7 @@ class Supervisor(Renewal):
                 while self.events:
                     self.handle(self.events.popleft())
                     self.advance_reload()
+                    self.notifier.update(self)
         finally:
             signal.set_wakeup_fd(-1)
             for signum, handler in previous.items():
@@ -226,6 +239,7 @@ class Supervisor(Renewal):
                 self.events.append(WorkerReady(starting[fd]))
         self.reap()
         tls.rotate_when_due(time.monotonic())
+        self.notifier.feed_watchdog(self, time.monotonic())
         self.events.extend(self.due_timers(time.monotonic()))
 
     def reap(self) -> None:
@@ -252,7 +266,7 @@ class Supervisor(Renewal):
         if self.reload is not None and self.reload.successor is not None:
             found.append(self.reload.ready_deadline)
         found += [due for due in (self.next_checkup, self.reload_due_at) if due is not None and not self.stopping]
-        return found
+        return found + self.notifier.deadlines()
 
     def due_timers(self, now: float) -> list[Event]:
         due: list[Event] = [
@@ -337,6 +351,10 @@ class Supervisor(Renewal):
             logs.error_logger.info("received %s while stopping: ignored", name)
         elif signum == signal.SIGHUP:
             hooks.reloading()
+            if preload.is_loaded():
+                logs.error_logger.info(
+                    "--preload: the new workers run the application imported at start; new code needs a restart"
+                )
             self.begin_reload()
         elif signum == signal.SIGTTIN:
             self.add_slot()
@@ -571,7 +589,8 @@ class Supervisor(Renewal):
             workers=self.workers.values(),
             private_fds=(self.wake_reader, self.wake_writer)
             + ((self.metrics.fileno(),) if self.metrics is not None else ())
-            + ((self.reloader.fileno(),) if self.reloader is not None else ()),
+            + ((self.reloader.fileno(),) if self.reloader is not None else ())
+            + self.notifier.fds(),
         )
         worker = fork_worker(self.config, slot, self.generation, inherited)
         self.workers[worker.pid] = worker
@@ -592,6 +611,7 @@ class Supervisor(Renewal):
         self.close_listeners()
         os.close(self.wake_reader)
         os.close(self.wake_writer)
+        self.notifier.close()
 
 
 def _drain(fd: int) -> None:

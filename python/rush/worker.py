@@ -34,7 +34,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from rush import hooks, logs
+from rush import hooks, logs, preload
 from rush._rush import (
     AppServerSettings,
     AppSettings,
@@ -201,7 +201,7 @@ def run_worker(
         signal.signal(DUMP_SIGNAL, lambda signum, frame: hooks.worker_aborted())
     faulthandler.register(DUMP_SIGNAL, file=sys.stderr, all_threads=True, chain=hooks.has("worker_abort"))
     try:
-        app = config.load_app()
+        app = preload.app_for_worker(config)  # --preload: imported before the fork
         interface = detect_interface(app, config.interface)
         if interface == "rush" and not isinstance(app, App):
             raise TypeError(f"--interface rush needs a rush.App, not a {type(app).__name__}")
