@@ -543,3 +543,13 @@ def test_gunicorns_proxy_protocol_values_turn_rushs_on_or_off(tmp_path: Path, gi
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("proxy_protocol = ")]
     assert line.startswith(f"proxy_protocol = {applied}  # file "), line
     assert line.endswith("gunicorn.conf.py: proxy_protocol"), line
+
+
+def test_gunicorns_preload_app_is_rushs_preload(tmp_path: Path) -> None:
+    conf = tmp_path / "gunicorn.conf.py"
+    conf.write_text("preload_app = True\n")
+    done = print_config("-c", str(conf), "tests.apps.basic:app")
+    assert done.returncode == 0, done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("preload = ")]
+    assert line.startswith("preload = true  # file "), line
+    assert "no --preload" not in done.stderr
