@@ -22,6 +22,7 @@ pub mod session;
 mod upgrade;
 
 pub use session::WsSession;
+pub(crate) use upgrade::{origin_allowed, WsTarget};
 
 use std::io::{self, Read};
 use std::time::{Duration, Instant};
@@ -36,7 +37,7 @@ use crate::metrics;
 use channel::{Phase, WebSocket};
 
 /// How long the peer has to answer our close frame before the socket is closed.
-const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most capacity a connection's message buffer keeps between messages.
 const IDLE_MESSAGE_CAPACITY: usize = 16 * 1024;
 
@@ -190,7 +191,7 @@ impl Core {
 
     /// Decodes buffered input into messages for the app until the input
     /// is used up or the app's queue is full.
-    fn receive_frames(
+    pub(crate) fn receive_frames(
         &self,
         py: Python<'_>,
         ws: &mut WebSocket,
