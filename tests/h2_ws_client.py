@@ -58,6 +58,10 @@ class H2WebSocket:
         self.ws: WsConnection | None = None
         self.events: list[Event] = []
         self.read = True
+        self.unparsed = b""
+        self.goaway = False
+        # DATA received while not reading: its window credit, held back.
+        self.unread = 0
         self.deflate = False
 
     # -- the connection -------------------------------------------------------
@@ -77,8 +81,16 @@ class H2WebSocket:
         if not data:
             self.closed = True
             return False
-        for event in self.h2.receive_data(data):
-            self.handle(event)
+        # Fed one frame at a time, so that a graceful GOAWAY is seen before
+        # the frames after it (see ``handle``).
+        self.unparsed += data
+        while len(self.unparsed) >= 9:
+            end = 9 + int.from_bytes(self.unparsed[:3], "big")
+            if len(self.unparsed) < end:
+                break
+            frame, self.unparsed = self.unparsed[:end], self.unparsed[end:]
+            for event in self.h2.receive_data(frame):
+                self.handle(event)
         self.flush()
         return True
 
@@ -94,7 +106,11 @@ class H2WebSocket:
         elif isinstance(event, h2.events.DataReceived) and event.stream_id == self.stream:
             if self.read:
                 self.h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+            else:
+                self.unread += event.flow_controlled_length
             if self.ws is not None:
+                if not event.data:
+                    return  # the END_STREAM's empty DATA frame
                 self.ws.receive_data(event.data)
                 self.events.extend(self.ws.events())
             else:
@@ -104,7 +120,14 @@ class H2WebSocket:
         elif isinstance(event, h2.events.StreamReset) and event.stream_id == self.stream:
             self.reset_code = int(event.error_code)
         elif isinstance(event, h2.events.ConnectionTerminated):
-            self.closed = True
+            if event.error_code == 0 and self.stream and event.last_stream_id >= self.stream:
+                # A graceful GOAWAY (a drain): RFC 9113 6.8 lets the streams
+                # up to its last id go on, but the h2 package closes its
+                # state machine at any GOAWAY; it is set back to go on.
+                self.h2.state_machine.state = h2.connection.ConnectionState.CLIENT_OPEN
+                self.goaway = True
+            else:
+                self.closed = True
 
     def wait(self, condition: Callable[[], Any], what: str) -> Any:
         deadline = time.monotonic() + GUARD_TIMEOUT
@@ -113,6 +136,14 @@ class H2WebSocket:
                 raise AssertionError(f"timed out waiting for {what}")
             self.pump(max(0.01, deadline - time.monotonic()))
         return result
+
+    def start_reading(self) -> None:
+        """A client that did not read (``read=False``) gives back the credit it held."""
+        self.read = True
+        if self.unread:
+            self.h2.acknowledge_received_data(self.unread, self.stream)
+            self.unread = 0
+            self.flush()
 
     def close(self) -> None:
         self.sock.close()
