@@ -170,6 +170,9 @@ class H2WebSocket:
     ) -> int | None:
         """Sends the extended CONNECT; returns the status (None after a reset)."""
         self.connect_protocol_offered()
+        # A new stream: what the last one got is forgotten.
+        self.status, self.reset_code, self.ended, self.ws = None, None, False, None
+        self.headers, self.body, self.events = {}, b"", []
         self.stream = self.h2.get_next_available_stream_id()
         extra = [("sec-websocket-extensions", "permessage-deflate")] if deflate else []
         headers = [

@@ -237,7 +237,6 @@ def test_a_reset_mid_message_is_an_abnormal_closure_for_the_app(asgi: RushServer
         client.send_message("the first half of a message", fragment=True)
         client.reset(ErrorCodes.CANCEL)
         # The connection goes on: another WebSocket on it still works.
-        client.status = None
         assert client.open("/echo") == 200
         client.send_message("still here")
         assert client.receive().data == "still here"
@@ -321,3 +320,28 @@ def test_each_websocket_has_one_access_log_line(asgi: RushServer) -> None:
         assert client.open("/deny") == 403
     found = wait_for(lambda: lines()[before:] if len(lines()) >= before + 2 else None, "two access-log lines")
     assert found == [("/echo?log=1", "200"), ("/deny", "403")]
+
+
+def test_an_app_that_never_answers_the_handshake_is_cut_at_the_body_timeout(rush_server: ServerFactory) -> None:
+    """As over HTTP/1.1, the app has until --body-timeout to answer: then the
+    stream is reset and the app hears 1006; the connection goes on."""
+    server = rush_server(ASGI, "--workers", "1", "--body-timeout", "1")
+    before = len(state(server)["disconnects"])
+    with H2WebSocket(server.port) as client:
+        client.connect_protocol_offered()
+        client.stream = client.h2.get_next_available_stream_id()
+        headers = [
+            (":method", "CONNECT"),
+            (":protocol", "websocket"),
+            (":scheme", "http"),
+            (":path", "/hang"),
+            (":authority", f"127.0.0.1:{server.port}"),
+            ("sec-websocket-version", "13"),
+        ]
+        client.h2.send_headers(client.stream, headers)
+        client.flush()
+        client.wait(lambda: client.reset_code is not None, "the stream's reset")
+        assert client.reset_code == ErrorCodes.CANCEL
+        assert client.status is None
+        assert client.open("/echo") == 200
+    disconnect_seen(server, before, 1006)
