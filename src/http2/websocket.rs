@@ -25,7 +25,7 @@
 //! that does not read holds the app's `send()` at the stream's high-water
 //! mark, as an HTTP/2 response is paced, and the queue counts in
 //! `--max-worker-output`. The closing handshake ends the server's side
-//! with END_STREAM (RFC 8441 section 4: the stream's end is the TCP
+//! with END_STREAM (RFC 8441 section 5: the stream's end is the TCP
 //! close); a client's RST_STREAM, or an END_STREAM without a close, is an
 //! abnormal closure (1006) for the app, as hypercorn reports it.
 

@@ -11,6 +11,9 @@
 //! and reads on. The socket closes once the closing handshake is over and
 //! flushed (the server closes TCP first, RFC 6455 7.1.1).
 //!
+//! Over HTTP/2 (RFC 8441) the same object and session ride one stream of
+//! the connection instead: `crate::http2::websocket` is that drive.
+//!
 //! Time is the sweep's business ([`Core::sweep_websocket`], once a second):
 //! the accept deadline, keepalive pings and their timeout, and the close
 //! timeout; no connection has a timer of its own.

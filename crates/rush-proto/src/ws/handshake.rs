@@ -287,6 +287,9 @@ pub fn write_accept_response(
     result
 }
 
+/// A response field, name and value (see [`accept_fields`]).
+pub type Field = (Vec<u8>, Vec<u8>);
+
 /// Checks the WebSocket side of an extended CONNECT (RFC 8441 section 5,
 /// WebSocket over HTTP/2): `Sec-WebSocket-Version` once and `13`, as over
 /// HTTP/1.1 (426 otherwise). There is no key to check: HTTP/2 carries no
@@ -313,7 +316,7 @@ pub fn accept_fields(
     subprotocol: Option<&[u8]>,
     deflate: Option<&DeflateParams>,
     extra: &[(&[u8], &[u8])],
-) -> Result<Vec<(Vec<u8>, Vec<u8>)>, ProtoError> {
+) -> Result<Vec<Field>, ProtoError> {
     let mut fields = Vec::new();
     if let Some(protocol) = subprotocol {
         if !is_token(protocol) {
