@@ -163,7 +163,7 @@ pub(crate) struct H2Stream {
 pub(crate) struct H2WebSocket {
     /// The loop's side of the WebSocket, as over HTTP/1.1; dropping it
     /// tells the app the client is gone (1006 unless a close was done).
-    pub(crate) session: crate::ws::WsSession,
+    pub(crate) session: crate::ws::session::WsSession,
     /// Received DATA not yet decoded into messages (the app's queue was
     /// full): its flow-control credit is released only as it is decoded,
     /// so a client that outruns its app is held by the stream's window.
