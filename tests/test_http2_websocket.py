@@ -345,3 +345,110 @@ def test_an_app_that_never_answers_the_handshake_is_cut_at_the_body_timeout(rush
         assert client.status is None
         assert client.open("/echo") == 200
     disconnect_seen(server, before, 1006)
+
+
+# -- a browser -------------------------------------------------------------------------
+
+BROWSER_SCRIPT = """
+new Promise((resolve, reject) => {
+  const base = "wss://127.0.0.1:PORT";
+  const scope = new WebSocket(base + "/scope");
+  scope.onerror = () => reject("the /scope WebSocket failed");
+  scope.onmessage = (event) => {
+    const echo = new WebSocket(base + "/echo", ["chat"]);
+    echo.onerror = () => reject("the /echo WebSocket failed");
+    echo.onopen = () => echo.send("héllo");
+    echo.onmessage = (message) => {
+      echo.onclose = (closed) => resolve(JSON.stringify({
+        scope: JSON.parse(event.data), echo: message.data, protocol: echo.protocol, code: closed.code,
+      }));
+      echo.close(4005, "bye");
+    };
+  };
+})
+"""
+
+
+def test_chromium_opens_wss_on_the_pages_h2_connection(rush_server: ServerFactory, tmp_path: Path) -> None:
+    """Headless Chromium loads a page over h2 and TLS, then opens WebSockets
+    on that connection (RFC 8441: the scope says ``http_version`` "2"), echoes
+    and closes with a code the app records."""
+    import asyncio
+    import json
+    import shutil
+    import subprocess
+
+    import websockets
+
+    browser = shutil.which("chromium")
+    if browser is None:
+        pytest.skip("chromium is missing (Debian's chromium, about 300 MB): `make test-browser` installs it")
+    pki = write_localhost_pki(tmp_path)
+    server = rush_server(ASGI, "--workers", "1", "--access-log", *tls_args(pki))
+    before = len(state_over_tls(server)["disconnects"])
+    profile = tmp_path / "profile"
+    chromium = subprocess.Popen(
+        [
+            browser,
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--ignore-certificate-errors",
+            "--remote-debugging-port=0",
+            f"--user-data-dir={profile}",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        active = profile / "DevToolsActivePort"
+        wait_for(lambda: active.exists() and active.read_text().strip(), "Chromium's DevTools port")
+        devtools = int(active.read_text().split()[0])
+
+        def page_target() -> str | None:
+            with urllib.request.urlopen(f"http://127.0.0.1:{devtools}/json", timeout=GUARD_TIMEOUT) as answer:
+                pages = [target for target in json.loads(answer.read()) if target["type"] == "page"]
+            return pages[0]["webSocketDebuggerUrl"] if pages else None
+
+        target = wait_for(page_target, "Chromium's page")
+
+        async def drive() -> dict:
+            async with websockets.connect(target, max_size=None) as cdp:
+                calls = iter(range(1, 1000))
+
+                async def call(method: str, **params: object) -> dict:
+                    number = next(calls)
+                    await cdp.send(json.dumps({"id": number, "method": method, "params": params}))
+                    while True:
+                        answer = json.loads(await cdp.recv())
+                        if answer.get("id") == number:
+                            assert "error" not in answer, answer
+                            return answer["result"]
+
+                # The page comes over h2 first: Chromium opens a WebSocket
+                # over HTTP/2 only on a connection it already has.
+                await call("Page.enable")
+                await call("Page.navigate", url=f"https://127.0.0.1:{server.port}/state")
+                while json.loads(await cdp.recv()).get("method") != "Page.loadEventFired":
+                    pass
+                script = BROWSER_SCRIPT.replace("PORT", str(server.port))
+                result = await call("Runtime.evaluate", expression=script, awaitPromise=True, returnByValue=True)
+                assert "exceptionDetails" not in result, result
+                return json.loads(result["result"]["value"])
+
+        seen = asyncio.run(asyncio.wait_for(drive(), GUARD_TIMEOUT * 2))
+    finally:
+        chromium.terminate()
+        chromium.wait(timeout=GUARD_TIMEOUT)
+    assert seen["scope"]["http_version"] == "2"
+    assert seen["scope"]["scheme"] == "wss"
+    assert (seen["echo"], seen["protocol"], seen["code"]) == ("héllo", "chat", 4005)
+    disconnect_seen(server, before, 4005, state_over_tls)
+    logged = server.wait_for_log(r'"(GET|CONNECT) (/\w+) HTTP/2" (\d+)', count=3, stream="stdout")
+    assert [(match[1], match[2], match[3]) for match in logged][:3] == [
+        ("GET", "/state", "200"),
+        ("CONNECT", "/scope", "200"),
+        ("CONNECT", "/echo", "200"),
+    ]
