@@ -28,7 +28,7 @@ import pytest
 from h2.errors import ErrorCodes
 from h2_ws_client import H2WebSocket
 from support import GUARD_TIMEOUT, RushServer, ServerFactory, wait_for, write_localhost_pki
-from ws_support import state
+from ws_support import read_head, state, upgrade_request
 from wsproto.events import BytesMessage, CloseConnection, Ping
 
 APPS = {
@@ -267,6 +267,25 @@ def test_a_client_that_does_not_read_pauses_the_app_at_the_streams_mark(asgi: Ru
         close = client.receive()
         assert isinstance(close, CloseConnection) and close.code == 1000
     assert wait_for(lambda: state(asgi)["trickle_done"], "the app to finish")
+
+
+def test_over_the_output_budget_the_app_is_paced_at_the_fair_share(rush_server: ServerFactory) -> None:
+    """While the worker holds more unsent output than --max-worker-output (an
+    HTTP/1.1 WebSocket client that reads nothing holds its 1 MiB messages),
+    a WebSocket stream's send() waits at the fair share (64 KiB), as an
+    HTTP/2 response's producer does, not at the stream's 256 KiB."""
+    server = rush_server(ASGI, "--workers", "1", "--max-worker-output", "1M")
+    with server.connect(rcvbuf=64 * 1024) as hog:
+        hog.send(upgrade_request("/flood"))
+        assert read_head(hog).startswith(b"HTTP/1.1 101")
+        wait_for(lambda: state(server)["flood_blocked_after"], "the HTTP/1.1 flood to fill its mark")
+        with H2WebSocket(server.port) as client:
+            client.read = False
+            assert client.open("/trickle") == 200
+            blocked_at = wait_for(lambda: state(server)["trickle_blocked_at"], "the app's send() to wait")
+            # 64 KiB in the client's window, 64 KiB queued, and what the app
+            # framed before the drive that saw the budget spent.
+            assert blocked_at <= 192 * 1024, blocked_at
 
 
 def test_ws_max_size_closes_with_1009(rush_server: ServerFactory) -> None:

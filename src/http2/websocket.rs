@@ -40,13 +40,14 @@ use rush_proto::{parse_request_head, HeadStatus, HeaderSpan, RequestHead, Versio
 use super::drive::{h2_session, stream_writer};
 use super::request::head_text;
 use super::session::H2WebSocket;
-use super::writer::{STREAM_HIGH_WATER, STREAM_LOW_WATER};
+use super::writer::STREAM_HIGH_WATER;
 use super::H2Session;
 use crate::conn::Connection;
 use crate::coroutine::CoroutineStart;
 use crate::dispatch::{Core, RequestLine};
 use crate::exchange::{BodyLength, ResponseHead, ResponseWriter, StreamKey, WholeResponse};
 use crate::http_write::ResponseContext;
+use crate::options::OUTPUT_FAIR_SHARE;
 use crate::request::decode_path;
 use crate::request_context::in_context;
 use crate::ws::channel::{Phase, WebSocket, WebSocketSetup};
@@ -379,8 +380,16 @@ impl Core {
                 let _ = writer.conn.send_data(id, Bytes::new(), true);
             }
         }
+        // As an HTTP/2 response's producer: the stream's mark, or while the
+        // worker is over its output budget, the fair share.
+        let mark = if self.output_total > self.config.output_budget {
+            OUTPUT_FAIR_SHARE
+        } else {
+            STREAM_HIGH_WATER
+        };
+        ws.set_high_water(mark);
         ws.sink_pending = writer.conn.pending_send(id);
-        if ws.sink_pending < STREAM_LOW_WATER && ws.out.is_empty() {
+        if ws.sink_pending < mark / 2 && ws.out.is_empty() {
             ws.resume_sender(py);
         }
         drop(ws);

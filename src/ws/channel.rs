@@ -393,6 +393,12 @@ impl WebSocket {
         self.pace(py)
     }
 
+    /// Sets the mark `send()` waits at (an HTTP/2 stream's is lowered to
+    /// the fair share while the worker is over its output budget).
+    pub fn set_high_water(&mut self, mark: usize) {
+        self.high_water = mark;
+    }
+
     /// Ready at once, or a future resolved when the output drained.
     pub fn pace(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         if self.out.len() + self.sink_pending < self.high_water {
