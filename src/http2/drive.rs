@@ -116,6 +116,7 @@ impl Core {
         loop {
             let mut progress = self.http2_events(py, connection, key);
             self.http2_progress(py, connection);
+            self.http2_websockets(py, connection);
             if let Protocol::Http2(session) = &mut connection.protocol {
                 session.conn.take_output(&mut connection.sink.output);
             }
@@ -302,6 +303,12 @@ impl Core {
                         session.conn.release(stream, data.len());
                         continue;
                     };
+                    if let Some(websocket) = entry.websocket.as_mut() {
+                        // Frames: decoded by `http2_websockets`, released as decoded.
+                        websocket.input.extend_from_slice(&data);
+                        websocket.session.heard(self.now);
+                        continue;
+                    }
                     entry.body_progress = self.now;
                     let mut refuse_flowing = false;
                     let mut spool_full = false;
@@ -375,6 +382,10 @@ impl Core {
                     let Some(entry) = h2_session(connection).streams.get_mut(&stream) else {
                         continue;
                     };
+                    if let Some(websocket) = entry.websocket.as_mut() {
+                        websocket.input_ended = true;
+                        continue;
+                    }
                     match std::mem::replace(&mut entry.body, StreamBody::Done) {
                         StreamBody::Collect {
                             head_bytes,

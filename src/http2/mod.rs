@@ -30,6 +30,7 @@ mod drive;
 mod request;
 pub(crate) mod session;
 mod stream_end;
+pub(crate) mod websocket;
 mod writer;
 
 use rush_h2::{detect_preface, Preface};
@@ -68,7 +69,8 @@ impl Core {
         if !h2 {
             return Pick::Http1;
         }
-        let mut session = H2Session::new();
+        // RFC 8441's setting, when the app takes WebSockets.
+        let mut session = H2Session::new(self.offers_websocket());
         session.conn.feed(&connection.input);
         connection.input = Vec::new();
         // The HTTP/1.1 head timer no longer applies: HTTP/2 keeps its own.

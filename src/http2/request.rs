@@ -100,10 +100,15 @@ impl Core {
                 takes_trailers,
                 body_progress: self.now,
                 send_watch: None,
+                websocket: None,
             },
         );
         if let Some(why) = h2_head.malformed() {
             return self.http2_malformed(py, connection, id, why);
+        }
+        if h2_head.protocol.is_some() {
+            // An extended CONNECT (RFC 8441): a WebSocket, or refused.
+            return self.http2_websocket_request(py, connection, key, id, h2_head, end_stream);
         }
         let head_bytes = head_text(h2_head);
         let mut head =
@@ -360,6 +365,9 @@ impl Core {
         request_id: u64,
         task: &Bound<'_, PyAny>,
     ) -> bool {
+        if let Some(done) = self.http2_websocket_finished(py, connection, id, request_id, task) {
+            return done;
+        }
         let Some(mut writer) = stream_writer(connection, id) else {
             return false;
         };

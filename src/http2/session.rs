@@ -45,9 +45,15 @@ pub struct H2Session {
 }
 
 impl H2Session {
-    pub(crate) fn new() -> H2Session {
+    /// A session; `websocket`: offer RFC 8441's extended CONNECT
+    /// (`SETTINGS_ENABLE_CONNECT_PROTOCOL`), so clients may open WebSockets.
+    pub(crate) fn new(websocket: bool) -> H2Session {
+        let settings = H2Settings {
+            enable_connect_protocol: websocket,
+            ..H2Settings::default()
+        };
         H2Session {
-            conn: H2Connection::new(H2Settings::default()),
+            conn: H2Connection::new(settings),
             streams: HashMap::new(),
             closed: false,
             shutdown_requested: false,
@@ -147,6 +153,45 @@ pub(crate) struct H2Stream {
     /// While response data waits on the peer's windows: the bytes sent
     /// when it was last seen moving, and when (`find_stalled_streams`).
     pub(crate) send_watch: Option<(u64, Instant)>,
+    /// The stream is a WebSocket (an extended CONNECT, RFC 8441): its
+    /// DATA carries frames both ways (`super::websocket`).
+    pub(crate) websocket: Option<Box<H2WebSocket>>,
+}
+
+/// A WebSocket on one HTTP/2 stream (RFC 8441): the session state the
+/// HTTP/1.1 WebSocket keeps on its connection, and what the stream adds.
+pub(crate) struct H2WebSocket {
+    /// The loop's side of the WebSocket, as over HTTP/1.1; dropping it
+    /// tells the app the client is gone (1006 unless a close was done).
+    pub(crate) session: crate::ws::session::WsSession,
+    /// Received DATA not yet decoded into messages (the app's queue was
+    /// full): its flow-control credit is released only as it is decoded,
+    /// so a client that outruns its app is held by the stream's window.
+    pub(crate) input: Vec<u8>,
+    /// The client ended its side of the stream (END_STREAM).
+    pub(crate) input_ended: bool,
+    /// The handshake was answered (200, or the denial's status): its
+    /// access-log line was written.
+    pub(crate) answered: bool,
+    /// Until the app answers the handshake: when it stops waiting for it
+    /// (`--body-timeout`, as over HTTP/1.1).
+    pub(crate) accept_deadline: Option<Instant>,
+    /// When the server ended its side (END_STREAM after the closing
+    /// handshake): the client has the close timeout to end its own.
+    pub(crate) end_sent: Option<Instant>,
+}
+
+impl H2Session {
+    /// Whether one of the streams is the WebSocket session `id` (the flush
+    /// queue names sessions, not streams).
+    pub(crate) fn has_websocket(&self, id: u64) -> bool {
+        self.streams.values().any(|stream| {
+            stream
+                .websocket
+                .as_ref()
+                .is_some_and(|websocket| websocket.session.id == id)
+        })
+    }
 }
 
 impl H2Stream {

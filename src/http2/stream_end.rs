@@ -163,11 +163,24 @@ impl Core {
     /// [`Core::http2_refuse`]).
     pub(super) fn http2_refuse_with(
         &mut self,
-        _py: Python<'_>,
+        py: Python<'_>,
         connection: &mut Connection,
         id: u32,
         status: u16,
         body: &[u8],
+    ) {
+        self.http2_refuse_with_fields(py, connection, id, (status, body), &[]);
+    }
+
+    /// As [`Core::http2_refuse_with`], with `fields` added to the answer
+    /// (a refused WebSocket's `sec-websocket-version`, a `retry-after`).
+    pub(super) fn http2_refuse_with_fields(
+        &mut self,
+        _py: Python<'_>,
+        connection: &mut Connection,
+        id: u32,
+        (status, body): (u16, &[u8]),
+        fields: &[(&[u8], &[u8])],
     ) {
         metrics::refused(status);
         let date_line = self.date.header_line().to_vec();
@@ -194,7 +207,7 @@ impl Core {
             close: false,
             context: &context,
         };
-        writer.send_whole(&page, std::iter::empty());
+        writer.send_whole(&page, fields.iter().copied());
         drop(writer); // commits what the call sent
         self.http2_after_outcome(connection, id, Outcome::KeepAlive);
     }
@@ -222,6 +235,13 @@ impl Core {
                 .in_flight
                 .as_ref()
                 .and_then(cut_request_line);
+            // A WebSocket the app had not answered yet has its line, `-`
+            // (one answered was logged with its handshake's answer).
+            let websocket = writer.stream.websocket.as_ref();
+            let line = line.or_else(|| {
+                let websocket = websocket.filter(|websocket| !websocket.answered)?;
+                Some(websocket.session.line().to_owned())
+            });
             if let Some(line) = line {
                 let out = &writer.stream.out;
                 let status = out.head_sent.then_some(out.status);

@@ -53,7 +53,7 @@ use crate::inflight::{InFlight, PeerObjects};
 /// Response data queued on one stream past which its producer pauses;
 /// it resumes under half of it. Bounds a stream's memory when the peer's
 /// window is closed (128 streams at most hold 32 MiB).
-const STREAM_HIGH_WATER: usize = 256 * 1024;
+pub(super) const STREAM_HIGH_WATER: usize = 256 * 1024;
 const STREAM_LOW_WATER: usize = STREAM_HIGH_WATER / 2;
 /// How much of a file body is read into one DATA payload.
 const FILE_CHUNK: usize = 64 * 1024;

@@ -78,7 +78,12 @@ impl AppServer {
         for (key, session) in self.core.ws_flush.take() {
             // The key may name a newer connection by now: only the session's own is driven.
             let current = self.connections.get(key).is_some_and(|connection| {
-                matches!(&connection.protocol, Protocol::WebSocket(ws) if ws.id == session)
+                match &connection.protocol {
+                    Protocol::WebSocket(ws) => ws.id == session,
+                    // A WebSocket on one of its streams (RFC 8441).
+                    Protocol::Http2(h2) => h2.has_websocket(session),
+                    Protocol::Http1 => false,
+                }
             });
             if current {
                 self.drive_connection(py, key);
@@ -123,6 +128,7 @@ impl AppServer {
                 }
                 // GOAWAY; the streams in flight finish, then it closes.
                 Protocol::Http2(session) => {
+                    crate::http2::websocket::close_websockets_for_shutdown(py, session, restarting);
                     session.shut_down();
                     self.drive_soon.push(key);
                 }

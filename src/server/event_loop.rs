@@ -630,8 +630,12 @@ impl AppServer {
                 // (after the scan, where it is logged).
                 let before = stalled_streams.len();
                 session.find_stalled_streams(now, self.core.config.send_timeout, &mut stalled_ids);
+                // WebSocket streams (RFC 8441): pings, and their deadlines.
+                let ping = self
+                    .core
+                    .http2_sweep_websockets(py, session, now, &mut stalled_ids);
                 stalled_streams.extend(stalled_ids.drain(..).map(|id| (key, id)));
-                if stalled_streams.len() > before {
+                if stalled_streams.len() > before || ping {
                     woken.push(key);
                 }
                 if connection.deadline.is_some_and(|deadline| now >= deadline) {

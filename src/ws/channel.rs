@@ -17,8 +17,13 @@
 //!   `--ws-max-queue`: the loop stops reading while it is full) or resolve
 //!   the future a waiting `receive()` returned.
 //! * Backpressure: `send()` returns a pending future while the bytes not
-//!   yet written (here and in the sink) are over the high-water mark; the
-//!   loop resolves it once the sink drained below the low-water mark.
+//!   yet written (here and in the sink, or in the HTTP/2 stream's queue)
+//!   are over the high-water mark; the loop resolves it once they drained
+//!   below the low-water mark.
+//! * Over HTTP/2 (RFC 8441, `crate::http2::websocket`) the object is the
+//!   same but for the handshake's answer: no key and no 101, `accept` leaves
+//!   the fields of a `200` in `h2_accept` for the stream to send, and the
+//!   frames in `out` go out as the stream's DATA.
 //! * The end is reported exactly once: a disconnect (the peer's code, 1005
 //!   without one, 1006 on a drop) is queued behind the messages, and after
 //!   that the connection is `gone`: sending raises `ConnectionResetError`
@@ -30,13 +35,12 @@ use std::sync::Arc;
 use pyo3::exceptions::{PyConnectionResetError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
-use rush_proto::ws::handshake::{write_accept_response, AcceptKey};
+use rush_proto::ws::handshake::{accept_fields, write_accept_response, AcceptKey};
 use rush_proto::ws::{self, DeflateParams, MessageKind, Role, SendError};
 
 use super::flush::FlushQueue;
 use crate::asgi::awaitables::{ready, settle};
 use crate::asgi::websocket::{read_app_message, AppMessage};
-use crate::options::OUTPUT_HIGH_WATER;
 
 /// Where the handshake stands.
 pub enum Phase {
@@ -82,7 +86,11 @@ pub struct WebSocket {
     pub proto: Option<ws::Connection>,
     /// Frames (or the 101 head) the loop has not moved to the sink yet.
     pub out: Vec<u8>,
-    /// Unsent bytes in the sink, as of the loop's last drive.
+    /// Over HTTP/2: the fields of the `200` that accepts, once `accept`
+    /// was called and until the stream sent it.
+    pub h2_accept: Option<Vec<(Vec<u8>, Vec<u8>)>>,
+    /// Unsent bytes in the sink (or the HTTP/2 stream's queue), as of the
+    /// loop's last drive.
     pub sink_pending: usize,
     /// The loop stopped reading because `queue` was full.
     pub read_paused: bool,
@@ -93,7 +101,12 @@ pub struct WebSocket {
     key: usize,
     session: u64,
     flush: Arc<FlushQueue>,
-    accept_key: AcceptKey,
+    /// The `Sec-WebSocket-Accept` of an HTTP/1.1 handshake; `None` over
+    /// HTTP/2, which has none.
+    accept_key: Option<AcceptKey>,
+    /// Unsent bytes past which `send()` waits: the connection's high-water
+    /// mark, or an HTTP/2 stream's.
+    high_water: usize,
     deflate: Option<DeflateParams>,
     max_size: usize,
     max_queue: usize,
@@ -124,7 +137,8 @@ pub struct WebSocketSetup {
     pub key: usize,
     pub session: u64,
     pub flush: Arc<FlushQueue>,
-    pub accept_key: AcceptKey,
+    pub accept_key: Option<AcceptKey>,
+    pub high_water: usize,
     pub deflate: Option<DeflateParams>,
     pub max_size: usize,
     pub max_queue: usize,
@@ -140,6 +154,7 @@ impl WebSocket {
             phase: Phase::Connecting,
             proto: None,
             out: Vec::new(),
+            h2_accept: None,
             sink_pending: 0,
             read_paused: false,
             flush_requested: false,
@@ -148,6 +163,7 @@ impl WebSocket {
             session: setup.session,
             flush: setup.flush,
             accept_key: setup.accept_key,
+            high_water: setup.high_water,
             deflate: setup.deflate,
             max_size: setup.max_size,
             max_queue: setup.max_queue.max(1),
@@ -331,14 +347,21 @@ impl WebSocket {
             .iter()
             .map(|(name, value)| (name.as_slice(), value.as_slice()))
             .collect();
-        write_accept_response(
-            &mut self.out,
-            &self.accept_key,
-            subprotocol.map(str::as_bytes),
-            self.deflate.as_ref(),
-            &extra,
-        )
-        .map_err(|error| PyValueError::new_err(format!("cannot accept the WebSocket: {error}")))?;
+        let subprotocol = subprotocol.map(str::as_bytes);
+        let written = match &self.accept_key {
+            Some(key) => write_accept_response(
+                &mut self.out,
+                key,
+                subprotocol,
+                self.deflate.as_ref(),
+                &extra,
+            ),
+            None => accept_fields(subprotocol, self.deflate.as_ref(), &extra)
+                .map(|fields| self.h2_accept = Some(fields)),
+        };
+        written.map_err(|error| {
+            PyValueError::new_err(format!("cannot accept the WebSocket: {error}"))
+        })?;
         self.proto = Some(ws::Connection::new(
             Role::Server,
             self.max_size,
@@ -370,9 +393,15 @@ impl WebSocket {
         self.pace(py)
     }
 
+    /// Sets the mark `send()` waits at (an HTTP/2 stream's is lowered to
+    /// the fair share while the worker is over its output budget).
+    pub fn set_high_water(&mut self, mark: usize) {
+        self.high_water = mark;
+    }
+
     /// Ready at once, or a future resolved when the output drained.
     pub fn pace(&mut self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        if self.out.len() + self.sink_pending < OUTPUT_HIGH_WATER {
+        if self.out.len() + self.sink_pending < self.high_water {
             return Ok(ready(py, py.None())?.into_any());
         }
         let future = create_future(py)?;

@@ -11,6 +11,9 @@
 //! and reads on. The socket closes once the closing handshake is over and
 //! flushed (the server closes TCP first, RFC 6455 7.1.1).
 //!
+//! Over HTTP/2 (RFC 8441) the same object and session ride one stream of
+//! the connection instead: `crate::http2::websocket` is that drive.
+//!
 //! Time is the sweep's business ([`Core::sweep_websocket`], once a second):
 //! the accept deadline, keepalive pings and their timeout, and the close
 //! timeout; no connection has a timer of its own.
@@ -22,6 +25,7 @@ pub mod session;
 mod upgrade;
 
 pub use session::WsSession;
+pub(crate) use upgrade::{origin_allowed, WsTarget};
 
 use std::io::{self, Read};
 use std::time::{Duration, Instant};
@@ -37,7 +41,7 @@ use crate::options::READ_BUDGET_PER_TURN;
 use channel::{Phase, WebSocket};
 
 /// How long the peer has to answer our close frame before the socket is closed.
-const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most capacity a connection's message buffer keeps between messages.
 const IDLE_MESSAGE_CAPACITY: usize = 16 * 1024;
 
@@ -202,7 +206,7 @@ impl Core {
 
     /// Decodes buffered input into messages for the app until the input
     /// is used up or the app's queue is full.
-    fn receive_frames(
+    pub(crate) fn receive_frames(
         &self,
         py: Python<'_>,
         ws: &mut WebSocket,

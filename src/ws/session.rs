@@ -32,6 +32,36 @@ pub struct WsSession {
     pub app_done: bool,
 }
 
+impl WsSession {
+    /// The state of a session whose app was just made (`id` names its
+    /// task in completions; `line` is its request line, for logs).
+    pub(crate) fn new(channel: Py<WebSocket>, id: u64, line: String, now: Instant) -> WsSession {
+        WsSession {
+            channel,
+            id,
+            message: Vec::new(),
+            line,
+            opened: false,
+            last_heard: now,
+            ping_sent: None,
+            close_started: None,
+            closing: false,
+            app_done: false,
+        }
+    }
+
+    /// Bytes arrived from the client: the keepalive's silence starts over.
+    pub(crate) fn heard(&mut self, now: Instant) {
+        self.last_heard = now;
+        self.ping_sent = None;
+    }
+
+    /// The request line, for logs.
+    pub(crate) fn line(&self) -> &str {
+        &self.line
+    }
+}
+
 impl Drop for WsSession {
     /// The socket is closing: the app hears of it (1006 unless the closing
     /// handshake was over), and its waiting `send()` raises.

@@ -25,6 +25,7 @@ use crate::coroutine::CoroutineStart;
 use crate::dispatch::incoming::IncomingRequest;
 use crate::dispatch::{AppInterface, Core};
 use crate::exchange::StreamKey;
+use crate::forwarding::RequestOrigin;
 use crate::metrics;
 use crate::request::decode_path;
 use crate::request_context::in_context;
@@ -33,7 +34,11 @@ use crate::router::RouteDecision;
 /// Whether the handshake's `Origin` is one of `allowed` (lowercase; empty
 /// allows any). Without an `Origin`, or with two, it is not: the list is
 /// there to name who may connect, as the websockets library does.
-fn origin_allowed(allowed: &[Vec<u8>], head_bytes: &[u8], headers: &[HeaderSpan]) -> bool {
+pub(crate) fn origin_allowed(
+    allowed: &[Vec<u8>],
+    head_bytes: &[u8],
+    headers: &[HeaderSpan],
+) -> bool {
     if allowed.is_empty() {
         return true;
     }
@@ -176,7 +181,8 @@ impl Core {
                 key,
                 session: id,
                 flush: self.ws_flush.clone(),
-                accept_key: handshake.accept,
+                accept_key: Some(handshake.accept),
+                high_water: crate::options::OUTPUT_HIGH_WATER,
                 deflate,
                 max_size: ws_config.max_size,
                 max_queue: ws_config.max_queue,
@@ -210,14 +216,11 @@ impl Core {
         // The session's context: the app is called in it, its coroutine runs in it.
         let started = self.contexts.fresh(py).and_then(|context| {
             let coroutine = in_context(py, &context, || match target {
-                WsTarget::Asgi => self.asgi_websocket_call(
-                    py,
-                    connection,
-                    head_bytes,
-                    head,
-                    &channel,
-                    &subprotocols,
-                ),
+                WsTarget::Asgi => {
+                    let origin = connection.request.origin.clone();
+                    let call = (head_bytes, head, origin.as_deref());
+                    self.asgi_websocket_call(py, connection, call, &channel, &subprotocols)
+                }
                 WsTarget::Native { endpoint, params } => endpoint.bind(py).call_method1(
                     pyo3::intern!(py, "websocket_session"),
                     (channel.clone_ref(py), params),
@@ -225,18 +228,7 @@ impl Core {
             })?;
             self.start_coroutine(py, &context, &coroutine, StreamKey::single(key), id)
         });
-        let mut session = WsSession {
-            channel,
-            id,
-            message: Vec::new(),
-            line,
-            opened: false,
-            last_heard: self.now,
-            ping_sent: None,
-            close_started: None,
-            closing: false,
-            app_done: false,
-        };
+        let mut session = WsSession::new(channel, id, line, self.now);
         match started {
             Ok(CoroutineStart::Continuing) => {}
             Ok(CoroutineStart::Finished(value)) => {
@@ -247,13 +239,14 @@ impl Core {
         connection.protocol = Protocol::WebSocket(Box::new(session));
     }
 
-    /// Calls the ASGI app with a `websocket` scope.
-    fn asgi_websocket_call<'py>(
+    /// Calls the ASGI app with a `websocket` scope for the request
+    /// `(head_bytes, head, origin)`: an HTTP/1.1 upgrade, or an HTTP/2
+    /// extended CONNECT written as its head (`crate::http2::websocket`).
+    pub(crate) fn asgi_websocket_call<'py>(
         &self,
         py: Python<'py>,
         connection: &mut Connection,
-        head_bytes: &[u8],
-        head: &RequestHead,
+        (head_bytes, head, origin): (&[u8], &RequestHead, Option<&RequestOrigin>),
         channel: &Py<WebSocket>,
         subprotocols: &[String],
     ) -> PyResult<Bound<'py, PyAny>> {
@@ -264,7 +257,6 @@ impl Core {
             connection.peer_objects.address = Some(address_object(py, connection.client)?);
         }
         let client = connection.peer_objects.address.as_ref().expect("set above");
-        let origin = connection.request.origin.as_deref();
         let listener = usize::from(connection.listener);
         let peer = ScopePeer {
             client,

@@ -14,7 +14,9 @@ The raw ASGI app (``asgi_app``) has more: ``/http-deny`` (the
 ``/raise-after`` (close 1011), ``/server-close`` (closes with 4000 and
 records the disconnect it then receives), ``/flood`` (sends 1 MiB messages
 to a client that does not read, and records after how many a send waited),
-``/send-after-close`` (records what a send after the disconnect raised) and
+``/send-after-close`` (records what a send after the disconnect raised),
+``/trickle`` (sends 16 KiB messages to a client that does not read, and
+records how many bytes it had sent when a send first waited) and
 ``/scope`` (sends its scope back as JSON). The rush App has
 ``/rooms/{room}`` (a `rush.Broadcast` group) and ``/held`` (takes no
 message until ``GET /release``).
@@ -42,9 +44,14 @@ STATE: dict[str, Any] = {
     "flood_done": False,
     "late_send": None,
     "websocket_calls": 0,
+    "trickle_blocked_at": None,
+    "trickle_sent": 0,
+    "trickle_done": False,
 }
 FLOOD_CHUNK = 1024 * 1024
 FLOOD_MESSAGES = 64
+TRICKLE_CHUNK = 16 * 1024
+TRICKLE_MESSAGES = 256
 
 
 def _close_request(text: str) -> tuple[int, str] | None:
@@ -97,6 +104,23 @@ async def _flood(receive: Any, send: Any) -> None:
             STATE["flood_blocked_after"] = number
         await pending
     STATE["flood_done"] = True
+    await send({"type": "websocket.close", "code": 1000})
+    while (await receive())["type"] != "websocket.disconnect":
+        pass
+
+
+async def _trickle(receive: Any, send: Any) -> None:
+    await receive()
+    await send({"type": "websocket.accept"})
+    chunk = b"t" * TRICKLE_CHUNK
+    for number in range(1, TRICKLE_MESSAGES + 1):
+        pending = asyncio.ensure_future(send({"type": "websocket.send", "bytes": chunk}))
+        await asyncio.sleep(0)
+        if not pending.done() and STATE["trickle_blocked_at"] is None:
+            STATE["trickle_blocked_at"] = number * TRICKLE_CHUNK
+        await pending
+        STATE["trickle_sent"] = number * TRICKLE_CHUNK
+    STATE["trickle_done"] = True
     await send({"type": "websocket.close", "code": 1000})
     while (await receive())["type"] != "websocket.disconnect":
         pass
@@ -162,6 +186,8 @@ async def asgi_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         return
     if path == "/flood":
         return await _flood(receive, send)
+    if path == "/trickle":
+        return await _trickle(receive, send)
     if path == "/scope":
         await receive()
         await send({"type": "websocket.accept"})

@@ -2,7 +2,8 @@
 //! the accept key, the offers, and the exact bytes of the answers.
 
 use rush_proto::ws::handshake::{
-    accept_key, extension_offers, protocol_offers, write_accept_response, write_rejection,
+    accept_fields, accept_key, extension_offers, protocol_offers, validate_extended_connect,
+    write_accept_response, write_rejection,
 };
 use rush_proto::ws::{is_upgrade_request, validate_handshake, DeflateConfig, HandshakeError};
 use rush_proto::{parse_request_head, HeadStatus, HeaderSpan, Limits, RequestHead};
@@ -312,4 +313,71 @@ fn rejections() {
         "{text}"
     );
     assert!(!text.contains("Sec-WebSocket-Version"));
+}
+
+#[test]
+fn an_extended_connect_needs_version_13_once() {
+    // RFC 8441 section 5: the request is a CONNECT over HTTP/2, without a
+    // key; what is left for this check is the version, as over HTTP/1.1.
+    let cases: [(&[&str], Result<(), HandshakeError>); 5] = [
+        (&["Sec-WebSocket-Version: 13"], Ok(())),
+        (
+            &["Sec-WebSocket-Version: 13", "Sec-WebSocket-Protocol: chat"],
+            Ok(()),
+        ),
+        (&[], Err(HandshakeError::UnsupportedVersion)),
+        (
+            &["Sec-WebSocket-Version: 8"],
+            Err(HandshakeError::UnsupportedVersion),
+        ),
+        (
+            &["Sec-WebSocket-Version: 13", "Sec-WebSocket-Version: 13"],
+            Err(HandshakeError::UnsupportedVersion),
+        ),
+    ];
+    for (fields, expected) in cases {
+        let text = request("GET /chat HTTP/1.1", fields);
+        let (_, headers) = parse(&text);
+        assert_eq!(
+            validate_extended_connect(text.as_bytes(), &headers),
+            expected,
+            "{fields:?}"
+        );
+    }
+}
+
+#[test]
+fn the_fields_of_an_http2_accept() {
+    let text = request(
+        "GET /chat HTTP/1.1",
+        &["Sec-WebSocket-Extensions: permessage-deflate"],
+    );
+    let (_, headers) = parse(&text);
+    let deflate = DeflateConfig::default().negotiate(extension_offers(text.as_bytes(), &headers));
+    let extra: [(&[u8], &[u8]); 4] = [
+        (b"X-Extra", b"yes"),
+        (b"Sec-WebSocket-Accept", b"dropped"),
+        (b"Sec-WebSocket-Protocol", b"dropped, one was chosen"),
+        (b"Upgrade", b"dropped"),
+    ];
+    let fields = accept_fields(Some(b"chat"), deflate.as_ref(), &extra).unwrap();
+    // The same parameters the 101 of HTTP/1.1 names.
+    let mut negotiated = Vec::new();
+    deflate.unwrap().write_response_value(&mut negotiated);
+    let fields: Vec<(&[u8], &[u8])> = fields
+        .iter()
+        .map(|(name, value)| (name.as_slice(), value.as_slice()))
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            (&b"sec-websocket-protocol"[..], &b"chat"[..]),
+            (b"sec-websocket-extensions", negotiated.as_slice()),
+            (b"x-extra", b"yes"),
+        ]
+    );
+    assert!(accept_fields(Some(b"not a token"), None, &[]).is_err());
+    assert!(accept_fields(None, None, &[(b"Bad Name", b"v")]).is_err());
+    assert!(accept_fields(None, None, &[(b"x-split", b"a\r\nInjected: yes")]).is_err());
+    assert!(accept_fields(None, None, &[]).unwrap().is_empty());
 }

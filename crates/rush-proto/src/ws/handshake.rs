@@ -22,7 +22,10 @@ use super::deflate::DeflateParams;
 pub use super::extension::ExtensionOffer;
 use super::extension::{is_token, split_outside_quotes, trim};
 use crate::head::list_elements;
-use crate::response::{write_closing_response, write_header, write_status_line};
+use crate::response::{
+    is_valid_header_name, is_valid_header_value, write_closing_response, write_header,
+    write_status_line,
+};
 use crate::{BodyFraming, HeaderSpan, Method, ProtoError, RequestHead, Version};
 
 /// The GUID RFC 6455 1.3 appends to the key before hashing.
@@ -282,6 +285,65 @@ pub fn write_accept_response(
         out.truncate(start);
     }
     result
+}
+
+/// A response field, name and value (see [`accept_fields`]).
+pub type Field = (Vec<u8>, Vec<u8>);
+
+/// Checks the WebSocket side of an extended CONNECT (RFC 8441 section 5,
+/// WebSocket over HTTP/2): `Sec-WebSocket-Version` once and `13`, as over
+/// HTTP/1.1 (426 otherwise). There is no key to check: HTTP/2 carries no
+/// `Sec-WebSocket-Key` or `Sec-WebSocket-Accept`, and the method, the
+/// `:protocol` and the absence of `Upgrade` are the HTTP/2 layer's to check.
+pub fn validate_extended_connect(
+    buffer: &[u8],
+    headers: &[HeaderSpan],
+) -> Result<(), HandshakeError> {
+    let mut versions = field_values(buffer, headers, b"sec-websocket-version");
+    match (versions.next(), versions.next()) {
+        (Some(b"13"), None) => Ok(()),
+        _ => Err(HandshakeError::UnsupportedVersion),
+    }
+}
+
+/// The fields of the `200` that accepts a WebSocket over HTTP/2 (RFC 8441
+/// section 5): the chosen subprotocol, the negotiated permessage-deflate
+/// parameters, then the application's `extra` fields, with the same rules
+/// as [`write_accept_response`] (names the handshake owns are dropped, an
+/// invalid subprotocol or field is an error). Names are lowercase, as
+/// HTTP/2 requires.
+pub fn accept_fields(
+    subprotocol: Option<&[u8]>,
+    deflate: Option<&DeflateParams>,
+    extra: &[(&[u8], &[u8])],
+) -> Result<Vec<Field>, ProtoError> {
+    let mut fields = Vec::new();
+    if let Some(protocol) = subprotocol {
+        if !is_token(protocol) {
+            return Err(ProtoError::BadRequest("subprotocol is not a token"));
+        }
+        fields.push((b"sec-websocket-protocol".to_vec(), protocol.to_vec()));
+    }
+    if let Some(params) = deflate {
+        let mut value = Vec::new();
+        params.write_response_value(&mut value);
+        fields.push((b"sec-websocket-extensions".to_vec(), value));
+    }
+    for &(name, value) in extra {
+        if is_handshake_field(name)
+            || (subprotocol.is_some() && name.eq_ignore_ascii_case(b"sec-websocket-protocol"))
+        {
+            continue;
+        }
+        if !is_valid_header_name(name) {
+            return Err(ProtoError::BadRequest("invalid response header name"));
+        }
+        if !is_valid_header_value(value) {
+            return Err(ProtoError::BadRequest("invalid response header value"));
+        }
+        fields.push((name.to_ascii_lowercase(), value.to_vec()));
+    }
+    Ok(fields)
 }
 
 /// Appends the refusal of a handshake (400 or 426, see [`HandshakeError`])
