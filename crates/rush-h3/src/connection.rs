@@ -387,7 +387,8 @@ impl H3Connection {
                 Bytes::new(),
             );
             q.drain_events();
-            q.lost.get_or_insert(quinn_proto::ConnectionError::LocallyClosed);
+            q.lost
+                .get_or_insert(quinn_proto::ConnectionError::LocallyClosed);
             drop(q);
             self.settle_connection();
         }
