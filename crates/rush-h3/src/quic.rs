@@ -364,7 +364,7 @@ impl quic::RecvStream for RecvHalf {
         };
         // Finalizing tells quinn what was read, so it can open the window.
         let _ = chunks.finalize();
-        if let Poll::Pending = result {
+        if result.is_pending() {
             if let Some(connection_error) = s.connection_error() {
                 return Poll::Ready(Err(StreamErrorIncoming::ConnectionErrorIncoming {
                     connection_error,

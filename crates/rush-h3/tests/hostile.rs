@@ -60,7 +60,7 @@ fn initial_flood_gets_retries_and_no_address_gets_more_than_three_times_its_byte
     };
     for from in &spoofed {
         let initial = client_initial(&net);
-        net.to_server(*from, &initial);
+        net.deliver_to_server(*from, &initial);
         collect(&mut net, &mut retried);
     }
     // The spoofed clients never answer: run the server's timers (its
@@ -102,7 +102,7 @@ fn initial_flood_gets_retries_and_no_address_gets_more_than_three_times_its_byte
     );
     for from in &spoofed[..10] {
         let initial = client_initial(&flood);
-        flood.to_server(*from, &initial);
+        flood.deliver_to_server(*from, &initial);
     }
     let mut ignored = HashSet::new();
     collect(&mut flood, &mut ignored);

@@ -113,6 +113,9 @@ pub struct Net {
     /// Bytes the server sent, and received, per address.
     pub sent_to: HashMap<SocketAddr, u64>,
     pub received_from: HashMap<SocketAddr, u64>,
+    /// Wall time spent inside the server endpoint's calls (for the
+    /// benchmark: the client shares the thread).
+    pub server_time: Duration,
     buf: Vec<u8>,
 }
 
@@ -135,6 +138,7 @@ impl Net {
             events: Vec::new(),
             sent_to: HashMap::new(),
             received_from: HashMap::new(),
+            server_time: Duration::ZERO,
             buf: Vec::new(),
         }
     }
@@ -196,17 +200,21 @@ impl Net {
                 let t = q.0.borrow_mut().conn.poll_transmit(self.now, 1, &mut buf);
                 let Some(t) = t else { break };
                 moved = true;
-                self.to_server(self.client_addr, &buf[..t.size]);
+                self.deliver_to_server(self.client_addr, &buf[..t.size]);
             }
         }
         // Server to client.
         let mut buf = std::mem::take(&mut self.buf);
-        while let Some(t) = self.server.poll_transmit(self.now, &mut buf) {
+        loop {
+            let start = Instant::now();
+            let t = self.server.poll_transmit(self.now, &mut buf);
+            self.server_time += start.elapsed();
+            let Some(t) = t else { break };
             moved = true;
             *self.sent_to.entry(t.destination).or_default() += t.size as u64;
             if t.destination == self.client_addr {
                 let data = buf[..t.size].to_vec();
-                self.to_client(&data);
+                self.deliver_to_client(&data);
             }
         }
         self.buf = buf;
@@ -217,13 +225,15 @@ impl Net {
         moved
     }
 
-    pub fn to_server(&mut self, from: SocketAddr, data: &[u8]) {
+    pub fn deliver_to_server(&mut self, from: SocketAddr, data: &[u8]) {
         *self.received_from.entry(from).or_default() += data.len() as u64;
+        let start = Instant::now();
         self.server
             .handle_datagram(self.now, from, None, None, data);
+        self.server_time += start.elapsed();
     }
 
-    fn to_client(&mut self, data: &[u8]) {
+    fn deliver_to_client(&mut self, data: &[u8]) {
         let mut buf = Vec::new();
         let event = self.client.handle(
             self.now,
@@ -241,7 +251,7 @@ impl Net {
             }
             Some(DatagramEvent::Response(t)) => {
                 let data = buf[..t.size].to_vec();
-                self.to_server(self.client_addr, &data);
+                self.deliver_to_server(self.client_addr, &data);
             }
             _ => {}
         }
