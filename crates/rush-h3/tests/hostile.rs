@@ -178,3 +178,77 @@ fn connections_past_the_bound_are_refused() {
     assert!(reason.contains("refused"), "{reason}");
     assert_eq!(net.server.stats().refused, 1);
 }
+
+/// A GET for `/` at `localhost`, QPACK-encoded by hand with the static
+/// table only (RFC 9204 appendix A indexes), in a HEADERS frame.
+fn raw_get() -> Vec<u8> {
+    let mut block = vec![0x00, 0x00]; // Required Insert Count 0, Base 0.
+    block.push(0xc0 | 17); // :method GET
+    block.push(0xc0 | 23); // :scheme https
+    block.push(0xc0 | 1); // :path /
+    block.push(0x50); // :authority, literal value follows
+    block.push(9);
+    block.extend_from_slice(b"localhost");
+    let mut frame = vec![0x01, block.len() as u8];
+    frame.extend_from_slice(&block);
+    frame
+}
+
+#[test]
+fn requests_past_the_goaway_are_refused() {
+    let mut net = Net::new(settings());
+    let quic = net.connect();
+    net.run_until(|_| quic.is_connected());
+    // A client that ignores GOAWAY: raw streams, no h3 client.
+    let send_get = |quic: &rush_h3::quic::QuicConnection| {
+        let mut q = quic.0.borrow_mut();
+        let id = q.conn.streams().open(Dir::Bi).unwrap();
+        let mut s = q.conn.send_stream(id);
+        s.write(&raw_get()).unwrap();
+        s.finish().unwrap();
+        id
+    };
+    let first = send_get(&quic);
+    let mut admitted = Vec::new();
+    net.run_until(|net| {
+        for (ch, e) in net.take_events() {
+            if let Event::Request { stream, .. } = e {
+                admitted.push((ch, stream));
+            }
+        }
+        !admitted.is_empty()
+    });
+    let (ch, stream) = admitted[0];
+    assert_eq!(stream, u64::from(first));
+    net.server.graceful_shutdown(ch);
+    net.settle();
+    // Stream 4 is at the GOAWAY's id (4): not to be processed.
+    let late = send_get(&quic);
+    net.settle();
+    let late_events: Vec<_> = net.take_events();
+    assert!(
+        late_events
+            .iter()
+            .all(|(_, e)| !matches!(e, Event::Request { .. })),
+        "{late_events:?}"
+    );
+    let reset = {
+        let mut q = quic.0.borrow_mut();
+        let mut recv = q.conn.recv_stream(late);
+        let mut chunks = recv.read(true).unwrap();
+        let r = chunks.next(usize::MAX);
+        let _ = chunks.finalize();
+        r
+    };
+    match reset {
+        Err(rush_h3::quinn_proto::ReadError::Reset(code)) => {
+            assert_eq!(code.into_inner(), Code::H3_REQUEST_REJECTED.value())
+        }
+        other => panic!("late stream: {other:?}"),
+    }
+    // The admitted request still completes, then the connection closes.
+    net.server
+        .send_response(ch, stream, 204, HeaderMap::new(), true)
+        .unwrap();
+    net.run_until(|net| net.server.connections() == 0);
+}
