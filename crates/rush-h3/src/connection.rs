@@ -94,6 +94,8 @@ struct Stream {
     queue: Rc<RefCell<SendQueue>>,
     head_sent: bool,
     end_sent: bool,
+    /// A `SendReady` is owed when the queued body data has gone to QUIC.
+    notify_drain: bool,
 }
 
 impl Stream {
@@ -202,6 +204,7 @@ impl H3Connection {
                     queue,
                     head_sent: false,
                     end_sent: false,
+                    notify_drain: false,
                 },
             );
             let mut ev = Vec::new();
@@ -292,11 +295,11 @@ impl H3Connection {
         false
     }
 
-    /// Sees which writers finished or failed.
+    /// Sees which writers finished, failed or emptied their queue.
     fn poll_responses(&mut self) -> bool {
         let mut progress = false;
         let mut gone = Vec::new();
-        for (id, s) in &self.streams {
+        for (id, s) in self.streams.iter_mut() {
             let q = s.queue.borrow();
             if let Some(code) = q.failed {
                 self.events.push_back(Event::Reset { stream: *id, code });
@@ -304,6 +307,11 @@ impl H3Connection {
             } else if s.settled() {
                 self.unacked.insert(*id);
                 gone.push(*id);
+            } else if s.notify_drain && q.bytes == 0 {
+                s.notify_drain = false;
+                if !s.end_sent {
+                    self.events.push_back(Event::SendReady { stream: *id });
+                }
             }
         }
         for id in gone {
@@ -438,6 +446,7 @@ impl H3Connection {
         q.bytes += data.len();
         if !data.is_empty() {
             q.commands.push_back(Command::Data(data));
+            s.notify_drain = true;
         }
         if end {
             q.commands.push_back(Command::Finish);

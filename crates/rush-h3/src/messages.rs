@@ -73,6 +73,14 @@ pub enum Event {
         /// (H3_REQUEST_CANCELLED when a browser navigates away).
         code: Option<u64>,
     },
+    /// All response data queued on `stream` went to QUIC (the peer's
+    /// windows let it in): the application may send more. Pace the
+    /// application on this; [`crate::H3Endpoint::send_data`] refuses data
+    /// past [`crate::H3Settings::max_pending_send`] per connection.
+    SendReady {
+        /// The stream.
+        stream: u64,
+    },
     /// The connection ended; nothing more happens on it. `error` is `None`
     /// after a clean close (graceful shutdown done, or the client closed
     /// with H3_NO_ERROR); otherwise what ended it. Open streams got a

@@ -373,3 +373,58 @@ fn many_requests_over_several_connections() {
     }
     assert_eq!(net.server.stats().accepted, 3);
 }
+
+#[test]
+fn large_response_is_paced_by_send_ready() {
+    let bound = 256 * 1024;
+    let mut net = Net::new(rush_h3::H3Settings {
+        max_pending_send: bound,
+        ..settings()
+    });
+    let (client, _closed) = net.h3_client();
+    let answer = request(&mut net, &client, get("/big"), vec![], None);
+    let total = 4 * 1024 * 1024;
+    let chunk = Bytes::from(vec![7u8; 64 * 1024]);
+    let mut sent = 0;
+    let mut refused = 0;
+    let mut ready_events = 0;
+    let mut most_pending = 0;
+    let mut fill = |net: &mut Net, ch: ConnId, stream: u64, sent: &mut usize| {
+        while *sent < total {
+            let end = *sent + chunk.len() == total;
+            match net.server.send_data(ch, stream, chunk.clone(), end) {
+                Ok(()) => *sent += chunk.len(),
+                Err(rush_h3::H3Error::OutputFull) => {
+                    refused += 1;
+                    break;
+                }
+                Err(e) => panic!("{e}"),
+            }
+            most_pending = most_pending.max(net.server.pending_send(ch));
+        }
+    };
+    net.run_until(|net| {
+        for (ch, e) in net.take_events() {
+            match e {
+                Event::Request { stream, .. } => {
+                    net.server
+                        .send_response(ch, stream, 200, HeaderMap::new(), false)
+                        .unwrap();
+                    fill(net, ch, stream, &mut sent);
+                }
+                Event::SendReady { stream } => {
+                    ready_events += 1;
+                    fill(net, ch, stream, &mut sent);
+                }
+                _ => {}
+            }
+        }
+        answer.borrow().is_some()
+    });
+    let a = answer.borrow().clone().unwrap();
+    assert_eq!(a.error, None);
+    assert_eq!(a.body.len(), total);
+    assert!(refused > 0, "the bound was reached");
+    assert!(ready_events > 0);
+    assert!(most_pending <= bound, "{most_pending} queued");
+}
