@@ -129,6 +129,7 @@ fn noop_cx() -> Context<'static> {
 impl H3Connection {
     pub(crate) fn new(quic: QuicConnection, settings: H3Settings) -> H3Connection {
         let shared = Rc::new(RefCell::new(Shared::default()));
+        quic.0.borrow_mut().frame_limit = settings.max_field_section_size;
         let accept = Box::pin(accept_task(quic.clone(), shared.clone(), settings.clone()));
         let mut conn = H3Connection {
             quic,

@@ -28,6 +28,7 @@
 
 mod connection;
 mod endpoint;
+mod guard;
 mod messages;
 pub mod quic;
 mod settings;

@@ -21,7 +21,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use crate::guard::FrameGuard;
 use bytes::{Buf, Bytes};
+use h3::error::Code;
 use h3::quic::{self, ConnectionErrorIncoming, StreamErrorIncoming, WriteBuf};
 use quinn_proto::{
     Connection, ConnectionError, ConnectionEvent, Dir, EndpointEvent, Event, ReadError,
@@ -47,6 +49,9 @@ pub struct QuicState {
     pub finished: HashSet<u64>,
     /// The HTTP/3 error code this side closed the connection with.
     pub closed_with: Option<u64>,
+    /// Longest frame other than DATA a stream may announce to `h3`
+    /// ([`FrameGuard`]); no bound by default.
+    pub frame_limit: u64,
 }
 
 /// The shared handle: the owner keeps one, `h3` and its streams the others.
@@ -63,6 +68,7 @@ impl QuicConnection {
             connected: false,
             finished: HashSet::new(),
             closed_with: None,
+            frame_limit: u64::MAX,
         })))
     }
 
@@ -171,6 +177,7 @@ impl quic::Connection<Bytes> for QuicConnection {
             Some(id) => Poll::Ready(Ok(RecvHalf {
                 conn: self.clone(),
                 id,
+                guard: FrameGuard::unidirectional(s.frame_limit),
             })),
             None => Poll::Pending,
         }
@@ -185,7 +192,7 @@ impl quic::Connection<Bytes> for QuicConnection {
             return Poll::Ready(Err(e));
         }
         match s.conn.streams().accept(Dir::Bi) {
-            Some(id) => Poll::Ready(Ok(BidiStream::new(self, id))),
+            Some(id) => Poll::Ready(Ok(BidiStream::new(self, id, s.frame_limit))),
             None => Poll::Pending,
         }
     }
@@ -208,7 +215,7 @@ impl quic::OpenStreams<Bytes> for QuicConnection {
             return Poll::Ready(Err(stream_closed(&s)));
         }
         match s.conn.streams().open(Dir::Bi) {
-            Some(id) => Poll::Ready(Ok(BidiStream::new(self, id))),
+            Some(id) => Poll::Ready(Ok(BidiStream::new(self, id, s.frame_limit))),
             None => Poll::Pending,
         }
     }
@@ -333,6 +340,7 @@ impl quic::SendStream<Bytes> for SendHalf {
 pub struct RecvHalf {
     conn: QuicConnection,
     id: StreamId,
+    guard: FrameGuard,
 }
 
 impl quic::RecvStream for RecvHalf {
@@ -352,8 +360,12 @@ impl quic::RecvStream for RecvHalf {
                 return Poll::Ready(Err(StreamErrorIncoming::Unknown("unordered read".into())))
             }
         };
+        let mut too_large = false;
         let result = match chunks.next(READ_CHUNK) {
-            Ok(Some(chunk)) => Poll::Ready(Ok(Some(chunk.bytes))),
+            Ok(Some(chunk)) => {
+                too_large = self.guard.observe(&chunk.bytes).is_err();
+                Poll::Ready(Ok(Some(chunk.bytes)))
+            }
             Ok(None) => Poll::Ready(Ok(None)),
             Err(ReadError::Blocked) => Poll::Pending,
             Err(ReadError::Reset(code)) => {
@@ -364,6 +376,17 @@ impl quic::RecvStream for RecvHalf {
         };
         // Finalizing tells quinn what was read, so it can open the window.
         let _ = chunks.finalize();
+        if too_large {
+            // The frame never reaches h3: the stream ends here, both ways.
+            let code = VarInt::from_u32(Code::H3_EXCESSIVE_LOAD.value() as u32);
+            let _ = s.conn.recv_stream(self.id).stop(code);
+            if self.id.dir() == Dir::Bi {
+                let _ = s.conn.send_stream(self.id).reset(code);
+            }
+            return Poll::Ready(Err(StreamErrorIncoming::StreamTerminated {
+                error_code: code.into_inner(),
+            }));
+        }
         if result.is_pending() {
             if let Some(connection_error) = s.connection_error() {
                 return Poll::Ready(Err(StreamErrorIncoming::ConnectionErrorIncoming {
@@ -396,12 +419,13 @@ pub struct BidiStream {
 }
 
 impl BidiStream {
-    fn new(conn: &QuicConnection, id: StreamId) -> BidiStream {
+    fn new(conn: &QuicConnection, id: StreamId, frame_limit: u64) -> BidiStream {
         BidiStream {
             send: SendHalf::new(conn, id),
             recv: RecvHalf {
                 conn: conn.clone(),
                 id,
+                guard: FrameGuard::request(frame_limit),
             },
         }
     }

@@ -252,3 +252,81 @@ fn requests_past_the_goaway_are_refused() {
         .unwrap();
     net.run_until(|net| net.server.connections() == 0);
 }
+
+#[test]
+fn a_frame_announcing_more_than_the_head_limit_ends_its_stream() {
+    let mut net = Net::new(settings());
+    let quic = net.connect();
+    net.run_until(|_| quic.is_connected());
+    let id = quic.0.borrow_mut().conn.streams().open(Dir::Bi).unwrap();
+    // HEADERS announcing 10 MiB (an 8-byte varint length), then its
+    // "payload" for as long as the server takes it, up to 4 MiB.
+    let head = vec![0x01, 0xc0, 0, 0, 0, 0, 0xa0, 0, 0];
+    let filler = vec![0x41u8; 16 * 1024];
+    let mut written = 0usize;
+    let mut stopped = None;
+    let mut pending = head;
+    for _ in 0..10_000 {
+        {
+            let mut q = quic.0.borrow_mut();
+            let mut s = q.conn.send_stream(id);
+            loop {
+                if pending.is_empty() {
+                    pending = filler.clone();
+                }
+                match s.write(&pending) {
+                    Ok(n) => {
+                        written += n;
+                        pending.drain(..n);
+                    }
+                    Err(rush_h3::quinn_proto::WriteError::Stopped(code)) => {
+                        stopped = Some(code.into_inner());
+                        break;
+                    }
+                    Err(_) => break,
+                }
+                if written >= 4 * 1024 * 1024 {
+                    break;
+                }
+            }
+        }
+        if stopped.is_some() || written >= 4 * 1024 * 1024 {
+            break;
+        }
+        net.settle();
+        if quic.0.borrow_mut().conn.send_stream(id).stopped() != Ok(None) {
+            let code = quic.0.borrow_mut().conn.send_stream(id).stopped();
+            stopped = code.ok().flatten().map(|c| c.into_inner());
+            break;
+        }
+    }
+    let excessive = Code::H3_EXCESSIVE_LOAD.value();
+    assert_eq!(stopped, Some(excessive), "after {written} bytes");
+    let bound =
+        settings().max_field_section_size as usize + settings().stream_receive_window as usize;
+    assert!(written <= bound + 16 * 1024, "{written} bytes taken");
+    let events = net.take_events();
+    assert!(
+        events
+            .iter()
+            .all(|(_, e)| !matches!(e, Event::Request { .. })),
+        "{events:?}"
+    );
+    // The connection goes on: a good request on a new stream is served.
+    let next = quic.0.borrow_mut().conn.streams().open(Dir::Bi).unwrap();
+    {
+        let mut q = quic.0.borrow_mut();
+        let mut s = q.conn.send_stream(next);
+        s.write(&raw_get()).unwrap();
+        s.finish().unwrap();
+    }
+    let mut served = false;
+    net.run_until(|net| {
+        for (_, e) in net.take_events() {
+            if let Event::Request { stream, .. } = e {
+                served |= stream == u64::from(next);
+            }
+        }
+        served
+    });
+}
