@@ -265,6 +265,26 @@ impl SendHalf {
     }
 }
 
+/// Dropped unfinished and not reset, a stream is finished, as quinn does
+/// with its streams: `h3` drops the stream it answered 431 on without
+/// finishing it, and the client would wait for the rest until the idle
+/// timeout. A write still pending means the message is incomplete: the
+/// stream is reset instead. rush-h3 itself resets every stream it abandons
+/// before dropping it, so no truncated response ends with a FIN.
+impl Drop for SendHalf {
+    fn drop(&mut self) {
+        let Ok(mut s) = self.conn.0.try_borrow_mut() else {
+            return;
+        };
+        let mut stream = s.conn.send_stream(self.id);
+        if self.writing.is_some() {
+            let _ = stream.reset(varint(Code::H3_INTERNAL_ERROR.value()));
+        } else {
+            let _ = stream.finish();
+        }
+    }
+}
+
 impl quic::SendStream<Bytes> for SendHalf {
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), StreamErrorIncoming>> {
         let Some(buf) = self.writing.as_mut() else {

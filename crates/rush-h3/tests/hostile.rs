@@ -330,3 +330,58 @@ fn a_frame_announcing_more_than_the_head_limit_ends_its_stream() {
         served
     });
 }
+
+#[test]
+fn a_head_over_the_limit_is_answered_431_and_the_stream_ends() {
+    let mut net = Net::new(H3Settings {
+        max_field_section_size: 1024,
+        ..settings()
+    });
+    let quic = net.connect();
+    net.run_until(|_| quic.is_connected());
+    // 100 copies of a static-table field: 100 bytes encoded, about 6 KB
+    // decoded (name, value and 32 bytes each, RFC 9114 section 4.2.2).
+    let mut block = raw_get()[2..].to_vec();
+    block.extend(std::iter::repeat_n(0xc0 | 31, 100)); // accept-encoding: gzip, deflate, br
+    let mut frame = vec![0x01, 0x40 | (block.len() >> 8) as u8, block.len() as u8];
+    frame.extend_from_slice(&block);
+    let id = {
+        let mut q = quic.0.borrow_mut();
+        let id = q.conn.streams().open(Dir::Bi).unwrap();
+        let mut s = q.conn.send_stream(id);
+        s.write(&frame).unwrap();
+        s.finish().unwrap();
+        id
+    };
+    let mut response = Vec::new();
+    let mut ended = false;
+    net.run_until(|net| {
+        for (_, e) in net.take_events() {
+            assert!(!matches!(e, Event::Request { .. }), "{e:?}");
+        }
+        let mut q = quic.0.borrow_mut();
+        let mut recv = q.conn.recv_stream(id);
+        if let Ok(mut chunks) = recv.read(true) {
+            loop {
+                match chunks.next(usize::MAX) {
+                    Ok(Some(c)) => response.extend_from_slice(&c.bytes),
+                    Ok(None) => {
+                        ended = true;
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+            let _ = chunks.finalize();
+        }
+        ended
+    });
+    assert_eq!(response[0], 0x01, "a HEADERS frame");
+    // "431" Huffman-coded (RFC 7541 appendix B: '4' 011010, '3' 011001,
+    // '1' 00001, padded with ones): 0x69 0x90 0xff, after a field line with
+    // a static name reference (:status) and a Huffman length of 3 (0x83).
+    assert!(
+        response.windows(4).any(|w| w == [0x83, 0x69, 0x90, 0xff]),
+        "{response:?}"
+    );
+}
