@@ -27,16 +27,17 @@ use bytes::{Bytes, BytesMut};
 use http::HeaderMap;
 use quinn_proto::crypto::rustls::QuicServerConfig;
 use quinn_proto::{
-    ConnectionHandle, DatagramEvent, EcnCodepoint, Endpoint, EndpointConfig, IdleTimeout, Incoming,
-    ServerConfig, TransportConfig, VarInt,
+    ConnectionHandle, DatagramEvent, EcnCodepoint, Endpoint, EndpointConfig,
+    HashedConnectionIdGenerator, IdleTimeout, Incoming, ServerConfig, TransportConfig, VarInt,
 };
+use ring::{hkdf, hmac};
 
 pub use quinn_proto::Transmit;
 
 use crate::connection::H3Connection;
 use crate::messages::{Event, H3Error};
 use crate::quic::QuicConnection;
-use crate::settings::H3Settings;
+use crate::settings::{EndpointSecret, H3Settings};
 
 /// One connection of an endpoint.
 pub type ConnId = ConnectionHandle;
@@ -67,6 +68,47 @@ pub struct H3Endpoint {
     dirty_set: HashSet<ConnId>,
     events: VecDeque<(ConnId, Event)>,
     stats: EndpointStats,
+}
+
+/// The keys a shared secret gives: stateless resets, Retry tokens and the
+/// connection-id check, each from its own HKDF extraction so none reveals
+/// another.
+struct SharedKeys {
+    reset: hmac::Key,
+    token: hkdf::Prk,
+    /// quinn's connection ids carry a keyed hash: an endpoint drops short
+    /// packets whose id it did not make (and so would never reset them)
+    /// unless it shares this key.
+    cid: u64,
+}
+
+/// An HKDF output length (ring asks for a type).
+struct Len(usize);
+
+impl hkdf::KeyType for Len {
+    fn len(&self) -> usize {
+        self.0
+    }
+}
+
+fn derive_keys(secret: &EndpointSecret) -> SharedKeys {
+    let extract = |label: &[u8]| hkdf::Salt::new(hkdf::HKDF_SHA256, label).extract(&secret.0);
+    // Output lengths of 32 and 8 bytes are far below HKDF-SHA256's
+    // 8,160-byte bound: these expansions cannot fail.
+    let reset = extract(b"rush-h3 stateless reset")
+        .expand(&[b"reset key"], hmac::HMAC_SHA256)
+        .map(hmac::Key::from)
+        .expect("a valid HKDF length");
+    let mut cid = [0u8; 8];
+    extract(b"rush-h3 connection id")
+        .expand(&[b"cid key"], Len(8))
+        .and_then(|okm| okm.fill(&mut cid))
+        .expect("a valid HKDF length");
+    SharedKeys {
+        reset,
+        token: extract(b"rush-h3 retry token"),
+        cid: u64::from_le_bytes(cid),
+    }
 }
 
 /// The TLS configuration could not serve QUIC (it lacks TLS 1.3 or its
@@ -108,11 +150,26 @@ impl H3Endpoint {
             .receive_window(VarInt::from_u32(settings.receive_window))
             .send_window(settings.send_window)
             .enable_segmentation_offload(settings.max_gso_segments > 1);
-        let mut server = ServerConfig::with_crypto(Arc::new(crypto));
+        let (endpoint_config, mut server) = match &settings.secret {
+            Some(secret) => {
+                let keys = derive_keys(secret);
+                let mut config = EndpointConfig::new(Arc::new(keys.reset));
+                let cid = keys.cid;
+                config.cid_generator(move || Box::new(HashedConnectionIdGenerator::from_key(cid)));
+                (
+                    config,
+                    ServerConfig::new(Arc::new(crypto), Arc::new(keys.token)),
+                )
+            }
+            None => (
+                EndpointConfig::default(),
+                ServerConfig::with_crypto(Arc::new(crypto)),
+            ),
+        };
         server.transport_config(Arc::new(transport));
         server.max_incoming(settings.max_connections.max(1));
         let endpoint = Endpoint::new(
-            Arc::new(EndpointConfig::default()),
+            Arc::new(endpoint_config),
             Some(Arc::new(server)),
             // Path MTU discovery needs the socket's don't-fragment option,
             // which the loop sets when it wires this in.

@@ -35,7 +35,7 @@ mod settings;
 
 pub use endpoint::{ConfigError, ConnId, EndpointStats, H3Endpoint, Transmit};
 pub use messages::{Event, H3Error, RequestHead};
-pub use settings::H3Settings;
+pub use settings::{EndpointSecret, H3Settings};
 
 /// Body chunks: reference-counted.
 pub use bytes::Bytes;

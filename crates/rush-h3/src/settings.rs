@@ -39,6 +39,23 @@ pub struct H3Settings {
     /// Datagrams one [`crate::H3Endpoint::poll_transmit`] may return as one
     /// GSO batch (1 without segmentation offload).
     pub max_gso_segments: usize,
+    /// The secret the keys of stateless resets and Retry tokens derive
+    /// from. Workers of one server given the same secret recognise each
+    /// other's tokens and resets: a client whose packets reach a worker
+    /// that does not know its connection (a restart, a changed address) is
+    /// reset at once instead of waiting out its idle timeout. `None`: keys
+    /// random to this endpoint.
+    pub secret: Option<EndpointSecret>,
+}
+
+/// 32 secret bytes (see [`H3Settings::secret`]); never printed.
+#[derive(Clone)]
+pub struct EndpointSecret(pub [u8; 32]);
+
+impl std::fmt::Debug for EndpointSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EndpointSecret(..)")
+    }
 }
 
 impl Default for H3Settings {
@@ -55,6 +72,7 @@ impl Default for H3Settings {
             retry_above_unvalidated: 64,
             max_field_section_size: 64 * 1024,
             max_gso_segments: 1,
+            secret: None,
         }
     }
 }

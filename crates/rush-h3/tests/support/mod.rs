@@ -102,6 +102,9 @@ pub fn slot<T>() -> Slot<T> {
 pub struct Net {
     pub now: Instant,
     pub server: H3Endpoint,
+    /// The server's TLS configuration (for another endpoint of the same
+    /// server).
+    pub server_tls: Arc<rustls::ServerConfig>,
     pub server_addr: SocketAddr,
     pub client: Endpoint,
     pub client_addr: SocketAddr,
@@ -128,7 +131,8 @@ impl Net {
         let (server_tls, client_tls) = tls_configs(extra_names);
         Net {
             now: Instant::now(),
-            server: H3Endpoint::new(server_tls, settings).unwrap(),
+            server: H3Endpoint::new(server_tls.clone(), settings).unwrap(),
+            server_tls,
             server_addr: SERVER.parse().unwrap(),
             client: Endpoint::new(Arc::new(EndpointConfig::default()), None, false, None),
             client_addr: CLIENT.parse().unwrap(),
