@@ -315,8 +315,33 @@ def test_a_client_that_outruns_its_app_is_held_by_the_stream_window(rush_server:
         with urllib.request.urlopen(f"{server.url}/release", timeout=GUARD_TIMEOUT) as response:
             assert response.read() == b"released"
         client.send_message("end")
+        # The app closes after "end": every message before it was taken.
+        close = client.receive()
+        assert isinstance(close, CloseConnection) and close.code == 1000
     wait_for(lambda: state(server).get("held_count") is not None, "the app counted the messages")
     assert state(server)["held_count"] == sent // len(message)
+
+
+def test_messages_received_before_a_reset_still_reach_the_app(rush_server: ServerFactory) -> None:
+    """The app takes nothing yet (``/held``, --ws-max-queue 2) when the client
+    sends five messages and "end", then resets the stream: the messages the
+    server had received still reach the app, as over HTTP/1.1 the bytes
+    before a socket's end are read, and then it hears the end."""
+    server = rush_server("tests.apps.ws_apps:rush_app", "--workers", "1", "--ws-max-queue", "2")
+    with H2WebSocket(server.port) as client:
+        assert client.open("/held") == 200
+        for _ in range(5):
+            client.send_message(bytes(1000))
+        client.send_message("end")
+        # A PING's answer comes after the server took every frame before it.
+        client.h2.ping(b"received")
+        client.flush()
+        client.wait(lambda: client.pong, "the PING's answer")
+        client.reset(ErrorCodes.CANCEL)
+        with urllib.request.urlopen(f"{server.url}/release", timeout=GUARD_TIMEOUT) as response:
+            assert response.read() == b"released"
+    wait_for(lambda: state(server).get("held_count") is not None, "the app counted the messages")
+    assert state(server)["held_count"] == 5
 
 
 def test_ws_max_size_closes_with_1009(rush_server: ServerFactory) -> None:

@@ -417,6 +417,30 @@ impl Core {
         self.access_log(py, &*writer, &RequestLine::Owned(line), 200, 0);
     }
 
+    /// A WebSocket stream is cut (the client reset it, or the connection
+    /// ended): the whole messages it had received but not yet decoded (its
+    /// app's queue was full) still reach the app, before its 1006, as over
+    /// HTTP/1.1 the bytes that came before the socket's end are read. They
+    /// are bounded by the stream's window.
+    pub(super) fn http2_websocket_last_input(&self, py: Python<'_>, state: &mut H2WebSocket) {
+        if state.input.is_empty() {
+            return;
+        }
+        let channel = state.session.channel.clone_ref(py);
+        let channel = channel.bind(py);
+        let Ok(mut ws) = channel.try_borrow_mut() else {
+            return;
+        };
+        if !matches!(ws.phase, Phase::Open) {
+            return;
+        }
+        ws.unbound_queue();
+        // Pongs or a close echo have no one to go to.
+        let mut replies = Vec::new();
+        let H2WebSocket { session, input, .. } = state;
+        self.receive_frames(py, &mut ws, session, input, &mut replies);
+    }
+
     /// The app of a WebSocket on stream `id` returned or raised (a
     /// completion): `None` if no WebSocket session `request_id` is there.
     pub(crate) fn http2_websocket_finished(
