@@ -81,7 +81,7 @@ test-tools:
 .PHONY: test-browser
 test-browser: build test-tools
 	@command -v chromium >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
-	$(BIN)/python -m pytest -q tests/test_http2_conformance.py -k chromium
+	$(BIN)/python -m pytest -q tests/test_http2_conformance.py tests/test_http2_websocket.py -k chromium
 
 pytest: build test-tools
 	$(BIN)/python -m pytest -q

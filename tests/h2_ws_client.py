@@ -59,6 +59,7 @@ class H2WebSocket:
         self.events: list[Event] = []
         self.read = True
         self.unparsed = b""
+        self.pong = False
         self.goaway = False
         # DATA received while not reading: its window credit, held back.
         self.unread = 0
@@ -119,6 +120,8 @@ class H2WebSocket:
             self.ended = True
         elif isinstance(event, h2.events.StreamReset) and event.stream_id == self.stream:
             self.reset_code = int(event.error_code)
+        elif isinstance(event, h2.events.PingAckReceived):
+            self.pong = True
         elif isinstance(event, h2.events.ConnectionTerminated):
             if event.error_code == 0 and self.stream and event.last_stream_id >= self.stream:
                 # A graceful GOAWAY (a drain): RFC 9113 6.8 lets the streams

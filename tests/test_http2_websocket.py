@@ -288,6 +288,62 @@ def test_over_the_output_budget_the_app_is_paced_at_the_fair_share(rush_server: 
             assert blocked_at <= 192 * 1024, blocked_at
 
 
+def test_a_client_that_outruns_its_app_is_held_by_the_stream_window(rush_server: ServerFactory) -> None:
+    """The app takes no message (``/held``, --ws-max-queue 2): the server
+    stops decoding, so the credit of what it holds is not given back and the
+    client's 1 MiB stream window closes, well before 16 MiB; once the app
+    reads, every message arrives."""
+    server = rush_server("tests.apps.ws_apps:rush_app", "--workers", "1", "--ws-max-queue", "2")
+    message = bytes(16 * 1024)
+    limit = 16 * 1024 * 1024
+    with H2WebSocket(server.port) as client:
+        assert client.open("/held") == 200
+        sent = 0
+        while sent < limit:
+            frame = client.ws.send(BytesMessage(data=message))
+            if client.h2.local_flow_control_window(client.stream) < len(frame):
+                # Give a reading server every chance to open the window (a
+                # failure guard, not a timing): a second of nothing ends it.
+                client.pump(1.0)
+                if client.h2.local_flow_control_window(client.stream) < len(frame):
+                    break
+            for start in range(0, len(frame), client.h2.max_outbound_frame_size):
+                client.h2.send_data(client.stream, frame[start : start + client.h2.max_outbound_frame_size])
+            client.flush()
+            sent += len(message)
+        assert sent < 2 * 1024 * 1024, "the server kept giving credit back while the app took nothing"
+        with urllib.request.urlopen(f"{server.url}/release", timeout=GUARD_TIMEOUT) as response:
+            assert response.read() == b"released"
+        client.send_message("end")
+        # The app closes after "end": every message before it was taken.
+        close = client.receive()
+        assert isinstance(close, CloseConnection) and close.code == 1000
+    wait_for(lambda: state(server).get("held_count") is not None, "the app counted the messages")
+    assert state(server)["held_count"] == sent // len(message)
+
+
+def test_messages_received_before_a_reset_still_reach_the_app(rush_server: ServerFactory) -> None:
+    """The app takes nothing yet (``/held``, --ws-max-queue 2) when the client
+    sends five messages and "end", then resets the stream: the messages the
+    server had received still reach the app, as over HTTP/1.1 the bytes
+    before a socket's end are read, and then it hears the end."""
+    server = rush_server("tests.apps.ws_apps:rush_app", "--workers", "1", "--ws-max-queue", "2")
+    with H2WebSocket(server.port) as client:
+        assert client.open("/held") == 200
+        for _ in range(5):
+            client.send_message(bytes(1000))
+        client.send_message("end")
+        # A PING's answer comes after the server took every frame before it.
+        client.h2.ping(b"received")
+        client.flush()
+        client.wait(lambda: client.pong, "the PING's answer")
+        client.reset(ErrorCodes.CANCEL)
+        with urllib.request.urlopen(f"{server.url}/release", timeout=GUARD_TIMEOUT) as response:
+            assert response.read() == b"released"
+    wait_for(lambda: state(server).get("held_count") is not None, "the app counted the messages")
+    assert state(server)["held_count"] == 5
+
+
 def test_ws_max_size_closes_with_1009(rush_server: ServerFactory) -> None:
     server = rush_server(ASGI, "--workers", "1", "--ws-max-size", "1K")
     with H2WebSocket(server.port) as client:

@@ -249,9 +249,12 @@ impl Core {
                 self.access_log_status(py, &writer, &RequestLine::Owned(&line), status, length);
             }
         }
-        if let Some(entry) = h2_session(connection).streams.remove(&id) {
+        if let Some(mut entry) = h2_session(connection).streams.remove(&id) {
             if let Some(in_flight) = &entry.unit.in_flight {
                 in_flight.client_gone();
+            }
+            if let Some(websocket) = entry.websocket.as_mut() {
+                self.http2_websocket_last_input(py, websocket);
             }
         }
     }

@@ -33,7 +33,9 @@ use std::time::Instant;
 
 use pyo3::prelude::*;
 use rush_h2::{Bytes, RequestHead as H2Head};
-use rush_proto::ws::handshake::{extension_offers, protocol_offers, validate_extended_connect};
+use rush_proto::ws::handshake::{
+    extension_offers, protocol_offers, validate_extended_connect, Field,
+};
 use rush_proto::ws::{ConnectionState, DeflateConfig};
 use rush_proto::{parse_request_head, HeadStatus, HeaderSpan, RequestHead, Version};
 
@@ -41,7 +43,7 @@ use super::drive::{h2_session, stream_writer};
 use super::request::head_text;
 use super::session::H2WebSocket;
 use super::writer::STREAM_HIGH_WATER;
-use super::H2Session;
+use super::{H2Session, StreamWriter};
 use crate::conn::Connection;
 use crate::coroutine::CoroutineStart;
 use crate::dispatch::{Core, RequestLine};
@@ -269,7 +271,6 @@ impl Core {
             return;
         };
         ws.flush_requested = false;
-        let line = state.session.line().to_owned();
         if let Phase::Denied { .. } = ws.phase {
             let Phase::Denied {
                 status,
@@ -280,65 +281,17 @@ impl Core {
                 unreachable!("matched above");
             };
             drop(ws);
-            crate::metrics::refused(status);
-            let date_line = self.date.header_line().to_vec();
-            let context = ResponseContext {
-                date_line: &date_line,
-                head_only: false,
-                keep_alive: true,
-                http10: false,
-                request_head: &[],
-                allow: None,
-            };
-            let page = WholeResponse {
-                status,
-                content_type: b"",
-                body: &body,
-                close: false,
-                context: &context,
-            };
-            // Fields HTTP/2 cannot carry are dropped, as HTTP/1.1 drops
-            // them from a denial, rather than failing the whole answer.
-            let fields = headers.iter().filter(|(name, value)| {
-                rush_proto::response::is_valid_header_name(name)
-                    && rush_proto::response::is_valid_header_value(value)
-            });
-            let fields = fields.map(|(name, value)| (name.as_slice(), value.as_slice()));
-            writer.send_whole(&page, fields);
-            writer.commit();
-            self.access_log(py, &writer, &RequestLine::Owned(&line), status, body.len());
-            // No WebSocket follows: what the client still sends is let go,
-            // and `h2` resets the stream (NO_ERROR) once the answer is out.
-            writer.conn.stop_request_body(id);
+            let line = state.session.line();
+            self.http2_websocket_denial(py, &mut writer, line, (status, &headers, &body));
             state.answered = true;
             drop(writer);
-            let session = h2_session(connection);
-            session.streams.remove(&id);
+            h2_session(connection).streams.remove(&id);
             // Dropped after the stream: the app hears 1006, as over HTTP/1.1.
             drop(state);
             return;
         }
         if let Some(fields) = ws.h2_accept.take() {
-            let date_line = self.date.header_line().to_vec();
-            let head = ResponseHead {
-                status: 200,
-                length: BodyLength::Streamed,
-                close: false,
-                context: ResponseContext {
-                    date_line: &date_line,
-                    head_only: false,
-                    keep_alive: true,
-                    http10: false,
-                    request_head: &[],
-                    allow: None,
-                },
-            };
-            let fields = fields
-                .iter()
-                .map(|(name, value)| (name.as_slice(), value.as_slice()));
-            writer.send_head(&head, fields);
-            writer.commit();
-            self.access_log(py, &writer, &RequestLine::Owned(&line), 200, 0);
+            self.http2_websocket_accept(py, &mut writer, state.session.line(), &fields);
             state.answered = true;
             state.accept_deadline = None;
             state.session.heard(self.now);
@@ -395,7 +348,8 @@ impl Core {
         drop(ws);
         if client_done && !state.answered {
             // The client left before the app answered: its line, with `-`.
-            self.access_log_status(py, &writer, &RequestLine::Owned(&line), None, 0);
+            let line = RequestLine::Owned(state.session.line());
+            self.access_log_status(py, &writer, &line, None, 0);
         }
         if client_done {
             drop(writer);
@@ -403,6 +357,88 @@ impl Core {
             return;
         }
         writer.stream.websocket = Some(state);
+    }
+
+    /// The app's denial of the handshake (a close before accept: 403; an
+    /// app that failed: 500; or its `websocket.http.response`) as the
+    /// stream's whole response; then no WebSocket follows, so what the
+    /// client still sends is let go and `h2` resets the stream (NO_ERROR)
+    /// once the answer is out.
+    fn http2_websocket_denial(
+        &self,
+        py: Python<'_>,
+        writer: &mut StreamWriter<'_>,
+        line: &str,
+        (status, headers, body): (u16, &[Field], &[u8]),
+    ) {
+        crate::metrics::refused(status);
+        let date_line = self.date.header_line().to_vec();
+        let page = WholeResponse {
+            status,
+            content_type: b"",
+            body,
+            close: false,
+            context: &plain_context(&date_line),
+        };
+        // Fields HTTP/2 cannot carry are dropped, as HTTP/1.1 drops them
+        // from a denial, rather than failing the whole answer.
+        let fields = headers.iter().filter(|(name, value)| {
+            rush_proto::response::is_valid_header_name(name)
+                && rush_proto::response::is_valid_header_value(value)
+        });
+        let fields = fields.map(|(name, value)| (name.as_slice(), value.as_slice()));
+        writer.send_whole(&page, fields);
+        writer.commit();
+        self.access_log(py, &*writer, &RequestLine::Owned(line), status, body.len());
+        writer.conn.stop_request_body(writer.id);
+    }
+
+    /// The app accepted: a `200` with the fields `accept` made (RFC 8441
+    /// section 5: no `Sec-WebSocket-Accept`), the stream left open.
+    fn http2_websocket_accept(
+        &self,
+        py: Python<'_>,
+        writer: &mut StreamWriter<'_>,
+        line: &str,
+        fields: &[Field],
+    ) {
+        let date_line = self.date.header_line().to_vec();
+        let head = ResponseHead {
+            status: 200,
+            length: BodyLength::Streamed,
+            close: false,
+            context: plain_context(&date_line),
+        };
+        let fields = fields
+            .iter()
+            .map(|(name, value)| (name.as_slice(), value.as_slice()));
+        writer.send_head(&head, fields);
+        writer.commit();
+        self.access_log(py, &*writer, &RequestLine::Owned(line), 200, 0);
+    }
+
+    /// A WebSocket stream is cut (the client reset it, or the connection
+    /// ended): the whole messages it had received but not yet decoded (its
+    /// app's queue was full) still reach the app, before its 1006, as over
+    /// HTTP/1.1 the bytes that came before the socket's end are read. They
+    /// are bounded by the stream's window.
+    pub(super) fn http2_websocket_last_input(&self, py: Python<'_>, state: &mut H2WebSocket) {
+        if state.input.is_empty() {
+            return;
+        }
+        let channel = state.session.channel.clone_ref(py);
+        let channel = channel.bind(py);
+        let Ok(mut ws) = channel.try_borrow_mut() else {
+            return;
+        };
+        if !matches!(ws.phase, Phase::Open) {
+            return;
+        }
+        ws.unbound_queue();
+        // Pongs or a close echo have no one to go to.
+        let mut replies = Vec::new();
+        let H2WebSocket { session, input, .. } = state;
+        self.receive_frames(py, &mut ws, session, input, &mut replies);
     }
 
     /// The app of a WebSocket on stream `id` returned or raised (a
@@ -459,6 +495,19 @@ impl Core {
             }
         }
         drive
+    }
+}
+
+/// The request facts a WebSocket's answer goes out with: none but the
+/// server's own fields (`date_line`).
+fn plain_context(date_line: &[u8]) -> ResponseContext<'_> {
+    ResponseContext {
+        date_line,
+        head_only: false,
+        keep_alive: true,
+        http10: false,
+        request_head: &[],
+        allow: None,
     }
 }
 

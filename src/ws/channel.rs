@@ -190,6 +190,13 @@ impl WebSocket {
         Ok(())
     }
 
+    /// The transport is going: what it brought may all be queued, since
+    /// there is no more reading to hold back (bounded by what was received:
+    /// an HTTP/2 stream's window).
+    pub fn unbound_queue(&mut self) {
+        self.max_queue = usize::MAX;
+    }
+
     /// Whether the loop must stop reading: the app has `--ws-max-queue`
     /// messages it has not taken.
     pub fn queue_full(&self) -> bool {
