@@ -79,7 +79,7 @@ test-tools:
 # requests' tests, from the sdists of the installed versions (downloaded once into
 # ~/.cache/rush/suites), run unchanged against rush and against their default servers (uvicorn;
 # pytest-httpbin's wsgiref server) and compared test by test with tests/suites/expected.toml.
-# About two and a half minutes. `make test` runs a part of them (tests/test_suites.py).
+# About three minutes. `make test` runs a part of them (tests/test_suites.py).
 .PHONY: test-suites
 test-suites: build
 	$(BIN)/python tests/suites/runner.py

@@ -72,11 +72,23 @@ def serve_with_rush(server: Any) -> Iterator[RushTestServer]:
         process.finish()
 
 
+# Whether httpx's conftest was found and its seam replaced: a later httpx that renames it must stop
+# the run, not let uvicorn serve the tests while the report says rush.
+_patched: list[object] = []
+
+
 @pytest.hookimpl
 def pytest_plugin_registered(plugin: object, manager: pytest.PytestPluginManager) -> None:
     path = getattr(plugin, "__file__", None)
     if getattr(plugin, "__name__", None) == "tests.conftest" and path and hasattr(plugin, "serve_in_thread"):
         plugin.serve_in_thread = serve_with_rush  # type: ignore[attr-defined]
+        _patched.append(plugin)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    uses_server = any("server" in getattr(item, "fixturenames", ()) for item in session.items)
+    if uses_server and not _patched:
+        raise pytest.UsageError("rush_httpx: httpx's tests/conftest.py has no serve_in_thread to replace")
 
 
 def pytest_report_header(config: pytest.Config) -> str:
