@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -70,6 +71,8 @@ def serve_with_rush(server: Any) -> Iterator[RushTestServer]:
         yield RushTestServer(httpx.URL(f"http://127.0.0.1:{process.port}/"), process)
     finally:
         process.finish()
+    # Kept when finish() raised: its message points at these logs.
+    shutil.rmtree(logs, ignore_errors=True)
 
 
 # Whether httpx's conftest was found and its seam replaced: a later httpx that renames it must stop

@@ -13,6 +13,7 @@ files are not changed.
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -60,11 +61,8 @@ def _serve(protocol: str) -> Iterator[HttpbinServer]:
     args = ["--interface", "wsgi", "--workers", "1"]
     if protocol == "https":
         args += ["--ssl-certfile", str(CERTS / "server.pem"), "--ssl-keyfile", str(CERTS / "server.key")]
-    process = support.RushServer(
-        app="httpbin:app",
-        args=args,
-        directory=Path(tempfile.mkdtemp(prefix=f"rush-requests-suite-{protocol}-")),
-    )
+    logs = Path(tempfile.mkdtemp(prefix=f"rush-requests-suite-{protocol}-"))
+    process = support.RushServer(app="httpbin:app", args=args, directory=logs)
     if protocol == "https":
         # RushServer's readiness probe speaks plain HTTP; a TLS listener answers it by closing,
         # so wait for the process here and for the handshake below instead.
@@ -76,6 +74,8 @@ def _serve(protocol: str) -> Iterator[HttpbinServer]:
         yield HttpbinServer(protocol, process)
     finally:
         process.finish()
+    # Kept when finish() raised: its message points at these logs.
+    shutil.rmtree(logs, ignore_errors=True)
 
 
 def _wait_tls(support: Any, process: Any) -> None:
