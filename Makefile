@@ -76,6 +76,39 @@ test-tools:
 		if [ -z "$$GO" ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q golang-go; GO=go; fi; \
 		GO=$$GO nice -n 10 sh tests/h2spec/install.sh; }
 
+# The clients' own test suites (README, "Clients' own test suites"; tests/suites/): httpx's and
+# requests' tests, from the sdists of the installed versions (downloaded once into
+# ~/.cache/rush/suites), run unchanged against rush and against their default servers (uvicorn;
+# pytest-httpbin's wsgiref server) and compared test by test with tests/suites/expected.toml.
+# About three minutes. `make test` runs a part of them (tests/test_suites.py).
+.PHONY: test-suites
+test-suites: build
+	$(BIN)/python tests/suites/runner.py
+
+# The interface tests under every other CPython the wheels ship for (README, "Python versions"):
+# for each of TEST_PYTHONS, an interpreter that pyenv or PATH has (tests/suites/python_for.sh), a
+# venv .venv-pyX.Y with what the tests need (tests/suites/requirements-pythons.txt), rush's wheel
+# for that version (the quick profile: no abi3, see "Wheels"), and PYTHON_TESTS run with
+# RUSH_VENV pointing tests/support.py at that venv. Every version runs; the status fails if any did.
+TEST_PYTHONS ?= 3.12 3.13
+PYTHON_TESTS ?= tests/test_wsgi.py tests/test_asgi.py tests/test_app_api.py tests/test_frameworks.py \
+	tests/test_websocket.py tests/test_http2.py tests/differential
+.PHONY: test-pythons
+test-pythons: $(BIN)/.installed test-tools
+	@status=0; for version in $(TEST_PYTHONS); do \
+		interpreter=$$(sh tests/suites/python_for.sh $$version) || { status=1; continue; }; \
+		venv=$(abspath .venv-py$$version); \
+		test -x $$venv/bin/python || $$interpreter -m venv $$venv || { status=1; continue; }; \
+		$$venv/bin/python -m pip install -q -r tests/suites/requirements-pythons.txt || { status=1; continue; }; \
+		rm -rf target/wheels/py$$version; \
+		nice -n 10 $(BIN)/maturin build --profile quick -q -i $$interpreter -o target/wheels/py$$version \
+			|| { status=1; continue; }; \
+		$$venv/bin/python -m pip install -q --force-reinstall --no-deps target/wheels/py$$version/*.whl \
+			|| { status=1; continue; }; \
+		echo "== CPython $$version: $(PYTHON_TESTS)"; \
+		RUSH_VENV=$$venv $$venv/bin/python -m pytest -q $(PYTHON_TESTS) || status=1; \
+	done; exit $$status
+
 # Opt-in: Debian's chromium (about 300 MB installed) for the browser test in
 # tests/test_http2_conformance.py, which skips without it under `make test`.
 .PHONY: test-browser

@@ -136,15 +136,22 @@ impl TaskMarks {
     fn of(task: &Bound<'_, PyAny>) -> TaskMarks {
         let object = task.as_ptr();
         // SAFETY: `task` is alive (the Bound holds it) and the GIL is held.
-        // Py_REFCNT reads its header. A type with a positive
+        // Py_REFCNT reads its header. A type with a non-zero
         // tp_weaklistoffset keeps the head of its weak reference list at
-        // that offset (CPython's layout, asyncio.Task's included); the list
-        // is linked through wr_next and is not changed while we hold the GIL.
+        // that offset from the object: a positive one inside the object
+        // (asyncio.Task up to 3.12), a negative one in the pre-header that
+        // CPython allocates before the object for a type with
+        // Py_TPFLAGS_MANAGED_WEAKREF (asyncio.Task from 3.13, offset -32);
+        // CPython's own _PyObject_GET_WEAKREFS_LISTPTR adds the offset either
+        // way. Reading only positive offsets missed every weak reference to
+        // a 3.13 task, so a request that kept one found the next request
+        // running as the same task. The list is linked through wr_next and
+        // is not changed while we hold the GIL.
         unsafe {
             let references = pyo3::ffi::Py_REFCNT(object);
             let offset = (*pyo3::ffi::Py_TYPE(object)).tp_weaklistoffset;
             let mut weak_references = 0;
-            if offset > 0 {
+            if offset != 0 {
                 let head = object
                     .cast::<u8>()
                     .offset(offset)

@@ -30,7 +30,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-VENV_BIN = REPO / ".venv" / "bin"
+# The venv whose rush and Python the tests run: .venv, or (RUSH_VENV, set by `make test-pythons`)
+# a venv of another CPython version with rush's wheel for that version installed.
+VENV_BIN = Path(os.environ.get("RUSH_VENV") or REPO / ".venv") / "bin"
 # The rush command under test: the development build, or (RUSH_BINARY, set by
 # tests/test_wheel.py) the one a wheel installed into a fresh venv.
 RUSH = Path(os.environ.get("RUSH_BINARY") or VENV_BIN / "rush")
