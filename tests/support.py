@@ -457,6 +457,30 @@ def clean_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def run_to_exit(
+    command: Sequence[str], cwd: Path = REPO, env: dict[str, str] | None = None, pass_fds: Sequence[int] = ()
+) -> subprocess.CompletedProcess[str]:
+    """Runs a command that is expected to exit by itself: a clean
+    environment plus ``env``, stdin closed, text output captured, and the
+    guard timeout so a hang fails the test instead of stalling it."""
+    return subprocess.run(
+        list(command),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=GUARD_TIMEOUT,
+        env=clean_environment(env),
+        pass_fds=tuple(pass_fds),
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def run_rush(*args: object, cwd: Path = REPO, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Runs the rush command to completion (a start refused, --help,
+    --print-config: anything that exits on its own)."""
+    return run_to_exit([str(RUSH), *map(str, args)], cwd=cwd, env=env)
+
+
 def free_port() -> int:
     """A port that was free a moment ago (only for tests of --port itself;
     everything else passes a bound socket with --fd)."""
