@@ -48,7 +48,7 @@ use crate::exchange::{BodyLength, ResponseHead, ResponseWriter, StreamKey, Whole
 use crate::http_write::ResponseContext;
 use crate::options::OUTPUT_FAIR_SHARE;
 use crate::ws::channel::{Denial, Phase};
-use crate::ws::{origin_allowed, ChannelOpening, WsAppCall, WsSession, WsTarget, CLOSE_TIMEOUT};
+use crate::ws::{origin_allowed, ChannelOpening, WsAppCall, WsSession, CLOSE_TIMEOUT};
 
 /// The one `:protocol` rush speaks (RFC 8441's registry entry).
 const WEBSOCKET: &str = "websocket";
@@ -135,27 +135,19 @@ impl Core {
             let body = b"this Origin may not open a WebSocket here (--ws-allowed-origins)\n";
             return self.http2_refuse_with_fields(py, connection, id, (403, body), &[]);
         }
-        self.next_request_id += 1;
-        let session_id = self.next_request_id;
         let opening = ChannelOpening {
             key: key.connection,
-            session: session_id,
             accept_key: None,
             high_water: STREAM_HIGH_WATER,
-            native: matches!(target, WsTarget::Native { .. }),
             request: (head_bytes, head, headers),
         };
-        let (channel, subprotocols) = match self.websocket_channel(py, opening) {
-            Ok(made) => made,
-            Err(error) => {
-                self.log_error(py, "cannot start a WebSocket", Some(error));
-                return self.http2_refuse(py, connection, id, 500);
-            }
+        let Some(made) = self.websocket_channel(py, opening, &target) else {
+            return self.http2_refuse(py, connection, id, 500);
         };
         let target_line = String::from_utf8_lossy(head.target.of(head_bytes));
         let line = format!("CONNECT {target_line} HTTP/2");
         let mut state = Box::new(H2WebSocket {
-            session: WsSession::new(channel, session_id, line, self.now),
+            session: WsSession::new(made.channel, made.session, line, self.now),
             input: Vec::new(),
             input_ended: false,
             answered: false,
@@ -169,7 +161,7 @@ impl Core {
             .and_then(|stream| stream.unit.origin.clone());
         let call = WsAppCall {
             request: (head_bytes, head, origin.as_deref()),
-            subprotocols: &subprotocols,
+            subprotocols: &made.subprotocols,
             key,
         };
         self.start_websocket_app(py, connection, target, &mut state.session, call);

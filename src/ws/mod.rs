@@ -25,7 +25,7 @@ pub mod session;
 mod upgrade;
 
 pub use session::WsSession;
-pub(crate) use upgrade::{origin_allowed, ChannelOpening, WsAppCall, WsTarget};
+pub(crate) use upgrade::{origin_allowed, ChannelOpening, WsAppCall};
 
 use std::io::{self, Read};
 use std::time::{Duration, Instant};

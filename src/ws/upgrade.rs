@@ -59,14 +59,18 @@ pub(crate) fn origin_allowed(
 pub(crate) struct ChannelOpening<'a> {
     /// The connection the WebSocket runs on.
     pub key: usize,
-    /// The session's request id.
-    pub session: u64,
     /// `Sec-WebSocket-Accept`'s value; HTTP/2 has none (RFC 8441).
     pub accept_key: Option<AcceptKey>,
     pub high_water: usize,
-    /// A rush `App` route, which reads the whole head.
-    pub native: bool,
     pub request: (&'a [u8], &'a RequestHead, &'a [HeaderSpan]),
+}
+
+/// A WebSocket's new channel, its session's request id and the offered
+/// subprotocols (for the ASGI scope).
+pub(crate) struct NewChannel {
+    pub channel: Py<WebSocket>,
+    pub session: u64,
+    pub subprotocols: Vec<String>,
 }
 
 /// How a WebSocket's app is called: the request and its origin, the
@@ -185,56 +189,48 @@ impl Core {
             connection.state.refused();
             return;
         }
-        self.next_request_id += 1;
-        let id = self.next_request_id;
-        let line = request.line().text().into_owned();
         let opening = ChannelOpening {
             key,
-            session: id,
             accept_key: Some(handshake.accept),
             high_water: crate::options::OUTPUT_HIGH_WATER,
-            native: matches!(target, WsTarget::Native { .. }),
             request: (head_bytes, head, headers),
         };
-        let (channel, subprotocols) = match self.websocket_channel(py, opening) {
-            Ok(made) => made,
-            Err(error) => {
-                self.log_error(py, "cannot start a WebSocket", Some(error));
-                super::write_denial(
-                    &mut connection.sink.output,
-                    500,
-                    &[],
-                    b"",
-                    self.date.header_line(),
-                );
-                connection.state.refused();
-                return;
-            }
+        let Some(made) = self.websocket_channel(py, opening, &target) else {
+            let date = self.date.header_line();
+            super::write_denial(&mut connection.sink.output, 500, &[], b"", date);
+            connection.state.refused();
+            return;
         };
         connection.state.handler_pending(None);
         // The app has until the body timeout to accept (the sweep enforces it).
         connection.deadline = Some(self.now + self.config.body_timeout);
-        let mut session = WsSession::new(channel, id, line, self.now);
+        let line = request.line().text().into_owned();
+        let mut session = WsSession::new(made.channel, made.session, line, self.now);
         let origin = connection.request.origin.clone();
         let call = WsAppCall {
             request: (head_bytes, head, origin.as_deref()),
-            subprotocols: &subprotocols,
+            subprotocols: &made.subprotocols,
             key: StreamKey::single(key),
         };
         self.start_websocket_app(py, connection, target, &mut session, call);
         connection.protocol = Protocol::WebSocket(Box::new(session));
     }
 
-    /// Makes the app's channel for a handshake that passed its checks:
-    /// permessage-deflate negotiated and the offered subprotocols read from
-    /// the request as configured. The subprotocols come back with it, for
-    /// the ASGI scope.
+    /// Makes the app's channel for a handshake that passed its checks, under
+    /// a new request id: permessage-deflate negotiated and the offered
+    /// subprotocols read from the request as configured; a rush `App`
+    /// route's channel keeps the whole head. None (logged) when it cannot be
+    /// made: the caller answers 500.
     pub(crate) fn websocket_channel(
-        &self,
+        &mut self,
         py: Python<'_>,
         opening: ChannelOpening<'_>,
-    ) -> PyResult<(Py<WebSocket>, Vec<String>)> {
+        target: &WsTarget,
+    ) -> Option<NewChannel> {
         let (head_bytes, head, headers) = opening.request;
+        self.next_request_id += 1;
+        let session = self.next_request_id;
+        let native = matches!(target, WsTarget::Native { .. });
         let ws_config = self.config.ws;
         let deflate = if ws_config.per_message_deflate {
             DeflateConfig::default().negotiate(extension_offers(head_bytes, headers))
@@ -248,7 +244,7 @@ impl Core {
             py,
             WebSocket::new(WebSocketSetup {
                 key: opening.key,
-                session: opening.session,
+                session,
                 flush: self.ws_flush.clone(),
                 accept_key: opening.accept_key,
                 high_water: opening.high_water,
@@ -261,10 +257,20 @@ impl Core {
                     .query
                     .map(|query| query.of(head_bytes).to_vec())
                     .unwrap_or_default(),
-                head: opening.native.then(|| head_bytes.to_vec()),
+                head: native.then(|| head_bytes.to_vec()),
             }),
-        )?;
-        Ok((channel, subprotocols))
+        );
+        match channel {
+            Ok(channel) => Some(NewChannel {
+                channel,
+                session,
+                subprotocols,
+            }),
+            Err(error) => {
+                self.log_error(py, "cannot start a WebSocket", Some(error));
+                None
+            }
+        }
     }
 
     /// Starts the app on `session`'s channel, in a fresh context of its own
