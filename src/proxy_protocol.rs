@@ -378,6 +378,19 @@ mod tests {
         payload
     }
 
+    /// `ipv4_payload` with an authority TLV and an SSL TLV (`client`
+    /// flags, verify 0, version and client CN, then `more` sub-TLVs).
+    fn ipv4_with_tls(client: u8, more: &[u8]) -> Vec<u8> {
+        let mut payload = ipv4_payload();
+        payload.extend(tlv(0x02, b"example.com"));
+        let mut ssl = vec![client, 0, 0, 0, 0];
+        ssl.extend(tlv(0x21, b"TLSv1.3"));
+        ssl.extend(tlv(0x22, b"client one"));
+        ssl.extend(more);
+        payload.extend(tlv(0x20, &ssl));
+        payload
+    }
+
     fn address(text: &str) -> Source {
         Source::Address(text.parse().unwrap())
     }
@@ -387,12 +400,7 @@ mod tests {
     /// network is waited for, never refused.
     #[test]
     fn valid_headers_whole_and_split_at_every_offset() {
-        let mut with_tlvs = ipv4_payload();
-        with_tlvs.extend(tlv(0x02, b"example.com"));
-        let mut ssl = vec![0x01, 0, 0, 0, 0];
-        ssl.extend(tlv(0x21, b"TLSv1.3"));
-        ssl.extend(tlv(0x22, b"client one"));
-        with_tlvs.extend(tlv(0x20, &ssl));
+        let mut with_tlvs = ipv4_with_tls(0x01, &[]);
         with_tlvs.extend(tlv(0x04, &[0; 7]));
         let mut ipv6 = Vec::new();
         ipv6.extend(
@@ -458,13 +466,7 @@ mod tests {
 
     #[test]
     fn the_tls_and_authority_tlvs_reach_the_app() {
-        let mut payload = ipv4_payload();
-        payload.extend(tlv(0x02, b"example.com"));
-        let mut ssl = vec![0x07, 0, 0, 0, 0];
-        ssl.extend(tlv(0x21, b"TLSv1.3"));
-        ssl.extend(tlv(0x22, b"client one"));
-        ssl.extend(tlv(0x23, b"TLS_AES_256_GCM_SHA384"));
-        payload.extend(tlv(0x20, &ssl));
+        let payload = ipv4_with_tls(0x07, &tlv(0x23, b"TLS_AES_256_GCM_SHA384"));
         let Parsed::Complete { info, .. } = parse(&v2_header(0x1, 0x11, &payload)) else {
             panic!("not parsed");
         };

@@ -20,6 +20,7 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -457,6 +458,51 @@ def clean_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.update(extra or {})
     return env
+
+
+def run_to_exit(
+    command: Sequence[str], cwd: Path = REPO, env: dict[str, str] | None = None, pass_fds: Sequence[int] = ()
+) -> subprocess.CompletedProcess[str]:
+    """Runs a command that is expected to exit by itself: a clean
+    environment plus ``env``, stdin closed, text output captured, and the
+    guard timeout so a hang fails the test instead of stalling it."""
+    return subprocess.run(
+        list(command),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=GUARD_TIMEOUT,
+        env=clean_environment(env),
+        pass_fds=tuple(pass_fds),
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def run_rush(*args: object, cwd: Path = REPO, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Runs the rush command to completion (a start refused, --help,
+    --print-config: anything that exits on its own)."""
+    return run_to_exit([str(RUSH), *map(str, args)], cwd=cwd, env=env)
+
+
+def headless_chromium(profile: Path, *args: str) -> list[str]:
+    """The command line of a headless Chromium with its own profile that
+    takes the tests' self-made certificates, followed by ``args``. Skips the
+    calling test where Chromium is not installed (`make test-browser` installs it)."""
+    browser = shutil.which("chromium")
+    if browser is None:
+        import pytest
+
+        pytest.skip("chromium is missing (Debian's chromium, about 300 MB): `make test-browser` installs it")
+    return [
+        browser,
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--ignore-certificate-errors",
+        f"--user-data-dir={profile}",
+        *args,
+    ]
 
 
 def free_port() -> int:

@@ -17,20 +17,17 @@ import contextlib
 import os
 import re
 import signal
-import subprocess
 import threading
 from collections import Counter
 
 import pytest
 from support import (
     GUARD_TIMEOUT,
-    REPO,
-    RUSH,
     Connection,
     RushServer,
     ServerFactory,
-    clean_environment,
     request,
+    run_rush,
     wait_for,
 )
 
@@ -142,15 +139,7 @@ def test_a_second_server_on_the_same_port_is_refused(rush_server: ServerFactory)
     """SO_REUSEPORT would let it join the first server's port and take half of
     its connections: rush checks the port is free before binding."""
     server = rush_server("basic", "--workers", "2", bind="port")
-    result = subprocess.run(
-        [str(RUSH), "tests.apps.basic:app", "--port", str(server.port)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=GUARD_TIMEOUT,
-        env=clean_environment(),
-        stdin=subprocess.DEVNULL,
-    )
+    result = run_rush("tests.apps.basic:app", "--port", server.port)
     assert result.returncode == 1, result.stderr
     assert "cannot listen" in result.stderr
     assert len(listening_sockets(server.port)) == 2

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import signal
 import socket
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,8 @@ from support import (
     clean_environment,
     free_port,
     request,
+    run_rush,
+    run_to_exit,
     wait_for,
 )
 
@@ -94,14 +95,12 @@ def test_every_worker_serves_every_bind(rush_server: ServerFactory, tmp_path: Pa
 def test_bind_with_host_or_port_is_one_clear_error(flags: list[str], env: dict[str, str], named: str) -> None:
     port, other = free_port(), free_port()
     fill = {"{port}": str(other)}
-    result = subprocess.run(
-        [str(RUSH), "tests.apps.basic:app", "-b", f"127.0.0.1:{port}", *[fill.get(flag, flag) for flag in flags]],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=GUARD_TIMEOUT,
-        env=clean_environment({name: fill.get(value, value) for name, value in env.items()}),
-        stdin=subprocess.DEVNULL,
+    result = run_rush(
+        "tests.apps.basic:app",
+        "-b",
+        f"127.0.0.1:{port}",
+        *[fill.get(flag, flag) for flag in flags],
+        env={name: fill.get(value, value) for name, value in env.items()},
     )
     assert result.returncode == 2
     assert result.stderr.splitlines() == [
@@ -123,18 +122,7 @@ def test_an_address_in_use_is_named(tmp_path: Path) -> None:
             "rush": [str(RUSH), "tests.apps.basic:app", "-b", f"127.0.0.1:{free}", "-b", f"127.0.0.1:{port}"],
             "uvicorn": [str(REPO / ".venv" / "bin" / "uvicorn"), "tests.apps.asgi_apps:app", "--port", str(port)],
         }
-        results = {
-            name: subprocess.run(
-                command,
-                cwd=REPO,
-                capture_output=True,
-                text=True,
-                timeout=GUARD_TIMEOUT,
-                env=clean_environment(),
-                stdin=subprocess.DEVNULL,
-            )
-            for name, command in commands.items()
-        }
+        results = {name: run_to_exit(command) for name, command in commands.items()}
     assert f"127.0.0.1', {port}" in results["uvicorn"].stderr, results["uvicorn"]
     assert results["rush"].returncode == 1
     assert results["rush"].stderr.splitlines() == [
@@ -154,17 +142,9 @@ def test_rush_bind_env_takes_several_addresses(rush_server: ServerFactory) -> No
 
 
 def test_tls_refuses_a_unix_bind(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [
-            *(str(RUSH), "tests.apps.basic:app", "-b", "127.0.0.1:0", "-b", f"unix:{tmp_path}/s"),
-            *("--ssl-certfile", "cert.pem", "--ssl-keyfile", "key.pem"),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=GUARD_TIMEOUT,
-        env=clean_environment(),
-        stdin=subprocess.DEVNULL,
+    result = run_rush(
+        *("tests.apps.basic:app", "-b", "127.0.0.1:0", "-b", f"unix:{tmp_path}/s"),
+        *("--ssl-certfile", "cert.pem", "--ssl-keyfile", "key.pem"),
     )
     assert result.returncode == 2
     assert result.stderr.startswith("rush: error: --ssl-certfile applies to TCP listeners, not Unix sockets")

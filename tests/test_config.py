@@ -12,7 +12,6 @@ failure (nothing may be bound or forked); a few run the real ``rush`` command.
 from __future__ import annotations
 
 import os
-import subprocess
 from typing import Any
 
 import pytest
@@ -21,7 +20,7 @@ import rush.cli
 import rush.main
 from rush.config import WORKERS_HARD_LIMIT, Config, parse_size, worker_cap
 from rush.values import format_size
-from support import GUARD_TIMEOUT, REPO, RUSH, clean_environment
+from support import run_rush
 
 APP = "tests.apps.basic:app"
 
@@ -247,15 +246,7 @@ def test_rush_run_names_its_own_option_for_a_uvicorn_keyword(monkeypatch: pytest
     ],
 )
 def test_the_rush_command_exits_2_with_one_line(args: list[str], env: dict[str, str], line: str) -> None:
-    result = subprocess.run(
-        [str(RUSH), APP, *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=GUARD_TIMEOUT,
-        env=clean_environment(env),
-        stdin=subprocess.DEVNULL,
-    )
+    result = run_rush(APP, *args, env=env)
     assert result.returncode == 2
     assert result.stderr.startswith(line)
     assert result.stderr.count("\n") == 1, result.stderr

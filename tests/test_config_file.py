@@ -26,8 +26,6 @@ import pytest
 from rush.config import Config
 from rush.config_file import GUNICORN_SETTINGS, HOOKS, Mapped
 from support import (
-    GUARD_TIMEOUT,
-    REPO,
     RUSH,
     VENV_BIN,
     RushServer,
@@ -35,6 +33,7 @@ from support import (
     clean_environment,
     free_port,
     request,
+    run_rush,
     wait_for,
 )
 
@@ -313,15 +312,7 @@ def test_a_raising_hook_is_logged_and_the_server_serves(rush_server: ServerFacto
 
 
 def print_config(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(RUSH), *args, "--print-config"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=GUARD_TIMEOUT,
-        env=clean_environment(env),
-        stdin=subprocess.DEVNULL,
-    )
+    return run_rush(*args, "--print-config", env=env)
 
 
 def origins(output: str) -> dict[str, str]:
@@ -497,15 +488,7 @@ def test_a_bad_value_is_an_error_naming_the_file_and_the_setting(
 ) -> None:
     path = tmp_path / name
     path.write_text(text)
-    result = subprocess.run(
-        [str(RUSH), APP, "-c", str(path), "--port", "0"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=GUARD_TIMEOUT,
-        env=clean_environment(),
-        stdin=subprocess.DEVNULL,
-    )
+    result = run_rush(APP, "-c", path, "--port", "0")
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith("rush: error: " + message.format(path=path)), result.stderr
     assert len(result.stderr.splitlines()) == 1

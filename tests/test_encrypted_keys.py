@@ -18,7 +18,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support import GUARD_TIMEOUT, REPO, RUSH, RushServer, ServerFactory, clean_environment, free_port, wait_for
+from support import (
+    GUARD_TIMEOUT,
+    RushServer,
+    ServerFactory,
+    clean_environment,
+    free_port,
+    run_rush,
+    wait_for,
+)
 
 OPENSSL = shutil.which("openssl")
 PASSWORD = "correct horse"
@@ -77,15 +85,7 @@ def test_an_encrypted_key_serves_https(rush_server: ServerFactory, tmp_path: Pat
 
 def refused_start(*args: object, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], int]:
     port = free_port()
-    result = subprocess.run(
-        [str(RUSH), "tests.apps.basic:app", "--port", str(port), *map(str, args)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=GUARD_TIMEOUT,
-        env=clean_environment(env),
-        stdin=subprocess.DEVNULL,
-    )
+    result = run_rush("tests.apps.basic:app", "--port", port, *args, env=env)
     return result, port
 
 

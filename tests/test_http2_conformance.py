@@ -27,7 +27,6 @@ checks).
 from __future__ import annotations
 
 import re
-import shutil
 import socket
 import subprocess
 from collections.abc import Iterator
@@ -39,7 +38,15 @@ import h2.errors
 import h2.events
 import httpx
 import pytest
-from support import GUARD_TIMEOUT, RushServer, ServerFactory, clean_environment, free_port, write_localhost_pki
+from support import (
+    GUARD_TIMEOUT,
+    RushServer,
+    ServerFactory,
+    clean_environment,
+    free_port,
+    headless_chromium,
+    write_localhost_pki,
+)
 
 # Under the 64 KiB a client may send before the server's SETTINGS arrive.
 MAX_BODY = 50_000
@@ -301,9 +308,7 @@ def test_nghttp_fetches_a_page_and_its_assets_concurrently(rush_server: ServerFa
 
 
 def test_chromium_loads_a_page_with_many_assets_over_h2_and_tls(rush_server: ServerFactory, tmp_path: Path) -> None:
-    browser = shutil.which("chromium")
-    if browser is None:
-        pytest.skip("chromium is missing (Debian's chromium, about 300 MB): `make test-browser` installs it")
+    command = headless_chromium(tmp_path / "profile", "--dump-dom")
     site = tmp_path / "site"
     site.mkdir()
     write_page_with_assets(site)
@@ -311,17 +316,7 @@ def test_chromium_loads_a_page_with_many_assets_over_h2_and_tls(rush_server: Ser
     tls = ["--ssl-certfile", str(pki["chain"]), "--ssl-keyfile", str(pki["key"])]
     server = rush_server("h2_fallbacks", "--http", "auto", "--access-log", *tls, env=site_env(site))
     done = subprocess.run(
-        [
-            browser,
-            "--headless=new",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--ignore-certificate-errors",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--dump-dom",
-            f"https://127.0.0.1:{server.port}/static/index.html",
-        ],
+        [*command, f"https://127.0.0.1:{server.port}/static/index.html"],
         capture_output=True,
         timeout=120,
     )

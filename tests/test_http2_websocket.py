@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from h2.errors import ErrorCodes
 from h2_ws_client import H2WebSocket
-from support import GUARD_TIMEOUT, RushServer, ServerFactory, wait_for, write_localhost_pki
+from support import GUARD_TIMEOUT, RushServer, ServerFactory, headless_chromium, wait_for, write_localhost_pki
 from ws_support import read_head, state, upgrade_request
 from wsproto.events import BytesMessage, CloseConnection, Ping
 
@@ -450,30 +450,17 @@ def test_chromium_opens_wss_on_the_pages_h2_connection(rush_server: ServerFactor
     and closes with a code the app records."""
     import asyncio
     import json
-    import shutil
     import subprocess
 
     import websockets
 
-    browser = shutil.which("chromium")
-    if browser is None:
-        pytest.skip("chromium is missing (Debian's chromium, about 300 MB): `make test-browser` installs it")
+    profile = tmp_path / "profile"
+    command = headless_chromium(profile, "--remote-debugging-port=0", "about:blank")
     pki = write_localhost_pki(tmp_path)
     server = rush_server(ASGI, "--workers", "1", "--access-log", *tls_args(pki))
     before = len(state_over_tls(server)["disconnects"])
-    profile = tmp_path / "profile"
     chromium = subprocess.Popen(
-        [
-            browser,
-            "--headless=new",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--ignore-certificate-errors",
-            "--remote-debugging-port=0",
-            f"--user-data-dir={profile}",
-            "about:blank",
-        ],
+        command,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -29,6 +29,8 @@ from support import (
     clean_environment,
     free_port,
     request,
+    run_rush,
+    run_to_exit,
     wait_for,
 )
 
@@ -57,19 +59,6 @@ def get(server: object, target: str = "/") -> tuple[int, str]:
     return response.status, response.text
 
 
-def run_rush(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Runs rush to completion (it is expected to exit by itself)."""
-    return subprocess.run(
-        [str(RUSH), *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=GUARD_TIMEOUT,
-        env=clean_environment(env),
-        stdin=subprocess.DEVNULL,
-    )
-
-
 def bound_socket() -> socket.socket:
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -79,15 +68,8 @@ def bound_socket() -> socket.socket:
 
 def failing_start(app: str, *args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     with bound_socket() as listener:
-        return subprocess.run(
-            [str(RUSH), app, "--fd", str(listener.fileno()), *args],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=GUARD_TIMEOUT,
-            env=clean_environment(),
-            pass_fds=(listener.fileno(),),
-            stdin=subprocess.DEVNULL,
+        return run_to_exit(
+            [str(RUSH), app, "--fd", str(listener.fileno()), *args], cwd=cwd, pass_fds=(listener.fileno(),)
         )
 
 

@@ -34,6 +34,7 @@ from support import (
     clean_environment,
     is_alive,
     request,
+    run_rush,
     wait_for,
 )
 
@@ -45,19 +46,6 @@ def get_pid(server: RushServer) -> int:
         result = connection.read_until_close()
     assert [response.status for response in result.responses] == [200], result
     return int(result.responses[0].body)
-
-
-def run_rush(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Runs the rush command to completion (it is expected to exit on its own)."""
-    return subprocess.run(
-        [str(RUSH), *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=GUARD_TIMEOUT,
-        env=clean_environment(env),
-        stdin=subprocess.DEVNULL,
-    )
 
 
 # ---------------------------------------------------------------------------

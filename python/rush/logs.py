@@ -21,7 +21,10 @@ import logging
 import logging.config
 import logging.handlers
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rush.config import Config
 
 error_logger = logging.getLogger("rush.error")
 access_logger = logging.getLogger("rush.access")
@@ -112,6 +115,18 @@ def configure(
 
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING}
+
+
+def configure_from(config: Config) -> None:
+    """`configure` with the logging settings of ``config``: the supervisor
+    and each worker set their loggers up the same way."""
+    configure(
+        config.log_level,
+        config.log_format,
+        config.log_config,
+        config.access_log_format is not None,
+        (config.error_log_file, config.access_log_file),
+    )
 
 
 def log_handler_error(message: str, exception: BaseException | None, level: str = "error") -> None:

@@ -30,13 +30,7 @@ def serve(config: Config) -> int:
     config.tls_settings()
     for name in ("error_log_file", "access_log_file"):
         _check_appendable(name, getattr(config, name))
-    logs.configure(
-        config.log_level,
-        config.log_format,
-        config.log_config,
-        config.access_log_format is not None,
-        (config.error_log_file, config.access_log_file),
-    )
+    logs.configure_from(config)
     for warning in config.sources.warnings:
         logs.error_logger.warning("%s", warning)
     if config.log_config is not None and (config.error_log_file or config.access_log_file):

@@ -185,13 +185,7 @@ def run_worker(
     config: Config, listeners: list[socket.socket], ready_fd: int | None, liveness: Liveness | None = None
 ) -> int:
     """Runs one app server worker to completion; returns its exit code."""
-    logs.configure(
-        config.log_level,
-        config.log_format,
-        config.log_config,
-        config.access_log_format is not None,
-        (config.error_log_file, config.access_log_file),
-    )
+    logs.configure_from(config)
     # Where a stuck worker is stuck (--timeout): the supervisor sends this
     # signal before SIGKILL, and faulthandler prints every thread's stack
     # from its C-level handler, which runs even while a handler holds the GIL.

@@ -9,7 +9,7 @@
 
 use pyo3::prelude::*;
 use rush_h2::RequestHead as H2Head;
-use rush_proto::{parse_request_head, HeadStatus, Version};
+use rush_proto::{parse_request_head, HeadStatus, RequestHead, Version};
 
 use super::drive::{finish_if_sent, h2_session, stream_writer};
 use super::{H2Stream, StreamBody, StreamOut};
@@ -111,21 +111,9 @@ impl Core {
             return self.http2_websocket_request(py, connection, key, id, h2_head, end_stream);
         }
         let head_bytes = head_text(h2_head);
-        let mut head =
-            match parse_request_head(&head_bytes, &self.config.limits, &mut self.header_scratch) {
-                Ok(HeadStatus::Complete(head)) => head,
-                Ok(HeadStatus::Partial) => {
-                    return self.http2_refuse(py, connection, id, 400);
-                }
-                Err(error) => {
-                    if let Some(writer) = stream_writer(connection, id) {
-                        self.log_refusal(py, &writer, &error.to_string());
-                    }
-                    return self.http2_refuse_error(py, connection, id, &error);
-                }
-            };
-        head.version = Version::Http2;
-        self.http2_begin_request(connection, id, &head_bytes);
+        let Some(head) = self.http2_read_head(py, connection, id, &head_bytes) else {
+            return;
+        };
         if !end_stream && head.expect_continue {
             // The client waits for this before it sends its body (RFC 9110
             // 10.1.1); HTTP/1.1 sends it the same way, before the app runs.
@@ -214,6 +202,36 @@ impl Core {
         let session = h2_session(connection);
         session.streams.remove(&id);
         session.conn.reset(id, rush_h2::Reason::PROTOCOL_ERROR);
+    }
+
+    /// The head text of stream `id` parsed under HTTP/1.1's limits (the
+    /// headers left in `header_scratch`) and its answer begun; or the
+    /// stream refused, with the parser's status, and None.
+    pub(super) fn http2_read_head(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        id: u32,
+        head_bytes: &[u8],
+    ) -> Option<RequestHead> {
+        let parsed = parse_request_head(head_bytes, &self.config.limits, &mut self.header_scratch);
+        let mut head = match parsed {
+            Ok(HeadStatus::Complete(head)) => head,
+            Ok(HeadStatus::Partial) => {
+                self.http2_refuse(py, connection, id, 400);
+                return None;
+            }
+            Err(error) => {
+                if let Some(writer) = stream_writer(connection, id) {
+                    self.log_refusal(py, &writer, &error.to_string());
+                }
+                self.http2_refuse_error(py, connection, id, &error);
+                return None;
+            }
+        };
+        head.version = Version::Http2;
+        self.http2_begin_request(connection, id, head_bytes);
+        Some(head)
     }
 
     /// What every later step of a stream's answer needs from its head (as

@@ -33,11 +33,9 @@ use std::time::Instant;
 
 use pyo3::prelude::*;
 use rush_h2::{Bytes, RequestHead as H2Head};
-use rush_proto::ws::handshake::{
-    extension_offers, protocol_offers, validate_extended_connect, Field,
-};
-use rush_proto::ws::{ConnectionState, DeflateConfig};
-use rush_proto::{parse_request_head, HeadStatus, HeaderSpan, RequestHead, Version};
+use rush_proto::ws::handshake::{validate_extended_connect, Field};
+use rush_proto::ws::ConnectionState;
+use rush_proto::{HeaderSpan, RequestHead};
 
 use super::drive::{h2_session, stream_writer};
 use super::request::head_text;
@@ -45,15 +43,12 @@ use super::session::H2WebSocket;
 use super::writer::STREAM_HIGH_WATER;
 use super::{H2Session, StreamWriter};
 use crate::conn::Connection;
-use crate::coroutine::CoroutineStart;
 use crate::dispatch::{Core, RequestLine};
 use crate::exchange::{BodyLength, ResponseHead, ResponseWriter, StreamKey, WholeResponse};
 use crate::http_write::ResponseContext;
 use crate::options::OUTPUT_FAIR_SHARE;
-use crate::request::decode_path;
-use crate::request_context::in_context;
-use crate::ws::channel::{Phase, WebSocket, WebSocketSetup};
-use crate::ws::{origin_allowed, WsSession, WsTarget, CLOSE_TIMEOUT};
+use crate::ws::channel::{Denial, Phase};
+use crate::ws::{origin_allowed, ChannelOpening, WsAppCall, WsSession, CLOSE_TIMEOUT};
 
 /// The one `:protocol` rush speaks (RFC 8441's registry entry).
 const WEBSOCKET: &str = "websocket";
@@ -91,19 +86,9 @@ impl Core {
         // no tunnel to anyone reading the head.
         let mut head_bytes = head_text(h2_head);
         head_bytes.splice(..b"CONNECT".len(), *b"GET");
-        let parsed = parse_request_head(&head_bytes, &self.config.limits, &mut self.header_scratch);
-        let mut head = match parsed {
-            Ok(HeadStatus::Complete(head)) => head,
-            Ok(HeadStatus::Partial) => return self.http2_refuse(py, connection, id, 400),
-            Err(error) => {
-                if let Some(writer) = stream_writer(connection, id) {
-                    self.log_refusal(py, &writer, &error.to_string());
-                }
-                return self.http2_refuse_error(py, connection, id, &error);
-            }
+        let Some(head) = self.http2_read_head(py, connection, id, &head_bytes) else {
+            return;
         };
-        head.version = Version::Http2;
-        self.http2_begin_request(connection, id, &head_bytes);
         let headers = std::mem::take(&mut self.header_scratch);
         let request = (head_bytes.as_slice(), &head, headers.as_slice());
         self.http2_open_websocket(
@@ -150,49 +135,19 @@ impl Core {
             let body = b"this Origin may not open a WebSocket here (--ws-allowed-origins)\n";
             return self.http2_refuse_with_fields(py, connection, id, (403, body), &[]);
         }
-        let ws_config = self.config.ws;
-        let deflate = if ws_config.per_message_deflate {
-            DeflateConfig::default().negotiate(extension_offers(head_bytes, headers))
-        } else {
-            None
+        let opening = ChannelOpening {
+            key: key.connection,
+            accept_key: None,
+            high_water: STREAM_HIGH_WATER,
+            request: (head_bytes, head, headers),
         };
-        let subprotocols: Vec<String> = protocol_offers(head_bytes, headers)
-            .map(|offer| String::from_utf8_lossy(offer).into_owned())
-            .collect();
-        self.next_request_id += 1;
-        let session_id = self.next_request_id;
-        let native = matches!(target, WsTarget::Native { .. });
-        let channel = Py::new(
-            py,
-            WebSocket::new(WebSocketSetup {
-                key: key.connection,
-                session: session_id,
-                flush: self.ws_flush.clone(),
-                accept_key: None,
-                high_water: STREAM_HIGH_WATER,
-                deflate,
-                max_size: ws_config.max_size,
-                max_queue: ws_config.max_queue,
-                subprotocols: subprotocols.clone(),
-                path: decode_path(head.path.of(head_bytes)).into_owned(),
-                query: head
-                    .query
-                    .map(|query| query.of(head_bytes).to_vec())
-                    .unwrap_or_default(),
-                head: native.then(|| head_bytes.to_vec()),
-            }),
-        );
-        let channel = match channel {
-            Ok(channel) => channel,
-            Err(error) => {
-                self.log_error(py, "cannot start a WebSocket", Some(error));
-                return self.http2_refuse(py, connection, id, 500);
-            }
+        let Some(made) = self.websocket_channel(py, opening, &target) else {
+            return self.http2_refuse(py, connection, id, 500);
         };
         let target_line = String::from_utf8_lossy(head.target.of(head_bytes));
         let line = format!("CONNECT {target_line} HTTP/2");
         let mut state = Box::new(H2WebSocket {
-            session: WsSession::new(channel.clone_ref(py), session_id, line, self.now),
+            session: WsSession::new(made.channel, made.session, line, self.now),
             input: Vec::new(),
             input_ended: false,
             answered: false,
@@ -204,26 +159,12 @@ impl Core {
             .streams
             .get(&id)
             .and_then(|stream| stream.unit.origin.clone());
-        let started = self.contexts.fresh(py).and_then(|context| {
-            let coroutine = in_context(py, &context, || match target {
-                WsTarget::Asgi => {
-                    let request = (head_bytes, head, origin.as_deref());
-                    self.asgi_websocket_call(py, connection, request, &channel, &subprotocols)
-                }
-                WsTarget::Native { endpoint, params } => endpoint.bind(py).call_method1(
-                    pyo3::intern!(py, "websocket_session"),
-                    (channel.clone_ref(py), params),
-                ),
-            })?;
-            self.start_coroutine(py, &context, &coroutine, key, session_id)
-        });
-        match started {
-            Ok(CoroutineStart::Continuing) => {}
-            Ok(CoroutineStart::Finished(value)) => {
-                self.websocket_app_finished(py, &mut state.session, Ok(value))
-            }
-            Err(error) => self.websocket_app_finished(py, &mut state.session, Err(error)),
-        }
+        let call = WsAppCall {
+            request: (head_bytes, head, origin.as_deref()),
+            subprotocols: &made.subprotocols,
+            key,
+        };
+        self.start_websocket_app(py, connection, target, &mut state.session, call);
         if let Some(stream) = h2_session(connection).streams.get_mut(&id) {
             stream.websocket = Some(state);
         }
@@ -271,18 +212,10 @@ impl Core {
             return;
         };
         ws.flush_requested = false;
-        if let Phase::Denied { .. } = ws.phase {
-            let Phase::Denied {
-                status,
-                headers,
-                body,
-            } = std::mem::replace(&mut ws.phase, Phase::Finished)
-            else {
-                unreachable!("matched above");
-            };
+        if let Some(denial) = ws.take_denial() {
             drop(ws);
             let line = state.session.line();
-            self.http2_websocket_denial(py, &mut writer, line, (status, &headers, &body));
+            self.http2_websocket_denial(py, &mut writer, line, &denial);
             state.answered = true;
             drop(writer);
             h2_session(connection).streams.remove(&id);
@@ -369,8 +302,14 @@ impl Core {
         py: Python<'_>,
         writer: &mut StreamWriter<'_>,
         line: &str,
-        (status, headers, body): (u16, &[Field], &[u8]),
+        denial: &Denial,
     ) {
+        let Denial {
+            status,
+            headers,
+            body,
+        } = denial;
+        let (status, body) = (*status, body.as_slice());
         crate::metrics::refused(status);
         let date_line = self.date.header_line().to_vec();
         let page = WholeResponse {

@@ -65,6 +65,13 @@ pub enum Phase {
     Finished,
 }
 
+/// An HTTP response that answers a WebSocket handshake instead of accepting it.
+pub struct Denial {
+    pub status: u16,
+    pub headers: Vec<(Vec<u8>, Vec<u8>)>,
+    pub body: Vec<u8>,
+}
+
 /// What the loop received for the app.
 enum Incoming {
     Message(Py<PyAny>),
@@ -467,6 +474,26 @@ impl WebSocket {
             body,
         };
         self.request_flush(py)
+    }
+
+    /// The HTTP answer the app chose instead of the handshake, once: the
+    /// phase moves on to `Finished`, so the loop writes it a single time.
+    pub fn take_denial(&mut self) -> Option<Denial> {
+        if !matches!(self.phase, Phase::Denied { .. }) {
+            return None;
+        }
+        match std::mem::replace(&mut self.phase, Phase::Finished) {
+            Phase::Denied {
+                status,
+                headers,
+                body,
+            } => Some(Denial {
+                status,
+                headers,
+                body,
+            }),
+            _ => unreachable!("matched above"),
+        }
     }
 
     /// Sends a ping (the loop's keepalive); false when it cannot be sent.

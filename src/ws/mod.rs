@@ -25,7 +25,7 @@ pub mod session;
 mod upgrade;
 
 pub use session::WsSession;
-pub(crate) use upgrade::{origin_allowed, WsTarget};
+pub(crate) use upgrade::{origin_allowed, ChannelOpening, WsAppCall};
 
 use std::io::{self, Read};
 use std::time::{Duration, Instant};
@@ -82,24 +82,16 @@ impl Core {
                 return Disposition::Open;
             };
             ws.flush_requested = false;
-            if let Phase::Denied { .. } = ws.phase {
-                let Phase::Denied {
-                    status,
-                    headers,
-                    body,
-                } = std::mem::replace(&mut ws.phase, Phase::Finished)
-                else {
-                    unreachable!("matched above");
-                };
+            if let Some(denial) = ws.take_denial() {
                 write_denial(
                     &mut connection.sink.output,
-                    status,
-                    &headers,
-                    &body,
+                    denial.status,
+                    &denial.headers,
+                    &denial.body,
                     self.date.header_line(),
                 );
-                metrics::refused(status);
-                answered = Some((session.line.clone(), status));
+                metrics::refused(denial.status);
+                answered = Some((session.line.clone(), denial.status));
                 session.closing = true;
                 connection.input.clear();
             }

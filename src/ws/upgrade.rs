@@ -13,7 +13,7 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use rush_proto::ws::handshake::{extension_offers, protocol_offers, write_rejection};
+use rush_proto::ws::handshake::{extension_offers, protocol_offers, write_rejection, AcceptKey};
 use rush_proto::ws::{validate_handshake, DeflateConfig};
 use rush_proto::{HeaderSpan, RequestHead};
 
@@ -52,6 +52,33 @@ pub(crate) fn origin_allowed(
             .any(|allowed| allowed.eq_ignore_ascii_case(origin)),
         _ => false,
     }
+}
+
+/// What a WebSocket's channel is made from, whichever protocol carried the
+/// handshake (an HTTP/1.1 upgrade or an HTTP/2 extended CONNECT).
+pub(crate) struct ChannelOpening<'a> {
+    /// The connection the WebSocket runs on.
+    pub key: usize,
+    /// `Sec-WebSocket-Accept`'s value; HTTP/2 has none (RFC 8441).
+    pub accept_key: Option<AcceptKey>,
+    pub high_water: usize,
+    pub request: (&'a [u8], &'a RequestHead, &'a [HeaderSpan]),
+}
+
+/// A WebSocket's new channel, its session's request id and the offered
+/// subprotocols (for the ASGI scope).
+pub(crate) struct NewChannel {
+    pub channel: Py<WebSocket>,
+    pub session: u64,
+    pub subprotocols: Vec<String>,
+}
+
+/// How a WebSocket's app is called: the request and its origin, the
+/// offered subprotocols, and the stream its completions name.
+pub(crate) struct WsAppCall<'a> {
+    pub request: (&'a [u8], &'a RequestHead, Option<&'a RequestOrigin>),
+    pub subprotocols: &'a [String],
+    pub key: StreamKey,
 }
 
 /// Who takes a WebSocket on a path.
@@ -162,6 +189,48 @@ impl Core {
             connection.state.refused();
             return;
         }
+        let opening = ChannelOpening {
+            key,
+            accept_key: Some(handshake.accept),
+            high_water: crate::options::OUTPUT_HIGH_WATER,
+            request: (head_bytes, head, headers),
+        };
+        let Some(made) = self.websocket_channel(py, opening, &target) else {
+            let date = self.date.header_line();
+            super::write_denial(&mut connection.sink.output, 500, &[], b"", date);
+            connection.state.refused();
+            return;
+        };
+        connection.state.handler_pending(None);
+        // The app has until the body timeout to accept (the sweep enforces it).
+        connection.deadline = Some(self.now + self.config.body_timeout);
+        let line = request.line().text().into_owned();
+        let mut session = WsSession::new(made.channel, made.session, line, self.now);
+        let origin = connection.request.origin.clone();
+        let call = WsAppCall {
+            request: (head_bytes, head, origin.as_deref()),
+            subprotocols: &made.subprotocols,
+            key: StreamKey::single(key),
+        };
+        self.start_websocket_app(py, connection, target, &mut session, call);
+        connection.protocol = Protocol::WebSocket(Box::new(session));
+    }
+
+    /// Makes the app's channel for a handshake that passed its checks, under
+    /// a new request id: permessage-deflate negotiated and the offered
+    /// subprotocols read from the request as configured; a rush `App`
+    /// route's channel keeps the whole head. None (logged) when it cannot be
+    /// made: the caller answers 500.
+    pub(crate) fn websocket_channel(
+        &mut self,
+        py: Python<'_>,
+        opening: ChannelOpening<'_>,
+        target: &WsTarget,
+    ) -> Option<NewChannel> {
+        let (head_bytes, head, headers) = opening.request;
+        self.next_request_id += 1;
+        let session = self.next_request_id;
+        let native = matches!(target, WsTarget::Native { .. });
         let ws_config = self.config.ws;
         let deflate = if ws_config.per_message_deflate {
             DeflateConfig::default().negotiate(extension_offers(head_bytes, headers))
@@ -171,18 +240,14 @@ impl Core {
         let subprotocols: Vec<String> = protocol_offers(head_bytes, headers)
             .map(|offer| String::from_utf8_lossy(offer).into_owned())
             .collect();
-        self.next_request_id += 1;
-        let id = self.next_request_id;
-        let line = request.line().text().into_owned();
-        let native = matches!(target, WsTarget::Native { .. });
         let channel = Py::new(
             py,
             WebSocket::new(WebSocketSetup {
-                key,
-                session: id,
+                key: opening.key,
+                session,
                 flush: self.ws_flush.clone(),
-                accept_key: Some(handshake.accept),
-                high_water: crate::options::OUTPUT_HIGH_WATER,
+                accept_key: opening.accept_key,
+                high_water: opening.high_water,
                 deflate,
                 max_size: ws_config.max_size,
                 max_queue: ws_config.max_queue,
@@ -195,48 +260,54 @@ impl Core {
                 head: native.then(|| head_bytes.to_vec()),
             }),
         );
-        let channel = match channel {
-            Ok(channel) => channel,
+        match channel {
+            Ok(channel) => Some(NewChannel {
+                channel,
+                session,
+                subprotocols,
+            }),
             Err(error) => {
                 self.log_error(py, "cannot start a WebSocket", Some(error));
-                super::write_denial(
-                    &mut connection.sink.output,
-                    500,
-                    &[],
-                    b"",
-                    self.date.header_line(),
-                );
-                connection.state.refused();
-                return;
+                None
             }
-        };
-        connection.state.handler_pending(None);
-        // The app has until the body timeout to accept (the sweep enforces it).
-        connection.deadline = Some(self.now + self.config.body_timeout);
-        // The session's context: the app is called in it, its coroutine runs in it.
+        }
+    }
+
+    /// Starts the app on `session`'s channel, in a fresh context of its own
+    /// (the app is called in it and its coroutine runs in it); an app whose
+    /// first step already finished is done with at once.
+    pub(crate) fn start_websocket_app(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        target: WsTarget,
+        session: &mut WsSession,
+        call: WsAppCall<'_>,
+    ) {
+        let channel = session.channel.clone_ref(py);
         let started = self.contexts.fresh(py).and_then(|context| {
             let coroutine = in_context(py, &context, || match target {
-                WsTarget::Asgi => {
-                    let origin = connection.request.origin.clone();
-                    let call = (head_bytes, head, origin.as_deref());
-                    self.asgi_websocket_call(py, connection, call, &channel, &subprotocols)
-                }
+                WsTarget::Asgi => self.asgi_websocket_call(
+                    py,
+                    connection,
+                    call.request,
+                    &channel,
+                    call.subprotocols,
+                ),
                 WsTarget::Native { endpoint, params } => endpoint.bind(py).call_method1(
                     pyo3::intern!(py, "websocket_session"),
                     (channel.clone_ref(py), params),
                 ),
             })?;
-            self.start_coroutine(py, &context, &coroutine, StreamKey::single(key), id)
+            self.start_coroutine(py, &context, &coroutine, call.key, session.id)
         });
-        let mut session = WsSession::new(channel, id, line, self.now);
         match started {
             Ok(CoroutineStart::Continuing) => {}
             Ok(CoroutineStart::Finished(value)) => {
-                self.websocket_app_finished(py, &mut session, Ok(value))
+                self.websocket_app_finished(py, session, Ok(value))
             }
-            Err(error) => self.websocket_app_finished(py, &mut session, Err(error)),
+            Err(error) => self.websocket_app_finished(py, session, Err(error)),
         }
-        connection.protocol = Protocol::WebSocket(Box::new(session));
     }
 
     /// Calls the ASGI app with a `websocket` scope for the request

@@ -93,20 +93,31 @@ async def _echo(receive: Any, send: Any, scope: dict[str, Any]) -> None:
             await send({"type": "websocket.send", "bytes": message["bytes"]})
 
 
+async def _send_noting_a_wait(send: Any, data: bytes, key: str, value: int) -> None:
+    """Sends one binary message. If the send has not finished after one pass
+    of the loop (the server holds it back) and ``STATE[key]`` is still None,
+    sets it to ``value`` then, while the send is held."""
+    pending = asyncio.ensure_future(send({"type": "websocket.send", "bytes": data}))
+    await asyncio.sleep(0)
+    if not pending.done() and STATE[key] is None:
+        STATE[key] = value
+    await pending
+
+
+async def _close_and_wait(receive: Any, send: Any) -> None:
+    await send({"type": "websocket.close", "code": 1000})
+    while (await receive())["type"] != "websocket.disconnect":
+        pass
+
+
 async def _flood(receive: Any, send: Any) -> None:
     await receive()
     await send({"type": "websocket.accept"})
     chunk = b"x" * FLOOD_CHUNK
     for number in range(1, FLOOD_MESSAGES + 1):
-        pending = asyncio.ensure_future(send({"type": "websocket.send", "bytes": chunk}))
-        await asyncio.sleep(0)
-        if not pending.done() and STATE["flood_blocked_after"] is None:
-            STATE["flood_blocked_after"] = number
-        await pending
+        await _send_noting_a_wait(send, chunk, "flood_blocked_after", number)
     STATE["flood_done"] = True
-    await send({"type": "websocket.close", "code": 1000})
-    while (await receive())["type"] != "websocket.disconnect":
-        pass
+    await _close_and_wait(receive, send)
 
 
 async def _trickle(receive: Any, send: Any) -> None:
@@ -114,16 +125,10 @@ async def _trickle(receive: Any, send: Any) -> None:
     await send({"type": "websocket.accept"})
     chunk = b"t" * TRICKLE_CHUNK
     for number in range(1, TRICKLE_MESSAGES + 1):
-        pending = asyncio.ensure_future(send({"type": "websocket.send", "bytes": chunk}))
-        await asyncio.sleep(0)
-        if not pending.done() and STATE["trickle_blocked_at"] is None:
-            STATE["trickle_blocked_at"] = number * TRICKLE_CHUNK
-        await pending
+        await _send_noting_a_wait(send, chunk, "trickle_blocked_at", number * TRICKLE_CHUNK)
         STATE["trickle_sent"] = number * TRICKLE_CHUNK
     STATE["trickle_done"] = True
-    await send({"type": "websocket.close", "code": 1000})
-    while (await receive())["type"] != "websocket.disconnect":
-        pass
+    await _close_and_wait(receive, send)
 
 
 async def asgi_app(scope: dict[str, Any], receive: Any, send: Any) -> None:

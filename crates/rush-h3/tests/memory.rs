@@ -10,9 +10,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use rush_h3::quinn_proto::{Endpoint, EndpointConfig};
-use rush_h3::{Event, HeaderMap};
 use support::{get, request, settings, Net, Tasks};
 
 thread_local! {
@@ -70,16 +68,7 @@ fn an_idle_connection_holds_at_most_64_kib_on_the_server() {
         .map(|c| request(&mut net, c, get("/"), vec![], None))
         .collect();
     net.run_until(|net| {
-        for (ch, e) in net.take_events() {
-            if let Event::Request { stream, .. } = e {
-                net.server
-                    .send_response(ch, stream, 200, HeaderMap::new(), false)
-                    .unwrap();
-                net.server
-                    .send_data(ch, stream, Bytes::from_static(b"hello"), true)
-                    .unwrap();
-            }
-        }
+        net.answer_requests(b"hello");
         answers.iter().all(|a| a.borrow().is_some())
     });
     net.settle();

@@ -4,9 +4,8 @@
 
 mod support;
 
-use bytes::Bytes;
 use rush_h3::quinn_proto::ConnectionError;
-use rush_h3::{EndpointSecret, Event, H3Endpoint, H3Settings, HeaderMap};
+use rush_h3::{EndpointSecret, H3Endpoint, H3Settings};
 use support::{get, request, settings, Net};
 
 /// Serves one request on an endpoint with `first`, then sends the client's
@@ -21,21 +20,9 @@ fn next_packet_reaches_another_worker(
         ..settings()
     });
     let (client, _closed) = net.h3_client();
-    let answer_all = |net: &mut Net| {
-        for (ch, e) in net.take_events() {
-            if let Event::Request { stream, .. } = e {
-                net.server
-                    .send_response(ch, stream, 200, HeaderMap::new(), false)
-                    .unwrap();
-                net.server
-                    .send_data(ch, stream, Bytes::from_static(b"hi"), true)
-                    .unwrap();
-            }
-        }
-    };
     let first_answer = request(&mut net, &client, get("/"), vec![], None);
     net.run_until(|net| {
-        answer_all(net);
+        net.answer_requests(b"hi");
         first_answer.borrow().is_some()
     });
     net.settle();
@@ -50,7 +37,7 @@ fn next_packet_reaches_another_worker(
     let quic = net.clients.values().next().unwrap().clone();
     let _second_answer = request(&mut net, &client, get("/again"), vec![], None);
     net.run_until(|net| {
-        answer_all(net);
+        net.answer_requests(b"hi");
         quic.lost().is_some()
     });
     quic.lost().unwrap()

@@ -21,7 +21,7 @@ use rush_h3::quic::QuicConnection;
 use rush_h3::quinn_proto::{
     self, ClientConfig, ConnectionHandle, DatagramEvent, Endpoint, EndpointConfig,
 };
-use rush_h3::{ConnId, Event, H3Endpoint, H3Settings};
+use rush_h3::{ConnId, Event, H3Endpoint, H3Settings, HeaderMap};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 pub const SERVER: &str = "127.0.0.1:4433";
@@ -320,6 +320,21 @@ impl Net {
     /// Takes the server events so far.
     pub fn take_events(&mut self) -> Vec<(ConnId, Event)> {
         std::mem::take(&mut self.events)
+    }
+
+    /// Answers every request among the server events so far with a 200
+    /// and `body`, and lets the other events go.
+    pub fn answer_requests(&mut self, body: &'static [u8]) {
+        for (ch, e) in self.take_events() {
+            if let Event::Request { stream, .. } = e {
+                self.server
+                    .send_response(ch, stream, 200, HeaderMap::new(), false)
+                    .unwrap();
+                self.server
+                    .send_data(ch, stream, Bytes::from_static(body), true)
+                    .unwrap();
+            }
+        }
     }
 }
 
