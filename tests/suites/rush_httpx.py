@@ -13,7 +13,6 @@ with the ``url`` the tests use. httpx's files are not changed.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import sys
@@ -23,18 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-RUSH_TESTS = Path(__file__).resolve().parent.parent
-
-
-def _load_support() -> Any:
-    # rush's tests/support.py under another name: httpx's own test package is also called `tests`.
-    spec = importlib.util.spec_from_file_location("rush_support", RUSH_TESTS / "support.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["rush_support"] = module
-    spec.loader.exec_module(module)
-    return module
+import support_loader
 
 
 class RushTestServer:
@@ -52,7 +40,7 @@ def serve_with_rush(server: Any) -> Iterator[RushTestServer]:
     # The fixture must still be serving the conftest's own app, as this plugin assumes.
     assert server.config.app is conftest.app, "httpx's server fixture serves another app than tests.conftest:app"
     assert server.config.lifespan == "off"
-    support = _load_support()
+    support = support_loader.load()
     suite_root = Path(conftest.__file__).resolve().parent.parent
     logs = Path(tempfile.mkdtemp(prefix="rush-httpx-suite-"))
     env = support.clean_environment()

@@ -12,9 +12,7 @@ files are not changed.
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,21 +20,9 @@ from typing import Any
 
 import pytest
 import pytest_httpbin.certs
+import support_loader
 
-RUSH_TESTS = Path(__file__).resolve().parent.parent
 CERTS = Path(pytest_httpbin.certs.where()).parent
-
-
-def _load_support() -> Any:
-    # rush's tests/support.py under another name: requests' own test package is also called `tests`.
-    if "rush_support" in sys.modules:
-        return sys.modules["rush_support"]
-    spec = importlib.util.spec_from_file_location("rush_support", RUSH_TESTS / "support.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["rush_support"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 class HttpbinServer:
@@ -57,7 +43,7 @@ class HttpbinServer:
 
 
 def _serve(protocol: str) -> Iterator[HttpbinServer]:
-    support = _load_support()
+    support = support_loader.load()
     args = ["--interface", "wsgi", "--workers", "1"]
     if protocol == "https":
         args += ["--ssl-certfile", str(CERTS / "server.pem"), "--ssl-keyfile", str(CERTS / "server.key")]
