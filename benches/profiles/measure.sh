@@ -24,6 +24,8 @@
 #      negotiate in the benchmark, where h2load would pick AES-128. Each
 #      load opens its connections afresh, so the count includes
 #      CONNECTIONS handshakes: raise REQUESTS to make them negligible),
+#      H2 (set to 1: load over h2c with prior knowledge, 10 streams per
+#      connection; give rush `--http auto`),
 #      CALLGRIND_ARGS (more valgrind options, e.g. "--dump-line=yes" with
 #      a build that has line tables, CARGO_PROFILE_RELEASE_DEBUG=line-tables-only).
 set -euo pipefail
@@ -58,8 +60,10 @@ done
 curl -ksS -i "$url" | head -12 >&2
 echo >&2
 worker=$(pgrep -P "$server" | head -1)
+protocol_args=(--h1)
+[ -z "${H2:-}" ] || protocol_args=(-m 10)
 load() {
-  h2load --h1 -n "$1" -c "$connections" "${load_args[@]}" "$url" > "$work/h2load" 2>&1
+  h2load "${protocol_args[@]}" -n "$1" -c "$connections" "${load_args[@]}" "$url" > "$work/h2load" 2>&1
   grep -E "^requests:" "$work/h2load" >&2
   grep -q " $1 succeeded" "$work/h2load" || { echo "not every request succeeded" >&2; exit 1; }
 }
