@@ -486,6 +486,22 @@ def test_rush_run_from_python(rush_server: ServerFactory) -> None:
         assert connection.read_response().json()["number"] == 1
 
 
+def test_rush_run_forks_an_app_object_on_purpose_with_preload(rush_server: ServerFactory, tmp_path: Path) -> None:
+    """``rush.run(app, workers=2)`` with an app object is refused (each worker
+    should import the app itself); ``preload=True`` forks the object on
+    purpose, as --preload forks an import: two workers answer, the module
+    was imported once."""
+    marker = tmp_path / "imports"
+    server = rush_server("", command=[str(PYTHON), "-m", "tests.apps.programmatic_preloaded", "{fd}", str(marker)])
+    workers = server.wait_for_workers(2)
+    answered = wait_for(
+        lambda: (pids := {get_pid(server) for _ in range(20)}) == workers and pids,
+        "both forked workers answer",
+    )
+    assert answered == workers
+    assert marker.read_text() == "imported\n"
+
+
 def test_access_log(rush_server: ServerFactory) -> None:
     server = rush_server("basic", "--access-log")
     with server.connect() as connection:

@@ -114,15 +114,21 @@ def run(app: Any, **options: Any) -> int:
     (``rush.run("main:app", workers=4)``): each worker then imports the app
     itself. An app object was imported in this process, and forking it would
     copy into every worker whatever it started (threads, pools, open
-    connections), which breaks in ways that are hard to trace.
+    connections), which breaks in ways that are hard to trace. With
+    ``preload=True`` the caller takes that on, as ``--preload`` does for an
+    import string: the workers are forked from this process's object (after
+    ``gc.freeze()``, with a warning naming any thread alive at the fork).
+    ``reload`` still needs an import string.
     """
     config = Config.from_sources({"app": app, **options}, origin="keyword")
-    if not isinstance(app, str) and app is not None and (config.workers > 1 or config.reload):
+    forked_object = config.workers > 1 and not config.preload
+    if not isinstance(app, str) and app is not None and (forked_object or config.reload):
         asked = f"workers={config.workers}" if config.workers > 1 else "reload=True"
         raise OptionError(
             "workers" if config.workers > 1 else "reload",
             f"needs the application as an import string: rush.run('module:attribute', {asked}) lets each worker "
-            "import it; an app object imported here would be forked with its threads, pools and sockets",
+            "import it; an app object imported here would be forked with its threads, pools and sockets"
+            + (" (preload=True forks it on purpose)" if not config.reload else ""),
             config.workers if config.workers > 1 else True,
         )
     return serve(config)
