@@ -228,12 +228,10 @@ impl Core {
         connection: &mut Connection,
     ) -> Disposition {
         let session = h2_session(connection);
-        let mut paced = std::mem::take(&mut session.scratch_ids);
-        paced.clear();
-        paced.extend(session.streams.iter().filter_map(|(&id, stream)| {
+        let paced = session.stream_ids(|stream| {
             let in_flight = stream.unit.in_flight.as_ref();
-            in_flight.is_some_and(InFlight::needs_pacing).then_some(id)
-        }));
+            in_flight.is_some_and(InFlight::needs_pacing)
+        });
         let body_timeout = self.config.body_timeout;
         session.body_deadline = session
             .streams
@@ -432,9 +430,7 @@ impl Core {
     /// bodies handed to ASGI apps that take more.
     pub(super) fn http2_progress(&mut self, py: Python<'_>, connection: &mut Connection) {
         let session = h2_session(connection);
-        let mut ids = std::mem::take(&mut session.scratch_ids);
-        ids.clear();
-        ids.extend(session.streams.keys().copied());
+        let ids = session.stream_ids(|_| true);
         for &id in &ids {
             let Some(mut writer) = stream_writer(connection, id) else {
                 continue;

@@ -182,6 +182,22 @@ pub(crate) struct H2WebSocket {
 }
 
 impl H2Session {
+    /// The ids of the streams `selected` picks, in the session's reusable
+    /// list (`scratch_ids`): a pass walks them while it drives each stream
+    /// (which borrows the connection), then gives the list back with
+    /// `session.scratch_ids = ids`, so a drive allocates no list.
+    pub(crate) fn stream_ids(&mut self, mut selected: impl FnMut(&H2Stream) -> bool) -> Vec<u32> {
+        let mut ids = std::mem::take(&mut self.scratch_ids);
+        ids.clear();
+        ids.extend(
+            self.streams
+                .iter()
+                .filter(|(_, stream)| selected(stream))
+                .map(|(&id, _)| id),
+        );
+        ids
+    }
+
     /// Whether one of the streams is the WebSocket session `id` (the flush
     /// queue names sessions, not streams).
     pub(crate) fn has_websocket(&self, id: u64) -> bool {

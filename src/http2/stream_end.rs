@@ -29,12 +29,11 @@ impl Core {
         let body_timeout = self.config.body_timeout;
         let session = h2_session(connection);
         session.body_deadline = None;
-        let mut overdue = std::mem::take(&mut session.scratch_ids);
-        overdue.clear();
-        overdue.extend(session.streams.iter().filter_map(|(&id, stream)| {
-            let deadline = stream.body_deadline(body_timeout)?;
-            (now >= deadline).then_some(id)
-        }));
+        let overdue = session.stream_ids(|stream| {
+            stream
+                .body_deadline(body_timeout)
+                .is_some_and(|deadline| now >= deadline)
+        });
         for &id in &overdue {
             let Some(writer) = stream_writer(connection, id) else {
                 continue;
@@ -266,9 +265,7 @@ impl Core {
         let Protocol::Http2(session) = &mut connection.protocol else {
             return;
         };
-        let mut ids = std::mem::take(&mut session.scratch_ids);
-        ids.clear();
-        ids.extend(session.streams.keys().copied());
+        let mut ids = session.stream_ids(|_| true);
         ids.sort_unstable();
         for &id in &ids {
             self.http2_stream_cut(py, connection, id);

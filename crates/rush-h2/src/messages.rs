@@ -295,14 +295,20 @@ mod tests {
         for case in &cases {
             assert_eq!(case.malformed(), None, "{case:?}");
         }
-        let mut star = head(Method::OPTIONS, "http://a.example/", &[]);
+        let star = star_path(Method::OPTIONS);
+        assert_eq!(star.malformed(), None);
+    }
+
+    /// A request for `*` (the asterisk form, which only OPTIONS may use).
+    fn star_path(method: Method) -> RequestHead {
+        let mut star = head(method, "http://a.example/", &[]);
         star.uri = http::Uri::builder()
             .scheme("http")
             .authority("a.example")
             .path_and_query("*")
             .build()
             .unwrap();
-        assert_eq!(star.malformed(), None);
+        star
     }
 
     #[test]
@@ -336,13 +342,7 @@ mod tests {
         for (case, why) in &cases {
             assert_eq!(case.malformed(), Some(*why), "{case:?}");
         }
-        let mut star = head(Method::GET, "http://a.example/", &[]);
-        star.uri = http::Uri::builder()
-            .scheme("http")
-            .authority("a.example")
-            .path_and_query("*")
-            .build()
-            .unwrap();
+        let star = star_path(Method::GET);
         assert_eq!(star.malformed(), Some(":path is not an absolute path"));
     }
 }
