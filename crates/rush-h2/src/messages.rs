@@ -95,8 +95,8 @@ fn same_authority(authority: &str, host: &[u8], scheme: Option<&str>) -> bool {
 
 /// A field value as HTTP/2 may carry it: without the whitespace an app
 /// may leave around it (RFC 9113 8.2.1 makes a value that begins or ends
-/// with SP or HTAB malformed, and clients that check, as nghttp2 and the
-/// `h2` package do, refuse the response). HTTP/1.1 readers drop that
+/// with SP or HTAB malformed, and a client that checks, as the `h2`
+/// package does by default, refuses the response). HTTP/1.1 readers drop that
 /// whitespace themselves (RFC 9110 5.5), so both protocols' clients read
 /// the same value.
 pub(crate) fn field_value(value: &[u8]) -> Result<HeaderValue, H2Error> {
