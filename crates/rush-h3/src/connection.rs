@@ -1,5 +1,10 @@
-//! One HTTP/3 server connection over one QUIC connection: `h3` driven from
-//! memory.
+//! One HTTP/3 server connection over one QUIC connection, owned by the
+//! server: [`H3Conn`], `h3` driven from memory.
+//!
+//! The server keeps one [`H3Conn`] per QUIC connection (in its own slab, as
+//! it keeps an HTTP/2 connection) and an [`crate::H3Router`] that routes
+//! datagrams to it. Its commands mirror `rush_h2::H2Connection`'s, so the
+//! server can drive both through one enum.
 //!
 //! `h3`'s server API is async: building the connection (its SETTINGS),
 //! accepting a request, reading its head and writing a response are futures.
@@ -9,26 +14,34 @@
 //! queue of commands. The request body is read directly with `h3`'s
 //! `poll_recv_data`, and only while the application holds less than a
 //! stream window of it unreleased, so QUIC flow control makes a client wait
-//! for a slow application. As nothing is woken, [`H3Connection::drive`] polls
+//! for a slow application. As nothing is woken, `drive` polls
 //! every task and every receiving stream after each packet, timeout and
 //! command, until a pass changes nothing.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::{poll_fn, Future};
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
+use std::time::Instant;
 
 use bytes::{Buf, Bytes};
 use h3::error::{Code, StreamError};
 use h3::server::RequestStream;
-use http::{HeaderMap, Response, StatusCode};
-use quinn_proto::VarInt;
+use http::{header, HeaderMap, HeaderName, Response};
+use quinn_proto::{ConnectionEvent, Transmit, VarInt};
 
 use crate::messages::{Event, H3Error, RequestHead};
 use crate::quic::{QuicConnection, RecvHalf, SendHalf};
 use crate::settings::H3Settings;
+
+/// A packet (or another event) for one connection, from
+/// [`crate::H3Router::handle_datagram`]: give it to
+/// [`H3Conn::handle_event`].
+#[derive(Debug)]
+pub struct ConnEvent(pub(crate) ConnectionEvent);
 
 type Task = Pin<Box<dyn Future<Output = ()>>>;
 
@@ -104,14 +117,40 @@ impl Stream {
     }
 }
 
-/// A sans-IO HTTP/3 server connection; its endpoint feeds it packets.
-pub(crate) struct H3Connection {
+/// A sans-IO HTTP/3 server connection: one QUIC connection and its HTTP/3
+/// layer. The server owns it; [`crate::H3Router`] hands it its packets
+/// ([`Routed::Event`](crate::Routed::Event)) and must be told, with
+/// [`crate::H3Router::sync`], after anything happened to it.
+///
+/// The loop, per connection: [`handle_event`](Self::handle_event) or
+/// [`handle_timeout`](Self::handle_timeout), then `sync`, then
+/// [`poll_event`](Self::poll_event) until `None` (answering with commands,
+/// `sync` again after them), then [`poll_transmit`](Self::poll_transmit)
+/// until `None`, then arm a timer for [`poll_timeout`](Self::poll_timeout).
+/// Commands read no clock: each takes effect at the `now` of the last call
+/// that gave one.
+pub struct H3Conn {
     pub(crate) quic: QuicConnection,
     tasks: Vec<Task>,
     shared: Rc<RefCell<Shared>>,
     streams: HashMap<u64, Stream>,
     pub(crate) events: VecDeque<Event>,
     settings: H3Settings,
+    /// `Request` events waiting in `events`.
+    waiting_requests: usize,
+    /// Streams whose `Request` event was dropped undelivered (see
+    /// [`H3Conn::poll_event`]): their later events are dropped too, up to
+    /// their `Reset`.
+    undelivered: Vec<u64>,
+    /// The server takes no requests for now ([`H3Conn::hold_requests`]).
+    holding: bool,
+    /// An abrupt shutdown's code: CONNECTION_CLOSE goes out once what is
+    /// queued (the GOAWAY) was transmitted.
+    abrupt: Option<u64>,
+    /// A command changed something since the last `drive`: commands only
+    /// queue, and the next `sync`, `poll_event` or `poll_transmit` drives
+    /// once for all of them.
+    dirty: bool,
     /// Responses complete whose last bytes the client has not acknowledged
     /// yet: a graceful close waits for them, as CONNECTION_CLOSE discards
     /// whatever is unsent.
@@ -126,18 +165,23 @@ fn noop_cx() -> Context<'static> {
     Context::from_waker(Waker::noop())
 }
 
-impl H3Connection {
-    pub(crate) fn new(quic: QuicConnection, settings: H3Settings) -> H3Connection {
+impl H3Conn {
+    pub(crate) fn new(quic: QuicConnection, settings: H3Settings) -> H3Conn {
         let shared = Rc::new(RefCell::new(Shared::default()));
         quic.0.borrow_mut().frame_limit = settings.max_field_section_size;
         let accept = Box::pin(accept_task(quic.clone(), shared.clone(), settings.clone()));
-        let mut conn = H3Connection {
+        let mut conn = H3Conn {
             quic,
             tasks: vec![accept],
             shared,
             streams: HashMap::new(),
             events: VecDeque::new(),
             settings,
+            waiting_requests: 0,
+            undelivered: Vec::new(),
+            holding: false,
+            abrupt: None,
+            dirty: false,
             unacked: HashSet::new(),
             closing: false,
             closed: false,
@@ -149,6 +193,7 @@ impl H3Connection {
     /// Polls tasks and streams until nothing changes, then settles the end
     /// of the connection.
     pub(crate) fn drive(&mut self) {
+        self.dirty = false;
         if self.closed {
             return;
         }
@@ -185,8 +230,12 @@ impl H3Connection {
             };
             progress = true;
             let goaway = self.shared.borrow().goaway_id;
-            if goaway.is_some_and(|g| r.id >= g) {
-                // Past the GOAWAY: the client was told it is not processed.
+            // Past the GOAWAY the client was told the request is not
+            // processed; while the server holds requests, one past the few
+            // waiting is refused the same way, so it may be retried (RFC
+            // 9114 section 4.1.1) rather than decoded and kept.
+            let held = self.holding && self.waiting_requests >= self.settings.max_waiting_requests;
+            if goaway.is_some_and(|g| r.id >= g) || held || self.abrupt.is_some() {
                 let mut send = r.send;
                 let mut recv = r.recv;
                 send.stop_stream(Code::H3_REQUEST_REJECTED);
@@ -208,6 +257,7 @@ impl H3Connection {
                     notify_drain: false,
                 },
             );
+            self.quic.0.borrow_mut().written.insert(r.id, 0);
             let mut ev = Vec::new();
             let ended = self.poll_body(r.id, &mut ev);
             // A request whose stream already ended with no body and no
@@ -222,6 +272,7 @@ impl H3Connection {
                 head: r.head,
                 end_stream: no_body,
             });
+            self.waiting_requests += 1;
             self.events.extend(ev);
         }
         progress
@@ -323,9 +374,12 @@ impl H3Connection {
     }
 
     fn forget(&mut self, id: u64) {
+        let mut q = self.quic.0.borrow_mut();
         if !self.unacked.contains(&id) {
-            self.quic.0.borrow_mut().finished.remove(&id);
+            q.finished.remove(&id);
         }
+        q.written.remove(&id);
+        drop(q);
         if let Some(s) = self.streams.remove(&id) {
             // The writer task ends on its own: its queue says so.
             let mut q = s.queue.borrow_mut();
@@ -407,36 +461,161 @@ impl H3Connection {
         self.streams.get_mut(&id).ok_or(H3Error::UnknownStream)
     }
 
-    pub(crate) fn send_response(
+    /// The time of the last call that gave one.
+    pub(crate) fn now(&self) -> Instant {
+        self.quic.0.borrow().now
+    }
+
+    /// Hands the connection a packet (or another event) the router routed
+    /// to it; then call [`crate::H3Router::sync`].
+    pub fn handle_event(&mut self, event: ConnEvent, now: Instant) {
+        self.quic.handle_event(event.0, now);
+        self.drive();
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) must be called next.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.quic.poll_timeout()
+    }
+
+    /// Runs the connection's timers due at `now` (loss detection, idle
+    /// timeout, the end of closing and draining); then call
+    /// [`crate::H3Router::sync`].
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.quic.handle_timeout(now);
+        self.drive();
+    }
+
+    /// The next datagram to send, written into `buf` (cleared first; keep
+    /// one buffer for every call). With `max_segments` above 1 (and
+    /// [`H3Settings::max_gso_segments`] above 1, which lets quinn build
+    /// them), `buf` may hold several datagrams of `segment_size` for one
+    /// GSO send. Call until `None`.
+    pub fn poll_transmit(
         &mut self,
-        id: u64,
-        status: u16,
-        headers: HeaderMap,
-        end: bool,
+        now: Instant,
+        buf: &mut Vec<u8>,
+        max_segments: usize,
+    ) -> Option<Transmit> {
+        if self.dirty {
+            self.drive();
+        }
+        buf.clear();
+        let segments = max_segments.max(1);
+        let t = {
+            let mut q = self.quic.0.borrow_mut();
+            q.now = now;
+            q.conn.poll_transmit(now, segments, buf)
+        };
+        if t.is_some() {
+            return t;
+        }
+        // Everything queued (the GOAWAY of an abrupt shutdown) went out:
+        // now the CONNECTION_CLOSE, which would have discarded it.
+        let code = self.abrupt.take()?;
+        self.close_now(code);
+        buf.clear();
+        self.quic
+            .0
+            .borrow_mut()
+            .conn
+            .poll_transmit(now, segments, buf)
+    }
+
+    /// The next event, if any.
+    ///
+    /// A request whose stream was reset, or whose connection closed, while
+    /// its `Request` event still waited here is never delivered, nor are
+    /// the events of its stream: no application starts for a client that
+    /// is gone (as rush-h2 does).
+    pub fn poll_event(&mut self) -> Option<Event> {
+        if self.dirty {
+            self.drive();
+        }
+        loop {
+            let event = self.events.pop_front()?;
+            let stream = match &event {
+                Event::Request { stream, .. } => {
+                    self.waiting_requests = self.waiting_requests.saturating_sub(1);
+                    if self.streams.contains_key(stream) {
+                        return Some(event);
+                    }
+                    self.undelivered.push(*stream);
+                    continue;
+                }
+                Event::Data { stream, .. }
+                | Event::RequestEnd { stream, .. }
+                | Event::Reset { stream, .. } => *stream,
+                _ => return Some(event),
+            };
+            let Some(index) = self.undelivered.iter().position(|&id| id == stream) else {
+                return Some(event);
+            };
+            if let Event::Reset { .. } = event {
+                // The stream's last event: forget it.
+                self.undelivered.swap_remove(index);
+            }
+        }
+    }
+
+    /// The client's address (its latest, after a migration).
+    pub fn remote_address(&self) -> SocketAddr {
+        self.quic.0.borrow().conn.remote_address()
+    }
+
+    /// The QUIC handshake is still in progress.
+    pub fn is_handshaking(&self) -> bool {
+        self.quic.0.borrow().conn.is_handshaking()
+    }
+
+    /// Sends a response head: a final one (status 200 to 999), or an
+    /// informational one (100 to 199 but 101, e.g. 103 Early Hints), of
+    /// which any number may precede the final head. `end_stream` (final
+    /// heads only) means no body follows. Connection-specific fields
+    /// (`connection`, `keep-alive`, `proxy-connection`, `transfer-encoding`,
+    /// `upgrade`), which RFC 9114 section 4.2 forbids, are dropped, as is
+    /// `te`, as rush-h2 does. HTTP/3 has no 101 (RFC 9114 section 4.5): it
+    /// is refused with [`H3Error::BadStatus`].
+    pub fn send_response(
+        &mut self,
+        stream: u64,
+        mut head: Response<()>,
+        end_stream: bool,
     ) -> Result<(), H3Error> {
-        let status = StatusCode::from_u16(status).map_err(|_| H3Error::BadStatus)?;
-        let s = self.stream(id)?;
+        let status = head.status();
+        if status == http::StatusCode::SWITCHING_PROTOCOLS {
+            return Err(H3Error::BadStatus);
+        }
+        let informational = status.is_informational();
+        drop_connection_fields(head.headers_mut());
+        let s = self.stream(stream)?;
         if s.head_sent {
             return Err(H3Error::HeadAlreadySent);
         }
-        let mut resp = Response::new(());
-        *resp.status_mut() = status;
-        *resp.headers_mut() = headers;
-        s.head_sent = true;
         let mut q = s.queue.borrow_mut();
-        q.commands.push_back(Command::Head(resp));
-        if end {
+        q.commands.push_back(Command::Head(head));
+        if !informational && end_stream {
             q.commands.push_back(Command::Finish);
-            drop(q);
-            s.end_sent = true;
         }
+        drop(q);
+        if !informational {
+            s.head_sent = true;
+            s.end_sent = end_stream;
+        }
+        self.dirty = true;
         Ok(())
     }
 
-    pub(crate) fn send_data(&mut self, id: u64, data: Bytes, end: bool) -> Result<(), H3Error> {
+    /// Queues response body data on `stream`; `end_stream` ends the
+    /// response. Data goes to QUIC as the client's windows allow; until
+    /// then it waits here ([`pending_send`](Self::pending_send)), and an
+    /// [`Event::SendReady`] says when it all went. Refused with
+    /// [`H3Error::OutputFull`] past [`H3Settings::max_pending_send`] queued
+    /// on the connection.
+    pub fn send_data(&mut self, stream: u64, data: Bytes, end_stream: bool) -> Result<(), H3Error> {
         let limit = self.settings.max_pending_send;
-        let pending = self.pending_send();
-        let s = self.stream(id)?;
+        let pending = self.pending_send_total();
+        let s = self.stream(stream)?;
         if !s.head_sent || s.end_sent {
             return Err(H3Error::NotSending);
         }
@@ -449,16 +628,19 @@ impl H3Connection {
             q.commands.push_back(Command::Data(data));
             s.notify_drain = true;
         }
-        if end {
+        if end_stream {
             q.commands.push_back(Command::Finish);
-            drop(q);
-            s.end_sent = true;
         }
+        drop(q);
+        s.end_sent |= end_stream;
+        self.dirty = true;
         Ok(())
     }
 
-    pub(crate) fn send_trailers(&mut self, id: u64, trailers: HeaderMap) -> Result<(), H3Error> {
-        let s = self.stream(id)?;
+    /// Ends the response on `stream` with trailer fields (after any queued
+    /// data).
+    pub fn send_trailers(&mut self, stream: u64, trailers: HeaderMap) -> Result<(), H3Error> {
+        let s = self.stream(stream)?;
         if !s.head_sent || s.end_sent {
             return Err(H3Error::NotSending);
         }
@@ -466,13 +648,135 @@ impl H3Connection {
         let mut q = s.queue.borrow_mut();
         q.commands.push_back(Command::Trailers(trailers));
         q.commands.push_back(Command::Finish);
+        drop(q);
+        self.dirty = true;
         Ok(())
     }
 
-    pub(crate) fn reset(&mut self, id: u64, code: u64) -> Result<(), H3Error> {
-        self.stream(id)?;
-        self.abort(id, code);
-        Ok(())
+    /// Abandons `stream` in both directions with `code` (RESET_STREAM and
+    /// STOP_SENDING; H3_INTERNAL_ERROR when the application failed
+    /// mid-response, H3_REQUEST_CANCELLED when it gave up). Queued data is
+    /// dropped; no event follows. Unknown streams are ignored.
+    pub fn reset(&mut self, stream: u64, code: Code) {
+        if self.streams.contains_key(&stream) {
+            self.abort(stream, code.value());
+            self.dirty = true;
+        }
+    }
+
+    /// Stops receiving `stream`'s request body (the client stalled, or the
+    /// response no longer needs it): STOP_SENDING with H3_NO_ERROR, as RFC
+    /// 9114 section 4.1 asks of a server that answers before the request
+    /// is complete; what the client still sends is dropped by QUIC and
+    /// counts against no window, and no more [`Event::Data`] comes for it.
+    /// The response goes on. Unknown streams are ignored.
+    pub fn stop_request_body(&mut self, stream: u64) {
+        let Some(s) = self.streams.get_mut(&stream) else {
+            return;
+        };
+        if let Some(mut recv) = s.recv.take() {
+            recv.stop_sending(Code::H3_NO_ERROR);
+        }
+        s.body_ended = true;
+        s.unreleased = 0;
+        self.dirty = true;
+    }
+
+    /// Whether `stream`'s request body may still bring data: it has not
+    /// ended and [`stop_request_body`](Self::stop_request_body) was not
+    /// called.
+    pub fn request_body_open(&self, stream: u64) -> bool {
+        self.streams.get(&stream).is_some_and(|s| s.recv.is_some())
+    }
+
+    /// The application consumed `len` bytes of `stream`'s request body: no
+    /// more than [`H3Settings::stream_receive_window`] is read from a
+    /// stream while its bytes are held, so releasing lets the client send
+    /// more.
+    pub fn release(&mut self, stream: u64, len: usize) {
+        if let Some(s) = self.streams.get_mut(&stream) {
+            s.unreleased = s.unreleased.saturating_sub(len);
+            self.dirty = true;
+        }
+    }
+
+    /// Response body bytes queued on `stream` and not yet taken by QUIC (0
+    /// for an unknown stream). A chunk given to
+    /// [`send_data`](Self::send_data) counts here until QUIC took all of
+    /// it.
+    pub fn pending_send(&self, stream: u64) -> usize {
+        self.streams
+            .get(&stream)
+            .map_or(0, |s| s.queue.borrow().bytes)
+    }
+
+    /// Response body bytes queued on every stream, not yet taken by QUIC:
+    /// the memory this connection holds for the application's answers.
+    pub fn pending_send_total(&self) -> usize {
+        self.streams.values().map(|s| s.queue.borrow().bytes).sum()
+    }
+
+    /// Response bytes of `stream` QUIC took so far, HTTP/3 framing
+    /// included (0 for an unknown stream): with
+    /// [`pending_send`](Self::pending_send), how a server sees a stream
+    /// whose client never opens its window (the count stands still while
+    /// data waits).
+    pub fn sent(&self, stream: u64) -> u64 {
+        if !self.streams.contains_key(&stream) {
+            return 0;
+        }
+        self.quic
+            .0
+            .borrow()
+            .written
+            .get(&stream)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The server takes no new requests for now (its output is over its
+    /// share) or takes them again. While it holds them, requests past
+    /// [`H3Settings::max_waiting_requests`] waiting (`Request` events not
+    /// yet taken with [`poll_event`](Self::poll_event)) are refused with
+    /// H3_REQUEST_REJECTED on both directions, which tells the client they
+    /// were not processed and may be retried (RFC 9114 section 4.1.1),
+    /// rather than decoded and kept, as rush-h2 refuses them with
+    /// REFUSED_STREAM.
+    pub fn hold_requests(&mut self, hold: bool) {
+        self.holding = hold;
+    }
+
+    /// Sends GOAWAY; requests already admitted complete, later ones are
+    /// refused with H3_REQUEST_REJECTED, and once the last is answered (and
+    /// acknowledged) the connection closes with H3_NO_ERROR.
+    pub fn graceful_shutdown(&mut self) {
+        if self.is_closed() {
+            return;
+        }
+        self.shared.borrow_mut().shutdown_requested = true;
+        self.dirty = true;
+    }
+
+    /// Ends the connection now: every open stream is reset (an
+    /// [`Event::Reset`] each), GOAWAY is queued, and CONNECTION_CLOSE with
+    /// `code` follows as soon as [`poll_transmit`](Self::poll_transmit)
+    /// has sent what was queued before it (a CONNECTION_CLOSE discards
+    /// unsent stream data, the GOAWAY included). Then [`Event::Closed`].
+    pub fn abrupt_shutdown(&mut self, code: Code) {
+        if self.is_closed() {
+            return;
+        }
+        let ids: Vec<u64> = self.streams.keys().copied().collect();
+        for id in ids {
+            self.events.push_back(Event::Reset {
+                stream: id,
+                code: Some(code.value()),
+            });
+            self.abort(id, code.value());
+        }
+        self.abrupt = Some(code.value());
+        self.shared.borrow_mut().shutdown_requested = true;
+        self.dirty = true;
     }
 
     /// Ends both directions of a stream that did not complete (a no-op on
@@ -489,24 +793,63 @@ impl H3Connection {
         self.forget(id);
     }
 
-    pub(crate) fn release(&mut self, id: u64, n: usize) {
-        if let Some(s) = self.streams.get_mut(&id) {
-            s.unreleased = s.unreleased.saturating_sub(n);
+    /// CONNECTION_CLOSE with `code`, at once.
+    fn close_now(&mut self, code: u64) {
+        {
+            let mut q = self.quic.0.borrow_mut();
+            if q.lost.is_some() {
+                return;
+            }
+            let now = q.now;
+            q.closed_with = Some(code);
+            q.conn.close(
+                now,
+                VarInt::from_u64(code).unwrap_or(VarInt::MAX),
+                Bytes::new(),
+            );
+            q.drain_events();
+            q.lost
+                .get_or_insert(quinn_proto::ConnectionError::LocallyClosed);
         }
+        self.settle_connection();
     }
 
-    pub(crate) fn graceful_shutdown(&mut self) {
-        self.shared.borrow_mut().shutdown_requested = true;
+    /// The connection is closed, closing or draining, or shutting down
+    /// abruptly: no more requests, and commands on its streams are refused
+    /// ([`H3Error::UnknownStream`]) or ignored.
+    pub fn is_closed(&self) -> bool {
+        self.closed || self.closing || self.abrupt.is_some() || self.quic.0.borrow().lost.is_some()
     }
 
-    /// Response body bytes queued here, not yet taken by quinn.
-    pub(crate) fn pending_send(&self) -> usize {
-        self.streams.values().map(|s| s.queue.borrow().bytes).sum()
-    }
-
-    /// Streams with a request in progress.
-    pub(crate) fn open_streams(&self) -> usize {
+    /// Streams with an exchange in progress: a request seen, and its
+    /// response not complete or its request body not ended.
+    pub fn open_streams(&self) -> usize {
         self.streams.len()
+    }
+}
+
+impl std::fmt::Debug for H3Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("H3Conn")
+            .field("open_streams", &self.streams.len())
+            .field("closed", &self.is_closed())
+            .finish()
+    }
+}
+
+/// Drops the fields HTTP/3 forbids in a response (RFC 9114 section
+/// 4.2), as rush-h2 does for HTTP/2.
+fn drop_connection_fields(headers: &mut HeaderMap) {
+    const FORBIDDEN: [&str; 3] = ["keep-alive", "proxy-connection", "te"];
+    for name in [
+        header::CONNECTION,
+        header::TRANSFER_ENCODING,
+        header::UPGRADE,
+    ] {
+        headers.remove(name);
+    }
+    for name in FORBIDDEN {
+        headers.remove(HeaderName::from_static(name));
     }
 }
 

@@ -2,13 +2,19 @@
 //! datagrams out.
 //!
 //! rush owns its sockets in one epoll loop per worker (mio, no async
-//! runtime), and drives HTTP/2 from memory (crates/rush-h2). This crate does
-//! the same for HTTP/3: the loop gives [`H3Endpoint`] each UDP datagram it
-//! read, sends the datagrams [`H3Endpoint::poll_transmit`] gives, arms a
-//! timer for [`H3Endpoint::poll_timeout`], reads [`Event`]s (a request head,
+//! runtime), and drives HTTP/2 from memory (crates/rush-h2), one
+//! `H2Connection` per slab entry. This crate does the same for HTTP/3: the
+//! loop gives [`H3Router`] each UDP datagram it read and gets back either a
+//! new connection ([`H3Conn`], which the server keeps as it keeps an HTTP/2
+//! connection) or a packet for one it holds; after anything happened to a
+//! connection it calls [`H3Router::sync`]. It sends the datagrams
+//! [`H3Router::poll_transmit`] and [`H3Conn::poll_transmit`] give, arms a
+//! timer for [`H3Conn::poll_timeout`], reads [`Event`]s (a request head,
 //! body data, the end of a request, a reset, the end of a connection) and
-//! answers with commands (send a response head, body data, trailers, reset a
-//! stream, shut down gracefully).
+//! answers with commands that mirror `H2Connection`'s (send a response
+//! head, body data, trailers, reset a stream, stop a request body, hold
+//! requests, shut down gracefully or at once). [`H3Endpoint`] bundles a
+//! router and its connections in one object, for the tests.
 //!
 //! QUIC is quinn-proto, the state machine under quinn (handshake over
 //! rustls, loss recovery, congestion control, flow control, connection ids,
@@ -19,7 +25,9 @@
 //! it costs: docs/architecture.md, "HTTP/3 (foundation)".
 //!
 //! * [`H3Settings`]: every bound the endpoint enforces, with defaults.
-//! * [`H3Endpoint`], [`Event`], [`RequestHead`]: the endpoint itself.
+//! * [`H3Router`], [`Routed`], [`H3Conn`], [`Event`], [`RequestHead`]:
+//!   the router and the connections.
+//! * [`H3Endpoint`]: both in one.
 //! * [`quic`]: `h3`'s QUIC traits over a quinn-proto connection (the tests
 //!   run `h3`'s client over it too).
 
@@ -31,10 +39,13 @@ mod endpoint;
 mod guard;
 mod messages;
 pub mod quic;
+mod router;
 mod settings;
 
-pub use endpoint::{ConfigError, ConnId, EndpointStats, H3Endpoint, Transmit};
+pub use connection::{ConnEvent, H3Conn};
+pub use endpoint::H3Endpoint;
 pub use messages::{Event, H3Error, RequestHead};
+pub use router::{ConfigError, ConnId, EndpointStats, H3Router, Routed, Transmit};
 pub use settings::{EndpointSecret, H3Settings};
 
 /// Body chunks: reference-counted.

@@ -47,7 +47,7 @@ pub enum Event {
         end_stream: bool,
     },
     /// Request body bytes. Release them with
-    /// [`crate::H3Endpoint::release`] once consumed: no more than a stream
+    /// [`crate::H3Conn::release`] once consumed: no more than a stream
     /// window is read from a stream while its bytes are held, so QUIC flow
     /// control makes the client wait for a slow application.
     Data {
@@ -75,7 +75,7 @@ pub enum Event {
     },
     /// All response data queued on `stream` went to QUIC (the peer's
     /// windows let it in): the application may send more. Pace the
-    /// application on this; [`crate::H3Endpoint::send_data`] refuses data
+    /// application on this; [`crate::H3Conn::send_data`] refuses data
     /// past [`crate::H3Settings::max_pending_send`] per connection.
     SendReady {
         /// The stream.
@@ -107,7 +107,7 @@ pub enum H3Error {
     NotSending,
     /// The connection's queued output is at
     /// [`crate::H3Settings::max_pending_send`]: send more once it drains
-    /// ([`crate::H3Endpoint::pending_send`]).
+    /// ([`crate::H3Conn::pending_send_total`]).
     OutputFull,
 }
 

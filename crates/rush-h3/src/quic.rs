@@ -11,11 +11,11 @@
 //! every packet, timeout and command, as [`crate`] explains. One
 //! connection per worker thread; nothing here is `Send`.
 //!
-//! The same adapter serves the server ([`crate::H3Endpoint`]) and, in the
+//! The same adapter serves the server ([`crate::H3Conn`]) and, in the
 //! tests, `h3`'s client over a quinn-proto client connection.
 
 use std::cell::RefCell;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -50,8 +50,11 @@ pub struct QuicState {
     /// The HTTP/3 error code this side closed the connection with.
     pub closed_with: Option<u64>,
     /// Longest frame other than DATA a stream may announce to `h3`
-    /// ([`FrameGuard`]); no bound by default.
+    /// (`FrameGuard`); no bound by default.
     pub frame_limit: u64,
+    /// Bytes quinn took so far on the sending side of each stream the owner
+    /// asked to count (frames included): its progress, per stream.
+    pub written: HashMap<u64, u64>,
 }
 
 /// The shared handle: the owner keeps one, `h3` and its streams the others.
@@ -69,6 +72,7 @@ impl QuicConnection {
             finished: HashSet::new(),
             closed_with: None,
             frame_limit: u64::MAX,
+            written: HashMap::new(),
         })))
     }
 
@@ -293,7 +297,12 @@ impl quic::SendStream<Bytes> for SendHalf {
         let mut s = self.conn.0.borrow_mut();
         while buf.has_remaining() {
             match s.conn.send_stream(self.id).write(buf.chunk()) {
-                Ok(n) => buf.advance(n),
+                Ok(n) => {
+                    buf.advance(n);
+                    if let Some(w) = s.written.get_mut(&u64::from(self.id)) {
+                        *w += n as u64;
+                    }
+                }
                 Err(WriteError::Blocked) => return Poll::Pending,
                 Err(WriteError::Stopped(code)) => {
                     self.writing = None;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-/// The limits of an [`crate::H3Endpoint`] and its connections. The defaults
+/// The limits of an [`crate::H3Router`] and its connections. The defaults
 /// are production values; see docs/architecture.md, "HTTP/3 (foundation)".
 #[derive(Debug, Clone)]
 pub struct H3Settings {
@@ -24,7 +24,7 @@ pub struct H3Settings {
     /// it wait for acknowledgements.
     pub send_window: u64,
     /// Response bytes queued in the endpoint per connection before quinn
-    /// takes them; [`crate::H3Endpoint::send_data`] past it is refused with
+    /// takes them; [`crate::H3Conn::send_data`] past it is refused with
     /// [`crate::H3Error::OutputFull`].
     pub max_pending_send: usize,
     /// Connections the endpoint holds; new ones past it are refused
@@ -34,9 +34,13 @@ pub struct H3Settings {
     /// every new client is sent a Retry and must prove its address first.
     /// 0 sends every client a Retry.
     pub retry_above_unvalidated: usize,
+    /// Requests that may wait undelivered while the server holds requests
+    /// back ([`crate::H3Conn::hold_requests`]); later ones are refused
+    /// with H3_REQUEST_REJECTED.
+    pub max_waiting_requests: usize,
     /// Largest request head (QPACK-decoded field section) accepted.
     pub max_field_section_size: u64,
-    /// Datagrams one [`crate::H3Endpoint::poll_transmit`] may return as one
+    /// Datagrams one [`crate::H3Conn::poll_transmit`] may return as one
     /// GSO batch (1 without segmentation offload).
     pub max_gso_segments: usize,
     /// The secret the keys of stateless resets and Retry tokens derive
@@ -70,6 +74,7 @@ impl Default for H3Settings {
             max_pending_send: 1024 * 1024,
             max_connections: 10_000,
             retry_above_unvalidated: 64,
+            max_waiting_requests: 16,
             max_field_section_size: 64 * 1024,
             max_gso_segments: 1,
             secret: None,
