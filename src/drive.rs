@@ -46,6 +46,9 @@ impl Core {
             let disposition = match connection.protocol {
                 Protocol::Http1 => self.drive(py, connection, key),
                 Protocol::WebSocket(_) => self.drive_websocket(py, connection, key),
+                Protocol::Http2(ref session) if session.conn.is_quic() => {
+                    self.drive_http3(py, connection, key)
+                }
                 Protocol::Http2(_) => self.drive_http2(py, connection, key),
             };
             if disposition != Disposition::Upgraded {

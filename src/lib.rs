@@ -21,6 +21,7 @@ mod exchange;
 mod forwarding;
 mod http1;
 mod http2;
+mod http3;
 mod http_write;
 mod inflight;
 mod listen_address;
@@ -99,6 +100,7 @@ fn _rush(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<server::Server>()?;
     module.add_class::<server::StopHandle>()?;
     module.add_class::<server::AppServerSettings>()?;
+    module.add_class::<http3::Http3Settings>()?;
     module.add_class::<server::AppSettings>()?;
     module.add_class::<server::LimitSettings>()?;
     module.add_class::<server::TimeoutSettings>()?;

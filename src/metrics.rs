@@ -52,9 +52,10 @@ pub enum Counter {
     RequestsHttp2,
     /// Connections closed for their PROXY header (`--proxy-protocol`).
     ProxyHeaderRefused,
+    RequestsHttp3,
 }
 
-const COUNTERS: usize = 11;
+const COUNTERS: usize = 12;
 
 /// The protocol a request came over, for `rush_requests_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +64,8 @@ pub enum WireProtocol {
     Http1,
     /// HTTP/2 (over TLS or cleartext).
     Http2,
+    /// HTTP/3 (over QUIC).
+    Http3,
 }
 const FIRST_REFUSAL: usize = CLASSES * PER_CLASS;
 const FIRST_COUNTER: usize = FIRST_REFUSAL + REFUSALS.len() + 1;
@@ -107,6 +110,7 @@ pub fn response(status: Option<u16>, took: Duration, protocol: WireProtocol) {
     let counter = match protocol {
         WireProtocol::Http1 => Counter::RequestsHttp1,
         WireProtocol::Http2 => Counter::RequestsHttp2,
+        WireProtocol::Http3 => Counter::RequestsHttp3,
     };
     block[FIRST_COUNTER + counter as usize].fetch_add(1, Ordering::Relaxed);
     let class = match status {
@@ -244,6 +248,7 @@ fn render(sum: &[u64]) -> String {
     for (label, which) in [
         ("http/1.1", Counter::RequestsHttp1),
         ("h2", Counter::RequestsHttp2),
+        ("h3", Counter::RequestsHttp3),
     ] {
         let _ = writeln!(
             out,

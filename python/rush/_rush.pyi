@@ -228,7 +228,14 @@ class AppServerSettings:
         websocket: WebSocketSettings,
         tls: TlsSettings | None = None,
         http: str | None = None,
+        http3: Http3Settings | None = None,
     ) -> None: ...
+
+class Http3Settings:
+    """``--http3``: the 32-byte secret every worker of one server derives its QUIC
+    stateless-reset and Retry keys from."""
+
+    def __init__(self, secret: bytes) -> None: ...
 
 class Server:
     def __init__(

@@ -184,6 +184,12 @@ class Config:
         "HTTP versions served: auto (both: h2c prior knowledge on a cleartext port, ALPN h2 then "
         "http/1.1 over TLS), 1 (HTTP/1.1 only) or 2 (HTTP/2 only)",
     )
+    http3: bool = _option(
+        False,
+        "also serve HTTP/3 over QUIC, on UDP at the port of each TCP --bind (needs --ssl-certfile); "
+        "TCP answers then carry Alt-Svc so browsers find it",
+        kind="bool",
+    )
     threads: int = _option(0, "run a blocking (WSGI) app on a pool of N threads per worker; 0 = on the event loop")
     root_path: str = _option("", "the path prefix the app is mounted under (WSGI SCRIPT_NAME, ASGI root_path)")
     lifespan: str = _option("auto", "ASGI lifespan events: auto (if the app supports them), on or off")
@@ -572,7 +578,7 @@ class Config:
                 )
         for name in ("max_requests", "max_requests_jitter"):
             self._check_whole(name, 0, MAX_SIZE)
-        for name in ("reload", "factory", "preload"):
+        for name in ("reload", "factory", "preload", "http3"):
             if not isinstance(getattr(self, name), bool):
                 raise OptionError(name, "must be true or false", getattr(self, name))
         if self.preload and self.reload:
@@ -732,6 +738,8 @@ class Config:
         unix_binds = [text for text in binds if str(text).strip().startswith("unix:")]
         if self.ssl_certfile and (self.uds or unix_binds):
             raise OptionError("ssl_certfile", "applies to TCP listeners, not Unix sockets", self.ssl_certfile)
+        if self.http3 is True and not self.ssl_certfile:
+            raise OptionError("http3", "needs --ssl-certfile (QUIC is always encrypted)", True)
 
     def tls_settings(self) -> Any:
         """The native TLS settings (certificates loaded), or None without

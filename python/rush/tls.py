@@ -36,6 +36,11 @@ _KEY_BLOCK = re.compile(rb"-----BEGIN ((?:ENCRYPTED |RSA |EC )?PRIVATE KEY)-----
 # What marks a PEM key as encrypted: PKCS#8's own label, or OpenSSL's legacy header.
 _ENCRYPTED_MARKERS = (b"-----BEGIN ENCRYPTED PRIVATE KEY-----", b"Proc-Type: 4,ENCRYPTED")
 
+#: The key material of ``--http3``'s stateless resets and Retry tokens: drawn once,
+#: when the supervisor first imports this module (it loads the certificates before
+#: it forks), so every worker of one server recognises the others' connections.
+quic_secret = os.urandom(32)
+
 #: The shared keys, once the supervisor made them (None: each worker keeps its own).
 ticket_keys: TicketKeys | None = None
 _next_rotation = 0.0

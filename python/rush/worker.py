@@ -40,6 +40,7 @@ from rush._rush import (
     AppSettings,
     ForwardingSettings,
     HeaderSettings,
+    Http3Settings,
     LimitSettings,
     Liveness,
     LogSettings,
@@ -156,7 +157,17 @@ def app_server_settings(config: Config, router: Router, **app: Any) -> AppServer
         ),
         tls=config.tls_settings(),
         http=config.http,
+        http3=_http3_settings(config),
     )
+
+
+def _http3_settings(config: Config) -> Http3Settings | None:
+    """``--http3``'s settings: the secret the supervisor drew (rush.tls), shared by every worker."""
+    if not config.http3:
+        return None
+    from rush import tls
+
+    return Http3Settings(tls.quic_secret)
 
 
 def build_server(

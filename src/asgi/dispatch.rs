@@ -149,7 +149,7 @@ impl Core {
                 let extensions = PyDict::new(py);
                 extensions
                     .set_item(pyo3::intern!(py, "http.response.pathsend"), PyDict::new(py))?;
-                if head.version == Version::Http2 {
+                if matches!(head.version, Version::Http2 | Version::Http3) {
                     extensions
                         .set_item(pyo3::intern!(py, "http.response.trailers"), PyDict::new(py))?;
                 }
@@ -176,7 +176,7 @@ impl Core {
                 let mut send = AsgiSend::new(request_headers);
                 send.early_hints_offered = early_hints;
                 send.high_water = producer_high_water;
-                send.trailers_offered = head.version == Version::Http2;
+                send.trailers_offered = matches!(head.version, Version::Http2 | Version::Http3);
                 send.get_or_head = matches!(head.method, Method::Get | Method::Head);
                 let send = Py::new(py, send)?;
                 receive.bind(py).borrow_mut().send = Some(send.clone_ref(py));

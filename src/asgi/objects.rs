@@ -174,6 +174,9 @@ pub fn build_scope<'py>(
         Version::Http2 => {
             scope.set_item(pyo3::intern!(py, "http_version"), pyo3::intern!(py, "2"))?
         }
+        Version::Http3 => {
+            scope.set_item(pyo3::intern!(py, "http_version"), pyo3::intern!(py, "3"))?
+        }
     }
     scope.set_item(
         pyo3::intern!(py, "method"),

@@ -1,7 +1,13 @@
-//! The transport under a connection: a TCP or Unix socket, or TLS over TCP
-//! (`tls.rs`). The HTTP/1.1 driver reads and writes it through `Read` and
-//! `Write` whichever it is; what only TLS has (records waiting for the
-//! socket, no `sendfile`) is asked through the methods here.
+//! The transport under a connection: a TCP or Unix socket, TLS over TCP
+//! (`tls.rs`), or a QUIC connection. The HTTP/1.1 driver reads and writes it
+//! through `Read` and `Write` whichever it is; what only TLS has (records
+//! waiting for the socket, no `sendfile`) is asked through the methods here.
+//!
+//! A QUIC connection has no socket of its own: its datagrams go through the
+//! worker's UDP socket (`crate::http3`), and its streams through its
+//! session's engine. Its `Stream` only says that it is encrypted (the scheme
+//! is https) and what the app may learn of its TLS; reads would block,
+//! writes take nothing, and it is never registered with epoll.
 
 use std::io::{self, Read, Write};
 use std::net::Shutdown;
@@ -11,19 +17,29 @@ use mio::event::Source;
 use mio::net::{TcpStream, UnixStream};
 use mio::{Interest, Registry, Token};
 
-use super::tls_stream::TlsStream;
+use super::tls_stream::{TlsInfo, TlsStream};
 
-/// A TCP or Unix stream socket, or TLS over TCP.
+/// A TCP or Unix stream socket, TLS over TCP, or a QUIC connection.
 pub enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
     Tls(Box<TlsStream>),
+    Quic(Box<TlsInfo>),
 }
 
 impl Stream {
     /// Whether the client speaks TLS to us (the scheme is https).
     pub fn is_tls(&self) -> bool {
-        matches!(self, Stream::Tls(_))
+        matches!(self, Stream::Tls(_) | Stream::Quic(_))
+    }
+
+    /// What the app may learn of the TLS session (TCP's or QUIC's).
+    pub fn tls_info(&self) -> Option<&TlsInfo> {
+        match self {
+            Stream::Tls(tls) => Some(tls.info()),
+            Stream::Quic(info) => Some(info),
+            _ => None,
+        }
     }
 
     /// The TLS session, if the client speaks TLS.
@@ -53,6 +69,9 @@ impl Stream {
     /// Bytes received and not read yet (FIONREAD): a client that has sent
     /// something must not have its connection closed as idle.
     pub fn unread_bytes(&self) -> usize {
+        if let Stream::Quic(_) = self {
+            return 0;
+        }
         let mut count: libc::c_int = 0;
         // SAFETY: the socket is open for `self`'s lifetime; FIONREAD writes
         // one c_int into `count`, a live local.
@@ -70,6 +89,7 @@ impl Stream {
             Stream::Tcp(stream) => stream.shutdown(Shutdown::Write),
             Stream::Unix(stream) => stream.shutdown(Shutdown::Write),
             Stream::Tls(tls) => tls.socket.shutdown(Shutdown::Write),
+            Stream::Quic(_) => Ok(()),
         };
     }
 }
@@ -80,6 +100,8 @@ impl AsRawFd for Stream {
             Stream::Tcp(stream) => stream.as_raw_fd(),
             Stream::Unix(stream) => stream.as_raw_fd(),
             Stream::Tls(tls) => tls.socket.as_raw_fd(),
+            // No descriptor of its own (see the module).
+            Stream::Quic(_) => -1,
         }
     }
 }
@@ -90,6 +112,7 @@ impl Read for Stream {
             Stream::Tcp(stream) => stream.read(buffer),
             Stream::Unix(stream) => stream.read(buffer),
             Stream::Tls(tls) => tls.read(buffer),
+            Stream::Quic(_) => Err(io::ErrorKind::WouldBlock.into()),
         }
     }
 }
@@ -100,6 +123,7 @@ impl Write for Stream {
             Stream::Tcp(stream) => stream.write(buffer),
             Stream::Unix(stream) => stream.write(buffer),
             Stream::Tls(tls) => tls.write(buffer),
+            Stream::Quic(_) => Err(io::ErrorKind::WouldBlock.into()),
         }
     }
 
@@ -119,6 +143,7 @@ impl Source for Stream {
             Stream::Tcp(stream) => stream.register(registry, token, interests),
             Stream::Unix(stream) => stream.register(registry, token, interests),
             Stream::Tls(tls) => tls.socket.register(registry, token, interests),
+            Stream::Quic(_) => Ok(()),
         }
     }
 
@@ -132,6 +157,7 @@ impl Source for Stream {
             Stream::Tcp(stream) => stream.reregister(registry, token, interests),
             Stream::Unix(stream) => stream.reregister(registry, token, interests),
             Stream::Tls(tls) => tls.socket.reregister(registry, token, interests),
+            Stream::Quic(_) => Ok(()),
         }
     }
 
@@ -140,6 +166,7 @@ impl Source for Stream {
             Stream::Tcp(stream) => stream.deregister(registry),
             Stream::Unix(stream) => stream.deregister(registry),
             Stream::Tls(tls) => tls.socket.deregister(registry),
+            Stream::Quic(_) => Ok(()),
         }
     }
 }

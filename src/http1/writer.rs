@@ -313,7 +313,7 @@ impl ResponseWriter for Connection {
     }
 
     fn tls(&self) -> Option<&TlsInfo> {
-        self.stream.tls().map(|tls| tls.info())
+        self.stream.tls_info()
     }
 
     #[inline]
@@ -326,7 +326,7 @@ impl ResponseWriter for Connection {
             objects: &mut self.peer_objects,
             client: self.client,
             origin: self.request.origin.as_deref(),
-            tls: self.stream.tls().map(|tls| tls.info()),
+            tls: self.stream.tls_info(),
             proxy: self.proxy_info.as_deref(),
             listener: usize::from(self.listener),
         }

@@ -203,6 +203,36 @@ impl Core {
         }
     }
 
+    /// Drives an HTTP/3 connection (`crate::http3`): its datagrams were
+    /// handed to its engine before, and what it sends goes out through
+    /// the worker's UDP socket after (`AppServer::quic_after`); in between,
+    /// the same events, progress and pacing as HTTP/2's. A QUIC connection
+    /// closes when QUIC says it drained, never from here: until then it
+    /// answers the peer's late packets with its CONNECTION_CLOSE.
+    pub(crate) fn drive_http3(
+        &mut self,
+        py: Python<'_>,
+        connection: &mut Connection,
+        key: usize,
+    ) -> Disposition {
+        if h2_session(connection)
+            .body_deadline
+            .is_some_and(|deadline| self.now >= deadline)
+        {
+            self.http2_body_timeouts(py, connection);
+        }
+        // Bounded: each pass either takes an event or ends; a connection
+        // held back by the output budget takes none.
+        for _ in 0..FRAMES_PER_TURN {
+            let events = self.http2_events(py, connection, key);
+            self.http2_progress(py, connection);
+            if !events {
+                break;
+            }
+        }
+        self.http2_pause(py, connection)
+    }
+
     /// Hands `data` to the connection as far as this turn's frame budget
     /// goes (`FRAMES_PER_TURN` since `frames_at_start`); the rest waits in
     /// `H2Session::unfed` for the next turn.

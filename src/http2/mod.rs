@@ -27,6 +27,7 @@
 //! ([`Core::pick_protocol`]): ALPN over TLS, the client preface in clear.
 
 mod drive;
+pub(crate) mod engine;
 mod request;
 pub(crate) mod session;
 mod stream_end;

@@ -25,6 +25,15 @@ use crate::request::header_fields;
 /// The request head as HTTP/1.1 text for rush-proto's parser (see the
 /// module `crate::http2`): `:authority` as `Host`, `cookie` fields joined
 /// with `; `, connection-specific fields left out.
+/// The version a session's requests carry: HTTP/2, or HTTP/3 over QUIC.
+fn session_version(connection: &mut Connection) -> Version {
+    if h2_session(connection).conn.is_quic() {
+        Version::Http3
+    } else {
+        Version::Http2
+    }
+}
+
 pub(super) fn head_text(head: &H2Head) -> Vec<u8> {
     let mut text = Vec::with_capacity(256);
     text.extend_from_slice(head.method.as_str().as_bytes());
@@ -229,7 +238,7 @@ impl Core {
                 return None;
             }
         };
-        head.version = Version::Http2;
+        head.version = session_version(connection);
         self.http2_begin_request(connection, id, head_bytes);
         Some(head)
     }
@@ -314,7 +323,7 @@ impl Core {
             // It parsed when it came; it cannot fail now.
             return self.http2_refuse(py, connection, id, 400);
         };
-        head.version = Version::Http2;
+        head.version = session_version(connection);
         let body = RequestBody::Bytes(&[]);
         let stream = StreamKey {
             connection: key,

@@ -7,6 +7,8 @@ use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use rush_h2::{Bytes, H2Connection, H2Settings};
+
+use super::engine::Engine;
 use rush_proto::RequestHead;
 
 use crate::body::BodyBuffer;
@@ -16,8 +18,8 @@ use crate::options::LINGER_TIMEOUT;
 /// One HTTP/2 connection's state beside its transport: the protocol
 /// engine and the streams being answered.
 pub struct H2Session {
-    /// The sans-IO HTTP/2 connection.
-    pub(crate) conn: H2Connection,
+    /// The sans-IO protocol engine: HTTP/2, or HTTP/3 over QUIC.
+    pub(crate) conn: Engine,
     /// The requests being answered, by stream id.
     pub(crate) streams: HashMap<u32, H2Stream>,
     /// `H2Connection` reported `Closed`: write what is left, then close.
@@ -52,8 +54,17 @@ impl H2Session {
             enable_connect_protocol: websocket,
             ..H2Settings::default()
         };
+        H2Session::with_engine(Engine::Http2(H2Connection::new(settings)))
+    }
+
+    /// The session of an HTTP/3 connection (`crate::http3`).
+    pub(crate) fn quic(conn: Box<rush_h3::H3Conn>) -> H2Session {
+        H2Session::with_engine(Engine::Http3(conn))
+    }
+
+    fn with_engine(conn: Engine) -> H2Session {
         H2Session {
-            conn: H2Connection::new(settings),
+            conn,
             streams: HashMap::new(),
             closed: false,
             shutdown_requested: false,

@@ -38,7 +38,9 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rush_h2::{Bytes, H2Connection, Reason, ResponseHead as H2Head};
+use rush_h2::{Bytes, Reason, ResponseHead as H2Head};
+
+use super::engine::Engine;
 use rush_proto::encode::{is_framing_header, status_has_no_body};
 
 use super::session::HeldResponse;
@@ -60,7 +62,7 @@ const FILE_CHUNK: usize = 64 * 1024;
 
 /// One stream's response writer (see the module).
 pub(crate) struct StreamWriter<'a> {
-    pub(crate) conn: &'a mut H2Connection,
+    pub(crate) conn: &'a mut Engine,
     pub(crate) id: u32,
     pub(crate) stream: &'a mut H2Stream,
     pub(crate) sink: &'a mut ResponseSink,
@@ -552,7 +554,11 @@ impl ResponseWriter for StreamWriter<'_> {
     }
 
     fn protocol(&self) -> crate::metrics::WireProtocol {
-        crate::metrics::WireProtocol::Http2
+        if self.conn.is_quic() {
+            crate::metrics::WireProtocol::Http3
+        } else {
+            crate::metrics::WireProtocol::Http2
+        }
     }
 
     fn set_body(&mut self, body: Option<OutgoingBody>) {
@@ -657,7 +663,7 @@ impl ResponseWriter for StreamWriter<'_> {
     }
 
     fn tls(&self) -> Option<&TlsInfo> {
-        self.transport.tls().map(|tls| tls.info())
+        self.transport.tls_info()
     }
 
     fn peer_objects(&mut self) -> &mut PeerObjects {
@@ -669,7 +675,7 @@ impl ResponseWriter for StreamWriter<'_> {
             objects: self.peer_objects,
             client: self.client,
             origin: self.stream.unit.origin.as_deref(),
-            tls: self.transport.tls().map(|tls| tls.info()),
+            tls: self.transport.tls_info(),
             proxy: self.proxy,
             listener: usize::from(self.listener),
         }

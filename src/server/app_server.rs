@@ -74,6 +74,9 @@ pub(crate) struct AppServer {
     pub(super) refreshes: std::collections::HashMap<u32, crate::dispatch::refresh::DetachedRefresh>,
     /// The number of the last refresh started.
     pub(super) next_refresh: u32,
+    /// `--http3`: the UDP sockets, the QUIC router and timers
+    /// (`crate::http3`); `None` without it.
+    pub(super) quic: Option<crate::http3::QuicSide>,
 }
 
 impl AppServer {
@@ -135,7 +138,21 @@ impl AppServer {
             .map_err(|problem| {
                 pyo3::exceptions::PyValueError::new_err(format!("forwarded_allow_ips: {problem}"))
             })?;
-        let extra_lines = header_lines(&headers.extra_headers)?;
+        let mut extra_lines = header_lines(&headers.extra_headers)?;
+        let quic = match (&settings.http3, &settings.tls) {
+            (None, _) => None,
+            (Some(_), None) => return Err(pyo3::exceptions::PyValueError::new_err(
+                "--http3 needs TLS (--ssl-certfile and --ssl-keyfile): QUIC is always encrypted",
+            )),
+            (Some(http3), Some(tls)) => {
+                let quic = quic_side(&listeners, http3.get(), tls.get(), limits.max_connections)?;
+                // Browsers learn of HTTP/3 from TCP answers (RFC 9114
+                // section 3.1.1); HTTP/3 answers carry it too, as nginx's
+                // usual `add_header Alt-Svc` does.
+                extra_lines.extend_from_slice(format!("Alt-Svc: {}\r\n", quic.alt_svc).as_bytes());
+                Some(quic)
+            }
+        };
         crate::body::set_spool_budget(limits.max_spool_size);
         let config = LoopConfig {
             limits: Limits {
@@ -205,6 +222,10 @@ impl AppServer {
                 .register(&mut SourceFd(&fd), FILE_EVENTS, Interest::READABLE)?;
         }
         let next_turn_waker = mio::Waker::new(poll.registry(), NEXT_TURN)?;
+        let mut quic = quic;
+        if let Some(quic) = quic.as_mut() {
+            quic.register(poll.registry())?;
+        }
         let now = Instant::now();
         Ok(AppServer {
             poll,
@@ -265,6 +286,7 @@ impl AppServer {
             completion_source: None,
             refreshes: std::collections::HashMap::new(),
             next_refresh: 0,
+            quic,
         })
     }
 
@@ -347,6 +369,45 @@ impl Worker for AppServer {
     fn app(&mut self) -> Option<&mut AppServer> {
         Some(self)
     }
+}
+
+/// The UDP side of `--http3`: a socket beside each TCP listener, registered
+/// later with the worker's poll.
+fn quic_side(
+    listeners: &[Listener],
+    http3: &crate::http3::Http3Settings,
+    tls: &crate::tls::TlsSettings,
+    max_connections: usize,
+) -> PyResult<crate::http3::QuicSide> {
+    let addresses: Vec<(std::net::SocketAddr, u16)> = listeners
+        .iter()
+        .enumerate()
+        .filter_map(|(index, listener)| match listener {
+            Listener::Tcp(socket) => socket
+                .local_addr()
+                .ok()
+                .map(|address| (address, u16::try_from(index).unwrap_or(u16::MAX))),
+            Listener::Unix(_) => None,
+        })
+        .collect();
+    if addresses.is_empty() {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "--http3 needs a TCP --bind: QUIC has no Unix-socket form",
+        ));
+    }
+    let settings = rush_h3::H3Settings {
+        max_connections: max_connections.max(1),
+        // The server paces each stream on its own water marks and the
+        // worker's output budget, as for HTTP/2 (`http2::writer`).
+        max_pending_send: usize::MAX,
+        secret: Some(rush_h3::EndpointSecret(http3.secret)),
+        ..rush_h3::H3Settings::default()
+    };
+    Ok(crate::http3::QuicSide::new(
+        &addresses,
+        tls.config.clone(),
+        settings,
+    )?)
 }
 
 /// `--header NAME:VALUE` pairs as header lines, each checked as a field

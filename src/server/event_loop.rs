@@ -44,7 +44,10 @@ impl AppServer {
     /// cut one (`Core::http2_stream_cut`); dropping a connection tells its
     /// running apps the client is gone (ASGI `http.disconnect`).
     pub(crate) fn close_all(&mut self) {
-        for (_, connection) in self.connections.iter_mut() {
+        // QUIC connections: their CONNECTION_CLOSE goes out through the UDP
+        // socket once the loop over the slab is done.
+        let mut quic_closing = Vec::new();
+        for (key, connection) in self.connections.iter_mut() {
             match connection.protocol {
                 Protocol::Http2(_) => {}
                 // A request still answered is cut: logged once.
@@ -60,6 +63,10 @@ impl AppServer {
                 continue;
             };
             session.conn.abrupt_shutdown(rush_h2::Reason::NO_ERROR);
+            if session.conn.is_quic() {
+                quic_closing.push(key);
+                continue;
+            }
             session.conn.take_output(&mut connection.sink.output);
             if connection.write_output().is_err() {
                 continue;
@@ -71,6 +78,9 @@ impl AppServer {
                     _ => break,
                 }
             }
+        }
+        for key in quic_closing {
+            self.quic_after(key);
         }
         self.connections.clear();
     }
@@ -116,6 +126,12 @@ impl AppServer {
                     }
                 }
                 WAKEUP => check_signals = true,
+                crate::http3::QUIC_TIMER => self.quic_timers(py),
+                token if crate::http3::socket_index(token).is_some() => {
+                    if let Some(index) = crate::http3::socket_index(token) {
+                        self.quic_readable(py, index);
+                    }
+                }
                 FILE_EVENTS => {}
                 COMPLETIONS => completions = true,
                 NEXT_TURN => {}
@@ -154,7 +170,11 @@ impl AppServer {
             self.drive_connection(py, key);
         }
         for key in next_turn {
-            self.drive_connection(py, key);
+            if key >= super::quic_loop::SOCKET_TURN {
+                self.quic_readable(py, key - super::quic_loop::SOCKET_TURN);
+            } else {
+                self.drive_connection(py, key);
+            }
         }
         self.wake_parked(py);
         self.stop_at_request_limit(py);
@@ -220,6 +240,9 @@ impl AppServer {
         };
         if disposition == Disposition::Close {
             self.close_connection(key);
+        } else if self.quic.is_some() {
+            // A QUIC connection sends through the worker's UDP socket.
+            self.quic_after(key);
         }
     }
 
@@ -328,6 +351,9 @@ impl AppServer {
             }
             metrics::count(metrics::Counter::ConnectionsClosed, 1);
             self.core.unaccount_output(&connection);
+            if let Some(quic) = self.quic.as_mut() {
+                quic.forget(key);
+            }
             if self.core.debug {
                 // Called from paths with and without a `py` at hand; the
                 // loop thread holds the GIL either way.

@@ -37,6 +37,7 @@ mod completion;
 mod event_loop;
 mod listener;
 mod proxy_server;
+mod quic_loop;
 mod settings;
 
 use std::os::fd::RawFd;

@@ -293,12 +293,14 @@ pub struct AppServerSettings {
     pub(crate) tls: Option<Py<TlsSettings>>,
     /// `--http`: which HTTP versions the connections speak.
     pub(crate) http: HttpMode,
+    /// `--http3`: HTTP/3 over QUIC beside each TCP listener.
+    pub(crate) http3: Option<Py<crate::http3::Http3Settings>>,
 }
 
 #[pymethods]
 impl AppServerSettings {
     #[new]
-    #[pyo3(signature = (app, *, limits, timeouts, headers, websocket, tls=None, http=None))]
+    #[pyo3(signature = (app, *, limits, timeouts, headers, websocket, tls=None, http=None, http3=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         app: Py<AppSettings>,
@@ -308,6 +310,7 @@ impl AppServerSettings {
         websocket: Py<WebSocketSettings>,
         tls: Option<Py<TlsSettings>>,
         http: Option<&str>,
+        http3: Option<Py<crate::http3::Http3Settings>>,
     ) -> PyResult<Self> {
         Ok(AppServerSettings {
             app,
@@ -317,6 +320,7 @@ impl AppServerSettings {
             websocket,
             tls,
             http: HttpMode::parse(http)?,
+            http3,
         })
     }
 }

@@ -245,6 +245,7 @@ pub fn build_environ<'py>(
             Version::Http10 => pyo3::intern!(py, "HTTP/1.0"),
             Version::Http11 => pyo3::intern!(py, "HTTP/1.1"),
             Version::Http2 => pyo3::intern!(py, "HTTP/2"),
+            Version::Http3 => pyo3::intern!(py, "HTTP/3"),
         },
     )?;
     if let Some((address, port)) = origin.and_then(|origin| origin.client.as_ref()) {

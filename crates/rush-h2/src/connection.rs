@@ -26,7 +26,7 @@ use std::task::{Context, Poll, Waker};
 use bytes::Bytes;
 use h2::server::{Connection, Handshake, SendResponse};
 use h2::{Reason, RecvStream, SendStream};
-use http::{HeaderMap, HeaderName};
+use http::HeaderMap;
 
 use crate::flood::FloodMeter;
 use crate::io::{Buffers, MemoryIo, KEEP_CAPACITY};
@@ -377,12 +377,7 @@ impl H2Connection {
     where
         I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
     {
-        let mut map = HeaderMap::new();
-        for (name, value) in trailers {
-            let name = HeaderName::from_bytes(name).map_err(|_| H2Error::InvalidHeader)?;
-            let value = crate::messages::field_value(value)?;
-            map.append(name, value);
-        }
+        let map = crate::messages::field_map(trailers)?;
         let s = self.sendable(stream)?;
         s.trailers = Some(map);
         s.end_queued = true;

@@ -40,7 +40,7 @@ mod settings;
 
 pub use connection::H2Connection;
 pub use flood::FloodLimit;
-pub use messages::{Event, H2Error, RequestHead, ResponseHead};
+pub use messages::{field_map, Event, H2Error, RequestHead, ResponseHead};
 pub use preface::{detect_preface, Preface, PREFACE};
 pub use settings::H2Settings;
 

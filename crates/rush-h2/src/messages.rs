@@ -145,6 +145,27 @@ impl ResponseHead {
     pub fn status(&self) -> u16 {
         self.0.status().as_u16()
     }
+
+    /// The checked head as `http`'s type: how another protocol's engine
+    /// takes it (rush frames HTTP/3 heads built the same way, so both
+    /// protocols drop and trim the same fields).
+    pub fn into_response(self) -> Response<()> {
+        self.0
+    }
+}
+
+/// Fields (trailers) checked as a response head's are: names HTTP can
+/// carry, values trimmed of the whitespace around them.
+pub fn field_map<'a, I>(fields: I) -> Result<HeaderMap, H2Error>
+where
+    I: IntoIterator<Item = (&'a [u8], &'a [u8])>,
+{
+    let mut map = HeaderMap::new();
+    for (name, value) in fields {
+        let name = HeaderName::from_bytes(name).map_err(|_| H2Error::InvalidHeader)?;
+        map.append(name, field_value(value)?);
+    }
+    Ok(map)
 }
 
 /// What happened on the connection, in the order it happened.

@@ -190,15 +190,18 @@ pub enum Version {
     /// HTTP/2 request in this crate's head form sets it (rush's HTTP/2
     /// driver), so what the application is told names the protocol.
     Http2,
+    /// HTTP/3: set as [`Version::Http2`] is, by rush's HTTP/3 driver.
+    Http3,
 }
 
 impl Version {
-    /// As ASGI spells it: `"1.0"`, `"1.1"` or `"2"`.
+    /// As ASGI spells it: `"1.0"`, `"1.1"`, `"2"` or `"3"`.
     pub fn as_str(&self) -> &'static str {
         match self {
             Version::Http10 => "1.0",
             Version::Http11 => "1.1",
             Version::Http2 => "2",
+            Version::Http3 => "3",
         }
     }
 }
