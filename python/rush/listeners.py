@@ -184,7 +184,16 @@ def _open(config: Config, endpoint: Endpoint) -> Listener:
         return Listener(sock, endpoint, per_slot=False)
     if endpoint.port != 0:
         check_port_unused(endpoint.host, endpoint.port)
-    return Listener(bind_tcp(config, (endpoint.host, endpoint.port)), endpoint, per_slot=True)
+    sock = bind_tcp(config, (endpoint.host, endpoint.port))
+    if config.http3:
+        # Each worker binds its own UDP socket beside the TCP one (src/http3/): a port taken
+        # for UDP must stop the start here, not fail every worker.
+        try:
+            check_udp_port_unused(endpoint.host, sock.getsockname()[1])
+        except OSError as error:
+            sock.close()
+            raise OSError(error.errno, f"--http3: UDP port taken: {error.strerror or error}") from None
+    return Listener(sock, endpoint, per_slot=True)
 
 
 def copy_for_slot(config: Config, listener: Listener) -> Listener:
@@ -207,6 +216,13 @@ def check_port_unused(host: str, port: int) -> None:
     with socket.socket(_tcp_family(host), socket.SOCK_STREAM) as probe:
         # SO_REUSEADDR, as the real sockets: connections left in TIME_WAIT do not count.
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((host, port))
+
+
+def check_udp_port_unused(host: str, port: int) -> None:
+    """Raises OSError (EADDRINUSE) if some UDP socket is bound to the port already (the probe
+    has no SO_REUSEPORT, as `check_port_unused`'s, so it cannot join another process's)."""
+    with socket.socket(_tcp_family(host), socket.SOCK_DGRAM) as probe:
         probe.bind((host, port))
 
 
