@@ -7,7 +7,7 @@
 use pyo3::prelude::*;
 
 use super::drive::{h2_session, stream_writer};
-use super::StreamBody;
+use super::{StreamBody, StreamWriter};
 use crate::conn::{Connection, Protocol};
 use crate::dispatch::{Core, Outcome, RequestLine};
 use crate::exchange::{ResponseWriter, WholeResponse};
@@ -95,12 +95,7 @@ impl Core {
         let error = rush_proto::ProtoError::PayloadTooLarge;
         // The app ran: its one access-log line, taken before its request
         // unit lets the app go.
-        let line = writer
-            .stream
-            .unit
-            .in_flight
-            .as_ref()
-            .and_then(cut_request_line);
+        let line = cut_request_line(&writer);
         if !self.request_body_refused(py, &mut writer) {
             self.log_refusal(py, &writer, &error.to_string());
             if let Some(line) = &line {
@@ -228,12 +223,7 @@ impl Core {
         id: u32,
     ) {
         if let Some(writer) = stream_writer(connection, id) {
-            let line = writer
-                .stream
-                .unit
-                .in_flight
-                .as_ref()
-                .and_then(cut_request_line);
+            let line = cut_request_line(&writer);
             // A WebSocket the app had not answered yet has its line, `-`
             // (one answered was logged with its handshake's answer).
             let websocket = writer.stream.websocket.as_ref();
@@ -286,12 +276,7 @@ impl Core {
         let Some(writer) = stream_writer(connection, id) else {
             return;
         };
-        let line = writer
-            .stream
-            .unit
-            .in_flight
-            .as_ref()
-            .and_then(cut_request_line);
+        let line = cut_request_line(&writer);
         if let Some(line) = line {
             self.access_log(py, &writer, &RequestLine::Owned(&line), status, 0);
         }
@@ -303,15 +288,19 @@ impl Core {
 
 /// The request line of a request still being answered, for its access-log
 /// line when its stream is cut; `None` if it has none to log.
-pub(super) fn cut_request_line(in_flight: &InFlight) -> Option<String> {
-    match in_flight {
+pub(super) fn cut_request_line(writer: &StreamWriter<'_>) -> Option<String> {
+    match writer.stream.unit.in_flight.as_ref()? {
         InFlight::Handler(awaiting) => Some(awaiting.request_line.clone()),
         InFlight::Stream(stream) => Some(stream.request_line.clone()),
         InFlight::AwaitingFill(Some(head)) => {
             // Parked with its head as `head_text` wrote it: its first line,
             // with the version the request came in.
-            let end = memchr::memmem::find(head, b" HTTP/1.1\r\n")?;
-            Some(format!("{} HTTP/2", String::from_utf8_lossy(&head[..end])))
+            let end = memchr::memmem::find(&head[..], b" HTTP/1.1\r\n")?;
+            let version = if writer.conn.is_quic() { 3 } else { 2 };
+            Some(format!(
+                "{} HTTP/{version}",
+                String::from_utf8_lossy(&head[..end])
+            ))
         }
         InFlight::AwaitingFill(None) => None,
     }

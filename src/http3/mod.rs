@@ -147,9 +147,8 @@ pub(crate) struct QuicSide {
     /// Connections by router handle, and the handle of each slab key.
     pub(crate) keys: HashMap<ConnId, usize>,
     pub(crate) handles: HashMap<usize, (ConnId, usize)>,
-    /// Each connection's next QUIC deadline, with its slab key.
-    pub(crate) timers: BTreeSet<(Instant, usize)>,
-    pub(crate) deadline_of: HashMap<usize, Instant>,
+    /// Each connection's next QUIC deadline.
+    pub(crate) deadlines: Deadlines,
     timer: OwnedFd,
     /// The deadline the timerfd is armed for.
     armed: Option<Instant>,
@@ -205,8 +204,7 @@ impl QuicSide {
             router,
             keys: HashMap::new(),
             handles: HashMap::new(),
-            timers: BTreeSet::new(),
-            deadline_of: HashMap::new(),
+            deadlines: Deadlines::default(),
             timer,
             armed: None,
             receive: vec![0; RECEIVE_BUFFER],
@@ -304,43 +302,12 @@ impl QuicSide {
         }
     }
 
-    /// Sets connection `key`'s next deadline (none: it has no timer).
-    pub(crate) fn set_deadline(&mut self, key: usize, deadline: Option<Instant>) {
-        let old = self.deadline_of.get(&key).copied();
-        if old == deadline {
-            return;
-        }
-        if let Some(old) = old {
-            self.timers.remove(&(old, key));
-            self.deadline_of.remove(&key);
-        }
-        if let Some(deadline) = deadline {
-            self.timers.insert((deadline, key));
-            self.deadline_of.insert(key, deadline);
-        }
-    }
-
-    /// The connections whose deadline is at or before `now`, taken off
-    /// the timer set.
-    pub(crate) fn due(&mut self, now: Instant) -> Vec<usize> {
-        let mut due = Vec::new();
-        while let Some(&(deadline, key)) = self.timers.first() {
-            if deadline > now {
-                break;
-            }
-            self.timers.pop_first();
-            self.deadline_of.remove(&key);
-            due.push(key);
-        }
-        due
-    }
-
     /// Arms the timerfd for the earliest deadline, unless it is armed for
     /// that or earlier already: a timer that fires early finds nothing due
     /// and is armed again, which costs less than a `timerfd_settime` each
     /// time a connection's deadline moves later (each acknowledgement).
     pub(crate) fn arm_timer(&mut self, now: Instant) {
-        let Some(&(next, _)) = self.timers.first() else {
+        let Some(next) = self.deadlines.earliest() else {
             return;
         };
         if self.armed.is_some_and(|armed| armed <= next) {
@@ -386,10 +353,77 @@ impl QuicSide {
 
     /// Forgets connection `key` (closed by the worker, or drained).
     pub(crate) fn forget(&mut self, key: usize) {
-        self.set_deadline(key, None);
+        self.deadlines.set(key, None);
         if let Some((handle, _)) = self.handles.remove(&key) {
             self.keys.remove(&handle);
             self.router.forget(handle);
         }
+    }
+}
+
+/// The connections' next QUIC deadlines, earliest first.
+#[derive(Default)]
+pub(crate) struct Deadlines {
+    ordered: BTreeSet<(Instant, usize)>,
+    of: HashMap<usize, Instant>,
+}
+
+impl Deadlines {
+    /// Sets connection `key`'s next deadline (none: it has no timer).
+    pub(crate) fn set(&mut self, key: usize, deadline: Option<Instant>) {
+        let old = self.of.get(&key).copied();
+        if old == deadline {
+            return;
+        }
+        if let Some(old) = old {
+            self.ordered.remove(&(old, key));
+            self.of.remove(&key);
+        }
+        if let Some(deadline) = deadline {
+            self.ordered.insert((deadline, key));
+            self.of.insert(key, deadline);
+        }
+    }
+
+    pub(crate) fn earliest(&self) -> Option<Instant> {
+        self.ordered.first().map(|&(deadline, _)| deadline)
+    }
+
+    /// The connections whose deadline is at or before `now`, taken off.
+    pub(crate) fn due(&mut self, now: Instant) -> Vec<usize> {
+        let mut due = Vec::new();
+        while let Some(&(deadline, key)) = self.ordered.first() {
+            if deadline > now {
+                break;
+            }
+            self.ordered.pop_first();
+            self.of.remove(&key);
+            due.push(key);
+        }
+        due
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn deadlines_come_due_in_order_and_a_moved_one_only_once() {
+        let start = Instant::now();
+        let at = |ms| start + Duration::from_millis(ms);
+        let mut deadlines = Deadlines::default();
+        deadlines.set(1, Some(at(30)));
+        deadlines.set(2, Some(at(10)));
+        deadlines.set(3, Some(at(20)));
+        // Moved later: its old place is gone.
+        deadlines.set(2, Some(at(40)));
+        deadlines.set(3, None);
+        assert_eq!(deadlines.earliest(), Some(at(30)));
+        assert_eq!(deadlines.due(at(35)), vec![1]);
+        assert_eq!(deadlines.due(at(35)), Vec::<usize>::new());
+        assert_eq!(deadlines.due(at(40)), vec![2]);
+        assert_eq!(deadlines.earliest(), None);
     }
 }

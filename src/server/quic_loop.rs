@@ -101,7 +101,7 @@ impl AppServer {
         let drained = quic.router.sync(handle, conn, now);
         quic.send_connection(socket, conn, now);
         let deadline = conn.poll_timeout();
-        quic.set_deadline(key, deadline);
+        quic.deadlines.set(key, deadline);
         quic.arm_timer(now);
         if drained {
             self.close_connection(key);
@@ -117,7 +117,7 @@ impl AppServer {
         };
         quic.clear_timer();
         let now = self.core.now;
-        let due = quic.due(now);
+        let due = quic.deadlines.due(now);
         for &key in &due {
             if let Some(conn) = self.connections.get_mut(key).and_then(quic_conn) {
                 conn.handle_timeout(now);
