@@ -438,7 +438,8 @@ impl H3Conn {
             && self.unacked.is_empty()
             && sh.resolving == 0;
         drop(sh);
-        if drained && !self.closing {
+        // An abrupt shutdown closes with its own code, after its GOAWAY.
+        if drained && !self.closing && self.abrupt.is_none() {
             // GOAWAY sent and every admitted request answered.
             self.closing = true;
             let mut q = self.quic.0.borrow_mut();
