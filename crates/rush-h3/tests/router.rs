@@ -78,7 +78,7 @@ impl Wire {
     }
 
     /// One datagram from the client, as the server loop takes it.
-    fn to_server(&mut self, data: &[u8]) {
+    fn deliver_to_server(&mut self, data: &[u8]) {
         let now = self.now;
         let s = &mut self.server;
         match s
@@ -100,7 +100,7 @@ impl Wire {
         }
     }
 
-    fn to_client(&mut self, data: &[u8]) {
+    fn deliver_to_client(&mut self, data: &[u8]) {
         let mut buf = Vec::new();
         let event = self.client.handle(
             self.now,
@@ -135,7 +135,7 @@ impl Wire {
             let Some(t) = t else { break };
             moved = true;
             let data = buf[..t.size].to_vec();
-            self.to_server(&data);
+            self.deliver_to_server(&data);
         }
         let mut out = Vec::new();
         while let Some(t) = self.server.router.poll_transmit(&mut buf) {
@@ -150,7 +150,7 @@ impl Wire {
         }
         for data in out {
             moved = true;
-            self.to_client(&data);
+            self.deliver_to_client(&data);
         }
         moved
     }
