@@ -144,9 +144,10 @@ pub struct H3Conn {
     undelivered: Vec<u64>,
     /// The server takes no requests for now ([`H3Conn::hold_requests`]).
     holding: bool,
-    /// An abrupt shutdown's code: CONNECTION_CLOSE goes out once what is
-    /// queued (the GOAWAY) was transmitted.
-    abrupt: Option<u64>,
+    /// The code of a CONNECTION_CLOSE decided (an abrupt shutdown, or a
+    /// graceful one done): it goes out once what is queued, the GOAWAY
+    /// among it, was transmitted, as it discards unsent stream data.
+    close_pending: Option<u64>,
     /// A command changed something since the last `drive`: commands only
     /// queue, and the next `sync`, `poll_event` or `poll_transmit` drives
     /// once for all of them.
@@ -180,7 +181,7 @@ impl H3Conn {
             waiting_requests: 0,
             undelivered: Vec::new(),
             holding: false,
-            abrupt: None,
+            close_pending: None,
             dirty: false,
             unacked: HashSet::new(),
             closing: false,
@@ -235,7 +236,7 @@ impl H3Conn {
             // waiting is refused the same way, so it may be retried (RFC
             // 9114 section 4.1.1) rather than decoded and kept.
             let held = self.holding && self.waiting_requests >= self.settings.max_waiting_requests;
-            if goaway.is_some_and(|g| r.id >= g) || held || self.abrupt.is_some() {
+            if goaway.is_some_and(|g| r.id >= g) || held || self.close_pending.is_some() {
                 let mut send = r.send;
                 let mut recv = r.recv;
                 send.stop_stream(Code::H3_REQUEST_REJECTED);
@@ -438,23 +439,13 @@ impl H3Conn {
             && self.unacked.is_empty()
             && sh.resolving == 0;
         drop(sh);
-        // An abrupt shutdown closes with its own code, after its GOAWAY.
-        if drained && !self.closing && self.abrupt.is_none() {
-            // GOAWAY sent and every admitted request answered.
+        // GOAWAY sent and every admitted request answered: close with
+        // H3_NO_ERROR once the GOAWAY went out (a client whose request
+        // crossed it learns from it that the request was not processed).
+        // An abrupt shutdown closes with its own code instead.
+        if drained && !self.closing && self.close_pending.is_none() {
             self.closing = true;
-            let mut q = self.quic.0.borrow_mut();
-            let now = q.now;
-            q.closed_with = Some(Code::H3_NO_ERROR.value());
-            q.conn.close(
-                now,
-                VarInt::from_u32(Code::H3_NO_ERROR.value() as u32),
-                Bytes::new(),
-            );
-            q.drain_events();
-            q.lost
-                .get_or_insert(quinn_proto::ConnectionError::LocallyClosed);
-            drop(q);
-            self.settle_connection();
+            self.close_pending = Some(Code::H3_NO_ERROR.value());
         }
     }
 
@@ -511,9 +502,9 @@ impl H3Conn {
         if t.is_some() {
             return t;
         }
-        // Everything queued (the GOAWAY of an abrupt shutdown) went out:
-        // now the CONNECTION_CLOSE, which would have discarded it.
-        let code = self.abrupt.take()?;
+        // Everything queued (the GOAWAY) went out: now the
+        // CONNECTION_CLOSE, which would have discarded it.
+        let code = self.close_pending.take()?;
         self.close_now(code);
         buf.clear();
         self.quic
@@ -775,7 +766,7 @@ impl H3Conn {
             });
             self.abort(id, code.value());
         }
-        self.abrupt = Some(code.value());
+        self.close_pending = Some(code.value());
         self.shared.borrow_mut().shutdown_requested = true;
         self.dirty = true;
     }
@@ -819,7 +810,10 @@ impl H3Conn {
     /// abruptly: no more requests, and commands on its streams are refused
     /// ([`H3Error::UnknownStream`]) or ignored.
     pub fn is_closed(&self) -> bool {
-        self.closed || self.closing || self.abrupt.is_some() || self.quic.0.borrow().lost.is_some()
+        self.closed
+            || self.closing
+            || self.close_pending.is_some()
+            || self.quic.0.borrow().lost.is_some()
     }
 
     /// Streams with an exchange in progress: a request seen, and its

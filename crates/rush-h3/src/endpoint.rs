@@ -187,6 +187,11 @@ impl H3Endpoint {
         result
     }
 
+    /// The connections held.
+    pub fn conn_ids(&self) -> impl Iterator<Item = ConnId> + '_ {
+        self.conns.keys().copied()
+    }
+
     /// Connection `ch`, if the endpoint holds it.
     pub fn conn(&self, ch: ConnId) -> Option<&H3Conn> {
         self.conns.get(&ch)

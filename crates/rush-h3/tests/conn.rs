@@ -400,6 +400,41 @@ fn goaway(control: &[u8]) -> Option<u64> {
     None
 }
 
+/// Delivers the server's datagrams one at a time, the client reading its
+/// control stream after each while its connection still stands: the id of
+/// the GOAWAY that arrived before the connection closed, if one did.
+fn goaway_before_close(net: &mut Net, quic: &rush_h3::quic::QuicConnection) -> Option<u64> {
+    let mut uni: HashMap<StreamId, Vec<u8>> = HashMap::new();
+    let mut buf = Vec::new();
+    for _ in 0..100 {
+        let t = net.server.poll_transmit(net.now, &mut buf)?;
+        let data = buf[..t.size].to_vec();
+        net.deliver_to_client(&data);
+        let mut q = quic.0.borrow_mut();
+        if q.lost.is_some() {
+            return None;
+        }
+        while let Some(id) = q.conn.streams().accept(Dir::Uni) {
+            uni.insert(id, Vec::new());
+        }
+        for (id, bytes) in uni.iter_mut() {
+            let mut recv = q.conn.recv_stream(*id);
+            if let Ok(mut chunks) = recv.read(true) {
+                while let Ok(Some(chunk)) = chunks.next(usize::MAX) {
+                    bytes.extend_from_slice(&chunk.bytes);
+                }
+                let _ = chunks.finalize();
+            }
+            if varint(bytes).is_some_and(|(kind, _)| kind == 0) {
+                if let Some(id) = goaway(bytes) {
+                    return Some(id);
+                }
+            }
+        }
+    }
+    None
+}
+
 #[test]
 fn abrupt_shutdown_sends_goaway_then_closes_with_its_code() {
     let mut net = Net::new(settings());
@@ -429,38 +464,10 @@ fn abrupt_shutdown_sends_goaway_then_closes_with_its_code() {
         })
         .unwrap();
 
-    // The server's datagrams one at a time: the client reads its control
-    // stream after each, while its connection still stands.
-    let mut uni: HashMap<StreamId, Vec<u8>> = HashMap::new();
-    let mut goaway_before_close = None;
-    let mut buf = Vec::new();
-    for _ in 0..100 {
-        let Some(t) = net.server.poll_transmit(net.now, &mut buf) else {
-            break;
-        };
-        let data = buf[..t.size].to_vec();
-        net.deliver_to_client(&data);
-        let mut q = quic.0.borrow_mut();
-        while let Some(id) = q.conn.streams().accept(Dir::Uni) {
-            uni.insert(id, Vec::new());
-        }
-        let open = q.lost.is_none();
-        for (id, bytes) in uni.iter_mut() {
-            let mut recv = q.conn.recv_stream(*id);
-            if let Ok(mut chunks) = recv.read(true) {
-                while let Ok(Some(chunk)) = chunks.next(usize::MAX) {
-                    bytes.extend_from_slice(&chunk.bytes);
-                }
-                let _ = chunks.finalize();
-            }
-            let is_control = varint(bytes).is_some_and(|(kind, _)| kind == 0);
-            if open && is_control && goaway_before_close.is_none() {
-                goaway_before_close = goaway(bytes);
-            }
-        }
-    }
+    let goaway_before_close = goaway_before_close(&mut net, &quic);
     // One request was accepted (stream 0): GOAWAY names stream 4.
     assert_eq!(goaway_before_close, Some(4));
+    net.run_until(|_| quic.lost().is_some());
     match quic.lost() {
         Some(ConnectionError::ApplicationClosed(close)) => {
             assert_eq!(
@@ -484,5 +491,45 @@ fn abrupt_shutdown_sends_goaway_then_closes_with_its_code() {
             .iter()
             .any(|e| matches!(e, Event::Closed { code: c, .. } if *c == code)),
         "{events:?}"
+    );
+}
+
+#[test]
+fn a_graceful_shutdown_of_an_idle_connection_sends_goaway_before_closing() {
+    let mut net = Net::new(settings());
+    let quic = net.connect();
+    net.run_until(|_| quic.is_connected());
+    net.settle();
+    assert_eq!(net.server.connections(), 1);
+    let ch = net.server.conn_ids().next().unwrap();
+    net.server.graceful_shutdown(ch);
+    // No request was accepted: GOAWAY names stream 0, and the client reads
+    // it before the CONNECTION_CLOSE (H3_NO_ERROR) that follows at once.
+    assert_eq!(goaway_before_close(&mut net, &quic), Some(0));
+    net.run_until(|_| quic.lost().is_some());
+    match quic.lost() {
+        Some(ConnectionError::ApplicationClosed(close)) => {
+            assert_eq!(close.error_code.into_inner(), Code::H3_NO_ERROR.value())
+        }
+        other => panic!("client: {other:?}"),
+    }
+    net.run_until(|net| net.server.connections() == 0);
+    let closed: Vec<_> = net
+        .take_events()
+        .into_iter()
+        .filter(|(_, e)| matches!(e, Event::Closed { .. }))
+        .collect();
+    assert!(
+        matches!(
+            closed[..],
+            [(
+                _,
+                Event::Closed {
+                    code: None,
+                    error: None
+                }
+            )]
+        ),
+        "{closed:?}"
     );
 }
