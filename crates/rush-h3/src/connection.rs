@@ -234,7 +234,7 @@ impl H3Conn {
             // Past the GOAWAY the client was told the request is not
             // processed; while the server holds requests, one past the few
             // waiting is refused the same way, so it may be retried (RFC
-            // 9114 section 4.1.1) rather than decoded and kept.
+            // 9114 section 4.1.1) rather than kept.
             let held = self.holding && self.waiting_requests >= self.settings.max_waiting_requests;
             if goaway.is_some_and(|g| r.id >= g) || held || self.close_pending.is_some() {
                 let mut send = r.send;
@@ -459,10 +459,11 @@ impl H3Conn {
     }
 
     /// Hands the connection a packet (or another event) the router routed
-    /// to it; then call [`crate::H3Router::sync`].
+    /// to it; then call [`crate::H3Router::sync`], which runs the HTTP/3
+    /// layer once for everything that arrived.
     pub fn handle_event(&mut self, event: ConnEvent, now: Instant) {
         self.quic.handle_event(event.0, now);
-        self.drive();
+        self.dirty = true;
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) must be called next.
@@ -475,7 +476,7 @@ impl H3Conn {
     /// [`crate::H3Router::sync`].
     pub fn handle_timeout(&mut self, now: Instant) {
         self.quic.handle_timeout(now);
-        self.drive();
+        self.dirty = true;
     }
 
     /// The next datagram to send, written into `buf` (cleared first; keep

@@ -57,6 +57,7 @@ pub struct EndpointStats {
 }
 
 /// What a datagram was for, when the server has something to do.
+#[derive(Debug)]
 pub enum Routed {
     /// A new connection was accepted: keep it (it was synced already).
     New(ConnId, Box<H3Conn>),
@@ -289,14 +290,18 @@ impl H3Router {
         }
         conn.drive();
         let mut drained = false;
+        let mut replied = false;
         while let Some(event) = conn.quic.poll_endpoint_event() {
             drained |= event.is_drained();
             if let Some(reply) = self.endpoint.handle_event(id, event) {
                 conn.quic.handle_event(reply, now);
+                replied = true;
             }
         }
         // Events from the replies (new connection ids) may matter to h3.
-        conn.drive();
+        if replied {
+            conn.drive();
+        }
         if !conn.is_handshaking() {
             self.unvalidated.remove(&id);
         }
