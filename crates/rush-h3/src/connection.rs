@@ -30,7 +30,7 @@ use std::time::Instant;
 use bytes::{Buf, Bytes};
 use h3::error::{Code, StreamError};
 use h3::server::RequestStream;
-use http::{header, HeaderMap, HeaderName, Response};
+use http::{header, HeaderMap, HeaderName, HeaderValue, Response};
 use quinn_proto::{ConnectionEvent, Transmit, VarInt};
 
 use crate::messages::{Event, H3Error, RequestHead};
@@ -567,8 +567,9 @@ impl H3Conn {
     /// heads only) means no body follows. Connection-specific fields
     /// (`connection`, `keep-alive`, `proxy-connection`, `transfer-encoding`,
     /// `upgrade`), which RFC 9114 section 4.2 forbids, are dropped, as is
-    /// `te`, as rush-h2 does. HTTP/3 has no 101 (RFC 9114 section 4.5): it
-    /// is refused with [`H3Error::BadStatus`].
+    /// `te`, and whitespace around a value is trimmed, as rush-h2 does.
+    /// HTTP/3 has no 101 (RFC 9114 section 4.5): it is refused with
+    /// [`H3Error::BadStatus`].
     pub fn send_response(
         &mut self,
         stream: u64,
@@ -580,7 +581,7 @@ impl H3Conn {
             return Err(H3Error::BadStatus);
         }
         let informational = status.is_informational();
-        drop_connection_fields(head.headers_mut());
+        http3_fields(head.headers_mut());
         let s = self.stream(stream)?;
         if s.head_sent {
             return Err(H3Error::HeadAlreadySent);
@@ -833,9 +834,11 @@ impl std::fmt::Debug for H3Conn {
     }
 }
 
-/// Drops the fields HTTP/3 forbids in a response (RFC 9114 section
-/// 4.2), as rush-h2 does for HTTP/2.
-fn drop_connection_fields(headers: &mut HeaderMap) {
+/// Makes a response's fields what HTTP/3 carries, as rush-h2 does for
+/// HTTP/2: drops the fields RFC 9114 section 4.2 forbids, and the
+/// whitespace an application may leave around a value (RFC 9114 section
+/// 4.2 makes such a value malformed; HTTP/1.1 readers drop it anyway).
+fn http3_fields(headers: &mut HeaderMap) {
     const FORBIDDEN: [&str; 3] = ["keep-alive", "proxy-connection", "te"];
     for name in [
         header::CONNECTION,
@@ -846,6 +849,16 @@ fn drop_connection_fields(headers: &mut HeaderMap) {
     }
     for name in FORBIDDEN {
         headers.remove(HeaderName::from_static(name));
+    }
+    let padded = |byte: Option<&u8>| matches!(byte, Some(b' ' | b'\t'));
+    for value in headers.values_mut() {
+        let bytes = value.as_bytes();
+        if padded(bytes.first()) || padded(bytes.last()) {
+            // A part of a valid value is a valid value.
+            if let Ok(trimmed) = HeaderValue::from_bytes(bytes.trim_ascii()) {
+                *value = trimmed;
+            }
+        }
     }
 }
 

@@ -92,6 +92,7 @@ fn an_informational_103_goes_before_the_final_head() {
                             ("upgrade", "h2c"),
                             ("te", "trailers"),
                             ("x-kept", "yes"),
+                            ("x-padded", " \tvalue "),
                         ];
                         c.send_response(stream, response(200, &fields), false)?;
                         let late = c.send_response(stream, response(103, &[]), false);
@@ -108,6 +109,7 @@ fn an_informational_103_goes_before_the_final_head() {
     assert_eq!(heads[0].1["link"], "</a.css>; rel=preload");
     assert_eq!(heads[1].0, 200);
     assert_eq!(heads[1].1["x-kept"], "yes");
+    assert_eq!(heads[1].1["x-padded"], "value");
     for name in [
         "connection",
         "keep-alive",
