@@ -321,7 +321,9 @@ impl H3Router {
 
     /// Forgets a connection the server drops before it drained (a worker
     /// stopping at once): its connection ids stop routing to it, and later
-    /// packets for it get stateless resets. Unknown ids are ignored.
+    /// packets for it get stateless resets. Unknown ids are ignored. Only
+    /// for a connection the server still holds: quinn reuses the ids of
+    /// drained connections.
     pub fn forget(&mut self, id: ConnId) {
         if self.live.remove(&id) {
             self.unvalidated.remove(&id);
