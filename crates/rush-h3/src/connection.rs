@@ -30,7 +30,7 @@ use std::time::Instant;
 use bytes::{Buf, Bytes};
 use h3::error::{Code, StreamError};
 use h3::server::RequestStream;
-use http::{header, HeaderMap, HeaderName, Response};
+use http::{header, HeaderMap, HeaderName, HeaderValue, Response};
 use quinn_proto::{ConnectionEvent, Transmit, VarInt};
 
 use crate::messages::{Event, H3Error, RequestHead};
@@ -144,9 +144,10 @@ pub struct H3Conn {
     undelivered: Vec<u64>,
     /// The server takes no requests for now ([`H3Conn::hold_requests`]).
     holding: bool,
-    /// An abrupt shutdown's code: CONNECTION_CLOSE goes out once what is
-    /// queued (the GOAWAY) was transmitted.
-    abrupt: Option<u64>,
+    /// The code of a CONNECTION_CLOSE decided (an abrupt shutdown, or a
+    /// graceful one done): it goes out once what is queued, the GOAWAY
+    /// among it, was transmitted, as it discards unsent stream data.
+    close_pending: Option<u64>,
     /// A command changed something since the last `drive`: commands only
     /// queue, and the next `sync`, `poll_event` or `poll_transmit` drives
     /// once for all of them.
@@ -180,7 +181,7 @@ impl H3Conn {
             waiting_requests: 0,
             undelivered: Vec::new(),
             holding: false,
-            abrupt: None,
+            close_pending: None,
             dirty: false,
             unacked: HashSet::new(),
             closing: false,
@@ -233,9 +234,9 @@ impl H3Conn {
             // Past the GOAWAY the client was told the request is not
             // processed; while the server holds requests, one past the few
             // waiting is refused the same way, so it may be retried (RFC
-            // 9114 section 4.1.1) rather than decoded and kept.
+            // 9114 section 4.1.1) rather than kept.
             let held = self.holding && self.waiting_requests >= self.settings.max_waiting_requests;
-            if goaway.is_some_and(|g| r.id >= g) || held || self.abrupt.is_some() {
+            if goaway.is_some_and(|g| r.id >= g) || held || self.close_pending.is_some() {
                 let mut send = r.send;
                 let mut recv = r.recv;
                 send.stop_stream(Code::H3_REQUEST_REJECTED);
@@ -438,22 +439,13 @@ impl H3Conn {
             && self.unacked.is_empty()
             && sh.resolving == 0;
         drop(sh);
-        if drained && !self.closing {
-            // GOAWAY sent and every admitted request answered.
+        // GOAWAY sent and every admitted request answered: close with
+        // H3_NO_ERROR once the GOAWAY went out (a client whose request
+        // crossed it learns from it that the request was not processed).
+        // An abrupt shutdown closes with its own code instead.
+        if drained && !self.closing && self.close_pending.is_none() {
             self.closing = true;
-            let mut q = self.quic.0.borrow_mut();
-            let now = q.now;
-            q.closed_with = Some(Code::H3_NO_ERROR.value());
-            q.conn.close(
-                now,
-                VarInt::from_u32(Code::H3_NO_ERROR.value() as u32),
-                Bytes::new(),
-            );
-            q.drain_events();
-            q.lost
-                .get_or_insert(quinn_proto::ConnectionError::LocallyClosed);
-            drop(q);
-            self.settle_connection();
+            self.close_pending = Some(Code::H3_NO_ERROR.value());
         }
     }
 
@@ -467,10 +459,11 @@ impl H3Conn {
     }
 
     /// Hands the connection a packet (or another event) the router routed
-    /// to it; then call [`crate::H3Router::sync`].
+    /// to it; then call [`crate::H3Router::sync`], which runs the HTTP/3
+    /// layer once for everything that arrived.
     pub fn handle_event(&mut self, event: ConnEvent, now: Instant) {
         self.quic.handle_event(event.0, now);
-        self.drive();
+        self.dirty = true;
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) must be called next.
@@ -483,7 +476,7 @@ impl H3Conn {
     /// [`crate::H3Router::sync`].
     pub fn handle_timeout(&mut self, now: Instant) {
         self.quic.handle_timeout(now);
-        self.drive();
+        self.dirty = true;
     }
 
     /// The next datagram to send, written into `buf` (cleared first; keep
@@ -510,9 +503,9 @@ impl H3Conn {
         if t.is_some() {
             return t;
         }
-        // Everything queued (the GOAWAY of an abrupt shutdown) went out:
-        // now the CONNECTION_CLOSE, which would have discarded it.
-        let code = self.abrupt.take()?;
+        // Everything queued (the GOAWAY) went out: now the
+        // CONNECTION_CLOSE, which would have discarded it.
+        let code = self.close_pending.take()?;
         self.close_now(code);
         buf.clear();
         self.quic
@@ -574,8 +567,9 @@ impl H3Conn {
     /// heads only) means no body follows. Connection-specific fields
     /// (`connection`, `keep-alive`, `proxy-connection`, `transfer-encoding`,
     /// `upgrade`), which RFC 9114 section 4.2 forbids, are dropped, as is
-    /// `te`, as rush-h2 does. HTTP/3 has no 101 (RFC 9114 section 4.5): it
-    /// is refused with [`H3Error::BadStatus`].
+    /// `te`, and whitespace around a value is trimmed, as rush-h2 does.
+    /// HTTP/3 has no 101 (RFC 9114 section 4.5): it is refused with
+    /// [`H3Error::BadStatus`].
     pub fn send_response(
         &mut self,
         stream: u64,
@@ -587,7 +581,7 @@ impl H3Conn {
             return Err(H3Error::BadStatus);
         }
         let informational = status.is_informational();
-        drop_connection_fields(head.headers_mut());
+        http3_fields(head.headers_mut());
         let s = self.stream(stream)?;
         if s.head_sent {
             return Err(H3Error::HeadAlreadySent);
@@ -774,7 +768,7 @@ impl H3Conn {
             });
             self.abort(id, code.value());
         }
-        self.abrupt = Some(code.value());
+        self.close_pending = Some(code.value());
         self.shared.borrow_mut().shutdown_requested = true;
         self.dirty = true;
     }
@@ -818,7 +812,10 @@ impl H3Conn {
     /// abruptly: no more requests, and commands on its streams are refused
     /// ([`H3Error::UnknownStream`]) or ignored.
     pub fn is_closed(&self) -> bool {
-        self.closed || self.closing || self.abrupt.is_some() || self.quic.0.borrow().lost.is_some()
+        self.closed
+            || self.closing
+            || self.close_pending.is_some()
+            || self.quic.0.borrow().lost.is_some()
     }
 
     /// Streams with an exchange in progress: a request seen, and its
@@ -837,9 +834,11 @@ impl std::fmt::Debug for H3Conn {
     }
 }
 
-/// Drops the fields HTTP/3 forbids in a response (RFC 9114 section
-/// 4.2), as rush-h2 does for HTTP/2.
-fn drop_connection_fields(headers: &mut HeaderMap) {
+/// Makes a response's fields what HTTP/3 carries, as rush-h2 does for
+/// HTTP/2: drops the fields RFC 9114 section 4.2 forbids, and the
+/// whitespace an application may leave around a value (RFC 9114 section
+/// 4.2 makes such a value malformed; HTTP/1.1 readers drop it anyway).
+fn http3_fields(headers: &mut HeaderMap) {
     const FORBIDDEN: [&str; 3] = ["keep-alive", "proxy-connection", "te"];
     for name in [
         header::CONNECTION,
@@ -850,6 +849,16 @@ fn drop_connection_fields(headers: &mut HeaderMap) {
     }
     for name in FORBIDDEN {
         headers.remove(HeaderName::from_static(name));
+    }
+    let padded = |byte: Option<&u8>| matches!(byte, Some(b' ' | b'\t'));
+    for value in headers.values_mut() {
+        let bytes = value.as_bytes();
+        if padded(bytes.first()) || padded(bytes.last()) {
+            // A part of a valid value is a valid value.
+            if let Ok(trimmed) = HeaderValue::from_bytes(bytes.trim_ascii()) {
+                *value = trimmed;
+            }
+        }
     }
 }
 

@@ -27,7 +27,12 @@ pub struct H3Endpoint {
     /// Connections that may have something to send, in turn.
     dirty: VecDeque<ConnId>,
     dirty_set: HashSet<ConnId>,
-    events: VecDeque<(ConnId, Event)>,
+    /// Connections that may have events, in turn: events wait in their
+    /// connection until taken, so [`H3Conn::hold_requests`] sees them.
+    ready: VecDeque<ConnId>,
+    ready_set: HashSet<ConnId>,
+    /// The last events of connections already drained and dropped.
+    leftover: VecDeque<(ConnId, Event)>,
     max_segments: usize,
 }
 
@@ -44,7 +49,9 @@ impl H3Endpoint {
             conns: HashMap::new(),
             dirty: VecDeque::new(),
             dirty_set: HashSet::new(),
-            events: VecDeque::new(),
+            ready: VecDeque::new(),
+            ready_set: HashSet::new(),
+            leftover: VecDeque::new(),
             max_segments,
         })
     }
@@ -78,19 +85,23 @@ impl H3Endpoint {
     }
 
     /// After anything happened to a connection: syncs it with the router,
-    /// collects its events, and forgets it once it is drained.
+    /// and forgets it (keeping its last events) once it is drained.
     fn after(&mut self, ch: ConnId, now: Instant) {
         let Some(c) = self.conns.get_mut(&ch) else {
             return;
         };
-        let drained = self.router.sync(ch, c, now);
-        while let Some(e) = c.poll_event() {
-            self.events.push_back((ch, e));
-        }
-        if drained {
+        if self.router.sync(ch, c, now) {
+            while let Some(e) = c.poll_event() {
+                self.leftover.push_back((ch, e));
+            }
             self.conns.remove(&ch);
-        } else if self.dirty_set.insert(ch) {
+            return;
+        }
+        if self.dirty_set.insert(ch) {
             self.dirty.push_back(ch);
+        }
+        if self.ready_set.insert(ch) {
+            self.ready.push_back(ch);
         }
     }
 
@@ -108,8 +119,9 @@ impl H3Endpoint {
                 continue;
             };
             let t = c.poll_transmit(now, buf, self.max_segments);
-            while let Some(e) = c.poll_event() {
-                self.events.push_back((ch, e));
+            // An abrupt shutdown closes the connection here: Closed follows.
+            if self.ready_set.insert(ch) {
+                self.ready.push_back(ch);
             }
             match t {
                 Some(t) => {
@@ -149,7 +161,17 @@ impl H3Endpoint {
 
     /// The next event of any connection.
     pub fn poll_event(&mut self) -> Option<(ConnId, Event)> {
-        self.events.pop_front()
+        if let Some(e) = self.leftover.pop_front() {
+            return Some(e);
+        }
+        while let Some(&ch) = self.ready.front() {
+            if let Some(e) = self.conns.get_mut(&ch).and_then(|c| c.poll_event()) {
+                return Some((ch, e));
+            }
+            self.ready.pop_front();
+            self.ready_set.remove(&ch);
+        }
+        None
     }
 
     /// Runs `f` on connection `ch`, then syncs it.
@@ -163,6 +185,11 @@ impl H3Endpoint {
         let result = f(c);
         self.after(ch, now);
         result
+    }
+
+    /// The connections held.
+    pub fn conn_ids(&self) -> impl Iterator<Item = ConnId> + '_ {
+        self.conns.keys().copied()
     }
 
     /// Connection `ch`, if the endpoint holds it.

@@ -57,6 +57,7 @@ pub struct EndpointStats {
 }
 
 /// What a datagram was for, when the server has something to do.
+#[derive(Debug)]
 pub enum Routed {
     /// A new connection was accepted: keep it (it was synced already).
     New(ConnId, Box<H3Conn>),
@@ -289,14 +290,18 @@ impl H3Router {
         }
         conn.drive();
         let mut drained = false;
+        let mut replied = false;
         while let Some(event) = conn.quic.poll_endpoint_event() {
             drained |= event.is_drained();
             if let Some(reply) = self.endpoint.handle_event(id, event) {
                 conn.quic.handle_event(reply, now);
+                replied = true;
             }
         }
         // Events from the replies (new connection ids) may matter to h3.
-        conn.drive();
+        if replied {
+            conn.drive();
+        }
         if !conn.is_handshaking() {
             self.unvalidated.remove(&id);
         }
@@ -316,7 +321,9 @@ impl H3Router {
 
     /// Forgets a connection the server drops before it drained (a worker
     /// stopping at once): its connection ids stop routing to it, and later
-    /// packets for it get stateless resets. Unknown ids are ignored.
+    /// packets for it get stateless resets. Unknown ids are ignored. Only
+    /// for a connection the server still holds: quinn reuses the ids of
+    /// drained connections.
     pub fn forget(&mut self, id: ConnId) {
         if self.live.remove(&id) {
             self.unvalidated.remove(&id);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use rush_h3::quinn_proto::{ConnectionError, Dir, Endpoint, EndpointConfig};
 use rush_h3::{Code, Event, H3Settings, HeaderMap};
-use support::{get, request, settings, Net};
+use support::{get, raw_get, request, settings, Net};
 
 /// A QUIC v1 Retry packet: long header, type 3 (RFC 9000 section 17.2.5).
 fn is_retry(datagram: &[u8]) -> bool {
@@ -177,21 +177,6 @@ fn connections_past_the_bound_are_refused() {
     let reason = refused.lost().unwrap().to_string();
     assert!(reason.contains("refused"), "{reason}");
     assert_eq!(net.server.stats().refused, 1);
-}
-
-/// A GET for `/` at `localhost`, QPACK-encoded by hand with the static
-/// table only (RFC 9204 appendix A indexes), in a HEADERS frame.
-fn raw_get() -> Vec<u8> {
-    let mut block = vec![0x00, 0x00]; // Required Insert Count 0, Base 0.
-    block.push(0xc0 | 17); // :method GET
-    block.push(0xc0 | 23); // :scheme https
-    block.push(0xc0 | 1); // :path /
-    block.push(0x50); // :authority, literal value follows
-    block.push(9);
-    block.extend_from_slice(b"localhost");
-    let mut frame = vec![0x01, block.len() as u8];
-    frame.extend_from_slice(&block);
-    frame
 }
 
 #[test]

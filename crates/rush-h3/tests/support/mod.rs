@@ -119,6 +119,9 @@ pub struct Net {
     /// Wall time spent inside the server endpoint's calls (for the
     /// benchmark: the client shares the thread).
     pub server_time: Duration,
+    /// Leave the server's events in the server (a server that does not
+    /// take its events, e.g. while it holds requests back).
+    pub hold_events: bool,
     buf: Vec<u8>,
 }
 
@@ -143,6 +146,7 @@ impl Net {
             sent_to: HashMap::new(),
             received_from: HashMap::new(),
             server_time: Duration::ZERO,
+            hold_events: false,
             buf: Vec::new(),
         }
     }
@@ -222,9 +226,11 @@ impl Net {
             }
         }
         self.buf = buf;
-        while let Some(e) = self.server.poll_event() {
-            moved = true;
-            self.events.push(e);
+        if !self.hold_events {
+            while let Some(e) = self.server.poll_event() {
+                moved = true;
+                self.events.push(e);
+            }
         }
         moved
     }
@@ -237,7 +243,7 @@ impl Net {
         self.server_time += start.elapsed();
     }
 
-    fn deliver_to_client(&mut self, data: &[u8]) {
+    pub fn deliver_to_client(&mut self, data: &[u8]) {
         let mut buf = Vec::new();
         let event = self.client.handle(
             self.now,
@@ -402,6 +408,22 @@ pub fn request(
         });
     });
     out
+}
+
+/// A GET for `/` at `localhost`, QPACK-encoded by hand with the static
+/// table only (RFC 9204 appendix A indexes), in a HEADERS frame: what a
+/// raw client (no `h3`) writes on a request stream.
+pub fn raw_get() -> Vec<u8> {
+    let mut block = vec![0x00, 0x00]; // Required Insert Count 0, Base 0.
+    block.push(0xc0 | 17); // :method GET
+    block.push(0xc0 | 23); // :scheme https
+    block.push(0xc0 | 1); // :path /
+    block.push(0x50); // :authority, literal value follows
+    block.push(9);
+    block.extend_from_slice(b"localhost");
+    let mut frame = vec![0x01, block.len() as u8];
+    frame.extend_from_slice(&block);
+    frame
 }
 
 pub fn get(path: &str) -> http::Request<()> {
