@@ -164,6 +164,11 @@ impl AppServer {
         for mut listener in std::mem::take(&mut self.listeners) {
             listener.deregister(self.poll.registry());
         }
+        // The UDP sockets stay: the QUIC connections this worker holds
+        // finish through them. New QUIC clients are refused.
+        if let Some(quic) = self.quic.as_mut() {
+            quic.router.refuse_new();
+        }
         // An idle keep-alive connection is not closed now: its client may
         // have sent the next request already (under load it almost always
         // has), and closing would fail it. Its next request is answered

@@ -80,6 +80,8 @@ pub struct H3Router {
     /// negotiation, stateless resets).
     responses: VecDeque<(Transmit, Vec<u8>)>,
     stats: EndpointStats,
+    /// A draining server takes no new connection (see [`H3Router::refuse_new`]).
+    refusing: bool,
 }
 
 /// The keys a shared secret gives: stateless resets, Retry tokens and the
@@ -192,6 +194,7 @@ impl H3Router {
             endpoint,
             settings,
             live: HashSet::new(),
+            refusing: false,
             unvalidated: HashSet::new(),
             responses: VecDeque::new(),
             stats: EndpointStats::default(),
@@ -226,7 +229,7 @@ impl H3Router {
 
     fn incoming(&mut self, now: Instant, incoming: Incoming) -> Option<Routed> {
         let mut buf = Vec::new();
-        if self.live.len() >= self.settings.max_connections {
+        if self.refusing || self.live.len() >= self.settings.max_connections {
             let t = self.endpoint.refuse(incoming, &mut buf);
             self.stats.refused += 1;
             buf.truncate(t.size);
@@ -332,6 +335,15 @@ impl H3Router {
     }
 
     /// Connections held (handshaking, open, closing or draining).
+    /// From now on every new client is refused (CONNECTION_REFUSED, as past
+    /// [`H3Settings::max_connections`]): a worker that drains for a stop or
+    /// a reload finishes its connections and takes none, so the client
+    /// tries again and reaches a worker that serves.
+    pub fn refuse_new(&mut self) {
+        self.refusing = true;
+    }
+
+    /// Connections accepted and not yet drained or forgotten.
     pub fn connections(&self) -> usize {
         self.live.len()
     }

@@ -253,3 +253,18 @@ fn a_connection_forgotten_before_it_drained_is_reset_on_its_next_packet() {
         w.quic.lost()
     );
 }
+
+#[test]
+fn a_router_that_refuses_new_connections_takes_none_and_the_client_learns_it() {
+    let mut w = Wire::new();
+    w.server.router.refuse_new();
+    w.run_until(|w| w.quic.lost().is_some());
+    assert!(
+        matches!(w.quic.lost(), Some(ConnectionError::ConnectionClosed(_))),
+        "refused with CONNECTION_CLOSE, not left to time out: {:?}",
+        w.quic.lost()
+    );
+    assert!(w.server.conns.is_empty());
+    assert_eq!(w.server.router.connections(), 0);
+    assert_eq!(w.server.router.stats().refused, 1);
+}
