@@ -289,6 +289,7 @@ def test_every_settings_class_is_checked() -> None:
         "AppSettings",
         "ForwardingSettings",
         "HeaderSettings",
+        "Http3Settings",
         "LimitSettings",
         "LogSettings",
         "ProxyAccessSettings",
