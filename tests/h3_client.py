@@ -349,6 +349,15 @@ class H3Client:
 
         return self._call(go())
 
+    def send_headers(self, stream_id: int, fields: Sequence[tuple[bytes, bytes]], *, end: bool = False) -> None:
+        """A HEADERS frame with exactly these fields on a stream already open."""
+
+        async def go() -> None:
+            self.protocol.h3.send_headers(stream_id, list(fields), end_stream=end)
+            self.protocol.transmit()
+
+        self._call(go())
+
     def send(self, stream_id: int, data: bytes, *, end: bool = False) -> None:
         """One more DATA frame on an open request stream (``end``: with the stream's FIN)."""
 
