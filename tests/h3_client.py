@@ -18,12 +18,16 @@ What it offers beyond a plain request:
 * the server's GOAWAY (read off its control stream, which aioquic's client otherwise
   ignores) and how the connection ended (``terminated``);
 * the server's certificate verified against the tests' CA (``ca``), with SNI ``localhost``.
+
+``free_tcp_and_udp_port`` and ``sockets_on`` pick a port for a server that binds both TCP and UDP
+and tell when it has (from /proc/net, so looking does not take the port).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import ssl
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Sequence
@@ -213,7 +217,7 @@ class H3Client:
         self.port = port
         self.host = host
         self.timeout = timeout
-        self.authority = f"{server_name}:{port}"
+        self.authority = f"{host}:{port}"
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"h3-client-{port}", daemon=True)
         self._thread.start()
@@ -273,7 +277,13 @@ class H3Client:
         while not (value := predicate()):
             remaining = deadline - self._loop.time()
             if remaining <= 0:
-                raise AssertionError(f"HTTP/3: timed out waiting for {what}; streams: {protocol.streams}")
+                streams = {
+                    stream_id: (stream.status, len(stream.body), stream.ended, stream.reset_code)
+                    for stream_id, stream in protocol.streams.items()
+                }
+                raise AssertionError(
+                    f"HTTP/3: timed out waiting for {what}; (status, body length, ended, reset) by stream: {streams}"
+                )
             protocol.changed.clear()
             try:
                 await asyncio.wait_for(protocol.changed.wait(), remaining)
@@ -494,3 +504,35 @@ class H3Client:
     @property
     def alpn(self) -> str | None:
         return self.protocol._quic.tls.alpn_negotiated
+
+
+def free_tcp_and_udp_port() -> int:
+    """A port free a moment ago for both TCP and UDP on 127.0.0.1 (an HTTP/3 server binds both)."""
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp, socket.socket() as tcp:
+            udp.bind(("127.0.0.1", 0))
+            port = udp.getsockname()[1]
+            try:
+                tcp.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise AssertionError("no port free for both TCP and UDP in 100 tries")
+
+
+def sockets_on(port: int) -> dict[str, bool]:
+    """Whether a UDP socket is bound to ``port`` and a TCP socket listens on it."""
+    found = {"udp": False, "tcp": False}
+    for kind, files in (("udp", ("udp", "udp6")), ("tcp", ("tcp", "tcp6"))):
+        for name in files:
+            try:
+                lines = Path(f"/proc/net/{name}").read_text().splitlines()[1:]
+            except FileNotFoundError:
+                continue
+            for line in lines:
+                fields = line.split()
+                local_port = int(fields[1].rsplit(":", 1)[1], 16)
+                # TCP: only a listening socket (state 0A) counts; UDP has no such state.
+                if local_port == port and (kind == "udp" or fields[3] == "0A"):
+                    found[kind] = True
+    return found

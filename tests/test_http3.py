@@ -26,12 +26,11 @@ import hashlib
 import os
 import re
 import signal
-import socket
 from pathlib import Path
 
 import httpx
 import pytest
-from h3_client import H3_NO_ERROR, H3Client, H3Response
+from h3_client import H3_NO_ERROR, H3Client, H3Response, free_tcp_and_udp_port, sockets_on
 from support import (
     GUARD_TIMEOUT,
     RushServer,
@@ -56,39 +55,6 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def tls_args(pki: dict[str, Path]) -> list[str]:
     return ["--ssl-certfile", str(pki["chain"]), "--ssl-keyfile", str(pki["key"])]
-
-
-def free_tcp_and_udp_port() -> int:
-    """A port free a moment ago for both TCP and UDP on 127.0.0.1 (rush binds both)."""
-    for _ in range(100):
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp, socket.socket() as tcp:
-            udp.bind(("127.0.0.1", 0))
-            port = udp.getsockname()[1]
-            try:
-                tcp.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise AssertionError("no port free for both TCP and UDP in 100 tries")
-
-
-def sockets_on(port: int) -> dict[str, bool]:
-    """Whether a UDP socket is bound to ``port`` and a TCP socket listens on it (read from
-    /proc/net, so looking does not take the port from the server)."""
-    found = {"udp": False, "tcp": False}
-    for kind, files in (("udp", ("udp", "udp6")), ("tcp", ("tcp", "tcp6"))):
-        for name in files:
-            try:
-                lines = Path(f"/proc/net/{name}").read_text().splitlines()[1:]
-            except FileNotFoundError:
-                continue
-            for line in lines:
-                fields = line.split()
-                local_port = int(fields[1].rsplit(":", 1)[1], 16)
-                # TCP: only a listening socket (state 0A) counts; UDP has no such state.
-                if local_port == port and (kind == "udp" or fields[3] == "0A"):
-                    found[kind] = True
-    return found
 
 
 def start(factory: ServerFactory, app: str, *args: str, http3: bool = True) -> RushServer:
@@ -179,7 +145,7 @@ def test_each_interface_is_told_http3(servers: dict[str, RushServer], pki: dict[
     assert found["http_version"] == {"app": "3", "wsgi": "HTTP/3", "asgi": "3"}[interface]
     assert found["scheme"] == "https"
     # :authority is the request's host; no pseudo-header reaches the app as a field.
-    assert found["host"] == f"localhost:{server.port}"
+    assert found["host"] == f"127.0.0.1:{server.port}"
     assert "x-extra" in found["headers"]
     assert not [name for name in found["headers"] if name.startswith(":")]
 
