@@ -26,6 +26,7 @@ import hashlib
 import os
 import re
 import signal
+import ssl
 from pathlib import Path
 
 import httpx
@@ -89,6 +90,10 @@ def servers(module_servers: ServerFactory, pki: dict[str, Path], site: Path) -> 
     return {name: start(module_servers, f"{APPS}:{name}", *tls_args(pki), *extra.get(name, [])) for name in INTERFACES}
 
 
+def trusting(pki: dict[str, Path]) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=str(pki["ca"]))
+
+
 def client(server: RushServer, pki: dict[str, Path]) -> H3Client:
     assert server.port is not None
     return H3Client(server.port, ca=pki["ca"])
@@ -120,7 +125,7 @@ def test_alt_svc_and_the_udp_socket_only_with_http3(
     without = start(rush_server, f"{APPS}:asgi", *tls_args(pki), http3=False)
     for server, expected in ((with_h3, f'h3=":{with_h3.port}"; ma=86400'), (without, None)):
         for http2 in (False, True):
-            with httpx.Client(verify=str(pki["ca"]), http2=http2, timeout=GUARD_TIMEOUT) as tcp:
+            with httpx.Client(verify=trusting(pki), http2=http2, timeout=GUARD_TIMEOUT) as tcp:
                 answer = tcp.get(f"https://127.0.0.1:{server.port}/hello")
             assert (answer.status_code, answer.http_version) == (200, "HTTP/2" if http2 else "HTTP/1.1")
             assert answer.headers.get("alt-svc") == expected
@@ -193,6 +198,22 @@ def test_many_streams_at_once_on_one_connection(servers: dict[str, RushServer], 
     assert [{key: answer.json()[key] for key in ("length", "sha256")} for answer in answers] == list(
         map(digest, bodies)
     )
+
+
+def test_a_large_streamed_response_and_a_download_cancelled(
+    servers: dict[str, RushServer], pki: dict[str, Path]
+) -> None:
+    """2 MiB in 128 ``more_body`` messages, past QUIC's connection window, arrives whole and in
+    order; a second download cancelled after its first bytes ends that stream alone: the
+    connection serves on."""
+    expected = b"".join(bytes([index % 251]) * 16384 for index in range(128))
+    with client(servers["asgi"], pki) as h3:
+        whole = h3.get("/download?parts=128")
+        assert (whole.status, len(whole.body), whole.body == expected) == (200, len(expected), True)
+        stream = h3.open("GET", "/download?parts=4096")
+        h3.wait(stream, lambda response: len(response.body) >= 16384, "the first part of the download")
+        h3.cancel(stream)
+        assert h3.get("/hello").body == b"hello"
 
 
 def test_static_files_over_http3(servers: dict[str, RushServer], pki: dict[str, Path]) -> None:

@@ -15,6 +15,8 @@
     ``<length>\\n`` as it comes, and ``end\\n`` after the last: a client sees whether the app
     had a piece before the client sent the next one;
   - ``/trailers``: a body, then ``x-checksum`` (its SHA-256) in ``http.response.trailers``;
+  - ``/download?parts=N``: N parts of 16 KiB (part i is byte ``i % 251`` repeated), each its own
+    ``more_body`` message;
   - ``/held?id=X``: starts its response (``started``), then reads its body; answers
     ``received <length>`` if the body ends, notes X if ``http.disconnect`` comes first;
   - ``/seen?id=X``: ``yes`` if ``/held?id=X`` was told ``http.disconnect``;
@@ -146,6 +148,11 @@ async def asgi(scope: dict[str, Any], receive: Callable[[], Any], send: Callable
             if not message.get("more_body", False):
                 break
         await send({"type": "http.response.body", "body": b"end\n"})
+    elif path == "/download":
+        await _start(send, b"")
+        for index in range(int(query.get("parts", "64"))):
+            await send({"type": "http.response.body", "body": bytes([index % 251]) * 16384, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
     elif path == "/trailers":
         payload = b"payload " * 100
         await _start(send, payload, trailers=True)
