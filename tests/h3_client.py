@@ -12,7 +12,7 @@ What it offers beyond a plain request:
   with the test deciding when each piece leaves, and several streams open on one connection
   at once (``requests`` runs a list of them concurrently);
 * ``cancel``: RESET_STREAM and STOP_SENDING on a stream mid-body, as a browser that navigates
-  away does;
+  away does; ``rebind``: the connection moved to a new local port, as behind a NAT;
 * ``send_raw_headers`` / ``send_raw``: a HEADERS frame with fields no real client would send
   (aioquic encodes what it is given without checking it) and arbitrary bytes on a stream;
 * the server's GOAWAY (read off its control stream, which aioquic's client otherwise
@@ -393,6 +393,20 @@ class H3Client:
             return self.protocol._quic.get_next_available_stream_id(is_unidirectional=unidirectional)
 
         return self._call(go())
+
+    def rebind(self) -> None:
+        """Moves the connection to a new local UDP port, as a NAT rebinding does: the server sees
+        the same connection (the same connection ids) arrive from a new address."""
+
+        async def go() -> None:
+            old = self._transport
+            self._transport, _ = await self._loop.create_datagram_endpoint(
+                lambda: self.protocol, local_addr=(self.host, 0)
+            )
+            if old is not None:
+                old.close()
+
+        self._call(go())
 
     def cancel(self, stream_id: int, code: int = H3_REQUEST_CANCELLED) -> None:
         """Abandons a request: RESET_STREAM (the request's sending side) and STOP_SENDING (the

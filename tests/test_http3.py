@@ -295,6 +295,38 @@ def test_stop_finishes_the_request_in_flight_after_goaway(rush_server: ServerFac
     assert server.wait_exit() == 0
 
 
+def test_every_worker_serves_http3(rush_server: ServerFactory, pki: dict[str, Path]) -> None:
+    """With two workers, new connections (each from a port of its own) reach both, and every
+    request of every connection is answered: the packets of one connection keep reaching the
+    worker that holds it."""
+    server = start(rush_server, f"{APPS}:asgi", *tls_args(pki), "--workers", "2")
+    workers = server.wait_for_workers(2)
+    seen: set[int] = set()
+    connections = 0
+    # Bounded: the chance that 40 connections all reach the same one of two workers is 2**-39.
+    while seen != workers and connections < 40:
+        connections += 1
+        with client(server, pki) as h3:
+            answers = h3.requests([("GET", "/pid", [], None)] * 3)
+        assert [answer.status for answer in answers] == [200] * 3
+        assert len({answer.body for answer in answers}) == 1, answers
+        seen.add(int(answers[0].body))
+    assert seen == workers
+    assert server.worker_pids() == workers
+
+
+def test_a_client_whose_address_changes_keeps_its_connection(
+    servers: dict[str, RushServer], pki: dict[str, Path]
+) -> None:
+    """A NAT rebinding (the client's UDP port changes mid-connection): with one worker, the
+    connection goes on from the new address (QUIC migration, after path validation)."""
+    with client(servers["asgi"], pki) as h3:
+        assert h3.get("/hello").body == b"hello"
+        h3.rebind()
+        answer = h3.outcome(h3.open("GET", "/hello?after=rebinding"))
+    assert isinstance(answer, H3Response) and (answer.status, answer.body) == (200, b"hello"), answer
+
+
 # ---------------------------------------------------------------------------
 # What no correct client sends
 

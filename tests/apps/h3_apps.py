@@ -20,13 +20,15 @@
   - ``/held?id=X``: starts its response (``started``), then reads its body; answers
     ``received <length>`` if the body ends, notes X if ``http.disconnect`` comes first;
   - ``/seen?id=X``: ``yes`` if ``/held?id=X`` was told ``http.disconnect``;
-  - ``/log``: JSON list of every request the app was called with: ``[path, x-case]``.
+  - ``/log``: JSON list of every request the app was called with: ``[path, x-case]``;
+  - ``/pid``: the worker's process id.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import parse_qs
@@ -173,6 +175,8 @@ async def asgi(scope: dict[str, Any], receive: Callable[[], Any], send: Callable
         await send({"type": "http.response.body", "body": b"received %d" % length})
     elif path == "/seen":
         await _respond(send, b"yes" if query["id"] in disconnected else b"no")
+    elif path == "/pid":
+        await _respond(send, str(os.getpid()).encode())
     elif path == "/log":
         await _respond(send, json.dumps(calls).encode())
     else:
