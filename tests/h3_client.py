@@ -13,6 +13,7 @@ What it offers beyond a plain request:
   at once (``requests`` runs a list of them concurrently);
 * ``cancel``: RESET_STREAM and STOP_SENDING on a stream mid-body, as a browser that navigates
   away does; ``rebind``: the connection moved to a new local port, as behind a NAT;
+  ``key_update``: new 1-RTT keys; ``session_ticket`` / ``resumed``: a session resumed;
 * ``send_raw_headers`` / ``send_raw``: a HEADERS frame with fields no real client would send
   (aioquic encodes what it is given without checking it) and arbitrary bytes on a stream;
 * the server's GOAWAY (read off its control stream, which aioquic's client otherwise
@@ -40,6 +41,7 @@ from aioquic.h3.connection import H3_ALPN, H3Connection
 from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import ConnectionTerminated, StopSendingReceived, StreamDataReceived, StreamReset
+from aioquic.tls import SessionTicket
 from support import GUARD_TIMEOUT
 
 T = TypeVar("T")
@@ -213,6 +215,7 @@ class H3Client:
         server_name: str = "localhost",
         alpn: Sequence[str] = tuple(H3_ALPN),
         timeout: float = GUARD_TIMEOUT,
+        session_ticket: SessionTicket | None = None,
     ) -> None:
         self.port = port
         self.host = host
@@ -229,6 +232,9 @@ class H3Client:
         )
         if ca is not None:
             configuration.load_verify_locations(cafile=str(ca))
+        # A ticket from an earlier connection: this handshake asks to resume that session.
+        configuration.session_ticket = session_ticket
+        self._tickets: list[SessionTicket] = []
         self._transport: asyncio.DatagramTransport | None = None
         self._protocol: _Protocol | None = None
         try:
@@ -251,7 +257,7 @@ class H3Client:
     async def _connect(self, configuration: QuicConfiguration) -> None:
         from aioquic.quic.connection import QuicConnection
 
-        quic = QuicConnection(configuration=configuration)
+        quic = QuicConnection(configuration=configuration, session_ticket_handler=self._tickets.append)
         self._transport, protocol = await self._loop.create_datagram_endpoint(
             lambda: _Protocol(quic), local_addr=(self.host, 0)
         )
@@ -488,6 +494,28 @@ class H3Client:
     def ping(self) -> None:
         """A PING answered: everything sent before it reached the server's QUIC stack."""
         self._call(self.protocol.ping())
+
+    def key_update(self) -> None:
+        """Moves to the next 1-RTT keys (a QUIC key update): what follows is sealed with them."""
+
+        async def go() -> None:
+            self.protocol.request_key_update()
+
+        self._call(go())
+
+    def wait_session_ticket(self) -> SessionTicket:
+        """Waits for the server's first TLS session ticket (NewSessionTicket, after the handshake)."""
+
+        async def go() -> SessionTicket:
+            await self._until(lambda: self._tickets, "a TLS session ticket")
+            return self._tickets[0]
+
+        return self._call(go())
+
+    @property
+    def resumed(self) -> bool:
+        """The handshake resumed the session of the ticket given (no certificate was sent)."""
+        return self.protocol._quic.tls.session_resumed
 
     @property
     def goaway_ids(self) -> list[int]:

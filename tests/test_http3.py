@@ -327,6 +327,25 @@ def test_a_client_whose_address_changes_keeps_its_connection(
     assert isinstance(answer, H3Response) and (answer.status, answer.body) == (200, b"hello"), answer
 
 
+def test_key_updates_and_a_resumed_session_without_early_data(
+    servers: dict[str, RushServer], pki: dict[str, Path]
+) -> None:
+    """Two key updates on one connection, a request after each; then the session ticket the
+    server sent resumes the session on a new connection (no certificate exchanged) and allows
+    no 0-RTT data (replayable requests stay off)."""
+    server = servers["asgi"]
+    with client(server, pki) as h3:
+        for round_number in range(2):
+            h3.key_update()
+            assert h3.get(f"/hello?keys={round_number + 1}").body == b"hello"
+        ticket = h3.wait_session_ticket()
+    assert not ticket.max_early_data_size, ticket.max_early_data_size
+    assert server.port is not None
+    with H3Client(server.port, ca=pki["ca"], session_ticket=ticket) as resumed:
+        assert resumed.resumed
+        assert resumed.get("/hello?resumed").body == b"hello"
+
+
 # ---------------------------------------------------------------------------
 # What no correct client sends
 
