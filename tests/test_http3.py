@@ -10,8 +10,10 @@ port it serves HTTPS on, and the TCP responses (HTTP/1.1 and HTTP/2) carry
 mounts, request bodies past QUIC's stream window, a body handed to ``receive()`` piece by piece
 as it arrives, many streams at once on one connection, trailers when the request says
 ``te: trailers``, 413 past ``--max-body-size``, a client's stream cancel reaching the app as
-``http.disconnect``, the access log saying ``HTTP/3``, and SIGTERM sending GOAWAY, finishing
-the request in flight, refusing a later one and closing with H3_NO_ERROR. Requests no correct
+``http.disconnect``, a 2 MiB streamed response and a download cancelled mid-way, the access log
+saying ``HTTP/3``, SIGTERM sending GOAWAY, finishing the request in flight, refusing a later one
+and closing with H3_NO_ERROR, two workers both serving, a client whose UDP port changes keeping
+its connection, key updates, and a resumed session whose ticket allows no 0-RTT. Requests no correct
 client sends (malformed pseudo-headers and fields, DATA before HEADERS, an empty request
 stream, a second control stream, no ``h3`` in ALPN) get an error and never reach the app, and
 every rush process is checked for panics and dead workers when its test ends.
@@ -107,7 +109,7 @@ def digest(body: bytes) -> dict[str, object]:
 # Listening and announcing
 
 
-def test_http3_without_tls_is_refused_at_start(tmp_path: Path) -> None:
+def test_http3_without_tls_is_refused_at_start() -> None:
     port = free_tcp_and_udp_port()
     done = run_rush(f"{APPS}:asgi", "--http3", "--bind", f"127.0.0.1:{port}")
     assert done.returncode != 0, done.stdout + done.stderr
