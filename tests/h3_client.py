@@ -20,14 +20,16 @@ What it offers beyond a plain request:
   ignores) and how the connection ended (``terminated``);
 * the server's certificate verified against the tests' CA (``ca``), with SNI ``localhost``.
 
-``free_tcp_and_udp_port`` and ``sockets_on`` pick a port for a server that binds both TCP and UDP
-and tell when it has (from /proc/net, so looking does not take the port).
+``free_tcp_and_udp_port``, ``sockets_on`` and ``socket_counts`` pick a port for a server that binds
+both TCP and UDP and tell when it has (from /proc/net, so looking does not take the port).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import random
 import socket
 import ssl
 import threading
@@ -155,13 +157,27 @@ class _ControlStreamReader:
             self._position = length[1] + length[0]
 
 
+class _H3Connection(H3Connection):
+    """aioquic's HTTP/3 connection, except that the answer to a HEAD request may state a
+    Content-Length without a body (RFC 9110 9.3.2): aioquic 1.7 checks every response's length
+    against its DATA and closes the connection on a HEAD answer."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.head_streams: set[int] = set()
+
+    def _check_content_length(self, stream: Any) -> None:
+        if stream.stream_id not in self.head_streams:
+            super()._check_content_length(stream)
+
+
 class _Protocol(QuicConnectionProtocol):
     """The QUIC connection's protocol: feeds every QUIC event to ``H3Connection`` and keeps what
     each stream received; ``changed`` is set after every batch of events."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.h3 = H3Connection(self._quic)
+        self.h3 = _H3Connection(self._quic)
         self.streams: dict[int, H3Response] = {}
         self.control = _ControlStreamReader()
         self.terminated: ConnectionTerminated | None = None
@@ -356,6 +372,8 @@ class H3Client:
             protocol = self.protocol
             stream_id = protocol._quic.get_next_available_stream_id()
             protocol.stream(stream_id)
+            if (b":method", b"HEAD") in fields:
+                protocol.h3.head_streams.add(stream_id)
             protocol.h3.send_headers(stream_id, list(fields), end_stream=end and not pieces)
             for index, piece in enumerate(pieces):
                 protocol.h3.send_data(stream_id, piece, end_stream=end and index == len(pieces) - 1)
@@ -478,6 +496,8 @@ class H3Client:
             for method, path, headers, body in specs:
                 stream_id = protocol._quic.get_next_available_stream_id()
                 protocol.stream(stream_id)
+                if method == "HEAD":
+                    protocol.h3.head_streams.add(stream_id)
                 protocol.h3.send_headers(stream_id, self.request_fields(method, path, headers), end_stream=not body)
                 if body:
                     protocol.h3.send_data(stream_id, body, end_stream=True)
@@ -492,11 +512,21 @@ class H3Client:
     # -- the connection -------------------------------------------------------
 
     def ping(self) -> None:
-        """A PING answered: everything sent before it reached the server's QUIC stack."""
-        self._call(self.protocol.ping())
+        """A PING answered: everything sent before it reached the server's QUIC stack. Returns
+        as well if the connection ended meanwhile (``terminated`` says how)."""
+
+        async def go() -> None:
+            with contextlib.suppress(ConnectionError):
+                await self.protocol.ping()
+
+        self._call(go())
 
     def key_update(self) -> None:
-        """Moves to the next 1-RTT keys (a QUIC key update): what follows is sealed with them."""
+        """Moves to the next 1-RTT keys (a QUIC key update): what follows is sealed with them.
+        A PING answered first: RFC 9001 6.5 allows a new update only once a packet sealed with the
+        current keys was acknowledged, which aioquic does not check (quinn closes the connection
+        with KEY_UPDATE_ERROR when a client updates again too soon)."""
+        self.ping()
 
         async def go() -> None:
             self.protocol.request_key_update()
@@ -549,22 +579,33 @@ class H3Client:
 
 
 def free_tcp_and_udp_port() -> int:
-    """A port free a moment ago for both TCP and UDP on 127.0.0.1 (an HTTP/3 server binds both)."""
-    for _ in range(100):
+    """A port free a moment ago for both TCP and UDP on 127.0.0.1 (an HTTP/3 server binds both),
+    taken below the kernel's ephemeral range: a port the kernel hands out (bind to port 0, or any
+    outgoing connection on the machine) could be taken by another process before the server binds
+    it, and the machine runs other tests at once."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    candidates = random.sample(range(10000, low), min(200, low - 10000))
+    for port in candidates:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp, socket.socket() as tcp:
-            udp.bind(("127.0.0.1", 0))
-            port = udp.getsockname()[1]
             try:
+                udp.bind(("127.0.0.1", port))
                 tcp.bind(("127.0.0.1", port))
             except OSError:
                 continue
             return port
-    raise AssertionError("no port free for both TCP and UDP in 100 tries")
+    raise AssertionError(f"no port free for both TCP and UDP in {len(candidates)} tries")
 
 
 def sockets_on(port: int) -> dict[str, bool]:
     """Whether a UDP socket is bound to ``port`` and a TCP socket listens on it."""
-    found = {"udp": False, "tcp": False}
+    counts = socket_counts(port)
+    return {kind: count > 0 for kind, count in counts.items()}
+
+
+def socket_counts(port: int) -> dict[str, int]:
+    """How many UDP sockets are bound to ``port`` and how many TCP sockets listen on it (each
+    worker of a server with SO_REUSEPORT has its own)."""
+    found = {"udp": 0, "tcp": 0}
     for kind, files in (("udp", ("udp", "udp6")), ("tcp", ("tcp", "tcp6"))):
         for name in files:
             try:
@@ -576,5 +617,5 @@ def sockets_on(port: int) -> dict[str, bool]:
                 local_port = int(fields[1].rsplit(":", 1)[1], 16)
                 # TCP: only a listening socket (state 0A) counts; UDP has no such state.
                 if local_port == port and (kind == "udp" or fields[3] == "0A"):
-                    found[kind] = True
+                    found[kind] += 1
     return found
