@@ -458,7 +458,6 @@ def test_an_empty_request_stream_is_harmless(servers: dict[str, RushServer], pki
         assert h3.get("/hello").body == b"hello"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="rush --http3 ignores it: the connection serves on")
 def test_a_second_control_stream_closes_the_connection_with_an_error(
     servers: dict[str, RushServer], pki: dict[str, Path]
 ) -> None:
