@@ -406,8 +406,11 @@ def send_fields(server: RushServer, pki: dict[str, Path], fields: list[tuple[str
 REACHES_THE_APP = pytest.mark.xfail(
     strict=True, raises=AssertionError, reason="rush --http3 answers it 200 and the app is called"
 )
-PASSED_ON = ("response pseudo-header", "two :method", "pseudo-header after a field", "connection field")
-PASSED_ON += ("te other than trailers",)
+# A connection-specific field and `te` other than trailers are refused since rush checks them
+# itself (rush_h2::RequestHead::malformed, for both protocols). These three are lost inside h3's
+# QPACK decoding before rush sees the head: a second :method overwrites the first, a pseudo-header
+# after a field and a response pseudo-header are taken or dropped silently.
+PASSED_ON = ("response pseudo-header", "two :method", "pseudo-header after a field")
 
 
 def test_the_valid_request_the_malformed_ones_come_from_is_answered(

@@ -66,6 +66,15 @@ impl RequestHead {
             if padded(value.first()) || padded(value.last()) {
                 return Some("a field value starts or ends with whitespace");
             }
+            // `h2` refuses these itself; the same check serves HTTP/3,
+            // whose `h3` 0.0.8 lets them through (RFC 9114 section 4.2).
+            if name == http::header::TE {
+                if !value.eq_ignore_ascii_case(b"trailers") {
+                    return Some("te other than trailers");
+                }
+            } else if is_connection_specific(name) {
+                return Some("a connection-specific field");
+            }
             if name == http::header::HOST {
                 if let Some(authority) = authority {
                     if !same_authority(authority, value, self.scheme()) {
@@ -358,6 +367,14 @@ mod tests {
             (
                 head(Method::GET, "http://u@a.example/", &[]),
                 ":authority has a userinfo part",
+            ),
+            (
+                head(Method::GET, "http://a.example/", &[("connection", b"close")]),
+                "a connection-specific field",
+            ),
+            (
+                head(Method::GET, "http://a.example/", &[("te", b"gzip")]),
+                "te other than trailers",
             ),
         ];
         for (case, why) in &cases {
