@@ -26,7 +26,8 @@ import time
 from pathlib import Path
 
 import pytest
-from support import GUARD_TIMEOUT, RushServer, ServerFactory, free_port, wait_for
+from h3_client import free_tcp_and_udp_port
+from support import GUARD_TIMEOUT, RushServer, ServerFactory, wait_for
 
 aioquic = pytest.importorskip("aioquic")
 from aioquic.asyncio.client import connect  # noqa: E402
@@ -101,7 +102,7 @@ def normal_get(port: int, ca: Path, path: str) -> dict:
 
 
 def start(factory: ServerFactory, pki: dict[str, Path]) -> RushServer:
-    port = free_port()
+    port = free_tcp_and_udp_port()
     server = factory(
         HELLO_APP,
         "--http3",
