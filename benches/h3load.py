@@ -10,7 +10,9 @@ three timed loads:
 - ``h3-handshakes``: a new QUIC connection for every request (closed loop over ``-c`` slots, or
   with ``--rate`` in the scenario's ``wrk_args`` an open loop of that many connections a second),
   with a *normal client* beside it that opens a connection and asks one GET every 20 ms: its
-  latency is the row's p50/p90/p99 (the flood's own counts stay in the results JSON);
+  latency is the row's p50/p90/p99 (the flood's own counts stay in the results JSON); a timeout
+  of it, or a request still unanswered at the end, counts as the time it waited (a lower bound),
+  a wrong answer or a failed handshake of it refuses the run;
 - ``h3-idle``: connections held idle while the runner reads the server's RSS, in the line
   protocol of benches/h2idle.py (the runner drives it as it drives h2idle).
 
@@ -139,8 +141,9 @@ def h3load_failure(result: H3loadResult, scenario: Scenario) -> str | None:
     probe = report.get("probe") or {}
     if probe.get("failed"):
         problems.append(f"{probe['failed']} of the normal client's requests failed")
-    if scenario.load == "h3-handshakes" and not probe.get("requests"):
-        problems.append("the normal client completed no request")
+    waits = sum(int(probe.get(kind, 0)) for kind in ("requests", "timeouts", "unfinished"))
+    if scenario.load == "h3-handshakes" and not waits:
+        problems.append("the normal client made no request")
     if not problems and not result.valid:
         problems.append("the report says it is not valid")
     if problems:

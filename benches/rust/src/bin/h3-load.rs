@@ -23,8 +23,11 @@
 //!   GET, CONNECTION_CLOSE). Closed loop with `-c` at a time, or with `--rate R` an open loop
 //!   starting R connections a second (at most `-c` at a time: a start that finds `-c` still
 //!   busy is counted as `late`, not queued). A *normal client* runs beside the flood: every
-//!   `--probe-interval` milliseconds a new connection and one GET, as a browser arriving then
-//!   would; its latency (handshake included) is reported apart, as `probe`.
+//!   `--probe-interval` milliseconds (or as soon as its previous request ended, if later) a new
+//!   connection and one GET, as a browser arriving then would; its latency (handshake included)
+//!   is reported apart, as `probe`. A wrong answer or a failed handshake of it refuses the run;
+//!   a timeout, or a request still unanswered at the end, is a latency sample of the time it
+//!   waited (a lower bound), so a server that makes newcomers wait shows in the percentiles.
 //! * **--check N**: one connection, N requests (the first alone, then the others together, on
 //!   streams of their own), each answer printed as a JSON line (status, headers, body in hex)
 //!   for the suite to judge; nothing is timed.
@@ -68,6 +71,7 @@ type SendRequest = h3::client::SendRequest<h3_quinn::OpenStreams, Bytes>;
 const MAX_DURATION_S: f64 = 3600.0;
 const MAX_CONNECTIONS: usize = 20_000;
 const MAX_STREAMS: usize = 1000;
+const IDLE_CHECKS_AT_ONCE: usize = 16;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Mode {
@@ -510,6 +514,8 @@ struct Stats {
     late: u64,
     probe_ok: u64,
     probe_failed: u64,
+    probe_timeouts: u64,
+    probe_unfinished: u64,
     probe_latencies_us: Vec<u32>,
 }
 
@@ -533,6 +539,8 @@ struct Shared {
     stopping: Cell<bool>,
     /// When the last counted request of a `-n` run ended.
     last_done: Cell<Option<Instant>>,
+    /// When the normal client's request in flight started (the handshakes mode).
+    probe_started: Cell<Option<Instant>>,
     done: tokio::sync::Notify,
 }
 
@@ -548,6 +556,7 @@ impl Shared {
             window,
             stopping: Cell::new(stopping),
             last_done: Cell::new(None),
+            probe_started: Cell::new(None),
             done: tokio::sync::Notify::new(),
         })
     }
@@ -693,15 +702,22 @@ async fn one_shot(shared: &Rc<Shared>, endpoint: &quinn::Endpoint, start: Option
         Err(kind) => Err(kind),
     };
     let Some(start) = start else {
+        shared.probe_started.set(None);
         let ended = Instant::now();
         if started >= shared.window.0 && ended <= shared.window.1 && !shared.stopping.get() {
-            let right = matches!(&outcome, Ok(answer) if shared.right(answer));
             let mut stats = shared.stats.borrow_mut();
-            if right {
-                stats.probe_ok += 1;
-                stats.probe_latencies_us.push(micros(ended - started));
-            } else {
-                stats.probe_failed += 1;
+            match &outcome {
+                Ok(answer) if shared.right(answer) => {
+                    stats.probe_ok += 1;
+                    stats.probe_latencies_us.push(micros(ended - started));
+                }
+                // A normal client that waited in vain waited at least this long: its wait is a
+                // sample (a lower bound), not a refusal of the row.
+                Err("timeout") => {
+                    stats.probe_timeouts += 1;
+                    stats.probe_latencies_us.push(micros(ended - started));
+                }
+                _ => stats.probe_failed += 1,
             }
         }
         return;
@@ -771,6 +787,7 @@ async fn probe(shared: Rc<Shared>, config: quinn::ClientConfig) {
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     while !shared.stopping.get() && Instant::now() < shared.window.1 {
         ticks.tick().await;
+        shared.probe_started.set(Some(Instant::now()));
         one_shot(&shared, &endpoint, None).await;
     }
 }
@@ -821,8 +838,14 @@ fn report(shared: &Shared, window: Duration) -> bool {
     let probe = if handshakes {
         let probe_latency = percentiles(&mut stats.probe_latencies_us);
         format!(
-            ", \"handshakes\": {}, \"late\": {}, \"probe\": {{\"requests\": {}, \"failed\": {}, \"latency_ms\": {probe_latency}}}",
-            stats.ok, stats.late, stats.probe_ok, stats.probe_failed
+            ", \"handshakes\": {}, \"late\": {}, \"probe\": {{\"requests\": {}, \"failed\": {}, \"timeouts\": {}, \
+             \"unfinished\": {}, \"latency_ms\": {probe_latency}}}",
+            stats.ok,
+            stats.late,
+            stats.probe_ok,
+            stats.probe_failed,
+            stats.probe_timeouts,
+            stats.probe_unfinished
         )
     } else {
         String::new()
@@ -895,6 +918,18 @@ async fn run_timed(options: Options, config: quinn::ClientConfig) -> bool {
         .get()
         .unwrap_or_else(|| Instant::now().min(deadline));
     shared.stopping.set(true);
+    if let Some(started) = shared
+        .probe_started
+        .get()
+        .filter(|started| *started >= counted_from)
+    {
+        // The normal client's request still in flight has waited this long at least.
+        let mut stats = shared.stats.borrow_mut();
+        stats.probe_unfinished += 1;
+        stats
+            .probe_latencies_us
+            .push(micros(Instant::now() - started));
+    }
     let window = ended.saturating_duration_since(counted_from);
     let valid = report(&shared, window);
     // Let the connections close (CONNECTION_CLOSE sent) for a moment, without waiting for them.
@@ -1024,30 +1059,34 @@ async fn open_idle(
     Ok(())
 }
 
-/// How many of `held` the server no longer keeps: closed, or not answering one more GET on it (a
-/// QUIC server that forgot a connection without a CONNECTION_CLOSE shows only when asked).
-async fn still_answering(shared: &Rc<Shared>, held: &[Connection]) -> usize {
-    let mut asks = JoinSet::new();
-    for connection in held {
-        let (mut send, shared, quic) = (
-            connection.send.clone(),
-            shared.clone(),
-            connection.quic.clone(),
-        );
-        asks.spawn_local(async move {
-            if quic.close_reason().is_some() {
-                return false;
+/// How many of `held` the server closed, and how many more did not answer one more GET right (a
+/// QUIC server that forgot a connection without a CONNECTION_CLOSE shows only when asked). The
+/// GETs go `IDLE_CHECKS_AT_ONCE` at a time: a thousand at once would measure the server's burst
+/// capacity, not whether it kept its connections.
+async fn still_kept(shared: &Rc<Shared>, held: &[Connection]) -> (usize, usize) {
+    let closed = held
+        .iter()
+        .filter(|connection| connection.quic.close_reason().is_some())
+        .count();
+    let mut unanswered = 0;
+    for batch in held.chunks(IDLE_CHECKS_AT_ONCE) {
+        let mut asks = JoinSet::new();
+        for connection in batch
+            .iter()
+            .filter(|connection| connection.quic.close_reason().is_none())
+        {
+            let (mut send, shared) = (connection.send.clone(), shared.clone());
+            asks.spawn_local(async move {
+                matches!(timed_request(&mut send, &shared.options).await, Ok(answer) if shared.right(&answer))
+            });
+        }
+        while let Some(answered) = asks.join_next().await {
+            if !matches!(answered, Ok(true)) {
+                unanswered += 1;
             }
-            matches!(timed_request(&mut send, &shared.options).await, Ok(answer) if shared.right(&answer))
-        });
-    }
-    let mut dropped = 0;
-    while let Some(answered) = asks.join_next().await {
-        if !matches!(answered, Ok(true)) {
-            dropped += 1;
         }
     }
-    dropped
+    (closed, unanswered)
 }
 
 /// `--idle N`: benches/h2idle.py's line protocol over HTTP/3 (see the module's comment).
@@ -1076,10 +1115,16 @@ async fn run_idle(options: Options, config: quinn::ClientConfig, idle: usize) ->
                             opened = idle;
                             println!("ready {opened}");
                             while let Ok(Some(_)) = stdin.next_line().await {}
-                            let dropped = still_answering(&shared, &held).await;
-                            if dropped > 0 {
+                            let (closed, unanswered) = still_kept(&shared, &held).await;
+                            if closed > 0 {
                                 errors.push(format!(
-                                    "the server closed {dropped} of {} idle connections while they were held",
+                                    "the server closed {closed} of {} idle connections while they were held",
+                                    held.len()
+                                ));
+                            }
+                            if unanswered > 0 {
+                                errors.push(format!(
+                                    "{unanswered} of {} idle connections did not answer a GET after the hold",
                                     held.len()
                                 ));
                             }
