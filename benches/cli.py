@@ -340,7 +340,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     document["skipped"] = skipped
     document["wrk_commands"] = {
-        scenario.key: readable_command(wrk_command(scenario, f"http://{settings.host}:PORT", settings.duration_s))
+        scenario.key: readable_command(
+            wrk_command(scenario, f"{'https' if scenario.tls else 'http'}://{settings.host}:PORT", settings.duration_s)
+        )
         for scenario in scenarios
     }
     results_path = (SMOKE_DIR if arguments.quick else RESULTS_DIR) / f"{timestamp}.json"

@@ -782,37 +782,38 @@ HTTP2_GROUP: list[Scenario] = [
 # certificate. The "h3-*" apps serve HTTP/3 on UDP and HTTPS on TCP on one port number; the
 # "tls-*" apps are rush's usual TLS set-up (ALPN h2, then http/1.1), without --http3.
 H3_STREAMS = {"connections": 100, "streams": 10}
-HTTP3_ONLY_RUSH = ("rush",)
+# Who the HTTP/3 rows and the HTTP/2 twins run on: rush, and where it serves the app hypercorn (its
+# --quic-bind command serves HTTPS on TCP too), for each server's own ratios between the protocols.
+# The HTTP/1.1 twins run on rush alone: h2load 1.52 reads hypercorn's status line, which has no
+# reason phrase ("HTTP/1.1 200 "), as status 0, and would refuse every answer.
+HTTP3_SERVERS = ("rush", "hypercorn-h3")
+# The rows only rush serves: no other server here speaks HTTP/3 with an App API or static files,
+# and the HTTP/1.1 twins above.
+HTTP3_RUSH_ONLY = (
+    *(f"{name}{suffix}" for name in ("app-hello", "file-1m") for suffix in ("", "-h2", "-h1")),
+    "asgi-hello-h1",
+)
 
 
 def http3_triple(
     name: str, title: str, path: str, expect: Expectation, apps: tuple[str, str], **load
 ) -> list[Scenario]:
-    """A scenario over HTTP/3 and rush's twins over HTTP/2 and HTTP/1.1 on TLS (h2load; HTTP/1.1
+    """A scenario over HTTP/3 and its twins over HTTP/2 and HTTP/1.1 on TLS (h2load; HTTP/1.1
     with one request in flight per connection: -m above 1 would pipeline). ``apps``: the HTTP/3
     app and the TLS one."""
     h3_app, tls_app = apps
     common = {"group": "http3", "path": path, "expect": expect, "tls": True}
+    h2_title, h1_title = f"HTTP/2 over TLS: {title}", f"HTTP/1.1 over TLS: {title}"
+    h1_load = {**load, "streams": 1}
     return [
-        Scenario(name=name, title=f"HTTP/3: {title}", app=h3_app, load="h3-load", **common, **load),
         Scenario(
-            name=f"{name}-h2",
-            title=f"HTTP/2 over TLS: {title}",
-            app=tls_app,
-            load="h2load-tls",
-            servers=HTTP3_ONLY_RUSH,
-            **common,
-            **load,
+            name=name, title=f"HTTP/3: {title}", app=h3_app, load="h3-load", servers=HTTP3_SERVERS, **common, **load
         ),
         Scenario(
-            name=f"{name}-h1",
-            title=f"HTTP/1.1 over TLS: {title}",
-            app=tls_app,
-            load="h2load-tls-h1",
-            servers=HTTP3_ONLY_RUSH,
-            **common,
-            **{key: value for key, value in load.items() if key != "streams"},
-            streams=1,
+            name=f"{name}-h2", title=h2_title, app=tls_app, load="h2load-tls", servers=HTTP3_SERVERS, **common, **load
+        ),
+        Scenario(
+            name=f"{name}-h1", title=h1_title, app=tls_app, load="h2load-tls-h1", servers=("rush",), **common, **h1_load
         ),
     ]
 

@@ -651,7 +651,11 @@ SERVERS: list[Server] = [
         name="hypercorn-h3",
         title="hypercorn (ASGI, uvloop, HTTP/3 by aioquic)",
         venv="bench",
-        apps={"h3-asgi": hypercorn_h3("benches.apps.asgi_app:app")},
+        # The same command for the group's HTTP/2 and HTTP/1.1 rows (HTTPS on TCP, ALPN h2 or http/1.1).
+        apps={
+            "h3-asgi": hypercorn_h3("benches.apps.asgi_app:app"),
+            "tls-asgi": hypercorn_h3("benches.apps.asgi_app:app"),
+        },
         probe="import hypercorn, aioquic, uvloop",
         version_argv=(
             "{bin}/python",
