@@ -303,10 +303,12 @@ def _is_h3load(scenario: dict) -> bool:
 # (the load of a scenario, the suffix of its twin's name, the two protocols' names, the title's
 # prefix): the http2 group's h2c rows against their HTTP/1.1 twins (issue 24's targets: CPU at
 # most 1.2x, a 1 MiB download's throughput within 10%), and the http3 group's HTTP/3 rows
-# against their HTTP/2 twins (issue 35's: CPU at most 2x, a 1 MiB download at least 0.7x).
+# against their HTTP/2 twins (issue 35's: CPU at most 2x, a 1 MiB download at least 0.7x) and
+# their HTTP/1.1 twins.
 PROTOCOL_PAIRS = (
     ("h2load", "-h1", "h2c", "HTTP/1.1", "h2c: "),
     ("h3-load", "-h2", "HTTP/3", "HTTP/2", "HTTP/3: "),
+    ("h3-load", "-h1", "HTTP/3", "HTTP/1.1", "HTTP/3: "),
 )
 
 
@@ -437,8 +439,10 @@ def headline_rows(latest: dict) -> list[dict]:
         by_scenario = _summaries_by_scenario(group_data)
         for scenario in group_data["scenarios"]:
             servers = by_scenario.get(f"{scenario['group']}/{scenario['name']}", {})
-            # Memory rows have no throughput to compare.
-            if "rush" not in servers or scenario.get("load") in IDLE_LOADS:
+            # Memory rows have no throughput to compare, and rows meant for rush alone (the http3
+            # group's App, static and HTTP/1.1 rows, for its own ratios between protocols) no peer.
+            rush_alone = list(scenario.get("servers") or ()) == ["rush"]
+            if "rush" not in servers or scenario.get("load") in IDLE_LOADS or rush_alone:
                 continue
             rush_summary = servers["rush"]
             peers = {name: _rps(summary) for name, summary in servers.items() if name != "rush"}

@@ -787,33 +787,38 @@ H3_STREAMS = {"connections": 100, "streams": 10}
 # The HTTP/1.1 twins run on rush alone: h2load 1.52 reads hypercorn's status line, which has no
 # reason phrase ("HTTP/1.1 200 "), as status 0, and would refuse every answer.
 HTTP3_SERVERS = ("rush", "hypercorn-h3")
-# The rows only rush serves: no other server here speaks HTTP/3 with an App API or static files,
-# and the HTTP/1.1 twins above.
-HTTP3_RUSH_ONLY = (
-    *(f"{name}{suffix}" for name in ("app-hello", "file-1m") for suffix in ("", "-h2", "-h1")),
-    "asgi-hello-h1",
-)
+# The rows rush alone runs, by design: no other server here speaks HTTP/3 with an App API or
+# static files, and the HTTP/1.1 twins above. They give rush's own ratios between protocols.
+RUSH_ALONE = ("rush",)
 
 
 def http3_triple(
-    name: str, title: str, path: str, expect: Expectation, apps: tuple[str, str], **load
+    name: str,
+    title: str,
+    path: str,
+    expect: Expectation,
+    apps: tuple[str, str],
+    servers: tuple[str, ...] = HTTP3_SERVERS,
+    **load,
 ) -> list[Scenario]:
     """A scenario over HTTP/3 and its twins over HTTP/2 and HTTP/1.1 on TLS (h2load; HTTP/1.1
     with one request in flight per connection: -m above 1 would pipeline). ``apps``: the HTTP/3
-    app and the TLS one."""
+    app and the TLS one; ``servers``: who runs the HTTP/3 row and its HTTP/2 twin."""
     h3_app, tls_app = apps
     common = {"group": "http3", "path": path, "expect": expect, "tls": True}
     h2_title, h1_title = f"HTTP/2 over TLS: {title}", f"HTTP/1.1 over TLS: {title}"
     h1_load = {**load, "streams": 1}
     return [
+        Scenario(name=name, title=f"HTTP/3: {title}", app=h3_app, load="h3-load", servers=servers, **common, **load),
+        Scenario(name=f"{name}-h2", title=h2_title, app=tls_app, load="h2load-tls", servers=servers, **common, **load),
         Scenario(
-            name=name, title=f"HTTP/3: {title}", app=h3_app, load="h3-load", servers=HTTP3_SERVERS, **common, **load
-        ),
-        Scenario(
-            name=f"{name}-h2", title=h2_title, app=tls_app, load="h2load-tls", servers=HTTP3_SERVERS, **common, **load
-        ),
-        Scenario(
-            name=f"{name}-h1", title=h1_title, app=tls_app, load="h2load-tls-h1", servers=("rush",), **common, **h1_load
+            name=f"{name}-h1",
+            title=h1_title,
+            app=tls_app,
+            load="h2load-tls-h1",
+            servers=RUSH_ALONE,
+            **common,
+            **h1_load,
         ),
     ]
 
@@ -834,6 +839,7 @@ HTTP3_GROUP: list[Scenario] = [
         "/",
         PLAIN_HELLO,
         ("h3-hello", "tls-hello"),
+        RUSH_ALONE,
         notes="rush's App API (benches/apps/rush_app.py), 100 connections x 10 streams",
         **H3_STREAMS,
     ),
@@ -843,6 +849,7 @@ HTTP3_GROUP: list[Scenario] = [
         f"/static/{LARGE_FILE}",
         replace(STATIC_1M, body_length=LARGE_SIZE),
         ("h3-static", "tls-static"),
+        RUSH_ALONE,
         notes="one connection, one request at a time: a large body's throughput",
         connections=1,
         streams=1,

@@ -45,7 +45,7 @@ from benches.report import (
 from benches.results import RunRecord, latency_problem, results_document, summarise, wrk_failure
 from benches.runner import PlannedRun, Settings, measure, needed_open_files, plan, raise_open_file_limit
 from benches.rust_peers import RUST_DIR, build_command, locked_version
-from benches.scenarios import GROUPS, HTTP3_RUSH_ONLY, Expectation, Scenario, all_scenarios, select_scenarios
+from benches.scenarios import GROUPS, RUSH_ALONE, Expectation, Scenario, all_scenarios, select_scenarios
 from benches.servers import SERVERS, Launch, Server, select_servers
 from benches.wrk import (
     PIPELINE_SCRIPT,
@@ -717,9 +717,9 @@ def test_a_body_is_checked_by_its_digest():
 def test_every_scenario_has_rush_and_at_least_one_other_server():
     for scenario in all_scenarios():
         serving = [server.name for server in SERVERS if server.default and server.serves(scenario)]
-        # The http3 group's rush-only rows (benches.scenarios.HTTP3_RUSH_ONLY says why): they give
+        # The http3 group's rows for rush alone (benches.scenarios.RUSH_ALONE says why): they give
         # rush's own ratios between HTTP/3, HTTP/2 and HTTP/1.1 (issue 35).
-        if scenario.group == "http3" and scenario.name in HTTP3_RUSH_ONLY:
+        if scenario.group == "http3" and scenario.servers == RUSH_ALONE:
             assert serving == ["rush"], (scenario.key, serving)
             continue
         assert "rush" in serving and len(serving) >= 2, (scenario.key, serving)
