@@ -51,6 +51,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -365,6 +366,12 @@ fn client_config(options: &Options) -> Result<quinn::ClientConfig, String> {
     Ok(config)
 }
 
+/// A UDP socket's buffers, each way: a 1 MiB body arrives in bursts of up to the stream window
+/// (quinn's default, 1.25 MB), more than Linux's default 208 KiB receive buffer holds, and a
+/// datagram the client's socket drops would cost the server a loss it did not cause. Capped by
+/// `net.core.rmem_max` and `wmem_max` (4 MiB on the suite's machine).
+const SOCKET_BUFFER: libc::c_int = 4 << 20;
+
 fn endpoint(config: &quinn::ClientConfig, server: SocketAddr) -> Result<quinn::Endpoint, String> {
     let local: SocketAddr = if server.is_ipv4() {
         "0.0.0.0:0"
@@ -373,8 +380,33 @@ fn endpoint(config: &quinn::ClientConfig, server: SocketAddr) -> Result<quinn::E
     }
     .parse()
     .expect("a literal address");
-    let mut endpoint =
-        quinn::Endpoint::client(local).map_err(|error| format!("UDP socket: {error}"))?;
+    let socket =
+        std::net::UdpSocket::bind(local).map_err(|error| format!("UDP socket: {error}"))?;
+    for option in [libc::SO_RCVBUF, libc::SO_SNDBUF] {
+        // SAFETY: setsockopt on a socket this function owns, with a pointer to a live c_int and its size.
+        let status = unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                option,
+                (&SOCKET_BUFFER as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if status != 0 {
+            return Err(format!(
+                "UDP socket buffer: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    let mut endpoint = quinn::Endpoint::new(
+        quinn::EndpointConfig::default(),
+        None,
+        socket,
+        Arc::new(quinn::TokioRuntime),
+    )
+    .map_err(|error| format!("UDP socket: {error}"))?;
     endpoint.set_default_client_config(config.clone());
     Ok(endpoint)
 }
@@ -541,6 +573,8 @@ struct Shared {
     last_done: Cell<Option<Instant>>,
     /// When the normal client's request in flight started (the handshakes mode).
     probe_started: Cell<Option<Instant>>,
+    /// The load mode's connections, for quinn's counts of what was lost on the way.
+    load_connections: RefCell<Vec<quinn::Connection>>,
     done: tokio::sync::Notify,
 }
 
@@ -557,6 +591,7 @@ impl Shared {
             stopping: Cell::new(stopping),
             last_done: Cell::new(None),
             probe_started: Cell::new(None),
+            load_connections: RefCell::new(Vec::new()),
             done: tokio::sync::Notify::new(),
         })
     }
@@ -669,6 +704,10 @@ async fn load_connection(shared: Rc<Shared>, config: quinn::ClientConfig) {
             return;
         }
     };
+    shared
+        .load_connections
+        .borrow_mut()
+        .push(connection.quic.clone());
     let mut loops = JoinSet::new();
     for _ in 0..shared.options.streams {
         let mut send = connection.send.clone();
@@ -820,6 +859,31 @@ fn counts_json<K: std::fmt::Display>(counts: &BTreeMap<K, u64>) -> String {
     format!("{{{}}}", fields.join(", "))
 }
 
+/// quinn's counts over the load mode's connections, warm-up included: the client's own packets
+/// sent and declared lost, its congestion events, the datagrams it received, and the largest
+/// smoothed round trip at the end. When neither side's core is busy and a rate is low, the round
+/// trip says whether the answers waited on the path (pacing, queues) rather than on work.
+fn quic_counts(connections: &[quinn::Connection]) -> String {
+    if connections.is_empty() {
+        return String::new();
+    }
+    let (mut sent, mut lost, mut congestion_events, mut received, mut rtt) =
+        (0u64, 0u64, 0u64, 0u64, Duration::ZERO);
+    for connection in connections {
+        let stats = connection.stats();
+        sent += stats.path.sent_packets;
+        lost += stats.path.lost_packets;
+        congestion_events += stats.path.congestion_events;
+        received += stats.udp_rx.datagrams;
+        rtt = rtt.max(stats.path.rtt);
+    }
+    format!(
+        ", \"quic\": {{\"sent_packets\": {sent}, \"lost_packets\": {lost}, \"congestion_events\": \
+         {congestion_events}, \"received_datagrams\": {received}, \"max_rtt_ms\": {:.3}}}",
+        rtt.as_secs_f64() * 1000.0
+    )
+}
+
 /// Prints the report; returns whether it is valid (every answer right, at least one).
 fn report(shared: &Shared, window: Duration) -> bool {
     let mut stats = shared.stats.borrow_mut();
@@ -835,6 +899,7 @@ fn report(shared: &Shared, window: Duration) -> bool {
         "null".into()
     };
     let latency = percentiles(&mut stats.latencies_us);
+    let quic = quic_counts(&shared.load_connections.borrow());
     let probe = if handshakes {
         let probe_latency = percentiles(&mut stats.probe_latencies_us);
         format!(
@@ -854,7 +919,7 @@ fn report(shared: &Shared, window: Duration) -> bool {
         "{{\"mode\": \"{}\", \"valid\": {valid}, \"connections\": {}, \"streams\": {}, \"duration_s\": {seconds:.3}, \
          \"requests\": {done}, \"ok\": {}, \"wrong_status\": {}, \"wrong_length\": {}, \"statuses\": {}, \
          \"errors\": {}, \"error_total\": {errors}, \"bytes\": {}, \"requests_per_second\": {rate}, \
-         \"latency_ms\": {latency}{probe}}}",
+         \"latency_ms\": {latency}{quic}{probe}}}",
         if handshakes { "handshakes" } else { "load" },
         options.connections,
         if handshakes { 1 } else { options.streams },
