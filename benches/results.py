@@ -87,9 +87,9 @@ class RunRecord:
     h2load_counts: dict = field(default_factory=dict)
     # Idle scenarios: the connections held while the RSS was read.
     idle_connections: int = 0
-    # The http3 group: h3-load's report but its latency (which the fields above keep): the
-    # connections, answers by status, errors by kind, bytes, and for the handshakes scenarios the
-    # late starts and the normal client's counts; empty for other loads.
+    # The http3 group: h3-load's whole report: the connections, answers by status, errors by kind,
+    # bytes, latency, quinn's counts, and for the handshakes scenarios the late starts and the
+    # normal client's counts and latency; empty for other loads.
     h3load_counts: dict = field(default_factory=dict)
 
     def take_wrk(self, result: WrkResult | H2loadResult | H3loadResult, scenario: Scenario) -> None:
