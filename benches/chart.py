@@ -100,6 +100,8 @@ def draw_group(name: str, group_data: dict, out_path: Path) -> Path:
     generator = "ws-load" if name == "websocket" else "wrk"
     if any(scenario.get("load", "").startswith("h2load") for scenario in scenarios):
         generator = "h2load"
+    if any(scenario.get("load", "").startswith("h3-") for scenario in scenarios):
+        generator = "h3-load and h2load"
     placement = (
         f"workers share {generator}'s cores where noted"
         if several_workers

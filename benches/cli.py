@@ -25,6 +25,7 @@ from pathlib import Path
 from benches import BENCHES_DIR, REPO_ROOT, catalog
 from benches.apps.site import ensure_site
 from benches.environment import collect_environment, command_output
+from benches.h3load import H3_LOAD
 from benches.report import (
     CHARTS_DIR,
     LATEST_PATH,
@@ -44,6 +45,12 @@ from benches.wrk import WS_LOAD, readable_command, wrk_command
 RESULTS_DIR = BENCHES_DIR / "results"
 SMOKE_DIR = RESULTS_DIR / "smoke"
 QUICK_DURATION_S, QUICK_WARMUP_S = 3.0, 1.0
+H2LOAD_PROTOCOLS = {
+    "h2load": "h2c",
+    "h2load-h1": "HTTP/1.1",
+    "h2load-tls": "HTTP/2 over TLS",
+    "h2load-tls-h1": "HTTP/1.1 over TLS",
+}
 BUSY_LOAD_AVERAGE = 0.5
 
 
@@ -94,10 +101,16 @@ def list_everything(out=sys.stdout) -> None:
                 generator = "ws-load" if scenario.load == "websocket" else "wsclient idle"
                 load = f"{generator}, {scenario.connections} connections, {scenario.message_size} B"
             elif scenario.load.startswith("h2load"):
-                protocol = "HTTP/1.1" if scenario.load == "h2load-h1" else "h2c"
+                protocol = H2LOAD_PROTOCOLS[scenario.load]
                 load = f"h2load {protocol} -c{scenario.connections} -m{scenario.streams}"
             elif scenario.load == "h2-idle":
                 load = f"h2idle, {scenario.connections} idle h2c connections"
+            elif scenario.load == "h3-load":
+                load = f"h3-load -c{scenario.connections} -m{scenario.streams}"
+            elif scenario.load == "h3-handshakes":
+                load = f"h3-load --handshakes -c{scenario.connections} {' '.join(scenario.wrk_args)}".rstrip()
+            elif scenario.load == "h3-idle":
+                load = f"h3-load --idle, {scenario.connections} idle HTTP/3 connections"
             if scenario.pipeline > 1:
                 load += f", pipelined {scenario.pipeline}"
             if scenario.workers > 1:
@@ -241,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         problems.append("h2load is not on PATH (`make bench-tools` installs Debian's nghttp2-client)")
     if any(scenario.load == "websocket" for scenario in scenarios) and not WS_LOAD.exists():
         problems.append(f"{WS_LOAD.relative_to(REPO_ROOT)} is not built (`make bench-tools` builds benches/rust)")
+    if any(scenario.http3 for scenario in scenarios) and not H3_LOAD.exists():
+        problems.append(f"{H3_LOAD.relative_to(REPO_ROOT)} is not built (`make bench-tools` builds benches/rust)")
     if problems:
         print("benches: cannot measure:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 2
@@ -325,7 +340,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     document["skipped"] = skipped
     document["wrk_commands"] = {
-        scenario.key: readable_command(wrk_command(scenario, f"http://{settings.host}:PORT", settings.duration_s))
+        scenario.key: readable_command(
+            wrk_command(scenario, f"{'https' if scenario.tls else 'http'}://{settings.host}:PORT", settings.duration_s)
+        )
         for scenario in scenarios
     }
     results_path = (SMOKE_DIR if arguments.quick else RESULTS_DIR) / f"{timestamp}.json"

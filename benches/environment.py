@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from benches import REPO_ROOT
+from benches.rust_peers import locked_version
 
 
 def _read(path: str) -> str | None:
@@ -55,6 +56,14 @@ def h2load_version() -> str | None:
     return command_output(["h2load", "--version"])
 
 
+def h3_load_version() -> str:
+    """``"h3-load (quinn 0.11.9, h3 0.0.8)"``: the http3 group's load generator, by the crate
+    versions benches/rust/Cargo.lock pins."""
+    lock = (REPO_ROOT / "benches" / "rust" / "Cargo.lock").read_text()
+    crates = ", ".join(f"{crate} {locked_version(crate, lock) or '?'}" for crate in ("quinn", "h3", "h3-quinn"))
+    return f"h3-load ({crates})"
+
+
 def git_revision() -> str | None:
     revision = command_output(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT)
     if revision is None:
@@ -79,6 +88,7 @@ def collect_environment(server_versions: dict[str, str], python_versions: dict[s
         "python": python_versions,
         "wrk": wrk_version(),
         "h2load": h2load_version(),
+        "h3_load": h3_load_version(),
         "servers": server_versions,
         "rush_git": git_revision(),
     }

@@ -34,8 +34,9 @@ from benches.scenarios import Scenario
 # A connection with no activity for this long is dropped by h2load and its requests count as
 # errors: the counterpart of wrk's --timeout, so a stalled stream cannot hide in the in-flight ones.
 INACTIVITY_TIMEOUT = "5s"
-# What h2load prints as "Application protocol" for each kind of scenario.
-PROTOCOLS = {"h2load": "h2c", "h2load-h1": "http/1.1"}
+# What h2load prints as "Application protocol" for each kind of scenario (the "-tls" ones: the
+# http3 group's rows over TLS, where ALPN chooses).
+PROTOCOLS = {"h2load": "h2c", "h2load-h1": "http/1.1", "h2load-tls": "h2", "h2load-tls-h1": "http/1.1"}
 STATUS_CLASSES = ("2xx", "3xx", "4xx", "5xx")
 LATENCY_PERCENTILES = (50, 75, 90, 99)
 
@@ -174,7 +175,7 @@ def h2load_command(scenario: Scenario, url: str, duration_s: float, log_file: st
         "-N",
         INACTIVITY_TIMEOUT,
     ]
-    if scenario.load == "h2load-h1":
+    if scenario.load.endswith("-h1"):
         argv.append("--h1")
     for name, value in scenario.headers:
         argv += ["-H", f"{name}: {value}"]

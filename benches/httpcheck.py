@@ -10,7 +10,9 @@ connection after answering.
 
 The http2 group's scenarios are checked over HTTP/2 instead (`check_h2_scenario`):
 httpx speaking h2c with prior knowledge, several streams at once on one connection,
-each answer checked against the same `Expectation`.
+each answer checked against the same `Expectation` (the http3 group's HTTP/2 rows: the
+same over TLS, ALPN ``h2``). The http3 group's HTTP/3 scenarios are checked by
+``h3-load --check`` (`check_h3_scenario`), each answer judged here the same way.
 
 The same module provides `wait_until_answering`: poll a TCP connect plus a
 real request until the server is ready, or give up after a timeout.
@@ -21,13 +23,15 @@ from __future__ import annotations
 import hashlib
 import json
 import socket
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from benches import catalog
+from benches.h3load import H3CheckFailed, h3_answers
 from benches.scenarios import Expectation, Scenario
-from benches.tls import wrap
+from benches.tls import CERTFILE, wrap
 
 MAX_HEAD_BYTES = 64 * 1024
 
@@ -227,8 +231,11 @@ def check_scenario(
 H2_CHECK_STREAMS = 3
 
 
-def check_h2_scenario(scenario: Scenario, host: str, port: int, timeout: float = 10.0) -> list[HttpResponse]:
-    """The scenario's request over HTTP/2 (h2c, prior knowledge) with httpx: ``H2_CHECK_STREAMS``
+def check_h2_scenario(
+    scenario: Scenario, host: str, port: int, timeout: float = 10.0, tls: bool = False
+) -> list[HttpResponse]:
+    """The scenario's request over HTTP/2 (h2c, prior knowledge; with ``tls``, TLS offering ALPN
+    ``h2`` alone, the certificate verified against benches/tls.py's) with httpx: ``H2_CHECK_STREAMS``
     of them in flight together on one connection, each answer checked like an HTTP/1.1 one (status,
     headers, body or its digest), and each must really have come over HTTP/2. Raises CheckFailed.
 
@@ -238,12 +245,15 @@ def check_h2_scenario(scenario: Scenario, host: str, port: int, timeout: float =
 
     import httpx
 
-    url = f"http://{host}:{port}{scenario.path}"
+    url = f"{'https' if tls else 'http'}://{host}:{port}{scenario.path}"
     headers = list(scenario.headers)
+    protocol = "HTTP/2 over TLS" if tls else "h2c"
+    verify = ssl.create_default_context(cafile=str(CERTFILE)) if tls else True
 
     async def fetch_all() -> list[httpx.Response]:
-        # http1=False, http2=True: prior knowledge, the preface sent at once, as h2load does.
-        async with httpx.AsyncClient(http1=False, http2=True, timeout=timeout) as client:
+        # http1=False, http2=True: prior knowledge, the preface sent at once, as h2load does
+        # (over TLS: ALPN offers h2 alone).
+        async with httpx.AsyncClient(http1=False, http2=True, timeout=timeout, verify=verify) as client:
             # The first request opens the connection; the others then share it, as streams.
             first = await client.request(scenario.method, url, headers=headers)
             others = [client.request(scenario.method, url, headers=headers) for _ in range(H2_CHECK_STREAMS - 1)]
@@ -252,10 +262,11 @@ def check_h2_scenario(scenario: Scenario, host: str, port: int, timeout: float =
     try:
         answers = asyncio.run(fetch_all())
     except httpx.HTTPError as error:
-        raise CheckFailed(f"{scenario.method} {scenario.path} over h2c: {type(error).__name__}: {error}") from error
+        where = f"{scenario.method} {scenario.path} over {protocol}"
+        raise CheckFailed(f"{where}: {type(error).__name__}: {error}") from error
     responses = []
     for index, answer in enumerate(answers):
-        where = f"{scenario.method} {scenario.path} over h2c (stream {index + 1} of {len(answers)})"
+        where = f"{scenario.method} {scenario.path} over {protocol} (stream {index + 1} of {len(answers)})"
         if answer.http_version != "HTTP/2":
             raise CheckFailed(f"{where}: answered over {answer.http_version}")
         response = HttpResponse(
@@ -269,6 +280,39 @@ def check_h2_scenario(scenario: Scenario, host: str, port: int, timeout: float =
             raise CheckFailed(f"{where}: " + "; ".join(problems))
         responses.append(response)
     return responses
+
+
+def check_h3_scenario(scenario: Scenario, host: str, port: int) -> list[HttpResponse]:
+    """The scenario's request over HTTP/3 by ``h3-load --check`` (several on one connection, the
+    certificate verified, ALPN ``h3`` required), each answer checked like an HTTP/1.1 one. Raises
+    CheckFailed."""
+    try:
+        answers = h3_answers(scenario, host, port)
+    except (H3CheckFailed, ValueError) as error:
+        raise CheckFailed(str(error)) from error
+    responses = []
+    for index, answer in enumerate(answers):
+        response = HttpResponse(
+            status=answer["status"], reason="", headers=[tuple(pair) for pair in answer["headers"]], body=answer["body"]
+        )
+        problems = response_problems(response, scenario.expect, scenario.path, f"{host}:{port}")
+        if problems:
+            where = f"{scenario.method} {scenario.path} over HTTP/3 (stream {index + 1} of {len(answers)})"
+            raise CheckFailed(f"{where}: " + "; ".join(problems))
+        responses.append(response)
+    return responses
+
+
+def answers_h3(host: str, port: int) -> int:
+    """`answers_http` over HTTP/3 (h3-load asks ``GET /`` once); any status will do, any failure
+    raises CheckFailed."""
+    from benches.scenarios import PLAIN_HELLO
+
+    probe = Scenario(name="probe", group="probe", title="probe", path="/", expect=PLAIN_HELLO)
+    try:
+        return h3_answers(probe, host, port, requests=1)[0]["status"]
+    except (H3CheckFailed, ValueError) as error:
+        raise CheckFailed(f"no HTTP/3 answer: {error}") from error
 
 
 def answers_h2(host: str, port: int, timeout: float = 2.0) -> int:

@@ -163,10 +163,15 @@ def environment_line(group_data: dict) -> str:
     generator = "the load generator (benches/rust's ws-load)" if websocket else "wrk"
     if any(_is_h2load(scenario) for scenario in group_data["scenarios"]):
         generator = "h2load"
+    http3 = any(_is_h3load(scenario) for scenario in group_data["scenarios"])
+    if http3:
+        generator = "the load generators (benches/rust's h3-load, h2load)"
     servers = environment.get("servers", {})
     versions = [f"{servers.get('rush', 'rush')} (git {environment.get('rush_git') or '?'})"]
     versions += sorted({version for name, version in servers.items() if name != "rush"})
-    if generator == "h2load":
+    if http3:
+        versions.append(environment.get("h3_load") or "h3-load ?")
+    if generator != "wrk" and not websocket:
         versions.append(environment.get("h2load") or "h2load ?")
     else:
         versions.append(environment.get("wrk") or "wrk ?")
@@ -216,6 +221,8 @@ def render_group(name: str, group_data: dict | None, chart_exists: bool = True) 
     else:
         if any(_is_h2load(scenario) for scenario in group_data["scenarios"]):
             generator = "h2load's"
+        if any(_is_h3load(scenario) for scenario in group_data["scenarios"]):
+            generator = "h3-load's or h2load's"
         lines += [HTTP_TABLE_HEAD, "| --- | --- | --: | --: | --: | --: | --: | --: | --: | --: |"]
     for scenario in group_data["scenarios"]:
         if _is_websocket(scenario) or scenario.get("load") in IDLE_LOADS:
@@ -247,10 +254,11 @@ def render_group(name: str, group_data: dict | None, chart_exists: bool = True) 
             f"† {generator} core was at least {CLIENT_SATURATED:.0%} busy: the load generator, not the server, "
             "set this number, which is a lower bound of what the server can do.",
         ]
-    ratios = protocol_ratio_table(group_data)
-    if ratios:
-        lines += ["", *ratios]
-    if any(scenario.get("load") == "h2-idle" for scenario in group_data["scenarios"]):
+    for pairing in PROTOCOL_PAIRS:
+        ratios = protocol_ratio_table(group_data, *pairing)
+        if ratios:
+            lines += ["", *ratios]
+    if any(scenario.get("load") in ("h2-idle", "h3-idle") for scenario in group_data["scenarios"]):
         lines += ["", *idle_table(group_data)]
     if any(scenario.get("pipeline", 1) > 1 for scenario in group_data["scenarios"]):
         lines += ["", "Pipelined scenarios show no latency: wrk's percentiles are not valid under pipelining."]
@@ -288,17 +296,34 @@ def _is_h2load(scenario: dict) -> bool:
     return scenario.get("load") in ("h2load", "h2load-h1", "h2-idle")
 
 
-def protocol_ratio_table(group_data: dict) -> list[str]:
-    """For each h2c scenario with an HTTP/1.1 twin (``NAME`` and ``NAME-h1``, the same h2load
-    both times) and each server measured on both: h2c over HTTP/1.1, for requests per second and
-    for server CPU per request (issue 24's targets: CPU at most 1.2x, a 1 MiB download's
-    throughput within 10%). Empty when the group has no such pair."""
+def _is_h3load(scenario: dict) -> bool:
+    return scenario.get("load") in ("h3-load", "h3-handshakes", "h3-idle")
+
+
+# (the load of a scenario, the suffix of its twin's name, the two protocols' names, the title's
+# prefix): the http2 group's h2c rows against their HTTP/1.1 twins (issue 24's targets: CPU at
+# most 1.2x, a 1 MiB download's throughput within 10%), and the http3 group's HTTP/3 rows
+# against their HTTP/2 twins (issue 35's: CPU at most 2x, a 1 MiB download at least 0.7x) and
+# their HTTP/1.1 twins.
+PROTOCOL_PAIRS = (
+    ("h2load", "-h1", "h2c", "HTTP/1.1", "h2c: "),
+    ("h3-load", "-h2", "HTTP/3", "HTTP/2", "HTTP/3: "),
+    ("h3-load", "-h1", "HTTP/3", "HTTP/1.1", "HTTP/3: "),
+)
+
+
+def protocol_ratio_table(
+    group_data: dict, load: str, suffix: str, protocol: str, twin_protocol: str, prefix: str
+) -> list[str]:
+    """For each scenario of ``load`` with a twin (``NAME`` and ``NAME`` + ``suffix``) and each server
+    measured on both: ``protocol`` over ``twin_protocol``, for requests per second and for server
+    CPU per request. Empty when the group has no such pair."""
     by_scenario = _summaries_by_scenario(group_data)
     scenarios = {scenario["name"]: scenario for scenario in group_data["scenarios"]}
     rows = []
     for name, scenario in scenarios.items():
-        twin = scenarios.get(f"{name}-h1")
-        if twin is None or scenario.get("load") != "h2load":
+        twin = scenarios.get(f"{name}{suffix}")
+        if twin is None or scenario.get("load") != load:
             continue
         h2 = by_scenario.get(f"{scenario['group']}/{name}", {})
         h1 = by_scenario.get(f"{twin['group']}/{twin['name']}", {})
@@ -308,14 +333,16 @@ def protocol_ratio_table(group_data: dict) -> list[str]:
             h2_medians, h1_medians = h2[server_name]["medians"], h1[server_name]["medians"]
             rps = _ratio(h2_medians.get("requests_per_second"), h1_medians.get("requests_per_second"))
             cpu = _ratio(h2_medians.get("cpu_us_per_request"), h1_medians.get("cpu_us_per_request"))
-            title = escape_cell(scenario["title"].removeprefix("h2c: "))
+            title = escape_cell(scenario["title"].removeprefix(prefix))
             rows.append(f"| {title} | {server_name} | {format_ratio(rps)} | {format_ratio(cpu)} |")
     if not rows:
         return []
+    same = "the same h2load" if load == "h2load" else "h3-load and h2load"
     return [
-        "h2c against HTTP/1.1 (each pair of rows above, the same h2load):",
+        f"{protocol} against {twin_protocol} (each pair of rows above, {same}):",
         "",
-        "| scenario | server | requests/s, h2c ÷ HTTP/1.1 | server CPU / request, h2c ÷ HTTP/1.1 |",
+        f"| scenario | server | requests/s, {protocol} ÷ {twin_protocol} | "
+        f"server CPU / request, {protocol} ÷ {twin_protocol} |",
         "| --- | --- | --: | --: |",
         *rows,
     ]
@@ -326,15 +353,16 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
 
 
 def idle_table(group_data: dict) -> list[str]:
-    """The http2 group's memory rows (load "h2-idle"): the RSS the server grew by per idle
-    connection, and its CPU per connection opened (handshake, SETTINGS, one request)."""
+    """The http2 and http3 groups' memory rows (loads "h2-idle", "h3-idle"): the RSS the server
+    grew by per idle connection, and its CPU per connection opened (handshake, SETTINGS, one
+    request)."""
     lines = [
         "| scenario | server | RSS / idle connection | server CPU / connection | peak RSS |",
         "| --- | --- | --: | --: | --: |",
     ]
     by_scenario = _summaries_by_scenario(group_data)
     for scenario in group_data["scenarios"]:
-        if scenario.get("load") != "h2-idle":
+        if scenario.get("load") not in ("h2-idle", "h3-idle"):
             continue
         title = escape_cell(scenario["title"])
         for server_name, summary in by_scenario.get(f"{scenario['group']}/{scenario['name']}", {}).items():
@@ -411,8 +439,10 @@ def headline_rows(latest: dict) -> list[dict]:
         by_scenario = _summaries_by_scenario(group_data)
         for scenario in group_data["scenarios"]:
             servers = by_scenario.get(f"{scenario['group']}/{scenario['name']}", {})
-            # Memory rows have no throughput to compare.
-            if "rush" not in servers or scenario.get("load") in IDLE_LOADS:
+            # Memory rows have no throughput to compare, and rows meant for rush alone (the http3
+            # group's App, static and HTTP/1.1 rows, for its own ratios between protocols) no peer.
+            rush_alone = list(scenario.get("servers") or ()) == ["rush"]
+            if "rush" not in servers or scenario.get("load") in IDLE_LOADS or rush_alone:
                 continue
             rush_summary = servers["rush"]
             peers = {name: _rps(summary) for name, summary in servers.items() if name != "rush"}

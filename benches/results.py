@@ -11,7 +11,9 @@ reason and is never turned into a number.
 
 h2load (the http2 group) counts more than wrk, and refuses more: any failed,
 errored or timed-out request, or any status outside the expected class
-(`benches.h2load.h2load_failure`).
+(`benches.h2load.h2load_failure`). h3-load (the http3 group) refuses any error,
+any status but the expected one and any body of the wrong length
+(`benches.h3load.h3load_failure`).
 
 A (scenario, server) pair gets numbers only when all its repeats counted;
 each metric is then the median over the repeats (taken metric by metric).
@@ -25,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from benches.h2load import H2loadResult, h2load_failure
+from benches.h3load import H3loadResult, h3load_failure
 from benches.scenarios import Scenario
 from benches.wrk import WrkResult
 
@@ -84,8 +87,12 @@ class RunRecord:
     h2load_counts: dict = field(default_factory=dict)
     # Idle scenarios: the connections held while the RSS was read.
     idle_connections: int = 0
+    # The http3 group: h3-load's whole report: the connections, answers by status, errors by kind,
+    # bytes, latency, quinn's counts, and for the handshakes scenarios the late starts and the
+    # normal client's counts and latency; empty for other loads.
+    h3load_counts: dict = field(default_factory=dict)
 
-    def take_wrk(self, result: WrkResult | H2loadResult, scenario: Scenario) -> None:
+    def take_wrk(self, result: WrkResult | H2loadResult | H3loadResult, scenario: Scenario) -> None:
         self.requests = result.requests
         self.duration_s = result.duration_s
         self.requests_per_second = result.requests_per_second
@@ -96,13 +103,17 @@ class RunRecord:
         self.non_2xx_3xx = result.non_2xx_3xx
         if isinstance(result, H2loadResult):
             self.h2load_counts = result.counts()
+        if isinstance(result, H3loadResult):
+            self.h3load_counts = result.counts()
 
 
-def wrk_failure(result: WrkResult | H2loadResult, scenario: Scenario) -> str | None:
-    """Why a wrk report (or h2load's, judged by `benches.h2load.h2load_failure`) does not count
-    for ``scenario`` (None when it does)."""
+def wrk_failure(result: WrkResult | H2loadResult | H3loadResult, scenario: Scenario) -> str | None:
+    """Why a wrk report (or h2load's, judged by `benches.h2load.h2load_failure`, or h3-load's, by
+    `benches.h3load.h3load_failure`) does not count for ``scenario`` (None when it does)."""
     if isinstance(result, H2loadResult):
         return h2load_failure(result, scenario)
+    if isinstance(result, H3loadResult):
+        return h3load_failure(result, scenario)
     if result.requests == 0:
         return "no request completed"
     if result.socket_error_total:

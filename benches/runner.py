@@ -43,8 +43,10 @@ from benches import REPO_ROOT, catalog, wsclient
 from benches.httpcheck import (
     CheckFailed,
     answers_h2,
+    answers_h3,
     answers_http,
     check_h2_scenario,
+    check_h3_scenario,
     check_scenario,
     free_port,
     port_is_free,
@@ -180,6 +182,12 @@ def check_answers(scenario: Scenario, host: str, port: int, limit: int | None = 
     if scenario.http2:
         check_h2_scenario(scenario, host, port)
         return
+    if scenario.load == "h2load-tls":
+        check_h2_scenario(scenario, host, port, tls=True)
+        return
+    if scenario.http3:
+        check_h3_scenario(scenario, host, port)
+        return
     if scenario.websocket:
         try:
             wsclient.check(f"ws://{host}:{port}{scenario.path}", scenario.ws_mode, scenario.message_size)
@@ -282,11 +290,13 @@ def measure(planned: PlannedRun, settings: Settings) -> RunRecord:
         # Through TLS for the tls group: a plain probe would pass on servers that answer plain HTTP
         # on their TLS port with a 400 (rush, nginx) and fail on the others.
         # Over h2c for the http2 group: granian --http 2 and nginx's "listen ... http2" speak nothing else.
-        probe = (
-            (lambda: answers_h2(settings.host, port))
-            if scenario.http2
-            else (lambda: answers_http(settings.host, port, tls=scenario.tls))
-        )
+        # Over HTTP/3 for the http3 group's HTTP/3 scenarios: the UDP listener, not the TCP one, is measured.
+        if scenario.http3:
+            probe = lambda: answers_h3(settings.host, port)  # noqa: E731
+        elif scenario.http2:
+            probe = lambda: answers_h2(settings.host, port)  # noqa: E731
+        else:
+            probe = lambda: answers_http(settings.host, port, tls=scenario.tls)  # noqa: E731
         wait_until_answering(probe, settings.startup_timeout_s, process.is_alive)
         check_answers(scenario, settings.host, port)
         record.idle_rss_bytes = process.rss_bytes()
@@ -374,7 +384,8 @@ def read_line(child: subprocess.Popen, timeout_s: float) -> str:
 def measure_idle_connections(
     scenario: Scenario, process: ServerProcess, settings: Settings, port: int, record: RunRecord
 ) -> None:
-    """The idle scenarios: benches/wsclient.py (benches/h2idle.py for h2c) opens a few warm
+    """The idle scenarios: benches/wsclient.py (benches/h2idle.py for h2c, h3-load --idle for
+    HTTP/3) opens a few warm
     connections, the server's RSS is read, then ``scenario.connections`` more are opened (each
     after one echo, or one request) and the RSS is read again; the difference over the count is
     the memory of one idle connection. Sets the record's fields, or its failure; the holder is

@@ -1,5 +1,5 @@
-"""The Rust peers (actix-web, hyper) and the WebSocket load generator (ws-load): building them, and
-telling which versions were built.
+"""The Rust peers (actix-web, hyper) and the WebSocket and HTTP/3 load generators (ws-load, h3-load):
+building them, and telling which versions were built.
 
 benches/rust/ is a small cargo project of its own (its Cargo.toml has its own
 ``[workspace]`` table, so rush's workspace neither builds nor lints it). The
@@ -24,7 +24,7 @@ from benches import BENCHES_DIR
 
 RUST_DIR = BENCHES_DIR / "rust"
 RUST_BIN_DIR = RUST_DIR / "target" / "release"
-BINARIES = ("actix-hello", "hyper-hello", "ws-load")
+BINARIES = ("actix-hello", "hyper-hello", "ws-load", "h3-load")
 
 
 def locked_version(crate: str, lock_text: str) -> str | None:

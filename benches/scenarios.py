@@ -17,7 +17,7 @@ on the server's and wrk's cores together (the tables say so).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from benches import catalog
@@ -43,6 +43,9 @@ class Expectation:
     headers: tuple[tuple[str, str], ...] = ()
     # A check of the parsed body that depends on the path asked ("catalog": benches.catalog.shape_problems).
     json_shape: str | None = None
+    # The body's length where only its digest is given, for a load generator that checks each
+    # answer's length during the load (h3-load); None when not checked there.
+    body_length: int | None = None
 
     @property
     def is_error_status(self) -> bool:
@@ -89,7 +92,10 @@ class Scenario:
     # group "websocket" (benches/rust's ws-load: echo or broadcast, by ``path``) and "ws-idle"
     # (benches/wsclient.py holding ``connections`` idle connections while the runner reads RSS);
     # for the http2 group "h2load" (h2load over h2c, benches/h2load.py), "h2load-h1" (the same
-    # h2load speaking HTTP/1.1) and "h2-idle" (benches/h2idle.py holding idle h2c connections).
+    # h2load speaking HTTP/1.1) and "h2-idle" (benches/h2idle.py holding idle h2c connections);
+    # for the http3 group "h3-load", "h3-handshakes" and "h3-idle" (benches/rust's h3-load: load,
+    # a new connection per request, idle connections held; benches/h3load.py), and "h2load-tls"
+    # and "h2load-tls-h1" (h2load over TLS, ALPN h2 or HTTP/1.1).
     load: str = "wrk"
     # h2load's streams in flight per connection (-m); 1 for every other load generator.
     streams: int = 1
@@ -115,6 +121,11 @@ class Scenario:
         return self.load in ("h2load", "h2-idle")
 
     @property
+    def http3(self) -> bool:
+        """Whether the scenario speaks HTTP/3 (h3-load, checks included)."""
+        return self.load in ("h3-load", "h3-handshakes", "h3-idle")
+
+    @property
     def idle(self) -> bool:
         """The scenarios that measure the memory of idle connections, not speed."""
         return self.load in IDLE_LOADS
@@ -133,7 +144,7 @@ class Scenario:
 
 
 # Loads that hold idle connections while the runner reads the server's RSS (no throughput).
-IDLE_LOADS = ("ws-idle", "h2-idle")
+IDLE_LOADS = ("ws-idle", "h2-idle", "h3-idle")
 
 PLAIN_HELLO = Expectation(status=200, body=b"Hello, World!", headers=(("content-type", "text/plain"),))
 
@@ -764,6 +775,126 @@ HTTP2_GROUP: list[Scenario] = [
     for suffix, app, interface in (("", "h2-hello", "App, RSGI, nginx"), ("-asgi", "h2-asgi", "ASGI"))
 ]
 
+# HTTP/3 (issue 35): h3-load (benches/rust, quinn + h3) against rush --http3 and hypercorn
+# --quic-bind, every answer checked by h3-load --check first; rush's own HTTP/2 and HTTP/1.1 over
+# TLS (h2load, ALPN) in the same run, on the same endpoints, for its ratios between the protocols
+# (CPU per request, a 1 MiB download's throughput). Every scenario speaks TLS with benches/tls.py's
+# certificate. The "h3-*" apps serve HTTP/3 on UDP and HTTPS on TCP on one port number; the
+# "tls-*" apps are rush's usual TLS set-up (ALPN h2, then http/1.1), without --http3.
+H3_STREAMS = {"connections": 100, "streams": 10}
+# Who the HTTP/3 rows and the HTTP/2 twins run on: rush, and where it serves the app hypercorn (its
+# --quic-bind command serves HTTPS on TCP too), for each server's own ratios between the protocols.
+# The HTTP/1.1 twins run on rush alone: h2load 1.52 reads hypercorn's status line, which has no
+# reason phrase ("HTTP/1.1 200 "), as status 0, and would refuse every answer.
+HTTP3_SERVERS = ("rush", "hypercorn-h3")
+# The rows rush alone runs, by design: no other server here speaks HTTP/3 with an App API or
+# static files, and the HTTP/1.1 twins above. They give rush's own ratios between protocols.
+RUSH_ALONE = ("rush",)
+
+
+def http3_triple(
+    name: str,
+    title: str,
+    path: str,
+    expect: Expectation,
+    apps: tuple[str, str],
+    servers: tuple[str, ...] = HTTP3_SERVERS,
+    **load,
+) -> list[Scenario]:
+    """A scenario over HTTP/3 and its twins over HTTP/2 and HTTP/1.1 on TLS (h2load; HTTP/1.1
+    with one request in flight per connection: -m above 1 would pipeline). ``apps``: the HTTP/3
+    app and the TLS one; ``servers``: who runs the HTTP/3 row and its HTTP/2 twin."""
+    h3_app, tls_app = apps
+    common = {"group": "http3", "path": path, "expect": expect, "tls": True}
+    h2_title, h1_title = f"HTTP/2 over TLS: {title}", f"HTTP/1.1 over TLS: {title}"
+    h1_load = {**load, "streams": 1}
+    return [
+        Scenario(name=name, title=f"HTTP/3: {title}", app=h3_app, load="h3-load", servers=servers, **common, **load),
+        Scenario(name=f"{name}-h2", title=h2_title, app=tls_app, load="h2load-tls", servers=servers, **common, **load),
+        Scenario(
+            name=f"{name}-h1",
+            title=h1_title,
+            app=tls_app,
+            load="h2load-tls-h1",
+            servers=RUSH_ALONE,
+            **common,
+            **h1_load,
+        ),
+    ]
+
+
+HTTP3_GROUP: list[Scenario] = [
+    *http3_triple(
+        "asgi-hello",
+        "ASGI: GET /",
+        "/",
+        PLAIN_HELLO,
+        ("h3-asgi", "tls-asgi"),
+        notes="a raw ASGI 3 callable (benches/apps/asgi_app.py), 100 connections x 10 streams",
+        **H3_STREAMS,
+    ),
+    *http3_triple(
+        "app-hello",
+        "App: GET /",
+        "/",
+        PLAIN_HELLO,
+        ("h3-hello", "tls-hello"),
+        RUSH_ALONE,
+        notes="rush's App API (benches/apps/rush_app.py), 100 connections x 10 streams",
+        **H3_STREAMS,
+    ),
+    *http3_triple(
+        "file-1m",
+        "GET a 1 MiB file, one stream",
+        f"/static/{LARGE_FILE}",
+        replace(STATIC_1M, body_length=LARGE_SIZE),
+        ("h3-static", "tls-static"),
+        RUSH_ALONE,
+        notes="one connection, one request at a time: a large body's throughput",
+        connections=1,
+        streams=1,
+    ),
+    Scenario(
+        name="handshakes",
+        group="http3",
+        title="HTTP/3: a new connection per GET / (latency: a normal client's)",
+        path="/",
+        expect=PLAIN_HELLO,
+        app="h3-asgi",
+        load="h3-handshakes",
+        tls=True,
+        connections=16,
+        notes="16 at a time, each a QUIC handshake, one GET and CONNECTION_CLOSE; beside them a normal client "
+        "opens a connection for one GET every 20 ms, and its latency is the row's",
+    ),
+    Scenario(
+        name="handshakes-1000",
+        group="http3",
+        title="HTTP/3: 1,000 new connections a second (latency: a normal client's)",
+        path="/",
+        expect=PLAIN_HELLO,
+        app="h3-asgi",
+        load="h3-handshakes",
+        tls=True,
+        connections=64,
+        wrk_args=("--rate", "1000"),
+        notes="an open loop starting 1,000 connections a second (at most 64 at once; a start that finds 64 busy "
+        "is counted late, not queued), and the normal client beside it",
+    ),
+    Scenario(
+        name="idle-1000",
+        group="http3",
+        title="RSS per idle HTTP/3 connection (ASGI)",
+        path="/",
+        expect=PLAIN_HELLO,
+        app="h3-asgi",
+        load="h3-idle",
+        tls=True,
+        connections=1000,
+        notes="1,000 HTTP/3 connections, each idle after one GET /",
+    ),
+]
+
 GROUPS: dict[str, list[Scenario]] = {
     "hello": HELLO_GROUP,
     "rush-v2": RUSH_V2_GROUP,
@@ -777,6 +908,7 @@ GROUPS: dict[str, list[Scenario]] = {
     "tls": TLS_GROUP,
     "websocket": WEBSOCKET_GROUP,
     "http2": HTTP2_GROUP,
+    "http3": HTTP3_GROUP,
 }
 
 # Groups left out of the headline: their other servers are teaching examples, not peers one would pick.

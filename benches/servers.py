@@ -26,6 +26,11 @@ measured on a scenario only if it has a command for that app:
 - ``h2-hello``, ``h2-asgi``, ``h2-wsgi``, ``h2-static``: the http2 group's hello and static
   endpoints over h2c with prior knowledge, each server in its HTTP/2 set-up (rush ``--http
   auto``, granian ``--http 2``, hypercorn, nginx ``listen ... http2``).
+- ``h3-hello``, ``h3-asgi``, ``h3-static``: the http3 group's endpoints over HTTP/3 (QUIC on UDP)
+  and HTTPS on TCP on the same port number (rush ``--http3``, hypercorn ``--quic-bind``), with
+  benches/tls.py's certificate; ``tls-asgi`` (with the tls group's ``tls-hello`` and
+  ``tls-static``): rush's usual HTTPS, ALPN ``h2`` then ``http/1.1``, for the group's HTTP/2
+  and HTTP/1.1 rows.
 
 Templates use ``{bin}`` (the venv's bin directory), ``{host}``, ``{port}``,
 ``{workers}`` (only servers whose template has it take part in multi-worker
@@ -207,6 +212,21 @@ def hypercorn(app: str) -> tuple[str, ...]:
     )
 
 
+def hypercorn_h3(app: str) -> tuple[str, ...]:
+    """hypercorn as `hypercorn` sets it up, serving HTTPS on TCP and HTTP/3 on UDP (aioquic) on one
+    port number, with benches/tls.py's certificate."""
+    return (
+        *hypercorn(app)[:-1],
+        "--quic-bind",
+        "{host}:{port}",
+        "--certfile",
+        "{certfile}",
+        "--keyfile",
+        "{keyfile}",
+        app,
+    )
+
+
 def granian_ws(interface: str, app: str, *options: str) -> tuple[str, ...]:
     """granian's set-up of `granian` with WebSocket on (the hello entries turn it off)."""
     return tuple(part for part in granian(interface, app, *options) if part != "--no-ws")
@@ -343,6 +363,8 @@ GRANIAN_TLS = ("--ssl-certificate", "{certfile}", "--ssl-keyfile", "{keyfile}")
 # connections never reach it.
 RUSH_H2 = ("--http", "auto", "--keep-alive-timeout", "120")
 RUSH_TLS = ("--ssl-certfile", "{certfile}", "--ssl-keyfile", "{keyfile}")
+# The http3 group: HTTP/3 on UDP beside HTTPS on TCP, on the one port (issue 35's --http3).
+RUSH_H3 = ("--http3", *RUSH_TLS)
 # granian serves a directory's index only through --static-path-dir-to-file; a path without a file
 # under the route falls through to the app, which answers /easter, /hello and the 404.
 GRANIAN_SITE_ROOT = (
@@ -424,6 +446,11 @@ SERVERS: list[Server] = [
             "h2-asgi": rush("benches.apps.asgi_app:app", "--interface", "asgi", "--workers", "1", *RUSH_H2),
             "h2-wsgi": rush("benches.apps.wsgi_app:app", "--interface", "wsgi", "--workers", "1", *RUSH_H2),
             "h2-static": rush("benches.apps.rush_static_app:app", "--workers", "1", *RUSH_H2),
+            # The http3 group: HTTP/3 beside HTTPS (--http3), and the same apps over HTTPS alone.
+            "h3-hello": rush("benches.apps.rush_app:app", "--workers", "1", *RUSH_H3),
+            "h3-asgi": rush("benches.apps.asgi_app:app", "--interface", "asgi", "--workers", "1", *RUSH_H3),
+            "h3-static": rush("benches.apps.rush_static_app:app", "--workers", "1", *RUSH_H3),
+            "tls-asgi": rush("benches.apps.asgi_app:app", "--interface", "asgi", "--workers", "1", *RUSH_TLS),
         },
         probe="import rush._rush",
         version_argv=("{bin}/rush", "--version"),
@@ -619,6 +646,27 @@ SERVERS: list[Server] = [
         ),
         requirements=("hypercorn", "uvloop"),
         notes="http2 group only: h2c with prior knowledge by the h2 library, uvloop worker, --keep-alive 120",
+    ),
+    Server(
+        name="hypercorn-h3",
+        title="hypercorn (ASGI, uvloop, HTTP/3 by aioquic)",
+        venv="bench",
+        # The same command for the group's HTTP/2 and HTTP/1.1 rows (HTTPS on TCP, ALPN h2 or http/1.1).
+        apps={
+            "h3-asgi": hypercorn_h3("benches.apps.asgi_app:app"),
+            "tls-asgi": hypercorn_h3("benches.apps.asgi_app:app"),
+        },
+        probe="import hypercorn, aioquic, uvloop",
+        version_argv=(
+            "{bin}/python",
+            "-c",
+            "import importlib.metadata as m; "
+            "print('hypercorn', m.version('hypercorn') + '+aioquic-' + m.version('aioquic'))",
+        ),
+        # hypercorn's h3 extra brings aioquic, which --quic-bind needs.
+        requirements=("hypercorn[h3]", "uvloop"),
+        notes="http3 group only: --quic-bind (QUIC and HTTP/3 by aioquic, pure Python above OpenSSL's "
+        "crypto) beside HTTPS on TCP, uvloop worker, --keep-alive 120",
     ),
     Server(
         name="uvicorn",

@@ -14,7 +14,8 @@ to the proxy and benches/lua/proxy.lua sends that absolute-form target.
 
 The other load generators are dispatched from here too, so the runner has one
 entry point: benches/tunnel_load.py, benches/rust's ws-load, the idle holders
-(benches/wsclient.py, benches/h2idle.py) and h2load (benches/h2load.py).
+(benches/wsclient.py, benches/h2idle.py), h2load (benches/h2load.py) and benches/rust's
+h3-load (benches/h3load.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pathlib import Path
 
 from benches import BENCHES_DIR
 from benches.h2load import H2loadError, H2loadResult, h2load_command, parse_h2load_output, read_request_log
+from benches.h3load import H3loadResult, h3load_command, parse_h3load_output
 from benches.scenarios import Scenario
 
 PIPELINE_SCRIPT = BENCHES_DIR / "lua" / "pipeline.lua"
@@ -138,8 +140,10 @@ def wrk_command(
     """The wrk argv for ``scenario`` against ``url`` (base URL without path) for ``duration_s`` seconds
     (for a tunnel scenario, the argv of benches/tunnel_load.py, which reports as wrk does; for the
     http2 group's, h2load's, with its request log written to ``log_file``)."""
-    if scenario.load in ("h2load", "h2load-h1"):
+    if scenario.load.startswith("h2load"):
         return h2load_command(scenario, url, duration_s, log_file)
+    if scenario.http3:
+        return h3load_command(scenario, url, duration_s)
     if scenario.load == "h2-idle":
         return h2_idle_command(scenario, url)
     if scenario.load == "tunnel":
@@ -264,10 +268,17 @@ def parse_ws_load_output(output: str) -> WrkResult:
     )
 
 
-def parse_load_output(scenario: Scenario, output: str, log_file: Path | None = None) -> WrkResult | H2loadResult:
+def parse_load_output(
+    scenario: Scenario, output: str, log_file: Path | None = None
+) -> WrkResult | H2loadResult | H3loadResult:
     """The report of whichever load generator the scenario uses (h2load's with the latency of its
     request log ``log_file``, when given)."""
-    if scenario.load in ("h2load", "h2load-h1"):
+    if scenario.http3:
+        try:
+            return parse_h3load_output(output, scenario)
+        except (ValueError, KeyError) as error:
+            raise WrkError(str(error)) from error
+    if scenario.load.startswith("h2load"):
         try:
             result = parse_h2load_output(output)
             if log_file is not None:
