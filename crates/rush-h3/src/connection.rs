@@ -160,6 +160,15 @@ pub struct H3Conn {
     closing: bool,
     /// `Closed` was given.
     pub(crate) closed: bool,
+    /// Request streams the client reset or stopped (or `h3` refused) before
+    /// their response completed, less the responses completed since (see
+    /// [`H3Settings::max_peer_reset_streams`]).
+    reset_debt: usize,
+    /// `Shared::resolve_failed` already counted in `reset_debt`.
+    resolve_failed_seen: usize,
+    /// Why the connection was closed with H3_EXCESSIVE_LOAD (rapid reset or
+    /// a flood), once it was.
+    calmed: Option<String>,
 }
 
 fn noop_cx() -> Context<'static> {
@@ -186,6 +195,9 @@ impl H3Conn {
             unacked: HashSet::new(),
             closing: false,
             closed: false,
+            reset_debt: 0,
+            resolve_failed_seen: 0,
+            calmed: None,
         };
         conn.drive();
         conn
@@ -198,6 +210,7 @@ impl H3Conn {
         if self.closed {
             return;
         }
+        self.quic.0.borrow_mut().drain_qpack();
         for _ in 0..MAX_PASSES {
             let mut progress = self.run_tasks();
             progress |= self.take_resolved();
@@ -207,7 +220,39 @@ impl H3Conn {
                 break;
             }
         }
+        self.check_abuse();
         self.settle_connection();
+    }
+
+    /// Closes the connection with H3_EXCESSIVE_LOAD if the client reset
+    /// too many requests before their answer (Rapid Reset), or sent far
+    /// more than its requests and responses carried (a flood of frames,
+    /// streams or packets that cost more than they bring).
+    fn check_abuse(&mut self) {
+        if self.calmed.is_some() || self.is_closed() {
+            return;
+        }
+        let failed = self.shared.borrow().resolve_failed;
+        self.reset_debt += failed - self.resolve_failed_seen;
+        self.resolve_failed_seen = failed;
+        let reason = if self.reset_debt > self.settings.max_peer_reset_streams {
+            format!(
+                "rapid reset: {} request streams reset before their response",
+                self.reset_debt
+            )
+        } else {
+            let q = self.quic.0.borrow();
+            let received = q.conn.stats().udp_rx.bytes;
+            if !self.settings.flood.flooded(received, q.useful) {
+                return;
+            }
+            format!(
+                "flood: {received} bytes received for {} of requests and responses",
+                q.useful
+            )
+        };
+        self.calmed = Some(reason);
+        self.abrupt_shutdown(Code::H3_EXCESSIVE_LOAD);
     }
 
     fn run_tasks(&mut self) -> bool {
@@ -320,6 +365,9 @@ impl H3Conn {
                     Poll::Ready(Ok(None)) => s.body_ended = true,
                     Poll::Ready(Err(e)) => {
                         s.recv = None;
+                        if !s.queue.borrow().done {
+                            self.reset_debt += 1;
+                        }
                         ev.push(reset_event(id, &e));
                         self.abort(id, Code::H3_REQUEST_CANCELLED.value());
                         return false;
@@ -338,6 +386,9 @@ impl H3Conn {
                     }
                     Poll::Ready(Err(e)) => {
                         s.recv = None;
+                        if !s.queue.borrow().done {
+                            self.reset_debt += 1;
+                        }
                         ev.push(reset_event(id, &e));
                         self.abort(id, Code::H3_REQUEST_CANCELLED.value());
                         return false;
@@ -355,9 +406,14 @@ impl H3Conn {
         for (id, s) in self.streams.iter_mut() {
             let q = s.queue.borrow();
             if let Some(code) = q.failed {
+                // The client stopped the response (STOP_SENDING).
+                if code.is_some() {
+                    self.reset_debt += 1;
+                }
                 self.events.push_back(Event::Reset { stream: *id, code });
                 gone.push(*id);
             } else if s.settled() {
+                self.reset_debt = self.reset_debt.saturating_sub(1);
                 self.unacked.insert(*id);
                 gone.push(*id);
             } else if s.notify_drain && q.bytes == 0 {
@@ -418,7 +474,7 @@ impl H3Conn {
                 error: (!clean).then(|| {
                     // h3 closed it itself (a protocol error): its account
                     // says more than quinn's "closed".
-                    let h3 = self.shared.borrow().ended.clone();
+                    let h3 = self.calmed.clone().or(self.shared.borrow().ended.clone());
                     match (&reason, h3) {
                         (quinn_proto::ConnectionError::LocallyClosed, Some(e)) => e,
                         _ => reason.to_string(),

@@ -82,6 +82,11 @@ pub struct H3Router {
     stats: EndpointStats,
     /// A draining server takes no new connection (see [`H3Router::refuse_new`]).
     refusing: bool,
+    /// Where each datagram is copied for quinn, which decrypts it in place
+    /// and takes it by value (see [`H3Router::datagram_buffer`]).
+    rx: BytesMut,
+    /// The size of `rx`'s whole allocation.
+    rx_capacity: usize,
 }
 
 /// The keys a shared secret gives: stateless resets, Retry tokens and the
@@ -163,6 +168,12 @@ impl H3Router {
             .stream_receive_window(VarInt::from_u32(settings.stream_receive_window))
             .receive_window(VarInt::from_u32(settings.receive_window))
             .send_window(settings.send_window)
+            .initial_rtt(settings.initial_rtt)
+            .crypto_buffer_size(settings.crypto_buffer_size)
+            // No DATAGRAM frames (RFC 9221): rush serves none, and quinn
+            // would otherwise keep up to 1.25 MB of them per connection
+            // for an application that never reads them.
+            .datagram_receive_buffer_size(None)
             .enable_segmentation_offload(settings.max_gso_segments > 1);
         let (endpoint_config, mut server) = match &settings.secret {
             Some(secret) => {
@@ -198,6 +209,8 @@ impl H3Router {
             unvalidated: HashSet::new(),
             responses: VecDeque::new(),
             stats: EndpointStats::default(),
+            rx: BytesMut::new(),
+            rx_capacity: 0,
         })
     }
 
@@ -212,10 +225,13 @@ impl H3Router {
         ecn: Option<EcnCodepoint>,
         data: &[u8],
     ) -> Option<Routed> {
+        let datagram = self.datagram_buffer(data);
+        // Written only for a response of the router's own (no allocation
+        // otherwise).
         let mut buf = Vec::new();
-        let event =
-            self.endpoint
-                .handle(now, remote, local_ip, ecn, BytesMut::from(data), &mut buf);
+        let event = self
+            .endpoint
+            .handle(now, remote, local_ip, ecn, datagram, &mut buf);
         match event? {
             DatagramEvent::ConnectionEvent(ch, event) => Some(Routed::Event(ch, ConnEvent(event))),
             DatagramEvent::NewConnection(incoming) => self.incoming(now, incoming),
@@ -225,6 +241,26 @@ impl H3Router {
                 None
             }
         }
+    }
+
+    /// `data` in a buffer quinn may own. The previous datagram's
+    /// allocation is reused when quinn dropped it (most datagrams: their
+    /// frames were handled in place) and it is at most twice the size of
+    /// this one; otherwise a buffer of exactly this size is allocated, as
+    /// `BytesMut::from` would. quinn keeps slices of a datagram that
+    /// carried stream data not yet read and accounts for them as the
+    /// packet's size, so one datagram never shares an allocation with
+    /// another, and a kept one holds at most twice its size.
+    fn datagram_buffer(&mut self, data: &[u8]) -> BytesMut {
+        let reuse = data.len() <= self.rx_capacity
+            && data.len() * 2 >= self.rx_capacity
+            && self.rx.try_reclaim(self.rx_capacity);
+        if !reuse {
+            self.rx = BytesMut::with_capacity(data.len());
+            self.rx_capacity = self.rx.capacity();
+        }
+        self.rx.extend_from_slice(data);
+        self.rx.split()
     }
 
     fn incoming(&mut self, now: Instant, incoming: Incoming) -> Option<Routed> {
