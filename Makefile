@@ -109,12 +109,14 @@ test-pythons: $(BIN)/.installed test-tools
 		RUSH_VENV=$$venv $$venv/bin/python -m pytest -q $(PYTHON_TESTS) || status=1; \
 	done; exit $$status
 
-# Opt-in: Debian's chromium (about 300 MB installed) for the browser test in
-# tests/test_http2_conformance.py, which skips without it under `make test`.
+# Opt-in: Debian's chromium (about 300 MB installed) for the browser tests (HTTP/2 in
+# tests/test_http2_conformance.py and tests/test_http2_websocket.py, HTTP/3 in
+# tests/test_http3_browser.py), which skip without it under `make test`.
 .PHONY: test-browser
 test-browser: build test-tools
 	@command -v chromium >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium)
-	$(BIN)/python -m pytest -q tests/test_http2_conformance.py tests/test_http2_websocket.py -k chromium
+	$(BIN)/python -m pytest -q tests/test_http2_conformance.py tests/test_http2_websocket.py \
+		tests/test_http3_browser.py -k chromium
 
 pytest: build test-tools
 	$(BIN)/python -m pytest -q

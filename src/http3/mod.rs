@@ -351,7 +351,8 @@ impl QuicSide {
         }
     }
 
-    /// Forgets connection `key` (closed by the worker, or drained).
+    /// Forgets connection `key`, closed by the worker before QUIC drained
+    /// it (a drained one is taken off the maps by `AppServer::quic_after`).
     pub(crate) fn forget(&mut self, key: usize) {
         self.deadlines.set(key, None);
         if let Some((handle, _)) = self.handles.remove(&key) {

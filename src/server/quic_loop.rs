@@ -104,6 +104,11 @@ impl AppServer {
         quic.deadlines.set(key, deadline);
         quic.arm_timer(now);
         if drained {
+            // The router forgot it already, and quinn may give its handle
+            // to a new connection: it must not be forgotten again.
+            quic.keys.remove(&handle);
+            quic.handles.remove(&key);
+            quic.deadlines.set(key, None);
             self.close_connection(key);
         }
     }

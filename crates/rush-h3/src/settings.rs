@@ -9,8 +9,13 @@ pub struct H3Settings {
     /// Request streams a client may have open at once (RFC 9114 asks for at
     /// least 100).
     pub max_concurrent_bidi_streams: u32,
-    /// Unidirectional streams a client may open: its control stream and its
-    /// QPACK encoder and decoder streams. A fourth waits for one to close.
+    /// Unidirectional streams a client may have open at once: its control
+    /// stream, its QPACK encoder and decoder streams, and room beyond them,
+    /// so that a stream of a reserved type (which `h3` stops at once) waits
+    /// for nothing, and a second control or QPACK stream reaches `h3`, which
+    /// closes the connection with H3_STREAM_CREATION_ERROR (RFC 9114
+    /// section 6.2.1). With room for only three, QUIC holds a client's
+    /// fourth back and the mistake is never seen.
     pub max_concurrent_uni_streams: u32,
     /// A connection with no packet in either direction this long is closed
     /// silently (both sides know the bound from the transport parameters).
@@ -116,7 +121,7 @@ impl Default for H3Settings {
     fn default() -> H3Settings {
         H3Settings {
             max_concurrent_bidi_streams: 100,
-            max_concurrent_uni_streams: 3,
+            max_concurrent_uni_streams: 8,
             idle_timeout: Duration::from_secs(30),
             stream_receive_window: 256 * 1024,
             receive_window: 1024 * 1024,
