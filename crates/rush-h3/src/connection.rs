@@ -41,7 +41,11 @@ use crate::settings::H3Settings;
 /// [`crate::H3Router::handle_datagram`]: give it to
 /// [`H3Conn::handle_event`].
 #[derive(Debug)]
-pub struct ConnEvent(pub(crate) ConnectionEvent);
+pub struct ConnEvent {
+    pub(crate) event: ConnectionEvent,
+    /// The datagram's size: bytes received, for the flood meter.
+    pub(crate) len: usize,
+}
 
 type Task = Pin<Box<dyn Future<Output = ()>>>;
 
@@ -169,6 +173,12 @@ pub struct H3Conn {
     /// Why the connection was closed with H3_EXCESSIVE_LOAD (rapid reset or
     /// a flood), once it was.
     calmed: Option<String>,
+    /// Bytes of the datagrams routed to this connection (the flood meter's
+    /// "received").
+    received: u64,
+    /// A datagram arrived since the last drive: the QPACK streams may have
+    /// bytes, and the flood meter may have moved.
+    input: bool,
 }
 
 fn noop_cx() -> Context<'static> {
@@ -198,6 +208,8 @@ impl H3Conn {
             reset_debt: 0,
             resolve_failed_seen: 0,
             calmed: None,
+            received: 0,
+            input: false,
         };
         conn.drive();
         conn
@@ -210,7 +222,10 @@ impl H3Conn {
         if self.closed {
             return;
         }
-        self.quic.0.borrow_mut().drain_qpack();
+        let input = std::mem::take(&mut self.input);
+        if input {
+            self.quic.0.borrow_mut().drain_qpack();
+        }
         for _ in 0..MAX_PASSES {
             let mut progress = self.run_tasks();
             progress |= self.take_resolved();
@@ -220,7 +235,7 @@ impl H3Conn {
                 break;
             }
         }
-        self.check_abuse();
+        self.check_abuse(input);
         self.settle_connection();
     }
 
@@ -228,7 +243,9 @@ impl H3Conn {
     /// too many requests before their answer (Rapid Reset), or sent far
     /// more than its requests and responses carried (a flood of frames,
     /// streams or packets that cost more than they bring).
-    fn check_abuse(&mut self) {
+    /// The flood meter is read only after a datagram (`input`): nothing
+    /// else adds to what was received.
+    fn check_abuse(&mut self, input: bool) {
         if self.calmed.is_some() || self.is_closed() {
             return;
         }
@@ -241,14 +258,13 @@ impl H3Conn {
                 self.reset_debt
             )
         } else {
-            let q = self.quic.0.borrow();
-            let received = q.conn.stats().udp_rx.bytes;
-            if !self.settings.flood.flooded(received, q.useful) {
+            let useful = self.quic.0.borrow().useful;
+            if !input || !self.settings.flood.flooded(self.received, useful) {
                 return;
             }
             format!(
-                "flood: {received} bytes received for {} of requests and responses",
-                q.useful
+                "flood: {} bytes received for {useful} of requests and responses",
+                self.received
             )
         };
         self.calmed = Some(reason);
@@ -518,7 +534,9 @@ impl H3Conn {
     /// to it; then call [`crate::H3Router::sync`], which runs the HTTP/3
     /// layer once for everything that arrived.
     pub fn handle_event(&mut self, event: ConnEvent, now: Instant) {
-        self.quic.handle_event(event.0, now);
+        self.quic.handle_event(event.event, now);
+        self.received += event.len as u64;
+        self.input = true;
         self.dirty = true;
     }
 

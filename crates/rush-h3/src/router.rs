@@ -233,7 +233,13 @@ impl H3Router {
             .endpoint
             .handle(now, remote, local_ip, ecn, datagram, &mut buf);
         match event? {
-            DatagramEvent::ConnectionEvent(ch, event) => Some(Routed::Event(ch, ConnEvent(event))),
+            DatagramEvent::ConnectionEvent(ch, event) => Some(Routed::Event(
+                ch,
+                ConnEvent {
+                    event,
+                    len: data.len(),
+                },
+            )),
             DatagramEvent::NewConnection(incoming) => self.incoming(now, incoming),
             DatagramEvent::Response(t) => {
                 buf.truncate(t.size);
