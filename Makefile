@@ -155,7 +155,7 @@ soak: build
 # one at a time at nice 19, and prints executions and findings. `make test` runs only its short
 # smoke run (fuzz-smoke, below). E.g. make fuzz FUZZ_SECONDS=60 FUZZ_TARGETS=chunked
 FUZZ_SECONDS ?= 600
-FUZZ_TARGETS ?= request_head chunked encode_roundtrip h2_frames
+FUZZ_TARGETS ?= request_head chunked encode_roundtrip h2_frames h3_guard
 .PHONY: fuzz
 fuzz:
 	FUZZ_SECONDS=$(FUZZ_SECONDS) bash crates/rush-proto/fuzz/run.sh $(FUZZ_TARGETS)

@@ -41,7 +41,11 @@ use crate::settings::H3Settings;
 /// [`crate::H3Router::handle_datagram`]: give it to
 /// [`H3Conn::handle_event`].
 #[derive(Debug)]
-pub struct ConnEvent(pub(crate) ConnectionEvent);
+pub struct ConnEvent {
+    pub(crate) event: ConnectionEvent,
+    /// The datagram's size: bytes received, for the flood meter.
+    pub(crate) len: usize,
+}
 
 type Task = Pin<Box<dyn Future<Output = ()>>>;
 
@@ -160,6 +164,21 @@ pub struct H3Conn {
     closing: bool,
     /// `Closed` was given.
     pub(crate) closed: bool,
+    /// Request streams the client reset or stopped (or `h3` refused) before
+    /// their response completed, less the responses completed since (see
+    /// [`H3Settings::max_peer_reset_streams`]).
+    reset_debt: usize,
+    /// `Shared::resolve_failed` already counted in `reset_debt`.
+    resolve_failed_seen: usize,
+    /// Why the connection was closed with H3_EXCESSIVE_LOAD (rapid reset or
+    /// a flood), once it was.
+    calmed: Option<String>,
+    /// Bytes of the datagrams routed to this connection (the flood meter's
+    /// "received").
+    received: u64,
+    /// A datagram arrived since the last drive: the QPACK streams may have
+    /// bytes, and the flood meter may have moved.
+    input: bool,
 }
 
 fn noop_cx() -> Context<'static> {
@@ -186,6 +205,11 @@ impl H3Conn {
             unacked: HashSet::new(),
             closing: false,
             closed: false,
+            reset_debt: 0,
+            resolve_failed_seen: 0,
+            calmed: None,
+            received: 0,
+            input: false,
         };
         conn.drive();
         conn
@@ -198,6 +222,10 @@ impl H3Conn {
         if self.closed {
             return;
         }
+        let input = std::mem::take(&mut self.input);
+        if input {
+            self.quic.0.borrow_mut().drain_qpack();
+        }
         for _ in 0..MAX_PASSES {
             let mut progress = self.run_tasks();
             progress |= self.take_resolved();
@@ -207,7 +235,40 @@ impl H3Conn {
                 break;
             }
         }
+        self.check_abuse(input);
         self.settle_connection();
+    }
+
+    /// Closes the connection with H3_EXCESSIVE_LOAD if the client reset
+    /// too many requests before their answer (Rapid Reset), or sent far
+    /// more than its requests and responses carried (a flood of frames,
+    /// streams or packets that cost more than they bring).
+    /// The flood meter is read only after a datagram (`input`): nothing
+    /// else adds to what was received.
+    fn check_abuse(&mut self, input: bool) {
+        if self.calmed.is_some() || self.is_closed() {
+            return;
+        }
+        let failed = self.shared.borrow().resolve_failed;
+        self.reset_debt += failed - self.resolve_failed_seen;
+        self.resolve_failed_seen = failed;
+        let reason = if self.reset_debt > self.settings.max_peer_reset_streams {
+            format!(
+                "rapid reset: {} request streams reset before their response",
+                self.reset_debt
+            )
+        } else {
+            let useful = self.quic.0.borrow().useful;
+            if !input || !self.settings.flood.flooded(self.received, useful) {
+                return;
+            }
+            format!(
+                "flood: {} bytes received for {useful} of requests and responses",
+                self.received
+            )
+        };
+        self.calmed = Some(reason);
+        self.abrupt_shutdown(Code::H3_EXCESSIVE_LOAD);
     }
 
     fn run_tasks(&mut self) -> bool {
@@ -320,6 +381,9 @@ impl H3Conn {
                     Poll::Ready(Ok(None)) => s.body_ended = true,
                     Poll::Ready(Err(e)) => {
                         s.recv = None;
+                        if !s.queue.borrow().done {
+                            self.reset_debt += 1;
+                        }
                         ev.push(reset_event(id, &e));
                         self.abort(id, Code::H3_REQUEST_CANCELLED.value());
                         return false;
@@ -338,6 +402,9 @@ impl H3Conn {
                     }
                     Poll::Ready(Err(e)) => {
                         s.recv = None;
+                        if !s.queue.borrow().done {
+                            self.reset_debt += 1;
+                        }
                         ev.push(reset_event(id, &e));
                         self.abort(id, Code::H3_REQUEST_CANCELLED.value());
                         return false;
@@ -355,9 +422,14 @@ impl H3Conn {
         for (id, s) in self.streams.iter_mut() {
             let q = s.queue.borrow();
             if let Some(code) = q.failed {
+                // The client stopped the response (STOP_SENDING).
+                if code.is_some() {
+                    self.reset_debt += 1;
+                }
                 self.events.push_back(Event::Reset { stream: *id, code });
                 gone.push(*id);
             } else if s.settled() {
+                self.reset_debt = self.reset_debt.saturating_sub(1);
                 self.unacked.insert(*id);
                 gone.push(*id);
             } else if s.notify_drain && q.bytes == 0 {
@@ -418,7 +490,7 @@ impl H3Conn {
                 error: (!clean).then(|| {
                     // h3 closed it itself (a protocol error): its account
                     // says more than quinn's "closed".
-                    let h3 = self.shared.borrow().ended.clone();
+                    let h3 = self.calmed.clone().or(self.shared.borrow().ended.clone());
                     match (&reason, h3) {
                         (quinn_proto::ConnectionError::LocallyClosed, Some(e)) => e,
                         _ => reason.to_string(),
@@ -462,7 +534,9 @@ impl H3Conn {
     /// to it; then call [`crate::H3Router::sync`], which runs the HTTP/3
     /// layer once for everything that arrived.
     pub fn handle_event(&mut self, event: ConnEvent, now: Instant) {
-        self.quic.handle_event(event.0, now);
+        self.quic.handle_event(event.event, now);
+        self.received += event.len as u64;
+        self.input = true;
         self.dirty = true;
     }
 

@@ -46,7 +46,7 @@ pub use connection::{ConnEvent, H3Conn};
 pub use endpoint::H3Endpoint;
 pub use messages::{Event, H3Error, RequestHead};
 pub use router::{ConfigError, ConnId, EndpointStats, H3Router, Routed, Transmit};
-pub use settings::{EndpointSecret, H3Settings};
+pub use settings::{EndpointSecret, FloodLimit, H3Settings};
 
 /// Body chunks: reference-counted.
 pub use bytes::Bytes;

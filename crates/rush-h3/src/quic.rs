@@ -55,6 +55,13 @@ pub struct QuicState {
     /// Bytes quinn took so far on the sending side of each stream the owner
     /// asked to count (frames included): its progress, per stream.
     pub written: HashMap<u64, u64>,
+    /// Bytes that carried requests and responses, for the flood meter: the
+    /// payload of HEADERS and DATA frames read on request streams, and
+    /// every byte written to them.
+    pub useful: u64,
+    /// The peer's QPACK encoder and decoder streams: `h3` reads only their
+    /// type, so the owner drains them ([`QuicState::drain_qpack`]).
+    pub qpack: Vec<StreamId>,
 }
 
 /// The shared handle: the owner keeps one, `h3` and its streams the others.
@@ -73,6 +80,8 @@ impl QuicConnection {
             closed_with: None,
             frame_limit: u64::MAX,
             written: HashMap::new(),
+            useful: 0,
+            qpack: Vec::new(),
         })))
     }
 
@@ -134,6 +143,33 @@ impl QuicState {
         }
     }
 
+    /// Reads and drops what the peer sent on its QPACK streams; returns the
+    /// bytes dropped. rush advertises no dynamic table (`h3` 0.0.8 has
+    /// none), so the only instructions a client may send there change
+    /// nothing: left unread they would sit in quinn's buffers, a stream
+    /// window each, for the connection's life. Dropped, they count only
+    /// against the flood meter. A stream that ended is forgotten.
+    pub fn drain_qpack(&mut self) -> u64 {
+        let mut dropped = 0;
+        let conn = &mut self.conn;
+        self.qpack.retain(|&id| {
+            let mut recv = conn.recv_stream(id);
+            let Ok(mut chunks) = recv.read(true) else {
+                return false;
+            };
+            let open = loop {
+                match chunks.next(usize::MAX) {
+                    Ok(Some(chunk)) => dropped += chunk.bytes.len() as u64,
+                    Ok(None) | Err(ReadError::Reset(_)) => break false,
+                    Err(ReadError::Blocked) => break true,
+                }
+            };
+            let _ = chunks.finalize();
+            open
+        });
+        dropped
+    }
+
     fn connection_error(&self) -> Option<ConnectionErrorIncoming> {
         self.lost.as_ref().map(connection_error)
     }
@@ -182,6 +218,7 @@ impl quic::Connection<Bytes> for QuicConnection {
                 conn: self.clone(),
                 id,
                 guard: FrameGuard::unidirectional(s.frame_limit),
+                drained: false,
             })),
             None => Poll::Pending,
         }
@@ -273,8 +310,9 @@ impl SendHalf {
 /// with its streams: `h3` drops the stream it answered 431 on without
 /// finishing it, and the client would wait for the rest until the idle
 /// timeout. A write still pending means the message is incomplete: the
-/// stream is reset instead. rush-h3 itself resets every stream it abandons
-/// before dropping it, so no truncated response ends with a FIN.
+/// stream is reset instead, as is one the peer stopped. rush-h3 itself
+/// resets every stream it abandons before dropping it, so no truncated
+/// response ends with a FIN.
 impl Drop for SendHalf {
     fn drop(&mut self) {
         let Ok(mut s) = self.conn.0.try_borrow_mut() else {
@@ -283,8 +321,12 @@ impl Drop for SendHalf {
         let mut stream = s.conn.send_stream(self.id);
         if self.writing.is_some() {
             let _ = stream.reset(varint(Code::H3_INTERNAL_ERROR.value()));
-        } else {
-            let _ = stream.finish();
+        } else if let Err(quinn_proto::FinishError::Stopped(code)) = stream.finish() {
+            // The peer stopped the stream (a request cancelled before its
+            // head was read): quinn keeps a stopped stream, and its slot
+            // of the stream limit, until it is reset (RFC 9000 section
+            // 3.5: with the peer's code).
+            let _ = stream.reset(code);
         }
     }
 }
@@ -301,6 +343,9 @@ impl quic::SendStream<Bytes> for SendHalf {
                     buf.advance(n);
                     if let Some(w) = s.written.get_mut(&u64::from(self.id)) {
                         *w += n as u64;
+                    }
+                    if self.id.dir() == Dir::Bi {
+                        s.useful += n as u64;
                     }
                 }
                 Err(WriteError::Blocked) => return Poll::Pending,
@@ -370,6 +415,8 @@ pub struct RecvHalf {
     conn: QuicConnection,
     id: StreamId,
     guard: FrameGuard,
+    /// Handed to the owner to drain (a QPACK stream).
+    drained: bool,
 }
 
 impl quic::RecvStream for RecvHalf {
@@ -390,9 +437,13 @@ impl quic::RecvStream for RecvHalf {
             }
         };
         let mut too_large = false;
+        let mut useful = 0;
         let result = match chunks.next(READ_CHUNK) {
             Ok(Some(chunk)) => {
-                too_large = self.guard.observe(&chunk.bytes).is_err();
+                match self.guard.observe(&chunk.bytes) {
+                    Ok(n) => useful = n,
+                    Err(_) => too_large = true,
+                }
                 Poll::Ready(Ok(Some(chunk.bytes)))
             }
             Ok(None) => Poll::Ready(Ok(None)),
@@ -405,6 +456,11 @@ impl quic::RecvStream for RecvHalf {
         };
         // Finalizing tells quinn what was read, so it can open the window.
         let _ = chunks.finalize();
+        s.useful += useful;
+        if self.guard.is_qpack() && !self.drained {
+            self.drained = true;
+            s.qpack.push(self.id);
+        }
         if too_large {
             // The frame never reaches h3: the stream ends here, both ways.
             let code = VarInt::from_u32(Code::H3_EXCESSIVE_LOAD.value() as u32);
@@ -455,6 +511,7 @@ impl BidiStream {
                 conn: conn.clone(),
                 id,
                 guard: FrameGuard::request(frame_limit),
+                drained: false,
             },
         }
     }

@@ -55,6 +55,56 @@ pub struct H3Settings {
     /// reset at once instead of waiting out its idle timeout. `None`: keys
     /// random to this endpoint.
     pub secret: Option<EndpointSecret>,
+    /// Rapid Reset (CVE-2023-44487) over HTTP/3: request streams the client
+    /// reset or stopped (RESET_STREAM, STOP_SENDING) before their response
+    /// was complete, or that `h3` refused as malformed, less one for each
+    /// response completed; past this the connection is closed with
+    /// H3_EXCESSIVE_LOAD. rush-h2's `max_peer_reset_streams`, with the
+    /// same default, 100: a browser cancels a few streams per page.
+    pub max_peer_reset_streams: usize,
+    /// When a client's traffic counts as a flood (nginx's rule, as rush-h2
+    /// applies it): every byte of its datagrams against the request and
+    /// response bytes they carried; past it the connection is closed with
+    /// H3_EXCESSIVE_LOAD.
+    pub flood: FloodLimit,
+    /// The round-trip time assumed before the first sample (RFC 9002
+    /// section 6.2.2: 333 ms), which times the first retransmissions of the
+    /// handshake.
+    pub initial_rtt: Duration,
+    /// CRYPTO bytes a client may send out of order (ahead of a gap) that
+    /// quinn buffers; past it the connection fails with
+    /// CRYPTO_BUFFER_EXCEEDED.
+    pub crypto_buffer_size: usize,
+}
+
+/// The flood rule: a connection is flooded once `received / ratio >
+/// useful + allowance`, where `received` counts every byte of the client's
+/// datagrams and `useful` the payload of its request HEADERS and DATA
+/// frames and the response bytes sent (see docs/architecture.md, "HTTP/3
+/// (foundation)").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FloodLimit {
+    /// How many received bytes one useful byte pays for (nginx: 8).
+    pub ratio: u64,
+    /// Received bytes (divided by `ratio`) allowed with nothing useful
+    /// (nginx: 1 MiB, so 8 MiB of datagrams that carried nothing).
+    pub allowance: u64,
+}
+
+impl Default for FloodLimit {
+    fn default() -> FloodLimit {
+        FloodLimit {
+            ratio: 8,
+            allowance: 1024 * 1024,
+        }
+    }
+}
+
+impl FloodLimit {
+    /// Whether `received` bytes are far more than `useful` ones pay for.
+    pub fn flooded(&self, received: u64, useful: u64) -> bool {
+        received / self.ratio.max(1) > useful.saturating_add(self.allowance)
+    }
 }
 
 /// 32 secret bytes (see [`H3Settings::secret`]); never printed.
@@ -83,6 +133,10 @@ impl Default for H3Settings {
             max_field_section_size: 64 * 1024,
             max_gso_segments: 1,
             secret: None,
+            max_peer_reset_streams: 100,
+            flood: FloodLimit::default(),
+            initial_rtt: Duration::from_millis(333),
+            crypto_buffer_size: 16 * 1024,
         }
     }
 }

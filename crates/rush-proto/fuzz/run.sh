@@ -17,7 +17,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 seconds="${FUZZ_SECONDS:-600}"
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(request_head chunked encode_roundtrip ws_frames h2_frames)
+    targets=(request_head chunked encode_roundtrip ws_frames h2_frames h3_guard)
 fi
 # The version of the afl crate in Cargo.lock: cargo-afl keeps the AFL++
 # runtime under its own version, so the two must match.
@@ -61,6 +61,8 @@ for target in "${targets[@]}"; do
         dict=ws.dict
     elif [ "$target" = h2_frames ]; then
         dict=h2.dict
+    elif [ "$target" = h3_guard ]; then
+        dict=h3.dict
     fi
     status=0
     timeout $((seconds + 300)) nice -n 19 cargo afl fuzz \

@@ -246,7 +246,9 @@ fn check_accepted(data: &[u8], head: &RequestHead, headers: &[HeaderSpan], limit
     let version_text: &[u8] = match head.version {
         Version::Http10 => b"HTTP/1.0\r\n",
         Version::Http11 => b"HTTP/1.1\r\n",
-        Version::Http2 => panic!("the parser never reports HTTP/2: {}", context()),
+        Version::Http2 | Version::Http3 => {
+            panic!("the parser never reports HTTP/2 or HTTP/3: {}", context())
+        }
     };
     assert_eq!(
         &data[version_start..version_start + version_text.len()],
@@ -366,7 +368,9 @@ fn check_field_rules(data: &[u8], head: &RequestHead, headers: &[HeaderSpan], li
     match head.version {
         Version::Http11 => assert_eq!(hosts.len(), 1, "Host count: {}", context()),
         Version::Http10 => assert!(hosts.len() <= 1, "Host count: {}", context()),
-        Version::Http2 => panic!("the parser never reports HTTP/2: {}", context()),
+        Version::Http2 | Version::Http3 => {
+            panic!("the parser never reports HTTP/2 or HTTP/3: {}", context())
+        }
     }
     // RFC 9112 3.2.2: an absolute-form target's authority stands for the
     // host (the Host field is still required above, then ignored).
@@ -477,7 +481,9 @@ fn check_httparse_agrees(data: &[u8], head: &RequestHead, headers: &[HeaderSpan]
     let version = match head.version {
         Version::Http10 => 0,
         Version::Http11 => 1,
-        Version::Http2 => panic!("the parser never reports HTTP/2: {}", context()),
+        Version::Http2 | Version::Http3 => {
+            panic!("the parser never reports HTTP/2 or HTTP/3: {}", context())
+        }
     };
     assert_eq!(request.version, Some(version), "version: {}", context());
     assert_eq!(

@@ -22,10 +22,14 @@
 //! * [`h2_frames`]: rush-h2's HTTP/2 connection, driven by arbitrary client
 //!   bytes as the server loop would, keeps the stream rules, its limits and
 //!   whole frames in its output.
+//! * [`h3_guard`]: rush-h3's frame-boundary guard over a stream's bytes
+//!   agrees with itself however they are split, and with a separate
+//!   reading of the frames, on where it refuses a frame and what it counts.
 
 pub mod chunked;
 pub mod encode;
 pub mod h2;
+pub mod h3;
 pub mod head;
 pub mod reference;
 pub mod ws;
@@ -33,6 +37,7 @@ pub mod ws;
 pub use chunked::chunked;
 pub use encode::encode_roundtrip;
 pub use h2::h2_frames;
+pub use h3::h3_guard;
 pub use head::request_head;
 pub use ws::ws_frames;
 
@@ -44,18 +49,20 @@ pub fn run_target(name: &str, data: &[u8]) -> Option<()> {
         "encode_roundtrip" => encode_roundtrip(data),
         "ws_frames" => ws_frames(data),
         "h2_frames" => h2_frames(data),
+        "h3_guard" => h3_guard(data),
         _ => return None,
     }
     Some(())
 }
 
 /// The names of the targets, as `run_target` and the corpus folders spell them.
-pub const TARGETS: [&str; 5] = [
+pub const TARGETS: [&str; 6] = [
     "request_head",
     "chunked",
     "encode_roundtrip",
     "ws_frames",
     "h2_frames",
+    "h3_guard",
 ];
 
 /// Bytes shown for a failure message: printable ASCII as is, the rest escaped.
