@@ -79,6 +79,15 @@ pub(crate) fn socket_index(token: Token) -> Option<usize> {
 /// TCP connection's input does (`crate::next_turn`).
 pub(crate) const DATAGRAM_BUDGET_PER_TURN: usize = 512 * 1024;
 
+/// Datagrams in one GSO send. The kernel takes up to 64 segments but no more
+/// than 64 KiB in one send, and quinn-udp drops a send refused for its size
+/// (EMSGSIZE) as if it were lost: 64 datagrams of 1,200 bytes are 75 KiB,
+/// so every full batch was lost and sent again (one in 16 sends failed in a
+/// 1 MiB download). quinn's own loop sends at most 10 (its
+/// `MAX_TRANSMIT_SEGMENTS`, "benchmarks have shown that numbers around 10
+/// are a good compromise"), which stays under 64 KiB at any MTU QUIC uses.
+const MAX_GSO_SEGMENTS: usize = 10;
+
 /// The receive buffer: room for one GRO batch of full-size datagrams.
 const RECEIVE_BUFFER: usize = 64 * 1024;
 
@@ -110,9 +119,10 @@ impl QuicSocket {
         Ok(QuicSocket { socket, state })
     }
 
-    /// The most datagrams one send may carry (1 without GSO).
+    /// The most datagrams one send may carry (1 without GSO): what the
+    /// kernel takes, at most `MAX_GSO_SEGMENTS`.
     fn max_segments(&self) -> usize {
-        self.state.max_gso_segments()
+        self.state.max_gso_segments().min(MAX_GSO_SEGMENTS)
     }
 
     fn send(&self, transmit: &rush_h3::Transmit, contents: &[u8]) -> io::Result<()> {
@@ -164,7 +174,7 @@ impl QuicSide {
     pub(crate) fn new(
         addresses: &[(SocketAddr, u16)],
         tls: Arc<rustls::ServerConfig>,
-        settings: H3Settings,
+        mut settings: H3Settings,
     ) -> io::Result<QuicSide> {
         let mut sockets = Vec::with_capacity(addresses.len());
         let mut ports: Vec<u16> = Vec::new();
@@ -179,6 +189,15 @@ impl QuicSide {
                 ports.push(address.port());
             }
         }
+        // What every socket can do: GSO batches of a connection's packets
+        // (quinn builds them only when told it may), and path MTU
+        // discovery where no socket fragments.
+        settings.max_gso_segments = sockets
+            .iter()
+            .map(QuicSocket::max_segments)
+            .min()
+            .unwrap_or(1);
+        settings.path_mtu_discovery = !sockets.iter().any(|socket| socket.state.may_fragment());
         let router = H3Router::new(tls, settings).map_err(io::Error::other)?;
         // SAFETY: timerfd_create takes no pointer; a negative result is
         // checked before the descriptor is owned.

@@ -369,7 +369,11 @@ mod tests {
                 ":authority has a userinfo part",
             ),
             (
-                head(Method::GET, "http://a.example/", &[("connection", b"close")]),
+                head(
+                    Method::GET,
+                    "http://a.example/",
+                    &[("connection", b"close")],
+                ),
                 "a connection-specific field",
             ),
             (

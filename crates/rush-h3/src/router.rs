@@ -191,9 +191,8 @@ impl H3Router {
         let endpoint = Endpoint::new(
             Arc::new(endpoint_config),
             Some(Arc::new(server)),
-            // Path MTU discovery needs the socket's don't-fragment option,
-            // which the loop sets when it wires this in.
-            false,
+            // Only where the socket never fragments (see the setting).
+            settings.path_mtu_discovery,
             None,
         );
         Ok(H3Router {

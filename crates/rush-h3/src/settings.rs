@@ -48,6 +48,12 @@ pub struct H3Settings {
     /// Datagrams one [`crate::H3Conn::poll_transmit`] may return as one
     /// GSO batch (1 without segmentation offload).
     pub max_gso_segments: usize,
+    /// Path MTU discovery (quinn's DPLPMTUD, RFC 8899): datagrams grow
+    /// past the 1,200 bytes every path carries, up to quinn's bound
+    /// (1,452). Only where the socket never fragments (IP_MTU_DISCOVER /
+    /// IPV6_DONTFRAG set, which quinn-udp does on Linux): a probe that
+    /// was fragmented would be taken for a path that carries it.
+    pub path_mtu_discovery: bool,
     /// The secret the keys of stateless resets and Retry tokens derive
     /// from. Workers of one server given the same secret recognise each
     /// other's tokens and resets: a client whose packets reach a worker
@@ -132,6 +138,7 @@ impl Default for H3Settings {
             max_waiting_requests: 16,
             max_field_section_size: 64 * 1024,
             max_gso_segments: 1,
+            path_mtu_discovery: false,
             secret: None,
             max_peer_reset_streams: 100,
             flood: FloodLimit::default(),
