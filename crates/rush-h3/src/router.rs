@@ -56,11 +56,11 @@ pub struct EndpointStats {
     pub accepted: u64,
 }
 
-/// What a datagram was for, when the server has something to do. Made
-/// and taken apart once per datagram: boxing the packet event to shrink it
-/// would cost an allocation per datagram.
-#[derive(Debug)]
+/// What a datagram was for, when the server has something to do.
+// `Event` is a datagram's event, about 220 bytes: boxing it would cost an
+// allocation per datagram to save a move of the enum, once per datagram.
 #[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
 pub enum Routed {
     /// A new connection was accepted: keep it (it was synced already).
     New(ConnId, Box<H3Conn>),
