@@ -132,7 +132,7 @@ PYTHON_QUICK_TESTS ?= tests/test_asgi.py tests/test_wsgi.py tests/test_app_api.p
 	tests/differential/test_diff_http2.py::test_requests_and_what_the_app_saw \
 	tests/differential/test_diff_websocket_h2.py tests/differential/test_diff_flask.py \
 	tests/differential/test_diff_message_shapes.py
-pytest-pythons: build-quick test-tools
+pytest-pythons: $(BIN)/.installed test-tools
 	@sh tests/suites/pythons.sh "$(TEST_PYTHONS)" $(PYTHON_QUICK_TESTS)
 
 # Opt-in: Debian's chromium (about 300 MB installed) for the browser test in
@@ -146,11 +146,12 @@ pytest: build-quick test-tools
 	$(BIN)/python -m pytest -q
 
 # make test's integration tests: the .venv's whole pytest run and, beside it, pytest-pythons (the
-# versions one after another, output in target/pythons.log, printed at the end). Beside, not after:
-# the whole run mostly waits on servers and leaves a core idle, while the other versions cost about
-# 75 s each on CI after it (venv, wheel, tests), more than the time CI has left (README, "Python
-# versions"). Their builds are niced; their tests use a basetemp of their own and ports the kernel
-# picks, as every test here does. Either failing fails it, after both finished.
+# versions one after another, in a session of their own, output in target/pythons.log, printed
+# after the .venv's run). Beside, not after: the whole run mostly waits on servers and leaves a core
+# idle, while after it the other versions would add 85 to 95 s each to CI (venv, packages, wheel,
+# tests), more than the time CI has left (README, "Python versions"). Their builds are niced; their
+# tests use a basetemp of their own and ports the kernel picks, as every test here does. Either
+# failing fails it, once both finished.
 .PHONY: pytest-all
 pytest-all: build-quick test-tools
 	@log=target/pythons.log; \
