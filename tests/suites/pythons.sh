@@ -60,11 +60,14 @@ for version in $versions; do
 	fi
 	ready=$(date +%s)
 	echo "== CPython $version ($interpreter), venv and wheel ready in $((ready - started)) s: $*"
-	# A basetemp of its own: this run may go on beside the .venv's pytest (make test).
-	if RUSH_VENV="$venv" "$venv/bin/python" -m pytest -q --basetemp="${TMPDIR:-/tmp}/rush-py$version" "$@"; then
+	# A basetemp of this run's own: it may go on beside the .venv's pytest (make test), or beside
+	# another checkout's run on the same machine. Kept when a test failed.
+	basetemp=$(mktemp -d "${TMPDIR:-/tmp}/rush-py$version.XXXXXX")
+	if RUSH_VENV="$venv" "$venv/bin/python" -m pytest -q --basetemp="$basetemp" "$@"; then
 		note "CPython $version: passed ($(($(date +%s) - ready)) s of tests)"
+		rm -rf "$basetemp"
 	else
-		note "CPython $version: FAILED"
+		note "CPython $version: FAILED (its temporary files: $basetemp)"
 		status=1
 	fi
 done
