@@ -152,12 +152,17 @@ pytest: build-quick test-tools
 # tests), more than the time CI has left (README, "Python versions"). Their builds are niced; their
 # tests use a basetemp of their own and ports the kernel picks, as every test here does. Either
 # failing fails it, once both finished.
+# The other versions' run gets a session of its own, so that an interrupted make test can stop it
+# as a whole with SIGINT (pytest then stops its servers), and SIGINT back: the shell ignores it in a
+# command it starts with &, and the programs it runs would inherit that.
+export SESSION := import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.setsid(); \
+	os.execvp(sys.argv[1], sys.argv[1:])
 .PHONY: pytest-all
 pytest-all: build-quick test-tools
 	@log=target/pythons.log; \
 	echo "== CPython $(TEST_PYTHONS): pytest-pythons runs beside this run; its output ($$log) follows it"; \
-	setsid sh tests/suites/pythons.sh "$(TEST_PYTHONS)" $(PYTHON_QUICK_TESTS) >$$log 2>&1 & others=$$!; \
-	trap 'kill -TERM -- -$$others 2>/dev/null' INT TERM; \
+	$(BIN)/python -c "$$SESSION" sh tests/suites/pythons.sh "$(TEST_PYTHONS)" $(PYTHON_QUICK_TESTS) >$$log 2>&1 & \
+	others=$$!; trap 'kill -INT -$$others 2>/dev/null; exit 1' INT TERM; \
 	$(BIN)/python -m pytest -q; status=$$?; \
 	wait $$others; others_status=$$?; \
 	echo "== CPython $(TEST_PYTHONS) (pytest-pythons, beside the run above):"; cat $$log; \
