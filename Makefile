@@ -20,7 +20,7 @@ build: $(BIN)/.installed
 
 # What `make test` tests: the quick profile (release optimisation, no fat LTO; Cargo.toml), the one
 # pytest-pythons builds the 3.12 and 3.13 wheels with, so the dependencies compile once for all three.
-# From cold on 2 cores it costs what the release build costs (README, "Python versions"); no test
+# From cold on 2 cores it is no dearer than the release build (README, "Python versions"); no test
 # asserts a timing, so none needs the release build.
 build-quick: $(BIN)/.installed
 	$(BIN)/maturin develop --profile quick -q
@@ -148,7 +148,7 @@ pytest: build-quick test-tools
 # make test's integration tests: the .venv's whole pytest run and, beside it, pytest-pythons (the
 # versions one after another, in a session of their own, output in target/pythons.log, printed
 # after the .venv's run). Beside, not after: the whole run mostly waits on servers and leaves a core
-# idle, while after it the other versions would add 85 to 95 s each to CI (venv, packages, wheel,
+# idle, while after it the other versions would add about 70 s each to CI (venv, packages, wheel,
 # tests), more than the time CI has left (README, "Python versions"). Their builds are niced; their
 # tests use a basetemp of their own and ports the kernel picks, as every test here does. Either
 # failing fails it, once both finished.
