@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export VIRTUAL_ENV := $(abspath $(VENV))
 
-.PHONY: run catalog test build lint format cargo-test pytest test-tools bench soak clean
+.PHONY: run catalog test build build-quick lint format cargo-test pytest test-tools bench soak clean
 
 $(BIN)/.installed: requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,13 @@ $(BIN)/.installed: requirements-dev.txt
 # The release build (fat LTO) is what users run and what benches measure.
 build: $(BIN)/.installed
 	$(BIN)/maturin develop --release -q
+
+# What `make test` tests: the quick profile (release optimisation, no fat LTO; Cargo.toml), the one
+# pytest-pythons builds the 3.12 and 3.13 wheels with, so the dependencies compile once for all three.
+# From cold on 2 cores it is no dearer than the release build (README, "Python versions"); no test
+# asserts a timing, so none needs the release build.
+build-quick: $(BIN)/.installed
+	$(BIN)/maturin develop --profile quick -q
 
 # `make run` needs only what serving needs: its own venv with maturin (to build the release
 # extension into it) and rush, none of the 38 development packages. On a fresh machine the first
@@ -86,28 +93,47 @@ test-suites: build
 	$(BIN)/python tests/suites/runner.py
 
 # The interface tests under every other CPython the wheels ship for (README, "Python versions"):
-# for each of TEST_PYTHONS, an interpreter that pyenv or PATH has (tests/suites/python_for.sh), a
-# venv .venv-pyX.Y with what the tests need (tests/suites/requirements-pythons.txt), rush's wheel
-# for that version (the quick profile: no abi3, see "Wheels"), and PYTHON_TESTS run with
-# RUSH_VENV pointing tests/support.py at that venv. Every version runs; the status fails if any did.
+# tests/suites/pythons.sh, for each of TEST_PYTHONS one after another, finds the interpreter pyenv
+# or PATH has (nothing is downloaded), makes a venv .venv-pyX.Y with tests/suites/requirements-pythons.txt,
+# builds and installs rush's wheel for that version (quick profile; no abi3, see "Wheels") and runs
+# the tests with RUSH_VENV pointing tests/support.py at that venv. Every version runs whole (no -x);
+# the status is 1 if any failed or had no interpreter, which is named in a NOT TESTED line.
+# `make test-pythons` runs PYTHON_TESTS, the whole interface set (about two and a half minutes a
+# version plus the build); `make test` runs pytest-pythons, PYTHON_QUICK_TESTS: the part that
+# reaches into what changes between CPython versions (see the list below).
 TEST_PYTHONS ?= 3.12 3.13
 PYTHON_TESTS ?= tests/test_wsgi.py tests/test_asgi.py tests/test_app_api.py tests/test_frameworks.py \
 	tests/test_websocket.py tests/test_http2.py tests/differential
-.PHONY: test-pythons
+.PHONY: test-pythons pytest-pythons
 test-pythons: $(BIN)/.installed test-tools
-	@status=0; for version in $(TEST_PYTHONS); do \
-		interpreter=$$(sh tests/suites/python_for.sh $$version) || { status=1; continue; }; \
-		venv=$(abspath .venv-py$$version); \
-		test -x $$venv/bin/python || $$interpreter -m venv $$venv || { status=1; continue; }; \
-		$$venv/bin/python -m pip install -q -r tests/suites/requirements-pythons.txt || { status=1; continue; }; \
-		rm -rf target/wheels/py$$version; \
-		nice -n 10 $(BIN)/maturin build --profile quick -q -i $$interpreter -o target/wheels/py$$version \
-			|| { status=1; continue; }; \
-		$$venv/bin/python -m pip install -q --force-reinstall --no-deps target/wheels/py$$version/*.whl \
-			|| { status=1; continue; }; \
-		echo "== CPython $$version: $(PYTHON_TESTS)"; \
-		RUSH_VENV=$$venv $$venv/bin/python -m pytest -q $(PYTHON_TESTS) || status=1; \
-	done; exit $$status
+	sh tests/suites/pythons.sh "$(TEST_PYTHONS)" $(PYTHON_TESTS)
+
+# Why each is in: test_asgi (the ASGI objects: receive and send, whose send is a raw METH_FASTCALL
+# function, and the awaitables whose am_await/am_send slots src/asgi/awaitables.rs patches onto the
+# type; coroutines started with PyIter_Send), test_wsgi (the environ built with CPython's unicode and
+# dict calls, start_response kept for the next request by its reference count),
+# test_app_api (the native App's async handlers through src/coroutine.rs), test_websocket (WebSocket
+# under ASGI, Starlette, FastAPI and the App), the HTTP/2 tests that reach each interface through the
+# three shared servers (not h2spec, TLS or timeouts: protocol code that is the same Rust on every
+# version), and the differential tests against uvicorn, hypercorn and gunicorn: test_diff_isolation
+# whole (contextvars per request through the C API, the spare asyncio task and its weak references:
+# the 3.13-only fault it found, WSGI thread locals, HTTP/2 and WebSocket starts), and one per
+# interface besides: HTTP/2 (what the app saw), WebSocket over HTTP/2, Flask (WSGI), and the ASGI
+# message shapes (bytes, bytearray, memoryview and list fields read by src/asgi/send.rs).
+PYTHON_QUICK_TESTS ?= tests/test_asgi.py tests/test_wsgi.py tests/test_app_api.py tests/test_websocket.py \
+	tests/test_http2.py::test_curl_prior_knowledge_gets_each_interface_over_h2c \
+	tests/test_http2.py::test_the_app_is_told_http2_with_host_and_joined_cookies \
+	tests/test_http2.py::test_a_request_body_reaches_each_interface \
+	tests/test_http2.py::test_a_large_body_streams_into_asgi_receive \
+	tests/test_http2.py::test_a_streamed_response_arrives_whole \
+	tests/test_http2.py::test_a_client_reset_is_http_disconnect_for_the_app \
+	tests/test_http2.py::test_a_streamed_wsgi_body_on_the_loop_and_on_the_pool \
+	tests/differential/test_diff_isolation.py \
+	tests/differential/test_diff_http2.py::test_requests_and_what_the_app_saw \
+	tests/differential/test_diff_websocket_h2.py tests/differential/test_diff_flask.py \
+	tests/differential/test_diff_message_shapes.py
+pytest-pythons: $(BIN)/.installed test-tools
+	@sh tests/suites/pythons.sh "$(TEST_PYTHONS)" $(PYTHON_QUICK_TESTS)
 
 # Opt-in: Debian's chromium (about 300 MB installed) for the browser tests (HTTP/2 in
 # tests/test_http2_conformance.py and tests/test_http2_websocket.py, HTTP/3 in
@@ -118,10 +144,33 @@ test-browser: build test-tools
 	$(BIN)/python -m pytest -q tests/test_http2_conformance.py tests/test_http2_websocket.py \
 		tests/test_http3_browser.py -k chromium
 
-pytest: build test-tools
+pytest: build-quick test-tools
 	$(BIN)/python -m pytest -q
 
-test: lint cargo-test fuzz-smoke pytest
+# make test's integration tests: the .venv's whole pytest run and, beside it, pytest-pythons (the
+# versions one after another, in a session of their own, output in target/pythons.log, printed
+# after the .venv's run). Beside, not after: the whole run mostly waits on servers and leaves a core
+# idle, while after it the other versions would add about 70 s each to CI (venv, packages, wheel,
+# tests), more than the time CI has left (README, "Python versions"). Their builds are niced; their
+# tests use a basetemp of their own and ports the kernel picks, as every test here does. Either
+# failing fails it, once both finished.
+# The other versions' run gets a session of its own, so that an interrupted make test can stop it
+# as a whole with SIGINT (pytest then stops its servers), and SIGINT back: the shell ignores it in a
+# command it starts with &, and the programs it runs would inherit that.
+export SESSION := import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.setsid(); \
+	os.execvp(sys.argv[1], sys.argv[1:])
+.PHONY: pytest-all
+pytest-all: build-quick test-tools
+	@log=target/pythons.log; \
+	echo "== CPython $(TEST_PYTHONS): pytest-pythons runs beside this run; its output ($$log) follows it"; \
+	$(BIN)/python -c "$$SESSION" sh tests/suites/pythons.sh "$(TEST_PYTHONS)" $(PYTHON_QUICK_TESTS) >$$log 2>&1 & \
+	others=$$!; trap 'kill -INT -$$others 2>/dev/null; exit 1' INT TERM; \
+	$(BIN)/python -m pytest -q; status=$$?; \
+	wait $$others; others_status=$$?; \
+	echo "== CPython $(TEST_PYTHONS) (pytest-pythons, beside the run above):"; cat $$log; \
+	test $$status = 0 && test $$others_status = 0
+
+test: lint cargo-test fuzz-smoke pytest-all
 
 # The response cache's oracle test (tests/test_cache_oracle.py) at length: many random request
 # sequences, each answer of the cached server compared with the same app served uncached.
