@@ -274,6 +274,54 @@ def test_the_access_log_says_http3(servers: dict[str, RushServer], pki: dict[str
     servers["asgi"].wait_for_log(r'"GET /hello\?from=h3-log HTTP/3" 200', stream="stdout")
 
 
+def test_cache_hits_and_revalidation_over_http3(rush_server: ServerFactory, pki: dict[str, Path]) -> None:
+    """The response cache answers HTTP/3 as it answers HTTP/2 (the same session code): a second GET
+    is a hit (Age, the app not called), a matching If-None-Match is a 304, another variant is a
+    miss, and HTTPS over TCP shares the entry."""
+    server = start(rush_server, "tests.apps.cache_keyed:native", *tls_args(pki))
+    french = [("accept-language", "fr")]
+    with (
+        client(server, pki) as h3,
+        httpx.Client(base_url=f"https://127.0.0.1:{server.port}", verify=trusting(pki)) as tcp,
+    ):
+
+        def calls() -> int:
+            return int(tcp.get("/calls").json().get("native_lang", 0))
+
+        first = h3.get("/lang", french)
+        second = h3.get("/lang", french)
+        assert (first.status, first.body, first.header("age")) == (200, b"bonjour", None)
+        assert (second.status, second.body) == (200, b"bonjour") and second.header("age") is not None
+        assert calls() == 1, "the second HTTP/3 request was a hit"
+        etag = second.header("etag")
+        assert etag
+        not_modified = h3.get("/lang", [*french, ("if-none-match", etag)])
+        assert (not_modified.status, not_modified.body, not_modified.header("etag")) == (304, b"", etag)
+        english = h3.get("/lang", [("accept-language", "en")])
+        assert (english.body, english.header("age")) == (b"hello", None)
+        assert calls() == 2
+        over_tcp = tcp.get("/lang", headers=dict(french))
+        assert over_tcp.content == b"bonjour" and "age" in over_tcp.headers
+        assert calls() == 2, "HTTPS over TCP and HTTP/3 share the entry"
+
+
+def test_metrics_count_http3_requests(rush_server: ServerFactory, pki: dict[str, Path]) -> None:
+    metrics_port = free_tcp_and_udp_port()
+    server = start(rush_server, f"{APPS}:asgi", *tls_args(pki), "--metrics", f"127.0.0.1:{metrics_port}")
+
+    def h3_requests() -> float:
+        text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=GUARD_TIMEOUT).text
+        found = re.search(r'^rush_requests_total\{protocol="h3"\} (\S+)$', text, re.MULTILINE)
+        assert found, text
+        return float(found.group(1))
+
+    before = h3_requests()
+    with client(server, pki) as h3:
+        for _ in range(3):
+            assert h3.get("/hello").status == 200
+    wait_for(lambda: h3_requests() - before == 3, "three HTTP/3 requests in rush_requests_total")
+
+
 def test_stop_finishes_the_request_in_flight_after_goaway(rush_server: ServerFactory, pki: dict[str, Path]) -> None:
     """SIGTERM with a request mid-body: GOAWAY comes first, naming a stream id past the one in
     flight; the request in flight gets the rest of its body and its whole answer; a request
