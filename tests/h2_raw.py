@@ -204,12 +204,20 @@ class RawH2:
         return sent, frames
 
     def skip_ping_acks(self) -> int:
-        """Steps over the PING ACKs at the front of what was read, without
-        making frames of them (a PING flood's answers, hundreds of thousands,
-        read as fast as the server sends them); returns how many."""
+        """Steps over the PING and SETTINGS ACKs at the front of what was read,
+        without making frames of them (a PING or SETTINGS flood's answers,
+        hundreds of thousands, read as fast as the server sends them: a
+        client slowed by a loaded machine that made a frame of each fell so
+        far behind that the server's lingering close, 2 s after its GOAWAY,
+        reset the connection with the GOAWAY still unread); returns how many."""
         buffer, start, skipped = self.buffer, self.offset, 0
-        while len(buffer) - start >= 17 and buffer[start + 3] == PING and buffer[start + 4] & ACK:
-            start += 17
+        while len(buffer) - start >= 9 and buffer[start + 4] & ACK:
+            if buffer[start + 3] == PING and len(buffer) - start >= 17:
+                start += 17
+            elif buffer[start + 3] == SETTINGS and buffer[start : start + 3] == b"\0\0\0":
+                start += 9
+            else:
+                break
             skipped += 1
         self.offset = start
         return skipped
