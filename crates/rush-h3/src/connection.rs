@@ -19,7 +19,7 @@
 //! command, until a pass changes nothing.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -137,7 +137,7 @@ pub struct H3Conn {
     pub(crate) quic: QuicConnection,
     tasks: Vec<Task>,
     shared: Rc<RefCell<Shared>>,
-    streams: HashMap<u64, Stream>,
+    streams: crate::StreamMap<u64, Stream>,
     pub(crate) events: VecDeque<Event>,
     settings: H3Settings,
     /// `Request` events waiting in `events`.
@@ -159,7 +159,7 @@ pub struct H3Conn {
     /// Responses complete whose last bytes the client has not acknowledged
     /// yet: a graceful close waits for them, as CONNECTION_CLOSE discards
     /// whatever is unsent.
-    unacked: HashSet<u64>,
+    unacked: crate::StreamSet<u64>,
     /// CONNECTION_CLOSE was asked of quinn after a graceful shutdown.
     closing: bool,
     /// `Closed` was given.
@@ -194,7 +194,7 @@ impl H3Conn {
             quic,
             tasks: vec![accept],
             shared,
-            streams: HashMap::new(),
+            streams: crate::StreamMap::default(),
             events: VecDeque::new(),
             settings,
             waiting_requests: 0,
@@ -202,7 +202,7 @@ impl H3Conn {
             holding: false,
             close_pending: None,
             dirty: false,
-            unacked: HashSet::new(),
+            unacked: crate::StreamSet::default(),
             closing: false,
             closed: false,
             reset_debt: 0,

@@ -42,6 +42,12 @@ pub mod quic;
 mod router;
 mod settings;
 
+/// Maps and sets keyed by stream id, with a fast hash keyed per process
+/// (stream ids are the peer's, but bounded in number by QUIC's stream
+/// limits, so no flood can fill one bucket).
+type StreamMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+type StreamSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
+
 pub use connection::{ConnEvent, H3Conn};
 pub use endpoint::H3Endpoint;
 pub use messages::{Event, H3Error, RequestHead};

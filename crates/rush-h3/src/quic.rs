@@ -15,7 +15,6 @@
 //! tests, `h3`'s client over a quinn-proto client connection.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -46,7 +45,7 @@ pub struct QuicState {
     pub connected: bool,
     /// Streams whose sending side the peer acknowledged to its end or
     /// stopped, not yet taken by the owner.
-    pub finished: HashSet<u64>,
+    pub finished: crate::StreamSet<u64>,
     /// The HTTP/3 error code this side closed the connection with.
     pub closed_with: Option<u64>,
     /// Longest frame other than DATA a stream may announce to `h3`
@@ -54,7 +53,7 @@ pub struct QuicState {
     pub frame_limit: u64,
     /// Bytes quinn took so far on the sending side of each stream the owner
     /// asked to count (frames included): its progress, per stream.
-    pub written: HashMap<u64, u64>,
+    pub written: crate::StreamMap<u64, u64>,
     /// Bytes that carried requests and responses, for the flood meter: the
     /// payload of HEADERS and DATA frames read on request streams, and
     /// every byte written to them.
@@ -76,10 +75,10 @@ impl QuicConnection {
             now,
             lost: None,
             connected: false,
-            finished: HashSet::new(),
+            finished: crate::StreamSet::default(),
             closed_with: None,
             frame_limit: u64::MAX,
-            written: HashMap::new(),
+            written: crate::StreamMap::default(),
             useful: 0,
             qpack: Vec::new(),
         })))
