@@ -13,8 +13,8 @@
 //! body data, the end of a request, a reset, the end of a connection) and
 //! answers with commands that mirror `H2Connection`'s (send a response
 //! head, body data, trailers, reset a stream, stop a request body, hold
-//! requests, shut down gracefully or at once). [`H3Endpoint`] bundles a
-//! router and its connections in one object, for the tests.
+//! requests, shut down gracefully or at once). The crate's tests bundle a
+//! router and its connections in one object (tests/support/endpoint.rs).
 //!
 //! QUIC is quinn-proto, the state machine under quinn (handshake over
 //! rustls, loss recovery, congestion control, flow control, connection ids,
@@ -27,7 +27,6 @@
 //! * [`H3Settings`]: every bound the endpoint enforces, with defaults.
 //! * [`H3Router`], [`Routed`], [`H3Conn`], [`Event`], [`RequestHead`]:
 //!   the router and the connections.
-//! * [`H3Endpoint`]: both in one.
 //! * [`quic`]: `h3`'s QUIC traits over a quinn-proto connection (the tests
 //!   run `h3`'s client over it too).
 
@@ -35,7 +34,6 @@
 #![deny(missing_docs)]
 
 mod connection;
-mod endpoint;
 mod guard;
 mod messages;
 pub mod quic;
@@ -49,7 +47,6 @@ type StreamMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomSta
 type StreamSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 pub use connection::{ConnEvent, H3Conn};
-pub use endpoint::H3Endpoint;
 pub use messages::{Event, H3Error, RequestHead};
 pub use router::{ConfigError, ConnId, EndpointStats, H3Router, Routed, Transmit};
 pub use settings::{EndpointSecret, FloodLimit, H3Settings};

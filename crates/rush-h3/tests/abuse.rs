@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use rush_h3::quic::QuicConnection;
 use rush_h3::quinn_proto::{ConnectionError, Dir, StreamId, VarInt, WriteError};
-use rush_h3::{Code, Event, FloodLimit, H3Endpoint, H3Settings, HeaderMap};
+use rush_h3::{Code, Event, FloodLimit, H3Settings, HeaderMap};
+use support::H3Endpoint;
 use support::{raw_get, settings, Net};
 
 const EXCESSIVE_LOAD: u64 = 0x107;

@@ -1,7 +1,7 @@
 //! The commands of one connection ([`rush_h3::H3Conn`]) that mirror
 //! rush-h2's: informational heads, per-stream send accounting, stopping a
 //! request body, holding requests back, abrupt shutdown. In memory
-//! (tests/support), through [`rush_h3::H3Endpoint::command`].
+//! (tests/support), through `H3Endpoint::command` (tests/support/endpoint.rs).
 
 mod support;
 

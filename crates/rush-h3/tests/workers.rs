@@ -5,7 +5,8 @@
 mod support;
 
 use rush_h3::quinn_proto::ConnectionError;
-use rush_h3::{EndpointSecret, H3Endpoint, H3Settings};
+use rush_h3::{EndpointSecret, H3Settings};
+use support::H3Endpoint;
 use support::{get, request, settings, Net};
 
 /// Serves one request on an endpoint with `first`, then sends the client's

@@ -224,7 +224,7 @@ impl H3Conn {
         conn
     }
     /// The time of the last call that gave one.
-    pub(crate) fn now(&self) -> Instant {
+    pub fn now(&self) -> Instant {
         self.quic.0.borrow().now
     }
 

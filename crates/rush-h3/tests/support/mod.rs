@@ -6,6 +6,10 @@
 
 #![allow(dead_code)]
 
+mod endpoint;
+
+pub use endpoint::H3Endpoint;
+
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::future::Future;
@@ -21,7 +25,7 @@ use rush_h3::quic::QuicConnection;
 use rush_h3::quinn_proto::{
     self, ClientConfig, ConnectionHandle, DatagramEvent, Endpoint, EndpointConfig,
 };
-use rush_h3::{ConnId, Event, H3Endpoint, H3Settings, HeaderMap};
+use rush_h3::{ConnId, Event, H3Settings, HeaderMap};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 pub const SERVER: &str = "127.0.0.1:4433";

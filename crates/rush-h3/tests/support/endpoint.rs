@@ -15,10 +15,10 @@ use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode};
 use quinn_proto::EcnCodepoint;
 
-use crate::connection::H3Conn;
-use crate::messages::{Event, H3Error};
-use crate::router::{ConfigError, ConnId, EndpointStats, H3Router, Routed, Transmit};
-use crate::settings::H3Settings;
+use rush_h3::{
+    ConfigError, ConnId, EndpointStats, Event, H3Conn, H3Error, H3Router, H3Settings, Routed,
+    Transmit,
+};
 
 /// A QUIC + HTTP/3 server endpoint without I/O: see the module docs.
 pub struct H3Endpoint {
